@@ -1,0 +1,370 @@
+use crate::header::{be32, be64};
+use crate::{Kind, WireError};
+
+/// What a [`Kind::Data`] fragment is for at the receiving port.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Target {
+    /// A tagged message, matched against the port's posted receives.
+    Tagged {
+        /// The message tag.
+        tag: u64,
+    },
+    /// A directed send (RDMA write) into a registered region.
+    Rdma {
+        /// The region's key.
+        key: u64,
+        /// Byte offset inside the region where the message starts.
+        offset: u64,
+    },
+}
+
+/// The fixed part of a [`Kind::Data`] body: one fragment of a message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct DataHeader {
+    /// Sending port.
+    pub src_port: u8,
+    /// Receiving port.
+    pub dst_port: u8,
+    /// Incarnation of the sending port.
+    pub src_gen: u32,
+    /// Incarnation of the receiving port the message is addressed to; a
+    /// message is never delivered to any other incarnation.
+    pub dst_gen: u32,
+    /// The sender's identifier for this message, echoed in a [`Reject`].
+    pub msg_id: u32,
+    /// Position of this message in the stream from the sending port to the
+    /// receiving port incarnation; keeps messages in order across rejections
+    /// and retries.
+    pub stream_seq: u32,
+    /// Length of the whole message.
+    pub total_len: u32,
+    /// Offset of this fragment inside the message.
+    pub offset: u32,
+    /// Tagged message or RDMA write.
+    pub target: Target,
+}
+
+/// Why a receiving engine refused a message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum RejectReason {
+    /// The port is closed but may open (a later incarnation is expected), the
+    /// message came out of stream order, or no buffer is free: retry later.
+    NotReady = 1,
+    /// The message is addressed to an incarnation of the port that no longer
+    /// exists: never retry.
+    Stale = 2,
+    /// The region key is unknown or does not belong to the port.
+    BadKey = 3,
+    /// The access falls outside the region.
+    OutOfBounds = 4,
+    /// The port does not exist on that engine.
+    NoSuchPort = 5,
+}
+
+impl RejectReason {
+    fn from_u8(v: u8) -> Result<Self, WireError> {
+        Ok(match v {
+            1 => Self::NotReady,
+            2 => Self::Stale,
+            3 => Self::BadKey,
+            4 => Self::OutOfBounds,
+            5 => Self::NoSuchPort,
+            _ => return Err(WireError::MalformedBody { kind: "reject", why: "unknown reason" }),
+        })
+    }
+}
+
+/// Body of a [`Kind::Reject`]: the receiver refused message `msg_id`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Reject {
+    /// The port that sent the refused message (this reject's destination).
+    pub port: u8,
+    /// The incarnation of that port.
+    pub gen: u32,
+    /// The sender's message identifier.
+    pub msg_id: u32,
+    /// Why.
+    pub reason: RejectReason,
+}
+
+/// Body of a [`Kind::ReadRequest`]: read `len` bytes at `offset` of region
+/// `key` on the destination port.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ReadRequest {
+    /// Requesting port.
+    pub src_port: u8,
+    /// Port owning the region.
+    pub dst_port: u8,
+    /// Incarnation of the requesting port.
+    pub src_gen: u32,
+    /// Incarnation of the owning port.
+    pub dst_gen: u32,
+    /// The requester's identifier, echoed in the response.
+    pub msg_id: u32,
+    /// Region key.
+    pub key: u64,
+    /// Offset inside the region.
+    pub offset: u64,
+    /// Bytes to read.
+    pub len: u32,
+}
+
+/// The fixed part of a [`Kind::ReadResponse`] body.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ReadResponseHeader {
+    /// The requesting port.
+    pub dst_port: u8,
+    /// Its incarnation.
+    pub dst_gen: u32,
+    /// The requester's identifier.
+    pub msg_id: u32,
+    /// Length of the whole response.
+    pub total_len: u32,
+    /// Offset of this fragment.
+    pub offset: u32,
+}
+
+/// A parsed body, borrowing its payload.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Body<'a> {
+    /// See [`Kind::Ack`].
+    Ack,
+    /// See [`Kind::Nop`].
+    Nop,
+    /// A message fragment and its bytes.
+    Data(DataHeader, &'a [u8]),
+    /// A refusal.
+    Reject(Reject),
+    /// An RDMA read request.
+    ReadRequest(ReadRequest),
+    /// A fragment of read data.
+    ReadResponse(ReadResponseHeader, &'a [u8]),
+}
+
+/// The fixed part of a body, without payload: what the sender writes before
+/// it copies the payload in place.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BodyRepr {
+    /// See [`Kind::Ack`].
+    Ack,
+    /// See [`Kind::Nop`].
+    Nop,
+    /// See [`Kind::Data`].
+    Data(DataHeader),
+    /// See [`Kind::Reject`].
+    Reject(Reject),
+    /// See [`Kind::ReadRequest`].
+    ReadRequest(ReadRequest),
+    /// See [`Kind::ReadResponse`].
+    ReadResponse(ReadResponseHeader),
+}
+
+const DATA_LEN: usize = 44;
+const REJECT_LEN: usize = 12;
+const READ_REQUEST_LEN: usize = 36;
+const READ_RESPONSE_LEN: usize = 20;
+
+const TARGET_TAGGED: u8 = 0;
+const TARGET_RDMA: u8 = 1;
+
+impl<'a> Body<'a> {
+    pub(crate) fn parse(kind: Kind, b: &'a [u8]) -> Result<Body<'a>, WireError> {
+        let need = |n: usize| {
+            if b.len() < n {
+                Err(WireError::MalformedBody { kind: kind.name(), why: "shorter than its fixed layout" })
+            } else {
+                Ok(())
+            }
+        };
+        let exact = |n: usize| {
+            if b.len() != n {
+                Err(WireError::MalformedBody { kind: kind.name(), why: "wrong length" })
+            } else {
+                Ok(())
+            }
+        };
+        Ok(match kind {
+            Kind::Ack => {
+                exact(0)?;
+                Body::Ack
+            }
+            Kind::Nop => {
+                exact(0)?;
+                Body::Nop
+            }
+            Kind::Data => {
+                need(DATA_LEN)?;
+                let target = match b[2] {
+                    TARGET_TAGGED => Target::Tagged { tag: be64(b, 28..36) },
+                    TARGET_RDMA => Target::Rdma { key: be64(b, 28..36), offset: be64(b, 36..44) },
+                    _ => return Err(WireError::MalformedBody { kind: "data", why: "unknown target" }),
+                };
+                let h = DataHeader {
+                    src_port: b[0],
+                    dst_port: b[1],
+                    src_gen: be32(b, 4..8),
+                    dst_gen: be32(b, 8..12),
+                    msg_id: be32(b, 12..16),
+                    stream_seq: be32(b, 16..20),
+                    total_len: be32(b, 20..24),
+                    offset: be32(b, 24..28),
+                    target,
+                };
+                let payload = &b[DATA_LEN..];
+                check_fragment("data", h.offset, payload.len(), h.total_len)?;
+                Body::Data(h, payload)
+            }
+            Kind::Reject => {
+                exact(REJECT_LEN)?;
+                Body::Reject(Reject {
+                    port: b[0],
+                    reason: RejectReason::from_u8(b[2])?,
+                    msg_id: be32(b, 4..8),
+                    gen: be32(b, 8..12),
+                })
+            }
+            Kind::ReadRequest => {
+                exact(READ_REQUEST_LEN)?;
+                Body::ReadRequest(ReadRequest {
+                    src_port: b[0],
+                    dst_port: b[1],
+                    src_gen: be32(b, 4..8),
+                    dst_gen: be32(b, 8..12),
+                    msg_id: be32(b, 12..16),
+                    key: be64(b, 16..24),
+                    offset: be64(b, 24..32),
+                    len: be32(b, 32..36),
+                })
+            }
+            Kind::ReadResponse => {
+                need(READ_RESPONSE_LEN)?;
+                let h = ReadResponseHeader {
+                    dst_port: b[0],
+                    dst_gen: be32(b, 4..8),
+                    msg_id: be32(b, 8..12),
+                    total_len: be32(b, 12..16),
+                    offset: be32(b, 16..20),
+                };
+                let payload = &b[READ_RESPONSE_LEN..];
+                check_fragment("read-response", h.offset, payload.len(), h.total_len)?;
+                Body::ReadResponse(h, payload)
+            }
+        })
+    }
+
+    /// The fixed part of this body.
+    pub fn repr(&self) -> BodyRepr {
+        match *self {
+            Body::Ack => BodyRepr::Ack,
+            Body::Nop => BodyRepr::Nop,
+            Body::Data(h, _) => BodyRepr::Data(h),
+            Body::Reject(r) => BodyRepr::Reject(r),
+            Body::ReadRequest(r) => BodyRepr::ReadRequest(r),
+            Body::ReadResponse(h, _) => BodyRepr::ReadResponse(h),
+        }
+    }
+
+    /// The payload bytes (empty for kinds without payload).
+    pub fn payload(&self) -> &'a [u8] {
+        match *self {
+            Body::Data(_, p) | Body::ReadResponse(_, p) => p,
+            _ => &[],
+        }
+    }
+}
+
+/// A fragment must lie inside its message; an empty fragment is only valid as
+/// the single fragment of an empty message.
+fn check_fragment(kind: &'static str, offset: u32, len: usize, total: u32) -> Result<(), WireError> {
+    let end = u64::from(offset) + len as u64;
+    if end > u64::from(total) {
+        return Err(WireError::MalformedBody { kind, why: "fragment extends past the message" });
+    }
+    if len == 0 && !(offset == 0 && total == 0) {
+        return Err(WireError::MalformedBody { kind, why: "empty fragment of a non-empty message" });
+    }
+    Ok(())
+}
+
+impl BodyRepr {
+    /// The packet kind of this body.
+    pub fn kind(&self) -> Kind {
+        match self {
+            BodyRepr::Ack => Kind::Ack,
+            BodyRepr::Nop => Kind::Nop,
+            BodyRepr::Data(_) => Kind::Data,
+            BodyRepr::Reject(_) => Kind::Reject,
+            BodyRepr::ReadRequest(_) => Kind::ReadRequest,
+            BodyRepr::ReadResponse(_) => Kind::ReadResponse,
+        }
+    }
+
+    /// Length of the fixed part in bytes.
+    pub fn fixed_len(&self) -> usize {
+        match self {
+            BodyRepr::Ack | BodyRepr::Nop => 0,
+            BodyRepr::Data(_) => DATA_LEN,
+            BodyRepr::Reject(_) => REJECT_LEN,
+            BodyRepr::ReadRequest(_) => READ_REQUEST_LEN,
+            BodyRepr::ReadResponse(_) => READ_RESPONSE_LEN,
+        }
+    }
+
+    /// Writes the fixed part into exactly `fixed_len()` bytes.
+    pub(crate) fn emit(&self, b: &mut [u8]) {
+        match self {
+            BodyRepr::Ack | BodyRepr::Nop => {}
+            BodyRepr::Data(h) => {
+                b[0] = h.src_port;
+                b[1] = h.dst_port;
+                b[3] = 0;
+                b[4..8].copy_from_slice(&h.src_gen.to_be_bytes());
+                b[8..12].copy_from_slice(&h.dst_gen.to_be_bytes());
+                b[12..16].copy_from_slice(&h.msg_id.to_be_bytes());
+                b[16..20].copy_from_slice(&h.stream_seq.to_be_bytes());
+                b[20..24].copy_from_slice(&h.total_len.to_be_bytes());
+                b[24..28].copy_from_slice(&h.offset.to_be_bytes());
+                match h.target {
+                    Target::Tagged { tag } => {
+                        b[2] = TARGET_TAGGED;
+                        b[28..36].copy_from_slice(&tag.to_be_bytes());
+                        b[36..44].copy_from_slice(&[0; 8]);
+                    }
+                    Target::Rdma { key, offset } => {
+                        b[2] = TARGET_RDMA;
+                        b[28..36].copy_from_slice(&key.to_be_bytes());
+                        b[36..44].copy_from_slice(&offset.to_be_bytes());
+                    }
+                }
+            }
+            BodyRepr::Reject(r) => {
+                b[0] = r.port;
+                b[1] = 0;
+                b[2] = r.reason as u8;
+                b[3] = 0;
+                b[4..8].copy_from_slice(&r.msg_id.to_be_bytes());
+                b[8..12].copy_from_slice(&r.gen.to_be_bytes());
+            }
+            BodyRepr::ReadRequest(r) => {
+                b[0] = r.src_port;
+                b[1] = r.dst_port;
+                b[2..4].copy_from_slice(&[0; 2]);
+                b[4..8].copy_from_slice(&r.src_gen.to_be_bytes());
+                b[8..12].copy_from_slice(&r.dst_gen.to_be_bytes());
+                b[12..16].copy_from_slice(&r.msg_id.to_be_bytes());
+                b[16..24].copy_from_slice(&r.key.to_be_bytes());
+                b[24..32].copy_from_slice(&r.offset.to_be_bytes());
+                b[32..36].copy_from_slice(&r.len.to_be_bytes());
+            }
+            BodyRepr::ReadResponse(h) => {
+                b[0] = h.dst_port;
+                b[1..4].copy_from_slice(&[0; 3]);
+                b[4..8].copy_from_slice(&h.dst_gen.to_be_bytes());
+                b[8..12].copy_from_slice(&h.msg_id.to_be_bytes());
+                b[12..16].copy_from_slice(&h.total_len.to_be_bytes());
+                b[16..20].copy_from_slice(&h.offset.to_be_bytes());
+            }
+        }
+    }
+}

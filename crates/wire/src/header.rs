@@ -1,0 +1,194 @@
+use crate::{Seq, WireError};
+
+/// Outboard's magic, "OB".
+pub const MAGIC: u16 = 0x4F42;
+/// The protocol version this build speaks.
+pub const VERSION: u8 = 1;
+/// Length of the fixed header in bytes.
+pub const HEADER_LEN: usize = 44;
+
+mod field {
+    use core::ops::Range;
+    pub const MAGIC: Range<usize> = 0..2;
+    pub const VERSION: usize = 2;
+    pub const KIND: usize = 3;
+    pub const FLAGS: Range<usize> = 4..6;
+    pub const BODY_LEN: Range<usize> = 6..8;
+    pub const JOB_KEY: Range<usize> = 8..16;
+    pub const SRC_NODE: Range<usize> = 16..20;
+    pub const DST_NODE: Range<usize> = 20..24;
+    pub const BOOT: Range<usize> = 24..28;
+    pub const SEQ: Range<usize> = 28..32;
+    pub const ACK: Range<usize> = 32..36;
+    pub const HORIZON: Range<usize> = 36..40;
+    pub const CHECKSUM: Range<usize> = 40..44;
+}
+
+/// Packet kinds. A kind fixes the body layout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum Kind {
+    /// A standalone acknowledgement; carries no sequence number.
+    Ack = 1,
+    /// A reliable placeholder: occupies a sequence number whose original
+    /// content was cancelled, so the stream stays gap-free.
+    Nop = 2,
+    /// A fragment of a tagged message or of an RDMA write.
+    Data = 3,
+    /// The receiving port refused a message (closed, stale, no buffer, access
+    /// violation); carried reliably back to the sender.
+    Reject = 4,
+    /// A request to read a remote registered region.
+    ReadRequest = 5,
+    /// A fragment of the data an RDMA read returns.
+    ReadResponse = 6,
+}
+
+impl Kind {
+    pub(crate) fn from_u8(v: u8) -> Result<Kind, WireError> {
+        Ok(match v {
+            1 => Kind::Ack,
+            2 => Kind::Nop,
+            3 => Kind::Data,
+            4 => Kind::Reject,
+            5 => Kind::ReadRequest,
+            6 => Kind::ReadResponse,
+            found => return Err(WireError::UnknownKind { found }),
+        })
+    }
+
+    /// Whether packets of this kind occupy a sequence number on the reliable
+    /// connection (everything but a standalone acknowledgement).
+    pub fn is_sequenced(self) -> bool {
+        !matches!(self, Kind::Ack)
+    }
+
+    /// A short name, for errors and traces.
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Ack => "ack",
+            Kind::Nop => "nop",
+            Kind::Data => "data",
+            Kind::Reject => "reject",
+            Kind::ReadRequest => "read-request",
+            Kind::ReadResponse => "read-response",
+        }
+    }
+}
+
+/// The fixed header every packet starts with.
+///
+/// `seq`, `ack` and `horizon` belong to the reliable connection between the
+/// two engines: `seq` numbers this packet (meaningless for [`Kind::Ack`]),
+/// `ack` says every packet before it was received in order, and `horizon` is
+/// the sender's next unassigned sequence number, which tells the receiver
+/// whether reliable packets it has not seen yet were already queued when this
+/// acknowledgement was written (see the engine's connection module).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Header {
+    /// Packet kind; set from the body when emitting.
+    pub kind: Kind,
+    /// Flags; none are defined yet, receivers ignore unknown ones.
+    pub flags: u16,
+    /// The job's 64-bit key: a packet without the right key is dropped.
+    pub job_key: u64,
+    /// Sending node.
+    pub src_node: u32,
+    /// Receiving node.
+    pub dst_node: u32,
+    /// The sending engine's incarnation, so a restarted engine's connection
+    /// state is never confused with its predecessor's.
+    pub boot: u32,
+    /// This packet's sequence number on the connection.
+    pub seq: Seq,
+    /// Cumulative acknowledgement: the next sequence number expected.
+    pub ack: Seq,
+    /// The sender's next unassigned sequence number.
+    pub horizon: Seq,
+}
+
+impl Header {
+    pub(crate) fn parse(bytes: &[u8]) -> Result<(Header, &[u8]), WireError> {
+        if bytes.len() < HEADER_LEN {
+            return Err(WireError::Truncated { len: bytes.len(), need: HEADER_LEN });
+        }
+        let magic = u16::from_be_bytes([bytes[0], bytes[1]]);
+        if magic != MAGIC {
+            return Err(WireError::BadMagic { found: magic });
+        }
+        if bytes[field::VERSION] != VERSION {
+            return Err(WireError::BadVersion { found: bytes[field::VERSION] });
+        }
+        let declared = usize::from(be16(bytes, field::BODY_LEN));
+        let actual = bytes.len() - HEADER_LEN;
+        if declared != actual {
+            return Err(WireError::LengthMismatch { declared, actual });
+        }
+        if be32(bytes, field::CHECKSUM) != checksum(bytes) {
+            return Err(WireError::BadChecksum);
+        }
+        let kind = Kind::from_u8(bytes[field::KIND])?;
+        let header = Header {
+            kind,
+            flags: be16(bytes, field::FLAGS),
+            job_key: be64(bytes, field::JOB_KEY),
+            src_node: be32(bytes, field::SRC_NODE),
+            dst_node: be32(bytes, field::DST_NODE),
+            boot: be32(bytes, field::BOOT),
+            seq: Seq(be32(bytes, field::SEQ)),
+            ack: Seq(be32(bytes, field::ACK)),
+            horizon: Seq(be32(bytes, field::HORIZON)),
+        };
+        Ok((header, &bytes[HEADER_LEN..]))
+    }
+
+    /// Writes the header (checksum left zero) into exactly `HEADER_LEN` bytes.
+    pub(crate) fn emit(&self, kind: Kind, body_len: u16, out: &mut [u8]) {
+        out[field::MAGIC].copy_from_slice(&MAGIC.to_be_bytes());
+        out[field::VERSION] = VERSION;
+        out[field::KIND] = kind as u8;
+        out[field::FLAGS].copy_from_slice(&self.flags.to_be_bytes());
+        out[field::BODY_LEN].copy_from_slice(&body_len.to_be_bytes());
+        out[field::JOB_KEY].copy_from_slice(&self.job_key.to_be_bytes());
+        out[field::SRC_NODE].copy_from_slice(&self.src_node.to_be_bytes());
+        out[field::DST_NODE].copy_from_slice(&self.dst_node.to_be_bytes());
+        out[field::BOOT].copy_from_slice(&self.boot.to_be_bytes());
+        out[field::SEQ].copy_from_slice(&self.seq.0.to_be_bytes());
+        out[field::ACK].copy_from_slice(&self.ack.0.to_be_bytes());
+        out[field::HORIZON].copy_from_slice(&self.horizon.0.to_be_bytes());
+        out[field::CHECKSUM].copy_from_slice(&[0; 4]);
+    }
+}
+
+/// CRC-32 of the packet with the checksum field taken as zero.
+fn checksum(packet: &[u8]) -> u32 {
+    let mut h = crc32fast::Hasher::new();
+    h.update(&packet[..field::CHECKSUM.start]);
+    h.update(&[0; 4]);
+    h.update(&packet[field::CHECKSUM.end..]);
+    h.finalize()
+}
+
+pub(crate) fn seal(packet: &mut [u8]) {
+    debug_assert!(packet.len() >= HEADER_LEN);
+    let c = checksum(packet);
+    packet[field::CHECKSUM].copy_from_slice(&c.to_be_bytes());
+}
+
+pub(crate) fn be16(b: &[u8], r: core::ops::Range<usize>) -> u16 {
+    let mut a = [0; 2];
+    a.copy_from_slice(&b[r]);
+    u16::from_be_bytes(a)
+}
+
+pub(crate) fn be32(b: &[u8], r: core::ops::Range<usize>) -> u32 {
+    let mut a = [0; 4];
+    a.copy_from_slice(&b[r]);
+    u32::from_be_bytes(a)
+}
+
+pub(crate) fn be64(b: &[u8], r: core::ops::Range<usize>) -> u64 {
+    let mut a = [0; 8];
+    a.copy_from_slice(&b[r]);
+    u64::from_be_bytes(a)
+}

@@ -1,0 +1,132 @@
+use super::*;
+use proptest::prelude::*;
+
+fn arb_header() -> impl Strategy<Value = Header> {
+    (any::<u16>(), any::<u64>(), any::<u32>(), any::<u32>(), any::<u32>(), any::<u32>(), any::<u32>(), any::<u32>())
+        .prop_map(|(flags, job_key, src_node, dst_node, boot, seq, ack, horizon)| Header {
+            kind: Kind::Ack,
+            flags,
+            job_key,
+            src_node,
+            dst_node,
+            boot,
+            seq: Seq(seq),
+            ack: Seq(ack),
+            horizon: Seq(horizon),
+        })
+}
+
+fn arb_reason() -> impl Strategy<Value = RejectReason> {
+    prop_oneof![
+        Just(RejectReason::NotReady),
+        Just(RejectReason::Stale),
+        Just(RejectReason::BadKey),
+        Just(RejectReason::OutOfBounds),
+        Just(RejectReason::NoSuchPort),
+    ]
+}
+
+/// A body and an owned payload consistent with it.
+fn arb_body() -> impl Strategy<Value = (BodyRepr, Vec<u8>)> {
+    let data = (
+        any::<(u8, u8, u32, u32, u32, u32)>(),
+        proptest::collection::vec(any::<u8>(), 0..600),
+        0u32..10_000,
+        0u32..10_000,
+        prop_oneof![any::<u64>().prop_map(|tag| Target::Tagged { tag }), any::<(u64, u64)>().prop_map(|(key, offset)| Target::Rdma { key, offset })],
+    )
+        .prop_map(|((sp, dp, sg, dg, id, ss), payload, before, after, target)| {
+            let (offset, total) = if payload.is_empty() { (0, 0) } else { (before, before + payload.len() as u32 + after) };
+            let h = DataHeader { src_port: sp, dst_port: dp, src_gen: sg, dst_gen: dg, msg_id: id, stream_seq: ss, total_len: total, offset, target };
+            (BodyRepr::Data(h), payload)
+        });
+    let resp = (any::<(u8, u32, u32)>(), proptest::collection::vec(any::<u8>(), 1..600), 0u32..5000).prop_map(|((p, g, id), payload, off)| {
+        let h = ReadResponseHeader { dst_port: p, dst_gen: g, msg_id: id, total_len: off + payload.len() as u32, offset: off };
+        (BodyRepr::ReadResponse(h), payload)
+    });
+    prop_oneof![
+        Just((BodyRepr::Ack, vec![])),
+        Just((BodyRepr::Nop, vec![])),
+        data,
+        (any::<(u8, u32, u32)>(), arb_reason()).prop_map(|((port, gen, msg_id), reason)| (BodyRepr::Reject(Reject { port, gen, msg_id, reason }), vec![])),
+        any::<(u8, u8, u32, u32, u32, u64, u64, u32)>().prop_map(|(sp, dp, sg, dg, id, key, offset, len)| (
+            BodyRepr::ReadRequest(ReadRequest { src_port: sp, dst_port: dp, src_gen: sg, dst_gen: dg, msg_id: id, key, offset, len }),
+            vec![]
+        )),
+        resp,
+    ]
+}
+
+fn body_of<'a>(repr: BodyRepr, payload: &'a [u8]) -> Body<'a> {
+    match repr {
+        BodyRepr::Ack => Body::Ack,
+        BodyRepr::Nop => Body::Nop,
+        BodyRepr::Data(h) => Body::Data(h, payload),
+        BodyRepr::Reject(r) => Body::Reject(r),
+        BodyRepr::ReadRequest(r) => Body::ReadRequest(r),
+        BodyRepr::ReadResponse(h) => Body::ReadResponse(h, payload),
+    }
+}
+
+proptest! {
+    #[test]
+    fn decode_of_encode_is_identity(mut header in arb_header(), (repr, payload) in arb_body()) {
+        header.kind = repr.kind();
+        let pkt = Packet { header, body: body_of(repr, &payload) };
+        let mut buf = vec![0u8; pkt.buffer_len()];
+        let n = pkt.emit(&mut buf).unwrap();
+        prop_assert_eq!(n, buf.len());
+        let back = Packet::parse(&buf).unwrap();
+        prop_assert_eq!(back, pkt);
+    }
+
+    #[test]
+    fn any_truncation_or_single_byte_flip_is_an_error(mut header in arb_header(), (repr, payload) in arb_body(), cut in any::<prop::sample::Index>(), flip in 1u8..=255) {
+        header.kind = repr.kind();
+        let pkt = Packet { header, body: body_of(repr, &payload) };
+        let mut buf = vec![0u8; pkt.buffer_len()];
+        pkt.emit(&mut buf).unwrap();
+        let at = cut.index(buf.len());
+        prop_assert!(Packet::parse(&buf[..at]).is_err());
+        let mut bad = buf.clone();
+        bad[at] ^= flip;
+        prop_assert!(Packet::parse(&bad).is_err());
+        let mut longer = buf.clone();
+        longer.push(0);
+        prop_assert!(Packet::parse(&longer).is_err());
+    }
+
+    #[test]
+    fn random_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..200)) {
+        let _ = Packet::parse(&bytes);
+    }
+
+    #[test]
+    fn seq_comparison_is_modular(a in any::<u32>(), d in 1u32..(1 << 30)) {
+        let x = Seq(a);
+        let y = x.add(d);
+        prop_assert!(x.before(y));
+        prop_assert!(y.after(x));
+        prop_assert_eq!(y.diff(x), d as i32);
+        prop_assert_eq!(x.max(y), y);
+    }
+}
+
+#[test]
+fn emit_prefix_reports_short_buffers_and_long_payloads() {
+    let h = Header { kind: Kind::Nop, flags: 0, job_key: 1, src_node: 0, dst_node: 1, boot: 0, seq: Seq(0), ack: Seq(0), horizon: Seq(0) };
+    let mut small = [0u8; 10];
+    assert!(matches!(emit_prefix(&h, &BodyRepr::Nop, 0, &mut small), Err(WireError::BufferTooShort { .. })));
+    let mut big = vec![0u8; 70_000];
+    assert!(matches!(emit_prefix(&h, &BodyRepr::Nop, 66_000, &mut big), Err(WireError::PayloadTooLong { .. })));
+}
+
+#[test]
+fn fragments_outside_their_message_are_rejected() {
+    let h = Header { kind: Kind::Data, flags: 0, job_key: 1, src_node: 0, dst_node: 1, boot: 0, seq: Seq(0), ack: Seq(0), horizon: Seq(0) };
+    let d = DataHeader { src_port: 0, dst_port: 0, src_gen: 1, dst_gen: 1, msg_id: 0, stream_seq: 0, total_len: 4, offset: 2, target: Target::Tagged { tag: 0 } };
+    let pkt = Packet { header: h, body: Body::Data(d, &[1, 2, 3]) };
+    let mut buf = vec![0u8; pkt.buffer_len()];
+    pkt.emit(&mut buf).unwrap();
+    assert!(matches!(Packet::parse(&buf), Err(WireError::MalformedBody { .. })));
+}
