@@ -125,6 +125,26 @@ pub struct ReadResponseHeader {
     pub offset: u32,
 }
 
+/// What an [`Abort`] refers to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum AbortWhat {
+    /// A message (tagged or RDMA write) the abort's sender was sending;
+    /// `msg_id` is the sender's.
+    Message = 1,
+    /// The response to a read; `msg_id` is the requester's.
+    ReadResponse = 2,
+}
+
+/// Body of a [`Kind::Abort`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Abort {
+    /// Message or read response.
+    pub what: AbortWhat,
+    /// The identifier, see [`AbortWhat`].
+    pub msg_id: u32,
+}
+
 /// A parsed body, borrowing its payload.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Body<'a> {
@@ -140,6 +160,8 @@ pub enum Body<'a> {
     ReadRequest(ReadRequest),
     /// A fragment of read data.
     ReadResponse(ReadResponseHeader, &'a [u8]),
+    /// A message or read response given up.
+    Abort(Abort),
 }
 
 /// The fixed part of a body, without payload: what the sender writes before
@@ -158,12 +180,20 @@ pub enum BodyRepr {
     ReadRequest(ReadRequest),
     /// See [`Kind::ReadResponse`].
     ReadResponse(ReadResponseHeader),
+    /// See [`Kind::Abort`].
+    Abort(Abort),
 }
 
-const DATA_LEN: usize = 44;
+const DATA_LEN: usize = DATA_FIXED_LEN;
 const REJECT_LEN: usize = 12;
 const READ_REQUEST_LEN: usize = 36;
-const READ_RESPONSE_LEN: usize = 20;
+const READ_RESPONSE_LEN: usize = READ_RESPONSE_FIXED_LEN;
+
+/// Bytes of a [`Kind::Data`] body before its payload.
+pub const DATA_FIXED_LEN: usize = 44;
+/// Bytes of a [`Kind::ReadResponse`] body before its payload.
+pub const READ_RESPONSE_FIXED_LEN: usize = 20;
+const ABORT_LEN: usize = 8;
 
 const TARGET_TAGGED: u8 = 0;
 const TARGET_RDMA: u8 = 1;
@@ -250,6 +280,15 @@ impl<'a> Body<'a> {
                 check_fragment("read-response", h.offset, payload.len(), h.total_len)?;
                 Body::ReadResponse(h, payload)
             }
+            Kind::Abort => {
+                exact(ABORT_LEN)?;
+                let what = match b[0] {
+                    1 => AbortWhat::Message,
+                    2 => AbortWhat::ReadResponse,
+                    _ => return Err(WireError::MalformedBody { kind: "abort", why: "unknown subject" }),
+                };
+                Body::Abort(Abort { what, msg_id: be32(b, 4..8) })
+            }
         })
     }
 
@@ -262,6 +301,7 @@ impl<'a> Body<'a> {
             Body::Reject(r) => BodyRepr::Reject(r),
             Body::ReadRequest(r) => BodyRepr::ReadRequest(r),
             Body::ReadResponse(h, _) => BodyRepr::ReadResponse(h),
+            Body::Abort(a) => BodyRepr::Abort(a),
         }
     }
 
@@ -297,6 +337,7 @@ impl BodyRepr {
             BodyRepr::Reject(_) => Kind::Reject,
             BodyRepr::ReadRequest(_) => Kind::ReadRequest,
             BodyRepr::ReadResponse(_) => Kind::ReadResponse,
+            BodyRepr::Abort(_) => Kind::Abort,
         }
     }
 
@@ -308,6 +349,7 @@ impl BodyRepr {
             BodyRepr::Reject(_) => REJECT_LEN,
             BodyRepr::ReadRequest(_) => READ_REQUEST_LEN,
             BodyRepr::ReadResponse(_) => READ_RESPONSE_LEN,
+            BodyRepr::Abort(_) => ABORT_LEN,
         }
     }
 
@@ -364,6 +406,11 @@ impl BodyRepr {
                 b[8..12].copy_from_slice(&h.msg_id.to_be_bytes());
                 b[12..16].copy_from_slice(&h.total_len.to_be_bytes());
                 b[16..20].copy_from_slice(&h.offset.to_be_bytes());
+            }
+            BodyRepr::Abort(a) => {
+                b[0] = a.what as u8;
+                b[1..4].copy_from_slice(&[0; 3]);
+                b[4..8].copy_from_slice(&a.msg_id.to_be_bytes());
             }
         }
     }

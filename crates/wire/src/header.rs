@@ -42,6 +42,10 @@ pub enum Kind {
     ReadRequest = 5,
     /// A fragment of the data an RDMA read returns.
     ReadResponse = 6,
+    /// The sender gave up a message or read response part-way (its port
+    /// closed, or the message was rejected and is being retried): the
+    /// receiver drops what it holds of it.
+    Abort = 7,
 }
 
 impl Kind {
@@ -53,6 +57,7 @@ impl Kind {
             4 => Kind::Reject,
             5 => Kind::ReadRequest,
             6 => Kind::ReadResponse,
+            7 => Kind::Abort,
             found => return Err(WireError::UnknownKind { found }),
         })
     }
@@ -72,6 +77,7 @@ impl Kind {
             Kind::Reject => "reject",
             Kind::ReadRequest => "read-request",
             Kind::ReadResponse => "read-response",
+            Kind::Abort => "abort",
         }
     }
 }

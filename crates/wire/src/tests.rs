@@ -54,6 +54,7 @@ fn arb_body() -> impl Strategy<Value = (BodyRepr, Vec<u8>)> {
             vec![]
         )),
         resp,
+        (prop_oneof![Just(AbortWhat::Message), Just(AbortWhat::ReadResponse)], any::<u32>()).prop_map(|(what, msg_id)| (BodyRepr::Abort(Abort { what, msg_id }), vec![])),
     ]
 }
 
@@ -65,6 +66,7 @@ fn body_of<'a>(repr: BodyRepr, payload: &'a [u8]) -> Body<'a> {
         BodyRepr::Reject(r) => Body::Reject(r),
         BodyRepr::ReadRequest(r) => Body::ReadRequest(r),
         BodyRepr::ReadResponse(h) => Body::ReadResponse(h, payload),
+        BodyRepr::Abort(a) => Body::Abort(a),
     }
 }
 

@@ -1,0 +1,268 @@
+//! What goes into the engine from a port, and what comes out to it.
+
+use thiserror::Error;
+
+use crate::{Endpoint, HostBuf, NodeId, OpId, PortId, RecvMatch};
+
+/// Work a port hands its engine (GM's send and receive tokens). Each command
+/// that [`crate::Engine::handle_command`] accepts completes later with exactly
+/// one [`Event`] carrying the same [`OpId`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Command {
+    /// Send a tagged message read from `buf` to `dest`. Uses a send token.
+    Send {
+        /// Operation name.
+        op: OpId,
+        /// Destination port incarnation.
+        dest: Endpoint,
+        /// Tag the receiver matches on.
+        tag: u64,
+        /// The message.
+        buf: HostBuf,
+    },
+    /// Post a receive into `buf` for the first message that `matching`
+    /// accepts. Uses a receive token.
+    Recv {
+        /// Operation name.
+        op: OpId,
+        /// Which messages.
+        matching: RecvMatch,
+        /// Where the message goes.
+        buf: HostBuf,
+    },
+    /// Register a region of the port's memory for remote access; completes
+    /// with [`Completion::Registered`] and the region's key.
+    Register {
+        /// Operation name.
+        op: OpId,
+        /// The region.
+        buf: HostBuf,
+    },
+    /// Withdraw a region: remote accesses with its key fail from now on.
+    Deregister {
+        /// Operation name.
+        op: OpId,
+        /// The key the registration returned.
+        key: u64,
+    },
+    /// Write `buf` into the remote region `key` at `offset` (a directed
+    /// send). Uses a send token.
+    RdmaWrite {
+        /// Operation name.
+        op: OpId,
+        /// The port owning the region.
+        dest: Endpoint,
+        /// Region key.
+        key: u64,
+        /// Offset inside the region.
+        offset: u64,
+        /// Local source.
+        buf: HostBuf,
+    },
+    /// Read `buf.len` bytes of the remote region `key` at `offset` into
+    /// `buf`. Uses a send token.
+    RdmaRead {
+        /// Operation name.
+        op: OpId,
+        /// The port owning the region.
+        dest: Endpoint,
+        /// Region key.
+        key: u64,
+        /// Offset inside the region.
+        offset: u64,
+        /// Local destination.
+        buf: HostBuf,
+    },
+    /// Cancel `target`: a posted receive not yet matched, or a send waiting
+    /// to be retried. Completes `target` with [`OpError::Cancelled`], then
+    /// this command with [`Completion::Cancelled`]; if `target` cannot be
+    /// cancelled any more it completes normally and this command with an
+    /// error.
+    Cancel {
+        /// Operation name of the cancel itself.
+        op: OpId,
+        /// The operation to cancel.
+        target: OpId,
+    },
+}
+
+impl Command {
+    /// The operation name of this command.
+    pub fn op(&self) -> OpId {
+        match *self {
+            Command::Send { op, .. }
+            | Command::Recv { op, .. }
+            | Command::Register { op, .. }
+            | Command::Deregister { op, .. }
+            | Command::RdmaWrite { op, .. }
+            | Command::RdmaRead { op, .. }
+            | Command::Cancel { op, .. } => op,
+        }
+    }
+}
+
+/// A completion for one port.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Event {
+    /// The port the completed command came from.
+    pub port: PortId,
+    /// The command's operation name.
+    pub op: OpId,
+    /// What happened.
+    pub result: Result<Completion, OpError>,
+}
+
+/// How a command succeeded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Completion {
+    /// The message was accepted by the destination port (delivered or held
+    /// as unexpected there); the send token is back.
+    Sent,
+    /// A message arrived in the posted buffer.
+    Received {
+        /// Who sent it.
+        src: Endpoint,
+        /// Its tag.
+        tag: u64,
+        /// Its length.
+        len: u32,
+    },
+    /// The region is registered under `key`.
+    Registered {
+        /// The key a remote port needs to access the region.
+        key: u64,
+    },
+    /// The region is withdrawn.
+    Deregistered,
+    /// The RDMA write landed in the remote region.
+    Written,
+    /// The RDMA read data is in the local buffer.
+    Read,
+    /// The cancel took effect.
+    Cancelled,
+}
+
+/// Why an accepted operation failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
+pub enum OpError {
+    /// The peer engine stopped answering within the peer timeout, or it
+    /// restarted.
+    #[error("peer node {0:?} is unreachable")]
+    PeerUnreachable(NodeId),
+    /// The destination port incarnation is gone (closed, or replaced by a
+    /// newer one).
+    #[error("destination port incarnation no longer exists")]
+    PortGone,
+    /// The destination port slot does not exist on that engine.
+    #[error("no such port on the destination engine")]
+    NoSuchPort,
+    /// The destination kept refusing (not open yet, no buffer) for longer
+    /// than the retry timeout.
+    #[error("destination not ready within the retry timeout")]
+    NotReadyTimeout,
+    /// The remote region key is wrong.
+    #[error("remote region key rejected")]
+    BadKey,
+    /// The remote access falls outside the region.
+    #[error("remote access out of the region's bounds")]
+    OutOfBounds,
+    /// The operation was cancelled.
+    #[error("cancelled")]
+    Cancelled,
+    /// The message was longer than the receive buffer; the buffer holds its
+    /// first bytes.
+    #[error("message of {len} bytes truncated to the receive buffer")]
+    Truncated {
+        /// Sender.
+        src: Endpoint,
+        /// Tag.
+        tag: u64,
+        /// The message's full length.
+        len: u32,
+    },
+    /// The sender gave the message up part-way (its port closed).
+    #[error("sender aborted the message")]
+    SenderAborted,
+    /// Host memory could not be read or written.
+    #[error("host memory access failed")]
+    DmaFault,
+    /// Cancel: the target operation is unknown or already under way.
+    #[error("operation cannot be cancelled")]
+    NotCancellable,
+    /// Deregister: no region with that key on this port.
+    #[error("no region with that key")]
+    NoSuchRegion,
+}
+
+/// Why a command was refused on the spot (nothing was consumed; no event
+/// will follow).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
+pub enum CommandError {
+    /// The port is not open.
+    #[error("port {0:?} is not open")]
+    PortNotOpen(PortId),
+    /// All send tokens of the port are in use.
+    #[error("no send token free")]
+    NoSendToken,
+    /// All receive tokens of the port are in use.
+    #[error("no receive token free")]
+    NoRecvToken,
+    /// Larger than the engine's `max_message`.
+    #[error("message of {len} bytes exceeds the limit of {max}")]
+    TooLong {
+        /// Requested length.
+        len: u64,
+        /// The limit.
+        max: u32,
+    },
+    /// The destination port number is beyond any engine's port range.
+    #[error("invalid destination")]
+    BadDestination,
+    /// The destination node was declared dead.
+    #[error("peer node {0:?} is unreachable")]
+    PeerUnreachable(NodeId),
+}
+
+/// Why a port could not be opened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
+pub enum OpenError {
+    /// The slot number is beyond `max_ports`.
+    #[error("port {0:?} does not exist")]
+    NoSuchPort(PortId),
+    /// The slot is already open.
+    #[error("port {0:?} is already open")]
+    InUse(PortId),
+}
+
+/// A configuration the engine cannot work with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
+pub enum ConfigError {
+    /// MTU out of range.
+    #[error("mtu {mtu} outside {min}..={max}")]
+    Mtu {
+        /// Value given.
+        mtu: usize,
+        /// Minimum.
+        min: usize,
+        /// Maximum.
+        max: usize,
+    },
+    /// A value that must not be zero.
+    #[error("{0} must not be zero")]
+    Zero(&'static str),
+    /// Window out of range.
+    #[error("window {0} outside 1..=2^20")]
+    Window(u32),
+    /// Inconsistent timeouts.
+    #[error("{0}")]
+    Timeouts(&'static str),
+}
+
+/// A datagram [`crate::Engine::poll_transmit`] wrote into the caller's buffer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Transmit {
+    /// Destination node.
+    pub dst: NodeId,
+    /// Bytes written at the start of the buffer.
+    pub len: usize,
+}

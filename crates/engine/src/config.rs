@@ -1,0 +1,104 @@
+use core::time::Duration;
+
+use crate::NodeId;
+
+/// Everything that fixes an engine's behaviour. Time and randomness come in
+/// from outside: `boot` is the only random value the engine uses, chosen by
+/// the driver (from a seed in the simulator).
+#[derive(Debug, Clone)]
+pub struct EngineConfig {
+    /// This engine's node.
+    pub node: NodeId,
+    /// The job's key: packets that carry another are dropped and counted.
+    pub job_key: u64,
+    /// This engine's incarnation, different each time an engine starts (the
+    /// driver picks it at random), so peers can tell a restarted engine from
+    /// its predecessor.
+    pub boot: u32,
+    /// Largest datagram the engine emits, header included. Messages are cut
+    /// into packets of at most this size.
+    pub mtu: usize,
+    /// Number of port slots (GM had 8).
+    pub max_ports: u8,
+    /// Send tokens per port: how many send, RDMA write and RDMA read
+    /// operations a port may have outstanding at once.
+    pub send_tokens: u32,
+    /// Receive tokens per port: how many receives it may have posted.
+    pub recv_tokens: u32,
+    /// Packets in flight per connection before the sender waits for
+    /// acknowledgements.
+    pub window: u32,
+    /// First retransmission timeout; doubles on every timeout up to
+    /// `rto_max`, resets when an acknowledgement makes progress.
+    pub rto_initial: Duration,
+    /// Ceiling of the retransmission timeout.
+    pub rto_max: Duration,
+    /// A peer that acknowledges nothing for this long while we have
+    /// unacknowledged packets for it is declared dead: every operation that
+    /// needs it completes with an error.
+    pub peer_timeout: Duration,
+    /// How long a sender waits before retrying a message the receiver
+    /// refused as not ready (port not open yet, no buffer).
+    pub retry_interval: Duration,
+    /// How long a sender keeps retrying a refused message before the
+    /// operation fails.
+    pub retry_timeout: Duration,
+    /// Bytes of engine memory for unexpected messages (arrived before a
+    /// matching receive); beyond it, senders are told to retry.
+    pub unexpected_bytes: usize,
+    /// Largest message or RDMA transfer accepted, in bytes.
+    pub max_message: u32,
+}
+
+impl EngineConfig {
+    /// Defaults for a node, suited to a LAN or loopback: microsecond RTTs.
+    pub fn new(node: NodeId, job_key: u64, boot: u32) -> Self {
+        EngineConfig {
+            node,
+            job_key,
+            boot,
+            mtu: 8192,
+            max_ports: 8,
+            send_tokens: 64,
+            recv_tokens: 256,
+            window: 64,
+            rto_initial: Duration::from_micros(500),
+            rto_max: Duration::from_millis(50),
+            peer_timeout: Duration::from_secs(2),
+            retry_interval: Duration::from_micros(200),
+            retry_timeout: Duration::from_secs(30),
+            unexpected_bytes: 16 << 20,
+            max_message: 64 << 20,
+        }
+    }
+
+    /// Checks the values that would make the engine unable to work.
+    pub fn validate(&self) -> Result<(), crate::ConfigError> {
+        use crate::ConfigError as E;
+        let min_mtu = wire::HEADER_LEN + 64 + 1;
+        if self.mtu < min_mtu || self.mtu > 65_000 {
+            return Err(E::Mtu { mtu: self.mtu, min: min_mtu, max: 65_000 });
+        }
+        if self.max_ports == 0 {
+            return Err(E::Zero("max_ports"));
+        }
+        if self.send_tokens == 0 || self.recv_tokens == 0 {
+            return Err(E::Zero("tokens"));
+        }
+        if self.window == 0 || self.window > 1 << 20 {
+            return Err(E::Window(self.window));
+        }
+        if self.rto_initial.is_zero() || self.rto_max < self.rto_initial {
+            return Err(E::Timeouts("rto_initial must be > 0 and <= rto_max"));
+        }
+        if self.peer_timeout < self.rto_initial {
+            return Err(E::Timeouts("peer_timeout must be >= rto_initial"));
+        }
+        if self.retry_interval.is_zero() {
+            return Err(E::Zero("retry_interval"));
+        }
+        Ok(())
+    }
+}
+
+use outboard_wire as wire;

@@ -1,0 +1,314 @@
+//! One reliable connection to a peer engine: sequence numbers, the send
+//! window, cumulative acknowledgements and Go-Back-N retransmission.
+//!
+//! Every packet except a standalone acknowledgement occupies one sequence
+//! number and is delivered to the receiving engine exactly once, in order.
+//! A sequence number is assigned when a packet is *queued*, not when it is
+//! first sent; the window only limits how far ahead of the last
+//! acknowledgement transmission may run.
+//!
+//! **Confirmed acknowledgements.** An acknowledgement says the peer's engine
+//! received a packet, not what it did with it: the peer may have refused the
+//! message inside (a [`wire::Reject`] travelling back on the peer's own
+//! reliable stream). So a send must not complete on a bare acknowledgement.
+//! Every packet carries the sender's *horizon* (its next unassigned sequence
+//! number); a refusal is queued, and so numbered, before any acknowledgement
+//! of the refused packet is written. An acknowledgement `A` with horizon `H`
+//! is therefore *confirmed* once we have received everything the peer
+//! numbered below `H`: by then any refusal of a packet below `A` has been
+//! processed. Window space is released on the raw acknowledgement; sends
+//! complete on the confirmed one.
+
+use std::collections::VecDeque;
+use std::time::Duration;
+
+use outboard_wire::{self as wire, AbortWhat, Seq};
+
+use crate::{EngineConfig, Instant, NodeId};
+
+/// What a sequence number carries, kept until it is confirmed so that it can
+/// be rebuilt for retransmission. Payload bytes are never kept: they are
+/// read from host memory again, as GM's send records do.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum TxRecord {
+    /// A fragment of an outgoing operation's data (message, RDMA write or
+    /// read response). If the operation or this attempt of it is gone by
+    /// transmission time, an [`wire::Abort`] goes out in its place.
+    Fragment {
+        /// The engine-local operation key.
+        key: u32,
+        /// The attempt this fragment belongs to.
+        attempt: u32,
+        /// Offset in the operation's buffer.
+        offset: u32,
+        /// Length.
+        len: u32,
+        /// What an abort in its place refers to.
+        abort: wire::Abort,
+    },
+    /// A small control packet, kept whole.
+    Control(wire::BodyRepr),
+}
+
+impl TxRecord {
+    pub(crate) fn abort_for(what: AbortWhat, msg_id: u32) -> wire::Abort {
+        wire::Abort { what, msg_id }
+    }
+}
+
+/// Result of receiving a sequenced packet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum RxVerdict {
+    /// The next expected packet: process it.
+    InOrder,
+    /// Seen before: drop it, acknowledge again.
+    Duplicate,
+    /// Ahead of a gap: drop it (Go-Back-N), acknowledge what we have.
+    Ahead,
+}
+
+/// What a timer expiry means for this connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum TimerVerdict {
+    /// Nothing due.
+    Idle,
+    /// Retransmit from the oldest unacknowledged packet.
+    Retransmit,
+    /// No progress for the peer timeout: the peer is dead.
+    PeerDead,
+}
+
+/// Packets a new connection may have in flight before its first
+/// acknowledgement.
+const INITIAL_CWND: u32 = 16;
+
+#[derive(Debug)]
+pub(crate) struct Conn {
+    pub peer: NodeId,
+    pub peer_boot: Option<u32>,
+    pub retired_boots: Vec<u32>,
+    pub dead: bool,
+    /// Records for sequence numbers `base .. next_seq`.
+    pub records: VecDeque<TxRecord>,
+    /// Sequence number of `records[0]`: everything before is confirmed.
+    pub base: Seq,
+    /// Everything before is acknowledged.
+    pub snd_una: Seq,
+    /// Next sequence number to transmit.
+    pub snd_nxt: Seq,
+    /// Highest sequence number transmitted so far, plus one.
+    pub high_sent: Seq,
+    /// Next sequence number to assign: the horizon.
+    pub next_seq: Seq,
+    pub rto: Duration,
+    /// Congestion window in packets (additive increase per acknowledged
+    /// round, halved on timeout, never above the configured window): under
+    /// heavy loss Go-Back-N then resends a few packets per timeout instead
+    /// of a whole window.
+    pub cwnd: u32,
+    pub cwnd_credit: u32,
+    pub ssthresh: u32,
+    pub rto_deadline: Option<Instant>,
+    pub last_progress: Instant,
+    /// Next sequence number expected from the peer.
+    pub rcv_nxt: Seq,
+    pub ack_needed: bool,
+    /// Acknowledgements waiting for the peer's packets below their horizon.
+    pub pending_confirm: VecDeque<(Seq, Seq)>,
+    /// Whether the connection is in the engine's ready queue.
+    pub queued: bool,
+}
+
+impl Conn {
+    pub fn new(peer: NodeId, cfg: &EngineConfig, now: Instant) -> Conn {
+        Conn {
+            peer,
+            peer_boot: None,
+            retired_boots: Vec::new(),
+            dead: false,
+            records: VecDeque::new(),
+            base: Seq(0),
+            snd_una: Seq(0),
+            snd_nxt: Seq(0),
+            high_sent: Seq(0),
+            next_seq: Seq(0),
+            rto: cfg.rto_initial,
+            cwnd: cfg.window.min(INITIAL_CWND),
+            cwnd_credit: 0,
+            ssthresh: cfg.window,
+            rto_deadline: None,
+            last_progress: now,
+            rcv_nxt: Seq(0),
+            ack_needed: false,
+            pending_confirm: VecDeque::new(),
+            queued: false,
+        }
+    }
+
+    /// Forgets all sequencing state, as after the peer restarted.
+    pub fn reset(&mut self, cfg: &EngineConfig, now: Instant) {
+        let peer = self.peer;
+        let retired = std::mem::take(&mut self.retired_boots);
+        let queued = self.queued;
+        *self = Conn::new(peer, cfg, now);
+        self.retired_boots = retired;
+        self.queued = queued;
+    }
+
+    /// Queues a record; returns its sequence number.
+    pub fn push(&mut self, rec: TxRecord, now: Instant) -> Seq {
+        if self.snd_una == self.next_seq {
+            // Idle until now: the peer timeout counts from here.
+            self.last_progress = now;
+        }
+        let s = self.next_seq;
+        self.records.push_back(rec);
+        self.next_seq = s.next();
+        s
+    }
+
+    /// Whether a packet may be transmitted now.
+    pub fn can_send(&self, window: u32) -> bool {
+        !self.dead && self.snd_nxt != self.next_seq && (self.snd_nxt.diff(self.snd_una) as u32) < window.min(self.cwnd)
+    }
+
+    /// The next record to transmit and its sequence number.
+    pub fn next_record(&self) -> Option<(Seq, TxRecord)> {
+        let idx = usize::try_from(self.snd_nxt.diff(self.base)).ok()?;
+        self.records.get(idx).map(|r| (self.snd_nxt, *r))
+    }
+
+    /// Marks the record at `snd_nxt` transmitted. Returns whether it was a
+    /// retransmission.
+    pub fn mark_sent(&mut self, now: Instant, cfg: &EngineConfig) -> bool {
+        let retrans = self.snd_nxt.before(self.high_sent);
+        self.snd_nxt = self.snd_nxt.next();
+        self.high_sent = self.high_sent.max(self.snd_nxt);
+        if self.rto_deadline.is_none() {
+            self.arm(now, cfg);
+        }
+        retrans
+    }
+
+    fn arm(&mut self, now: Instant, cfg: &EngineConfig) {
+        let by_rto = now + self.rto;
+        let by_peer = self.last_progress + cfg.peer_timeout;
+        self.rto_deadline = Some(by_rto.min(by_peer).max(now));
+    }
+
+    /// Classifies an arriving sequenced packet and advances `rcv_nxt` when
+    /// it is the next one.
+    pub fn receive(&mut self, seq: Seq) -> RxVerdict {
+        self.ack_needed = true;
+        if seq == self.rcv_nxt {
+            self.rcv_nxt = seq.next();
+            RxVerdict::InOrder
+        } else if seq.before(self.rcv_nxt) {
+            RxVerdict::Duplicate
+        } else {
+            RxVerdict::Ahead
+        }
+    }
+
+    /// Applies an acknowledgement: releases window space and restarts the
+    /// timer on progress. Acknowledgements beyond what we numbered are
+    /// ignored (they cannot be genuine).
+    pub fn on_ack(&mut self, ack: Seq, now: Instant, cfg: &EngineConfig) {
+        if !ack.after(self.snd_una) || ack.after(self.high_sent) {
+            return;
+        }
+        let acked = ack.diff(self.snd_una) as u32;
+        self.snd_una = ack;
+        if self.cwnd < self.ssthresh {
+            // Slow start: grow by what was acknowledged.
+            self.cwnd = (self.cwnd + acked).min(cfg.window);
+        } else {
+            self.cwnd_credit += acked;
+            if self.cwnd_credit >= self.cwnd {
+                self.cwnd_credit = 0;
+                self.cwnd = (self.cwnd + 1).min(cfg.window);
+            }
+        }
+        if self.snd_nxt.before(ack) {
+            self.snd_nxt = ack;
+        }
+        self.rto = cfg.rto_initial;
+        self.last_progress = now;
+        self.rto_deadline = None;
+        if self.snd_una != self.high_sent {
+            self.arm(now, cfg);
+        }
+    }
+
+    /// Records `(ack, horizon)` from a valid packet; returns the highest
+    /// acknowledgement that is now confirmed, if it moved.
+    pub fn confirm(&mut self, ack: Seq, horizon: Seq) -> Option<Seq> {
+        if ack.after(self.snd_una) || !ack.after(self.base) {
+            // Not a valid acknowledgement, or nothing new in it.
+            return self.drain_confirmed();
+        }
+        match self.pending_confirm.back() {
+            Some(&(a, _)) if !ack.after(a) => {}
+            _ => self.pending_confirm.push_back((ack, horizon)),
+        }
+        self.drain_confirmed()
+    }
+
+    /// Pops the pending acknowledgements whose horizon we have reached.
+    pub fn drain_confirmed(&mut self) -> Option<Seq> {
+        let mut best = None;
+        while let Some(&(a, h)) = self.pending_confirm.front() {
+            if h.after(self.rcv_nxt) {
+                break;
+            }
+            self.pending_confirm.pop_front();
+            best = Some(a);
+        }
+        best
+    }
+
+    /// Removes and returns the records confirmed up to `upto`.
+    pub fn pop_confirmed(&mut self, upto: Seq) -> impl Iterator<Item = TxRecord> + '_ {
+        let n = upto.diff(self.base).max(0) as usize;
+        let n = n.min(self.records.len());
+        self.base = self.base.add(n as u32);
+        self.records.drain(..n)
+    }
+
+    /// The timer deadline, if one is armed.
+    pub fn deadline(&self) -> Option<Instant> {
+        if self.dead {
+            None
+        } else {
+            self.rto_deadline
+        }
+    }
+
+    /// Handles the timer at `now`.
+    pub fn on_timer(&mut self, now: Instant, cfg: &EngineConfig) -> TimerVerdict {
+        match self.rto_deadline {
+            Some(d) if d <= now && !self.dead => {}
+            _ => return TimerVerdict::Idle,
+        }
+        if self.snd_una == self.high_sent {
+            self.rto_deadline = None;
+            return TimerVerdict::Idle;
+        }
+        if now.saturating_since(self.last_progress) >= cfg.peer_timeout {
+            self.rto_deadline = None;
+            return TimerVerdict::PeerDead;
+        }
+        self.snd_nxt = self.snd_una;
+        self.cwnd = (self.cwnd / 2).max(1);
+        self.ssthresh = self.cwnd.max(2);
+        self.cwnd_credit = 0;
+        self.rto = (self.rto * 2).min(cfg.rto_max);
+        self.arm(now, cfg);
+        TimerVerdict::Retransmit
+    }
+
+    /// Whether every numbered packet is confirmed.
+    pub fn is_quiet(&self) -> bool {
+        self.records.is_empty() && !self.ack_needed
+    }
+}

@@ -1,0 +1,635 @@
+//! The engine: state, the driving contract, commands from ports.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+
+use outboard_wire::{self as wire, AbortWhat, BodyRepr};
+
+use crate::conn::{Conn, TimerVerdict, TxRecord};
+use crate::port::{Port, PostedRecv};
+use crate::{
+    Command, CommandError, Completion, ConfigError, Dma, Endpoint, EngineConfig, Event, Generation, HostBuf, Instant,
+    NodeId, OpError, OpId, OpenError, PortId, Stats, Work,
+};
+
+/// What an outgoing operation is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum OutKind {
+    Send { tag: u64 },
+    Write { key: u64, offset: u64 },
+    Read { key: u64, offset: u64 },
+    /// Serving a remote read of a local region: engine-internal, no host
+    /// operation, no token, no event.
+    Serve { requester_msg_id: u32 },
+}
+
+/// An operation that sends: it lives from the command until its data is
+/// confirmed (or, for a read, its response is in).
+#[derive(Debug, Clone)]
+pub(crate) struct OutOp {
+    pub port: PortId,
+    pub port_gen: Generation,
+    pub op: OpId,
+    pub kind: OutKind,
+    /// The far end: destination, or the requester for `Serve`.
+    pub dest: Endpoint,
+    /// Local memory: source of the data, or destination of a read.
+    pub buf: HostBuf,
+    pub stream_seq: u32,
+    pub attempt: u32,
+    /// Set while waiting to retry after a not-ready refusal.
+    pub retry_at: Option<Instant>,
+    pub first_refused: Option<Instant>,
+    /// Bytes of a read response received so far.
+    pub progress: u32,
+}
+
+/// Where an arriving message's bytes go.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Sink {
+    Posted(PostedRecv),
+    Unexpected,
+    Rdma { addr: u64 },
+}
+
+/// A message being received.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Inbound {
+    pub port: PortId,
+    pub src: Endpoint,
+    pub tag: u64,
+    pub total: u32,
+    pub received: u32,
+    pub sink: Sink,
+    pub fault: bool,
+}
+
+/// The offload engine of one node: the NIC's control program, as a sans-IO
+/// state machine.
+///
+/// # Driving contract
+///
+/// The engine has no threads, sockets, clocks or sleeps. Its driver (the
+/// runtime's engine thread, the simulator, the test network) calls:
+///
+/// - inputs: [`handle_packet`](Self::handle_packet) when a datagram arrives,
+///   [`handle_command`](Self::handle_command) when a port posts work,
+///   [`handle_timeout`](Self::handle_timeout) when the deadline from
+///   [`poll_timeout`](Self::poll_timeout) passes (calling it early is
+///   harmless);
+/// - then, until each returns `None`: [`poll_transmit`](Self::poll_transmit)
+///   for datagrams to send, [`poll_event`](Self::poll_event) for completions,
+///   and finally [`poll_timeout`](Self::poll_timeout) for the next deadline;
+/// - [`take_work`](Self::take_work) whenever it wants the work done so far
+///   (the simulator charges NIC time for it).
+///
+/// Every `now` passed in must be monotonic. Host memory is reached only
+/// through the [`Dma`] the engine owns.
+pub struct Engine<D: Dma> {
+    pub(crate) cfg: EngineConfig,
+    pub(crate) dma: D,
+    pub(crate) ports: Vec<Port>,
+    pub(crate) conns: Vec<Conn>,
+    pub(crate) conn_index: HashMap<NodeId, usize>,
+    /// Connections that may have something to transmit.
+    pub(crate) ready: VecDeque<usize>,
+    /// Outgoing operations by engine-local key (also their message id).
+    pub(crate) ops: BTreeMap<u32, OutOp>,
+    pub(crate) next_key: u32,
+    /// Operations waiting to be retried.
+    pub(crate) parked: BTreeSet<u32>,
+    /// Messages being received, by (sending node, sender's message id).
+    pub(crate) inbound: BTreeMap<(NodeId, u32), Inbound>,
+    pub(crate) unexpected_used: usize,
+    pub(crate) events: VecDeque<Event>,
+    pub(crate) stats: Stats,
+    pub(crate) work: Work,
+    pub(crate) region_counter: u64,
+    pub(crate) now: Instant,
+}
+
+impl<D: Dma> Engine<D> {
+    /// Creates an engine at time `now`.
+    pub fn new(cfg: EngineConfig, dma: D, now: Instant) -> Result<Self, ConfigError> {
+        cfg.validate()?;
+        let ports = (0..cfg.max_ports).map(|_| Port::default()).collect();
+        Ok(Engine {
+            cfg,
+            dma,
+            ports,
+            conns: Vec::new(),
+            conn_index: HashMap::new(),
+            ready: VecDeque::new(),
+            ops: BTreeMap::new(),
+            next_key: 1,
+            parked: BTreeSet::new(),
+            inbound: BTreeMap::new(),
+            unexpected_used: 0,
+            events: VecDeque::new(),
+            stats: Stats::default(),
+            work: Work::default(),
+            region_counter: 0,
+            now,
+        })
+    }
+
+    /// This engine's node.
+    pub fn node(&self) -> NodeId {
+        self.cfg.node
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &EngineConfig {
+        &self.cfg
+    }
+
+    /// The counters.
+    pub fn stats(&self) -> &Stats {
+        &self.stats
+    }
+
+    /// Returns and clears the work tally.
+    #[must_use]
+    pub fn take_work(&mut self) -> Work {
+        std::mem::take(&mut self.work)
+    }
+
+    /// The host memory.
+    pub fn dma(&self) -> &D {
+        &self.dma
+    }
+
+    /// The host memory, mutable (for the driver and tests).
+    pub fn dma_mut(&mut self) -> &mut D {
+        &mut self.dma
+    }
+
+    /// Opens port slot `port`; returns the new incarnation's endpoint.
+    pub fn open_port(&mut self, now: Instant, port: PortId) -> Result<Endpoint, OpenError> {
+        self.now = now;
+        let cfg = &self.cfg;
+        let p = self.ports.get_mut(usize::from(port.0)).ok_or(OpenError::NoSuchPort(port))?;
+        if p.open {
+            return Err(OpenError::InUse(port));
+        }
+        let gen = p.gen + 1;
+        *p = Port { gen, open: true, send_tokens: cfg.send_tokens, recv_tokens: cfg.recv_tokens, ..Port::default() };
+        Ok(Endpoint { node: cfg.node, port, gen })
+    }
+
+    /// The endpoint of an open port.
+    pub fn endpoint(&self, port: PortId) -> Option<Endpoint> {
+        let p = self.ports.get(usize::from(port.0))?;
+        p.open.then_some(Endpoint { node: self.cfg.node, port, gen: p.gen })
+    }
+
+    /// Closes a port (its process exited or closed it): everything it had
+    /// under way is dropped without events, messages it was sending are
+    /// aborted at their receivers, and nothing addressed to this incarnation
+    /// will ever be delivered to a later one.
+    pub fn close_port(&mut self, now: Instant, port: PortId) {
+        self.now = now;
+        let Some(p) = self.ports.get_mut(usize::from(port.0)) else { return };
+        if !p.open {
+            return;
+        }
+        let gen = p.gen;
+        p.open = false;
+        p.posted.clear();
+        let freed: usize = p.unexpected.drain(..).map(|u| u.data.len()).sum();
+        self.unexpected_used -= freed;
+        p.regions.clear();
+        p.tx_streams.clear();
+        p.rx_streams.clear();
+        let dead: Vec<u32> =
+            self.ops.iter().filter(|(_, o)| o.port == port && o.port_gen == gen).map(|(k, _)| *k).collect();
+        for k in dead {
+            self.ops.remove(&k);
+            self.parked.remove(&k);
+        }
+        // Their queued fragments become aborts when transmitted.
+        for i in 0..self.conns.len() {
+            self.mark_ready(i);
+        }
+        self.inbound.retain(|_, m| m.port != port);
+    }
+
+    /// Handles one command from `port`. On `Ok`, exactly one [`Event`] for
+    /// the command's `OpId` follows (possibly already queued); on `Err`
+    /// nothing was consumed.
+    pub fn handle_command(&mut self, now: Instant, port: PortId, cmd: Command) -> Result<(), CommandError> {
+        self.now = now;
+        self.work.commands += 1;
+        let pi = usize::from(port.0);
+        let gen = match self.ports.get(pi) {
+            Some(p) if p.open => p.gen,
+            _ => return Err(CommandError::PortNotOpen(port)),
+        };
+        match cmd {
+            Command::Send { op, dest, tag, buf } => {
+                self.start_out(now, port, gen, op, OutKind::Send { tag }, dest, buf)
+            }
+            Command::RdmaWrite { op, dest, key, offset, buf } => {
+                self.start_out(now, port, gen, op, OutKind::Write { key, offset }, dest, buf)
+            }
+            Command::RdmaRead { op, dest, key, offset, buf } => {
+                self.start_out(now, port, gen, op, OutKind::Read { key, offset }, dest, buf)
+            }
+            Command::Recv { op, matching, buf } => {
+                let p = &mut self.ports[pi];
+                if p.recv_tokens == 0 {
+                    return Err(CommandError::NoRecvToken);
+                }
+                p.recv_tokens -= 1;
+                self.post_recv(port, PostedRecv { op, matching, buf });
+                Ok(())
+            }
+            Command::Register { op, buf } => {
+                let key = self.new_region_key();
+                self.ports[pi].regions.insert(key, buf);
+                self.events.push_back(Event { port, op, result: Ok(Completion::Registered { key }) });
+                Ok(())
+            }
+            Command::Deregister { op, key } => {
+                let result = match self.ports[pi].regions.remove(&key) {
+                    Some(_) => Ok(Completion::Deregistered),
+                    None => Err(OpError::NoSuchRegion),
+                };
+                self.events.push_back(Event { port, op, result });
+                Ok(())
+            }
+            Command::Cancel { op, target } => {
+                let result = self.cancel(port, gen, target);
+                self.events.push_back(Event { port, op, result });
+                Ok(())
+            }
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn start_out(
+        &mut self,
+        now: Instant,
+        port: PortId,
+        gen: Generation,
+        op: OpId,
+        kind: OutKind,
+        dest: Endpoint,
+        buf: HostBuf,
+    ) -> Result<(), CommandError> {
+        if buf.len > self.cfg.max_message {
+            return Err(CommandError::TooLong { len: u64::from(buf.len), max: self.cfg.max_message });
+        }
+        if let Some(&ci) = self.conn_index.get(&dest.node) {
+            if self.conns[ci].dead {
+                return Err(CommandError::PeerUnreachable(dest.node));
+            }
+        }
+        let p = &mut self.ports[usize::from(port.0)];
+        if p.send_tokens == 0 {
+            return Err(CommandError::NoSendToken);
+        }
+        p.send_tokens -= 1;
+        let stream_seq = match kind {
+            OutKind::Send { .. } | OutKind::Write { .. } => {
+                let s = p.tx_streams.entry((dest.node, dest.port.0, dest.gen)).or_insert(0);
+                let v = *s;
+                *s = s.wrapping_add(1);
+                v
+            }
+            _ => 0,
+        };
+        let key = self.alloc_key();
+        self.ops.insert(
+            key,
+            OutOp {
+                port,
+                port_gen: gen,
+                op,
+                kind,
+                dest,
+                buf,
+                stream_seq,
+                attempt: 0,
+                retry_at: None,
+                first_refused: None,
+                progress: 0,
+            },
+        );
+        self.launch(now, key);
+        Ok(())
+    }
+
+    pub(crate) fn alloc_key(&mut self) -> u32 {
+        loop {
+            let k = self.next_key;
+            self.next_key = self.next_key.wrapping_add(1).max(1);
+            if !self.ops.contains_key(&k) {
+                return k;
+            }
+        }
+    }
+
+    /// Queues a (new) attempt of operation `key` on its connection.
+    pub(crate) fn launch(&mut self, now: Instant, key: u32) {
+        let Some(op) = self.ops.get_mut(&key) else { return };
+        op.attempt = op.attempt.wrapping_add(1);
+        op.retry_at = None;
+        let op = op.clone();
+        let ci = self.conn_for(op.dest.node, now);
+        if self.conns[ci].dead {
+            self.fail_op(key, OpError::PeerUnreachable(op.dest.node));
+            return;
+        }
+        let mtu = self.cfg.mtu;
+        let conn = &mut self.conns[ci];
+        match op.kind {
+            OutKind::Read { key: rkey, offset } => {
+                let req = wire::ReadRequest {
+                    src_port: op.port.0,
+                    dst_port: op.dest.port.0,
+                    src_gen: op.port_gen,
+                    dst_gen: op.dest.gen,
+                    msg_id: key,
+                    key: rkey,
+                    offset,
+                    len: op.buf.len,
+                };
+                conn.push(TxRecord::Control(BodyRepr::ReadRequest(req)), now);
+            }
+            OutKind::Send { .. } | OutKind::Write { .. } | OutKind::Serve { .. } => {
+                let (chunk, abort) = match op.kind {
+                    OutKind::Serve { requester_msg_id } => (
+                        mtu - wire::HEADER_LEN - wire::READ_RESPONSE_FIXED_LEN,
+                        TxRecord::abort_for(AbortWhat::ReadResponse, requester_msg_id),
+                    ),
+                    _ => (mtu - wire::HEADER_LEN - wire::DATA_FIXED_LEN, TxRecord::abort_for(AbortWhat::Message, key)),
+                };
+                let total = op.buf.len;
+                let mut offset = 0u32;
+                loop {
+                    let len = (total - offset).min(chunk as u32);
+                    conn.push(TxRecord::Fragment { key, attempt: op.attempt, offset, len, abort }, now);
+                    offset += len;
+                    if offset >= total {
+                        break;
+                    }
+                }
+            }
+        }
+        self.mark_ready(ci);
+    }
+
+    pub(crate) fn conn_for(&mut self, node: NodeId, now: Instant) -> usize {
+        if let Some(&i) = self.conn_index.get(&node) {
+            return i;
+        }
+        let i = self.conns.len();
+        self.conns.push(Conn::new(node, &self.cfg, now));
+        self.conn_index.insert(node, i);
+        i
+    }
+
+    pub(crate) fn mark_ready(&mut self, ci: usize) {
+        let c = &mut self.conns[ci];
+        if !c.queued {
+            c.queued = true;
+            self.ready.push_back(ci);
+        }
+    }
+
+    /// Completes a host operation: queues its event and returns its token.
+    pub(crate) fn complete(&mut self, port: PortId, gen: Generation, op: OpId, result: Result<Completion, OpError>, recv: bool) {
+        let Some(p) = self.ports.get_mut(usize::from(port.0)) else { return };
+        if !p.open || p.gen != gen {
+            return;
+        }
+        if recv {
+            p.recv_tokens += 1;
+        } else {
+            p.send_tokens += 1;
+        }
+        self.events.push_back(Event { port, op, result });
+    }
+
+    /// Removes an outgoing operation and reports its failure.
+    pub(crate) fn fail_op(&mut self, key: u32, err: OpError) {
+        self.parked.remove(&key);
+        if let Some(op) = self.ops.remove(&key) {
+            if !matches!(op.kind, OutKind::Serve { .. }) {
+                self.complete(op.port, op.port_gen, op.op, Err(err), false);
+            }
+            let ci = self.conn_index.get(&op.dest.node).copied();
+            if let Some(ci) = ci {
+                self.mark_ready(ci);
+            }
+        }
+    }
+
+    /// Removes an outgoing operation that finished.
+    pub(crate) fn finish_op(&mut self, key: u32) {
+        if let Some(op) = self.ops.remove(&key) {
+            let done = match op.kind {
+                OutKind::Send { .. } => Completion::Sent,
+                OutKind::Write { .. } => Completion::Written,
+                OutKind::Read { .. } => Completion::Read,
+                OutKind::Serve { .. } => return,
+            };
+            self.complete(op.port, op.port_gen, op.op, Ok(done), false);
+        }
+    }
+
+    fn post_recv(&mut self, port: PortId, recv: PostedRecv) {
+        let pi = usize::from(port.0);
+        let p = &mut self.ports[pi];
+        match p.match_unexpected(&recv.matching) {
+            Some(i) if p.unexpected[i].complete() => {
+                let u = p.unexpected.remove(i).expect("index from position");
+                self.unexpected_used -= u.data.len();
+                self.deliver_buffered(port, recv, u.src, u.tag, &u.data);
+            }
+            Some(i) => p.unexpected[i].bound = Some(recv),
+            None => p.posted.push_back(recv),
+        }
+    }
+
+    /// Copies a message held in engine memory into a receive buffer and
+    /// completes the receive.
+    pub(crate) fn deliver_buffered(&mut self, port: PortId, recv: PostedRecv, src: Endpoint, tag: u64, data: &[u8]) {
+        let gen = self.ports[usize::from(port.0)].gen;
+        let n = data.len().min(recv.buf.len as usize);
+        let len = data.len() as u32;
+        let result = match self.dma.write(port, recv.buf.addr, &data[..n]) {
+            Err(_) => Err(OpError::DmaFault),
+            Ok(()) if n < data.len() => Err(OpError::Truncated { src, tag, len }),
+            Ok(()) => Ok(Completion::Received { src, tag, len }),
+        };
+        self.work.dma_written += n as u64;
+        self.complete(port, gen, recv.op, result, true);
+    }
+
+    fn cancel(&mut self, port: PortId, gen: Generation, target: OpId) -> Result<Completion, OpError> {
+        let p = &mut self.ports[usize::from(port.0)];
+        if let Some(i) = p.posted.iter().position(|r| r.op == target) {
+            p.posted.remove(i);
+            self.complete(port, gen, target, Err(OpError::Cancelled), true);
+            return Ok(Completion::Cancelled);
+        }
+        let parked = self
+            .parked
+            .iter()
+            .copied()
+            .find(|k| self.ops.get(k).is_some_and(|o| o.port == port && o.port_gen == gen && o.op == target));
+        if let Some(k) = parked {
+            self.fail_op(k, OpError::Cancelled);
+            return Ok(Completion::Cancelled);
+        }
+        Err(OpError::NotCancellable)
+    }
+
+    fn new_region_key(&mut self) -> u64 {
+        // Keys must be hard to guess across jobs and incarnations: mix the
+        // job key, this engine's boot and a counter (SplitMix64 finaliser).
+        self.region_counter += 1;
+        let mut z = self.cfg.job_key
+            ^ (u64::from(self.cfg.boot) << 32)
+            ^ self.region_counter.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// The next completion, if any.
+    #[must_use]
+    pub fn poll_event(&mut self) -> Option<Event> {
+        self.events.pop_front()
+    }
+
+    /// When [`handle_timeout`](Self::handle_timeout) should next be called.
+    #[must_use]
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        let conns = self.conns.iter().filter_map(|c| c.deadline());
+        let retries = self.parked.iter().filter_map(|k| self.ops.get(k).and_then(|o| o.retry_at));
+        conns.chain(retries).min()
+    }
+
+    /// Handles timers due at `now`: retransmissions, dead peers, retries of
+    /// refused messages. Early calls do nothing.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        self.now = now;
+        self.work.timers += 1;
+        for ci in 0..self.conns.len() {
+            match self.conns[ci].on_timer(now, &self.cfg) {
+                TimerVerdict::Idle => {}
+                TimerVerdict::Retransmit => {
+                    self.stats.timeouts += 1;
+                    self.mark_ready(ci);
+                }
+                TimerVerdict::PeerDead => self.peer_failed(ci, now, false),
+            }
+        }
+        let due: Vec<u32> = self
+            .parked
+            .iter()
+            .copied()
+            .filter(|k| self.ops.get(k).and_then(|o| o.retry_at).is_some_and(|t| t <= now))
+            .collect();
+        if due.is_empty() {
+            return;
+        }
+        // Retry whole streams at once and in stream order (keys grow with
+        // the stream position), so the receiver sees them in order.
+        let mut batch: BTreeSet<u32> = due.iter().copied().collect();
+        for k in &due {
+            let Some(o) = self.ops.get(k) else { continue };
+            let (port, dest) = (o.port, o.dest);
+            batch.extend(
+                self.parked.iter().copied().filter(|j| self.ops.get(j).is_some_and(|p| p.port == port && p.dest == dest)),
+            );
+        }
+        for k in batch {
+            self.parked.remove(&k);
+            self.stats.retries += 1;
+            self.launch(now, k);
+        }
+    }
+
+    /// Declares the peer of connection `ci` dead (or restarted): every
+    /// operation that needs it fails.
+    pub(crate) fn peer_failed(&mut self, ci: usize, now: Instant, restarted: bool) {
+        let node = self.conns[ci].peer;
+        self.stats.peers_failed += 1;
+        if restarted {
+            self.conns[ci].reset(&self.cfg, now);
+        } else {
+            let c = &mut self.conns[ci];
+            c.dead = true;
+            c.records.clear();
+            c.pending_confirm.clear();
+            c.ack_needed = false;
+        }
+        let keys: Vec<u32> = self.ops.iter().filter(|(_, o)| o.dest.node == node).map(|(k, _)| *k).collect();
+        for k in keys {
+            self.fail_op(k, OpError::PeerUnreachable(node));
+        }
+        // Partly received messages from it will never complete.
+        let partial: Vec<(NodeId, u32)> = self.inbound.keys().filter(|(n, _)| *n == node).copied().collect();
+        for key in partial {
+            self.drop_inbound(key);
+        }
+        // Receives that only it could satisfy fail.
+        for pi in 0..self.ports.len() {
+            let p = &mut self.ports[pi];
+            if !p.open {
+                continue;
+            }
+            let gen = p.gen;
+            let mut failed = Vec::new();
+            p.posted.retain(|r| {
+                let only_peer = r.matching.source.is_some_and(|(n, _)| n == node);
+                if only_peer {
+                    failed.push(r.op);
+                }
+                !only_peer
+            });
+            for op in failed {
+                self.complete(PortId(pi as u8), gen, op, Err(OpError::PeerUnreachable(node)), true);
+            }
+        }
+    }
+
+    /// Forgets a partly received message; a receive it had matched goes back
+    /// to the head of the posted queue.
+    pub(crate) fn drop_inbound(&mut self, key: (NodeId, u32)) {
+        let Some(m) = self.inbound.remove(&key) else { return };
+        let p = &mut self.ports[usize::from(m.port.0)];
+        match m.sink {
+            Sink::Posted(r) => p.posted.push_front(r),
+            Sink::Unexpected => {
+                if let Some(i) = p.find_unexpected(key) {
+                    let u = p.unexpected.remove(i).expect("index from position");
+                    self.unexpected_used -= u.data.len();
+                    if let Some(r) = u.bound {
+                        p.posted.push_front(r);
+                    }
+                }
+            }
+            Sink::Rdma { .. } => {}
+        }
+    }
+
+    /// True when nothing is queued, unacknowledged or under way: no
+    /// outgoing operation, no partial message, nothing to transmit.
+    pub fn is_quiet(&self) -> bool {
+        self.ops.is_empty() && self.inbound.is_empty() && self.conns.iter().all(|c| c.dead || c.is_quiet())
+    }
+
+    /// Number of outgoing operations under way (for tests and diagnostics).
+    pub fn ops_in_flight(&self) -> usize {
+        self.ops.len()
+    }
+
+    /// Bytes held for unexpected messages.
+    pub fn unexpected_bytes(&self) -> usize {
+        self.unexpected_used
+    }
+}

@@ -1,0 +1,45 @@
+//! Outboard's offload engine: the control program of one node's NIC.
+//!
+//! **Sans-IO.** This crate has no threads, sockets, clocks or sleeps. An
+//! [`Engine`] is driven from outside (see its driving contract): the
+//! runtime drives it with a real clock and UDP, the simulator with virtual
+//! time and a hardware cost model, the test network with a seeded lossy
+//! wire. Time ([`Instant`]) and the only random value (`boot`) are injected.
+//!
+//! What lives here is every piece of offloaded protocol logic:
+//!
+//! - per-peer reliable connections (sequence numbers, window,
+//!   cumulative piggybacked acknowledgements, Go-Back-N with backoff, peer
+//!   failure);
+//! - ports with GM-style send and receive tokens, incarnations
+//!   (generations) so an old incarnation's traffic never reaches a new one,
+//!   tagged matching with an unexpected-message queue;
+//! - registered memory, directed sends (RDMA write) and RDMA reads, with
+//!   keys and bounds checked before any byte moves;
+//! - refusal and retry: a message for a port that is not open yet, or that
+//!   finds no buffer, is refused and retried by its sender in stream order.
+//!
+//! Host memory is reached only through the [`Dma`] trait.
+#![deny(unsafe_code)]
+#![warn(missing_docs)]
+
+mod api;
+mod config;
+mod conn;
+mod dma;
+mod engine;
+mod ids;
+mod port;
+mod rx;
+mod stats;
+mod time;
+mod tx;
+
+pub use api::{Command, CommandError, Completion, ConfigError, Event, OpError, OpenError, Transmit};
+pub use config::EngineConfig;
+pub use dma::{Dma, DmaFault, VecMemory};
+pub use engine::Engine;
+pub use ids::{Endpoint, Generation, HostBuf, NodeId, OpId, PortId, RecvMatch};
+pub use stats::{Stats, Work};
+pub use time::Instant;
+pub use core::time::Duration;

@@ -1,0 +1,57 @@
+/// Counters of everything the engine dropped, refused or repeated: the
+/// numbers an operator looks at when something is wrong.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Datagrams that failed to parse (truncated, bad checksum, ...).
+    pub malformed: u64,
+    /// Datagrams with another job's key.
+    pub wrong_job: u64,
+    /// Datagrams not addressed to this node, or whose claimed source differs
+    /// from where they came from.
+    pub misaddressed: u64,
+    /// Datagrams from an engine incarnation that was replaced.
+    pub stale_boot: u64,
+    /// Sequenced packets received a second time.
+    pub duplicates: u64,
+    /// Sequenced packets received ahead of a gap (dropped, Go-Back-N).
+    pub out_of_order: u64,
+    /// Packets sent again after a timeout.
+    pub retransmits: u64,
+    /// Retransmission timeouts.
+    pub timeouts: u64,
+    /// Messages this engine refused as not ready.
+    pub rejected_not_ready: u64,
+    /// Messages this engine refused for a stale or missing port.
+    pub rejected_port: u64,
+    /// Remote accesses refused for a bad key or bounds (the target's memory
+    /// untouched).
+    pub access_violations: u64,
+    /// Messages retried after a not-ready refusal.
+    pub retries: u64,
+    /// Peers declared dead.
+    pub peers_failed: u64,
+    /// Messages that arrived before a matching receive.
+    pub unexpected: u64,
+}
+
+/// Work done since the last [`crate::Engine::take_work`]: what the simulator
+/// turns into NIC processor and DMA time.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Work {
+    /// Datagrams handled on the receive path (including dropped ones).
+    pub packets_in: u64,
+    /// Datagrams produced.
+    pub packets_out: u64,
+    /// Bytes received.
+    pub bytes_in: u64,
+    /// Bytes transmitted.
+    pub bytes_out: u64,
+    /// Bytes read from host memory.
+    pub dma_read: u64,
+    /// Bytes written to host memory.
+    pub dma_written: u64,
+    /// Commands handled.
+    pub commands: u64,
+    /// Timer expiries handled.
+    pub timers: u64,
+}

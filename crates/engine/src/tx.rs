@@ -1,0 +1,140 @@
+//! The transmit path: turning queued records into datagrams.
+
+use outboard_wire::{self as wire, BodyRepr, Header, Kind, Target};
+
+use crate::conn::TxRecord;
+use crate::engine::OutKind;
+use crate::{Dma, Engine, Instant, OpError, Transmit};
+
+impl<D: Dma> Engine<D> {
+    /// Writes the next datagram to send into `buf` and says where it goes.
+    ///
+    /// Call until it returns `None` after every input. `buf` must hold at
+    /// least `config().mtu` bytes. Connections take turns, one datagram
+    /// each, so one busy peer cannot starve the others; acknowledgements
+    /// ride on data where there is data and go alone otherwise.
+    #[must_use]
+    pub fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
+        assert!(buf.len() >= self.cfg.mtu, "transmit buffer shorter than the MTU");
+        self.now = now;
+        while let Some(&ci) = self.ready.front() {
+            let window = self.cfg.window;
+            let c = &self.conns[ci];
+            let out = if c.can_send(window) {
+                let (seq, rec) = c.next_record().expect("can_send implies a record");
+                let len = self.build(ci, seq, rec, buf);
+                let c = &mut self.conns[ci];
+                if c.mark_sent(now, &self.cfg) {
+                    self.stats.retransmits += 1;
+                }
+                c.ack_needed = false;
+                Some(len)
+            } else if c.ack_needed && !c.dead {
+                let len = self.build_ack(ci, buf);
+                self.conns[ci].ack_needed = false;
+                Some(len)
+            } else {
+                None
+            };
+            self.ready.pop_front();
+            let c = &mut self.conns[ci];
+            if c.can_send(window) || (c.ack_needed && !c.dead) {
+                self.ready.push_back(ci);
+            } else {
+                c.queued = false;
+            }
+            if let Some(len) = out {
+                self.work.packets_out += 1;
+                self.work.bytes_out += len as u64;
+                return Some(Transmit { dst: self.conns[ci].peer, len });
+            }
+        }
+        None
+    }
+
+    fn header(&self, ci: usize, kind: Kind, seq: wire::Seq) -> Header {
+        let c = &self.conns[ci];
+        Header {
+            kind,
+            flags: 0,
+            job_key: self.cfg.job_key,
+            src_node: self.cfg.node.0,
+            dst_node: c.peer.0,
+            boot: self.cfg.boot,
+            seq,
+            ack: c.rcv_nxt,
+            horizon: c.next_seq,
+        }
+    }
+
+    fn build_ack(&mut self, ci: usize, buf: &mut [u8]) -> usize {
+        let h = self.header(ci, Kind::Ack, wire::Seq(0));
+        let off = wire::emit_prefix(&h, &BodyRepr::Ack, 0, buf).expect("buffer checked against the MTU");
+        wire::seal(&mut buf[..off]);
+        off
+    }
+
+    fn build_control(&mut self, ci: usize, seq: wire::Seq, body: BodyRepr, buf: &mut [u8]) -> usize {
+        let h = self.header(ci, body.kind(), seq);
+        let off = wire::emit_prefix(&h, &body, 0, buf).expect("buffer checked against the MTU");
+        wire::seal(&mut buf[..off]);
+        off
+    }
+
+    /// Builds the datagram for record `rec` numbered `seq`.
+    fn build(&mut self, ci: usize, seq: wire::Seq, rec: TxRecord, buf: &mut [u8]) -> usize {
+        let (key, attempt, offset, len, abort) = match rec {
+            TxRecord::Control(body) => return self.build_control(ci, seq, body, buf),
+            TxRecord::Fragment { key, attempt, offset, len, abort } => (key, attempt, offset, len, abort),
+        };
+        let live = self.ops.get(&key).filter(|o| o.attempt == attempt && o.retry_at.is_none());
+        let Some(op) = live else {
+            // The operation was cancelled, failed, or is being retried as a
+            // new attempt: tell the receiver to drop what it has of it.
+            return self.build_control(ci, seq, BodyRepr::Abort(abort), buf);
+        };
+        let body = match op.kind {
+            OutKind::Send { tag } => BodyRepr::Data(wire::DataHeader {
+                src_port: op.port.0,
+                dst_port: op.dest.port.0,
+                src_gen: op.port_gen,
+                dst_gen: op.dest.gen,
+                msg_id: key,
+                stream_seq: op.stream_seq,
+                total_len: op.buf.len,
+                offset,
+                target: Target::Tagged { tag },
+            }),
+            OutKind::Write { key: rkey, offset: roff } => BodyRepr::Data(wire::DataHeader {
+                src_port: op.port.0,
+                dst_port: op.dest.port.0,
+                src_gen: op.port_gen,
+                dst_gen: op.dest.gen,
+                msg_id: key,
+                stream_seq: op.stream_seq,
+                total_len: op.buf.len,
+                offset,
+                target: Target::Rdma { key: rkey, offset: roff },
+            }),
+            OutKind::Serve { requester_msg_id } => BodyRepr::ReadResponse(wire::ReadResponseHeader {
+                dst_port: op.dest.port.0,
+                dst_gen: op.dest.gen,
+                msg_id: requester_msg_id,
+                total_len: op.buf.len,
+                offset,
+            }),
+            OutKind::Read { .. } => unreachable!("reads queue a control record, not fragments"),
+        };
+        let (port, src) = (op.port, op.buf.addr + u64::from(offset));
+        let h = self.header(ci, body.kind(), seq);
+        let off = wire::emit_prefix(&h, &body, len as usize, buf).expect("fragment sized to the MTU");
+        let end = off + len as usize;
+        if self.dma.read(port, src, &mut buf[off..end]).is_err() {
+            self.fail_op(key, OpError::DmaFault);
+            return self.build_control(ci, seq, BodyRepr::Abort(abort), buf);
+        }
+        self.work.dma_read += u64::from(len);
+        wire::seal(&mut buf[..end]);
+        end
+    }
+}
