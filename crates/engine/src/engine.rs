@@ -20,6 +20,17 @@ pub(crate) enum OutKind {
     /// Serving a remote read of a local region: engine-internal, no host
     /// operation, no token, no event.
     Serve { requester_msg_id: u32 },
+    /// The placeholder of a stream message the host gave up (cancelled, or
+    /// refused past the retry timeout): engine-internal like `Serve`; it
+    /// only keeps the stream position so later messages are not held back.
+    Void,
+}
+
+impl OutKind {
+    /// Whether a host operation (token, event) stands behind it.
+    pub(crate) fn is_host_op(self) -> bool {
+        !matches!(self, OutKind::Serve { .. } | OutKind::Void)
+    }
 }
 
 /// An operation that sends: it lives from the command until its data is
@@ -356,7 +367,7 @@ impl<D: Dma> Engine<D> {
                 };
                 conn.push(TxRecord::Control(BodyRepr::ReadRequest(req)), now);
             }
-            OutKind::Send { .. } | OutKind::Write { .. } | OutKind::Serve { .. } => {
+            OutKind::Send { .. } | OutKind::Write { .. } | OutKind::Serve { .. } | OutKind::Void => {
                 let (chunk, abort) = match op.kind {
                     OutKind::Serve { requester_msg_id } => (
                         mtu - wire::HEADER_LEN - wire::READ_RESPONSE_FIXED_LEN,
@@ -415,7 +426,7 @@ impl<D: Dma> Engine<D> {
     pub(crate) fn fail_op(&mut self, key: u32, err: OpError) {
         self.parked.remove(&key);
         if let Some(op) = self.ops.remove(&key) {
-            if !matches!(op.kind, OutKind::Serve { .. }) {
+            if op.kind.is_host_op() {
                 self.complete(op.port, op.port_gen, op.op, Err(err), false);
             }
             let ci = self.conn_index.get(&op.dest.node).copied();
@@ -425,6 +436,23 @@ impl<D: Dma> Engine<D> {
         }
     }
 
+    /// Ends a parked operation with `err` for its host. A stream message
+    /// leaves a [`OutKind::Void`] behind in its place, retried like it, so
+    /// the receiver's stream moves past it.
+    pub(crate) fn give_up(&mut self, key: u32, err: OpError) {
+        let Some(op) = self.ops.get(&key) else { return };
+        if !matches!(op.kind, OutKind::Send { .. } | OutKind::Write { .. }) {
+            self.fail_op(key, err);
+            return;
+        }
+        let (port, gen, id) = (op.port, op.port_gen, op.op);
+        self.complete(port, gen, id, Err(err), false);
+        let op = self.ops.get_mut(&key).expect("checked above");
+        op.kind = OutKind::Void;
+        op.buf.len = 0;
+        op.first_refused = None;
+    }
+
     /// Removes an outgoing operation that finished.
     pub(crate) fn finish_op(&mut self, key: u32) {
         if let Some(op) = self.ops.remove(&key) {
@@ -432,7 +460,7 @@ impl<D: Dma> Engine<D> {
                 OutKind::Send { .. } => Completion::Sent,
                 OutKind::Write { .. } => Completion::Written,
                 OutKind::Read { .. } => Completion::Read,
-                OutKind::Serve { .. } => return,
+                OutKind::Serve { .. } | OutKind::Void => return,
             };
             self.complete(op.port, op.port_gen, op.op, Ok(done), false);
         }
@@ -480,7 +508,7 @@ impl<D: Dma> Engine<D> {
             .copied()
             .find(|k| self.ops.get(k).is_some_and(|o| o.port == port && o.port_gen == gen && o.op == target));
         if let Some(k) = parked {
-            self.fail_op(k, OpError::Cancelled);
+            self.give_up(k, OpError::Cancelled);
             return Ok(Completion::Cancelled);
         }
         Err(OpError::NotCancellable)

@@ -151,9 +151,11 @@ impl<D: Dma> Engine<D> {
                 return;
             }
             match self.admit_message(from, &h) {
-                Ok(m) => {
+                Ok(Some(m)) => {
                     self.inbound.insert(key, m);
                 }
+                // A placeholder: it only moved the stream on.
+                Ok(None) => return,
                 Err(reason) => {
                     self.reject(now, from, h.src_port, h.src_gen, h.msg_id, reason);
                     return;
@@ -207,7 +209,7 @@ impl<D: Dma> Engine<D> {
     /// Decides whether the first fragment's message may enter its port, and
     /// where its bytes go. Checks happen before any byte is written, so a
     /// refused message leaves the target untouched.
-    fn admit_message(&mut self, from: NodeId, h: &wire::DataHeader) -> Result<Inbound, RejectReason> {
+    fn admit_message(&mut self, from: NodeId, h: &wire::DataHeader) -> Result<Option<Inbound>, RejectReason> {
         self.admit_port(h.dst_port, h.dst_gen)?;
         let port = PortId(h.dst_port);
         let src = Endpoint { node: from, port: PortId(h.src_port), gen: h.src_gen };
@@ -221,12 +223,17 @@ impl<D: Dma> Engine<D> {
             // retried first.
             return Err(RejectReason::NotReady);
         }
+        // From here on the message takes its stream position, even if it is
+        // refused for good (bad key, out of bounds): it will not be retried.
+        p.rx_streams.insert(stream, expected.wrapping_add(1));
         let (tag, sink) = match h.target {
+            Target::Void => return Ok(None),
             Target::Tagged { tag } => match p.match_posted(src, tag) {
                 Some(i) => (tag, Sink::Posted(p.posted.remove(i).expect("index from position"))),
                 None => {
                     let need = h.total_len as usize;
                     if used + need > budget {
+                        p.rx_streams.insert(stream, expected);
                         return Err(RejectReason::NotReady);
                     }
                     p.unexpected.push_back(Unexpected {
@@ -251,8 +258,7 @@ impl<D: Dma> Engine<D> {
                 (0, Sink::Rdma { addr: region.addr + offset })
             }
         };
-        p.rx_streams.insert(stream, expected.wrapping_add(1));
-        Ok(Inbound { port, src, tag, total: h.total_len, received: 0, sink, fault: false })
+        Ok(Some(Inbound { port, src, tag, total: h.total_len, received: 0, sink, fault: false }))
     }
 
     fn message_complete(&mut self, key: (NodeId, u32)) {
@@ -291,14 +297,33 @@ impl<D: Dma> Engine<D> {
         }
         let err = match r.reason {
             RejectReason::NotReady => {
-                let since = *op.first_refused.get_or_insert(now);
-                if now.saturating_since(since) >= self.cfg.retry_timeout {
-                    OpError::NotReadyTimeout
-                } else {
-                    op.retry_at = Some(now + self.cfg.retry_interval);
-                    self.parked.insert(r.msg_id);
-                    return;
+                // The retry clock runs only for the head of a stream: a
+                // message refused because an earlier one of its stream is
+                // still pending is not itself the one waiting.
+                let (port, gen, dest) = (op.port, op.port_gen, op.dest);
+                let behind_another = self.ops.range(..r.msg_id).any(|(_, o)| {
+                    o.port == port
+                        && o.port_gen == gen
+                        && o.dest == dest
+                        && matches!(o.kind, OutKind::Send { .. } | OutKind::Write { .. } | OutKind::Void)
+                });
+                let op = self.ops.get_mut(&r.msg_id).expect("looked up above");
+                if behind_another {
+                    op.first_refused = None;
                 }
+                let since = *op.first_refused.get_or_insert(now);
+                op.retry_at = Some(now + self.cfg.retry_interval);
+                self.parked.insert(r.msg_id);
+                if now.saturating_since(since) >= self.cfg.retry_timeout {
+                    if op.kind == OutKind::Void {
+                        // Even the placeholder cannot get through: the
+                        // port never opened. Give the stream up.
+                        self.fail_op(r.msg_id, OpError::NotReadyTimeout);
+                    } else {
+                        self.give_up(r.msg_id, OpError::NotReadyTimeout);
+                    }
+                }
+                return;
             }
             RejectReason::Stale => OpError::PortGone,
             RejectReason::NoSuchPort => OpError::NoSuchPort,

@@ -123,6 +123,17 @@ impl<D: Dma> Engine<D> {
                 total_len: op.buf.len,
                 offset,
             }),
+            OutKind::Void => BodyRepr::Data(wire::DataHeader {
+                src_port: op.port.0,
+                dst_port: op.dest.port.0,
+                src_gen: op.port_gen,
+                dst_gen: op.dest.gen,
+                msg_id: key,
+                stream_seq: op.stream_seq,
+                total_len: 0,
+                offset: 0,
+                target: Target::Void,
+            }),
             OutKind::Read { .. } => unreachable!("reads queue a control record, not fragments"),
         };
         let (port, src) = (op.port, op.buf.addr + u64::from(offset));

@@ -16,6 +16,10 @@ pub enum Target {
         /// Byte offset inside the region where the message starts.
         offset: u64,
     },
+    /// No content: the sender gave the message up (cancelled, or refused
+    /// for too long) and this placeholder keeps its stream position, so the
+    /// messages after it are not held back forever.
+    Void,
 }
 
 /// The fixed part of a [`Kind::Data`] body: one fragment of a message.
@@ -197,6 +201,7 @@ const ABORT_LEN: usize = 8;
 
 const TARGET_TAGGED: u8 = 0;
 const TARGET_RDMA: u8 = 1;
+const TARGET_VOID: u8 = 2;
 
 impl<'a> Body<'a> {
     pub(crate) fn parse(kind: Kind, b: &'a [u8]) -> Result<Body<'a>, WireError> {
@@ -228,6 +233,7 @@ impl<'a> Body<'a> {
                 let target = match b[2] {
                     TARGET_TAGGED => Target::Tagged { tag: be64(b, 28..36) },
                     TARGET_RDMA => Target::Rdma { key: be64(b, 28..36), offset: be64(b, 36..44) },
+                    TARGET_VOID => Target::Void,
                     _ => return Err(WireError::MalformedBody { kind: "data", why: "unknown target" }),
                 };
                 let h = DataHeader {
@@ -377,6 +383,10 @@ impl BodyRepr {
                         b[2] = TARGET_RDMA;
                         b[28..36].copy_from_slice(&key.to_be_bytes());
                         b[36..44].copy_from_slice(&offset.to_be_bytes());
+                    }
+                    Target::Void => {
+                        b[2] = TARGET_VOID;
+                        b[28..44].copy_from_slice(&[0; 16]);
                     }
                 }
             }
