@@ -1,0 +1,51 @@
+use outboard_engine::{Command, CommandError, Endpoint, Event, HostBuf, Instant};
+use thiserror::Error;
+
+/// A host buffer could not be used.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
+pub enum MemoryError {
+    /// Not a live buffer of this process, or the access leaves it.
+    #[error("buffer {addr:#x}+{len} is not live memory of this process")]
+    Invalid {
+        /// Start.
+        addr: u64,
+        /// Length.
+        len: usize,
+    },
+    /// No memory left.
+    #[error("out of memory for a {len}-byte buffer")]
+    Exhausted {
+        /// Requested length.
+        len: u32,
+    },
+}
+
+/// How host code reaches its engine and its own memory. One value per open
+/// port.
+///
+/// Implementations: the runtime (rings to an engine thread, real memory the
+/// engine's DMA reaches) and the simulator (a simulated engine, simulated
+/// memory, virtual time). Buffers handed to the engine in commands must come
+/// from [`PortIo::alloc`] so the engine's DMA can reach them.
+pub trait PortIo {
+    /// This port's endpoint (node, port, incarnation).
+    fn endpoint(&self) -> Endpoint;
+    /// Hands a command to the engine (a send or receive token).
+    fn post(&mut self, cmd: Command) -> Result<(), CommandError>;
+    /// Takes the next completion for this port, if one is there.
+    fn poll_event(&mut self) -> Option<Event>;
+    /// The current time (real or virtual).
+    fn now(&self) -> Instant;
+    /// Called by blocking waits between polls. The runtime spins, yields or
+    /// drives the engine itself (host-assisted progress); a simulator may
+    /// advance virtual time.
+    fn idle(&mut self);
+    /// Allocates a buffer the engine can reach by DMA.
+    fn alloc(&mut self, len: u32) -> Result<HostBuf, MemoryError>;
+    /// Frees a buffer from [`PortIo::alloc`].
+    fn free(&mut self, buf: HostBuf) -> Result<(), MemoryError>;
+    /// Copies `out.len()` bytes at `addr` out of host memory.
+    fn read(&self, addr: u64, out: &mut [u8]) -> Result<(), MemoryError>;
+    /// Copies `data` to `addr` of host memory.
+    fn write(&mut self, addr: u64, data: &[u8]) -> Result<(), MemoryError>;
+}

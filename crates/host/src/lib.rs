@@ -1,0 +1,27 @@
+//! The host library: what an application links to use its node's engine
+//! (the papers' GM library plus the MPI layer above it).
+//!
+//! It reaches the engine only through [`PortIo`]: post a command, take an
+//! event, read and write the process's own registered memory. The runtime
+//! implements `PortIo` over lock-free rings to an engine thread; the
+//! simulator implements it over a simulated engine in virtual time. Host
+//! code written against [`Port`] runs unchanged in both.
+//!
+//! Everything is split-phase: `start_*` returns a [`Request`], [`Port::test`]
+//! asks whether it finished, [`Port::wait`] blocks. A host-based algorithm
+//! advances only while the application is inside this library, which is
+//! exactly what makes it sensitive to process skew (the papers' point).
+#![deny(unsafe_code)]
+#![warn(missing_docs)]
+
+mod io;
+mod port;
+
+pub use io::{MemoryError, PortIo};
+pub use outboard_engine::{
+    Command, CommandError, Completion, Endpoint, Event, HostBuf, Instant, NodeId, OpError, OpId, PortId, RecvMatch,
+};
+pub use port::{HostError, Port, Request};
+
+#[cfg(test)]
+mod tests;

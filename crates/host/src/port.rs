@@ -1,0 +1,206 @@
+use std::collections::BTreeMap;
+
+use outboard_engine::{Command, CommandError, Completion, Endpoint, HostBuf, OpError, OpId, RecvMatch};
+use thiserror::Error;
+
+use crate::{MemoryError, PortIo};
+
+/// An operation under way, returned by the `start_*` calls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[must_use = "a request must be tested or waited for"]
+pub struct Request(OpId);
+
+impl Request {
+    /// The engine-level operation name.
+    pub fn op(self) -> OpId {
+        self.0
+    }
+}
+
+/// Why a host-library call failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
+pub enum HostError {
+    /// The engine refused the command on the spot.
+    #[error(transparent)]
+    Command(#[from] CommandError),
+    /// The operation failed.
+    #[error(transparent)]
+    Op(#[from] OpError),
+    /// Host memory.
+    #[error(transparent)]
+    Memory(#[from] MemoryError),
+    /// `test`/`wait` on a request this port does not know (already waited
+    /// for, or from another port).
+    #[error("unknown request")]
+    UnknownRequest,
+}
+
+/// An open port of the host library: split-phase operations over a
+/// [`PortIo`].
+pub struct Port<P: PortIo> {
+    io: P,
+    next_op: u64,
+    /// Requests started and not yet handed back, with their completion once
+    /// it arrived.
+    pending: BTreeMap<OpId, Option<Result<Completion, OpError>>>,
+}
+
+impl<P: PortIo> Port<P> {
+    /// Wraps an open port.
+    pub fn new(io: P) -> Self {
+        Port { io, next_op: 1, pending: BTreeMap::new() }
+    }
+
+    /// This port's endpoint.
+    pub fn endpoint(&self) -> Endpoint {
+        self.io.endpoint()
+    }
+
+    /// The transport underneath.
+    pub fn io(&mut self) -> &mut P {
+        &mut self.io
+    }
+
+    /// The transport underneath, shared.
+    pub fn io_ref(&self) -> &P {
+        &self.io
+    }
+
+    fn start(&mut self, make: impl FnOnce(OpId) -> Command) -> Result<Request, HostError> {
+        let op = OpId(self.next_op);
+        self.io.post(make(op))?;
+        self.next_op += 1;
+        self.pending.insert(op, None);
+        Ok(Request(op))
+    }
+
+    /// Starts sending `buf` to `dest` with `tag`.
+    pub fn start_send(&mut self, dest: Endpoint, tag: u64, buf: HostBuf) -> Result<Request, HostError> {
+        self.start(|op| Command::Send { op, dest, tag, buf })
+    }
+
+    /// Starts a receive into `buf`.
+    pub fn start_recv(&mut self, matching: RecvMatch, buf: HostBuf) -> Result<Request, HostError> {
+        self.start(|op| Command::Recv { op, matching, buf })
+    }
+
+    /// Starts an RDMA write of `buf` into region `key` of `dest` at `offset`.
+    pub fn start_write(&mut self, dest: Endpoint, key: u64, offset: u64, buf: HostBuf) -> Result<Request, HostError> {
+        self.start(|op| Command::RdmaWrite { op, dest, key, offset, buf })
+    }
+
+    /// Starts an RDMA read from region `key` of `dest` at `offset` into `buf`.
+    pub fn start_read(&mut self, dest: Endpoint, key: u64, offset: u64, buf: HostBuf) -> Result<Request, HostError> {
+        self.start(|op| Command::RdmaRead { op, dest, key, offset, buf })
+    }
+
+    /// Registers `buf` for remote access; returns its key.
+    pub fn register(&mut self, buf: HostBuf) -> Result<u64, HostError> {
+        let r = self.start(|op| Command::Register { op, buf })?;
+        match self.wait(r)? {
+            Completion::Registered { key } => Ok(key),
+            other => unreachable!("register completed as {other:?}"),
+        }
+    }
+
+    /// Withdraws a registration.
+    pub fn deregister(&mut self, key: u64) -> Result<(), HostError> {
+        let r = self.start(|op| Command::Deregister { op, key })?;
+        self.wait(r).map(|_| ())
+    }
+
+    /// Cancels a posted receive not yet matched, or a send waiting to be
+    /// retried. The request then completes with [`OpError::Cancelled`].
+    pub fn cancel(&mut self, req: Request) -> Result<(), HostError> {
+        let target = req.0;
+        let r = self.start(|op| Command::Cancel { op, target })?;
+        self.wait(r).map(|_| ())
+    }
+
+    /// Moves every completion the engine has for this port into the pending
+    /// table. Host-based algorithms call it (through `test`) to advance.
+    pub fn progress(&mut self) {
+        while let Some(e) = self.io.poll_event() {
+            if let Some(slot) = self.pending.get_mut(&e.op) {
+                *slot = Some(e.result);
+            }
+        }
+    }
+
+    /// Whether `req` finished; hands its result back (once) if so.
+    pub fn test(&mut self, req: Request) -> Option<Result<Completion, HostError>> {
+        self.progress();
+        match self.pending.get(&req.0) {
+            None => Some(Err(HostError::UnknownRequest)),
+            Some(None) => None,
+            Some(Some(_)) => {
+                let r = self.pending.remove(&req.0).flatten().expect("checked");
+                Some(r.map_err(HostError::Op))
+            }
+        }
+    }
+
+    /// Blocks until `req` finishes.
+    pub fn wait(&mut self, req: Request) -> Result<Completion, HostError> {
+        loop {
+            if let Some(r) = self.test(req) {
+                return r;
+            }
+            self.io.idle();
+        }
+    }
+
+    /// Blocks until every request finishes; results in the same order.
+    pub fn wait_all(&mut self, reqs: &[Request]) -> Vec<Result<Completion, HostError>> {
+        reqs.iter().map(|r| self.wait(*r)).collect()
+    }
+
+    /// Allocates a DMA-reachable buffer holding `data`.
+    pub fn buffer_from(&mut self, data: &[u8]) -> Result<HostBuf, HostError> {
+        let len = u32::try_from(data.len()).map_err(|_| MemoryError::Exhausted { len: u32::MAX })?;
+        let b = self.io.alloc(len)?;
+        self.io.write(b.addr, data)?;
+        Ok(b)
+    }
+
+    /// Allocates a zeroed DMA-reachable buffer.
+    pub fn buffer(&mut self, len: u32) -> Result<HostBuf, HostError> {
+        Ok(self.io.alloc(len)?)
+    }
+
+    /// Copies a buffer's contents out.
+    pub fn read_buffer(&self, buf: HostBuf) -> Result<Vec<u8>, HostError> {
+        let mut v = vec![0; buf.len as usize];
+        self.io.read(buf.addr, &mut v)?;
+        Ok(v)
+    }
+
+    /// Frees a buffer.
+    pub fn free(&mut self, buf: HostBuf) -> Result<(), HostError> {
+        Ok(self.io.free(buf)?)
+    }
+
+    /// Blocking send.
+    pub fn send(&mut self, dest: Endpoint, tag: u64, data: &[u8]) -> Result<(), HostError> {
+        let buf = self.buffer_from(data)?;
+        let r = self.start_send(dest, tag, buf).and_then(|r| self.wait(r));
+        self.io.free(buf)?;
+        r.map(|_| ())
+    }
+
+    /// Blocking receive of at most `max` bytes: the data and who sent it.
+    pub fn recv(&mut self, matching: RecvMatch, max: u32) -> Result<(Endpoint, u64, Vec<u8>), HostError> {
+        let buf = self.buffer(max)?;
+        let r = self.start_recv(matching, buf).and_then(|r| self.wait(r));
+        let out = match r {
+            Ok(Completion::Received { src, tag, len }) => {
+                let mut v = vec![0; len as usize];
+                self.io.read(buf.addr, &mut v).map(|()| (src, tag, v)).map_err(HostError::from)
+            }
+            Ok(other) => unreachable!("receive completed as {other:?}"),
+            Err(e) => Err(e),
+        };
+        self.io.free(buf)?;
+        out
+    }
+}
