@@ -1,0 +1,26 @@
+//! `outboard`: run, benchmark and simulate Outboard, and work with NICVM
+//! modules.
+
+use clap::{Parser, Subcommand};
+
+mod demo;
+
+#[derive(Parser)]
+#[command(name = "outboard", version, about = "Outboard: cluster communication offloaded to the NIC")]
+struct Cli {
+    #[command(subcommand)]
+    command: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Drive N engines over the built-in lossy test network and report
+    /// what the engines did (no cluster needed).
+    Demo(demo::DemoArgs),
+}
+
+fn main() -> anyhow::Result<()> {
+    match Cli::parse().command {
+        Cmd::Demo(a) => demo::run(a),
+    }
+}
