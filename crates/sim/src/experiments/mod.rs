@@ -1,0 +1,207 @@
+//! The experiments that reproduce and extend the papers' figures.
+//!
+//! Each experiment runs simulations for every (profile, node count or size)
+//! point asked for and returns [`Row`]s: the simulated value and, where a
+//! paper quotes a number for that point, the paper's value (looked up by id
+//! in [`crate::paper`]) and the relative difference. The `outboard sim`
+//! command prints them, writes them as CSV and plots them.
+
+use thiserror::Error;
+
+use crate::plot::{Chart, Series};
+use crate::profile::Profile;
+use crate::sim::SimError;
+
+pub mod closed_form;
+pub mod dissemination;
+pub mod pingpong;
+
+/// Names of the experiments, for the command line.
+pub const NAMES: &[&str] = &["closed-form", "pingpong", "dissemination"];
+
+/// An experiment could not run.
+#[derive(Debug, Error)]
+pub enum ExperimentError {
+    /// No experiment of that name.
+    #[error("unknown experiment {0:?} (known: {known})", known = NAMES.join(", "))]
+    Unknown(String),
+    /// A simulation failed.
+    #[error(transparent)]
+    Sim(#[from] SimError),
+    /// A host-library call failed inside the simulation.
+    #[error("host library: {0}")]
+    Host(#[from] outboard_host::HostError),
+    /// A parameter is out of range.
+    #[error("{0}")]
+    Param(String),
+    /// The operation this variant needs does not exist yet.
+    #[error("{0} is not available yet: {1}")]
+    NotYet(&'static str, &'static str),
+}
+
+/// What to run.
+#[derive(Debug, Clone)]
+pub struct Params {
+    /// One series per profile.
+    pub profiles: Vec<Profile>,
+    /// Node counts (experiments that sweep nodes).
+    pub nodes: Vec<u32>,
+    /// Message sizes in bytes (experiments that sweep sizes).
+    pub sizes: Vec<u32>,
+    /// The seed.
+    pub seed: u64,
+    /// Repetitions averaged per point (consecutive operations).
+    pub iters: u32,
+}
+
+/// One result.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Row {
+    /// Series (the profile, possibly with a variant).
+    pub series: String,
+    /// Nodes.
+    pub nodes: u32,
+    /// Message size in bytes.
+    pub size: u32,
+    /// What was measured.
+    pub metric: &'static str,
+    /// The simulated value.
+    pub value: f64,
+    /// Its unit.
+    pub unit: &'static str,
+    /// The id(s) of the paper's figure, joined by `*` for a product.
+    pub paper_id: Option<String>,
+    /// The paper's value.
+    pub paper: Option<f64>,
+}
+
+impl Row {
+    /// (sim - paper) / paper, where the paper has a value.
+    pub fn rel_diff(&self) -> Option<f64> {
+        self.paper.map(|p| crate::paper::rel_diff(self.value, p))
+    }
+
+    /// Attaches the paper's figure (a product of the ids' values).
+    pub fn with_paper(mut self, ids: &[&str]) -> Row {
+        self.paper = crate::paper::product(ids);
+        self.paper_id = self.paper.map(|_| ids.join("*"));
+        self
+    }
+}
+
+/// An experiment's results.
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    /// Title for the table and the plot.
+    pub title: String,
+    /// Which field is the x axis.
+    pub x: XAxis,
+    /// The rows.
+    pub rows: Vec<Row>,
+    /// Remarks printed under the table.
+    pub notes: Vec<String>,
+}
+
+/// The swept parameter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum XAxis {
+    /// Node count.
+    Nodes,
+    /// Message size.
+    Size,
+}
+
+impl Outcome {
+    /// The results as CSV (a header line, then one line per row).
+    pub fn to_csv(&self) -> String {
+        let mut s = String::from("series,nodes,size_bytes,metric,value,unit,paper_id,paper_value,rel_diff\n");
+        for r in &self.rows {
+            s.push_str(&format!(
+                "{},{},{},{},{:.6},{},{},{},{}\n",
+                r.series,
+                r.nodes,
+                r.size,
+                r.metric,
+                r.value,
+                r.unit,
+                r.paper_id.as_deref().unwrap_or(""),
+                r.paper.map(|p| format!("{p}")).unwrap_or_default(),
+                r.rel_diff().map(|d| format!("{d:.6}")).unwrap_or_default()
+            ));
+        }
+        s
+    }
+
+    /// The results as an aligned text table.
+    pub fn to_table(&self) -> String {
+        let mut s = format!("{}\n", self.title);
+        s.push_str(&format!(
+            "{:<22} {:>7} {:>9} {:<12} {:>14} {:<5} {:>12} {:>9}  {}\n",
+            "series", "nodes", "bytes", "metric", "sim", "unit", "paper", "diff", "paper id"
+        ));
+        for r in &self.rows {
+            s.push_str(&format!(
+                "{:<22} {:>7} {:>9} {:<12} {:>14.4} {:<5} {:>12} {:>9}  {}\n",
+                r.series,
+                r.nodes,
+                r.size,
+                r.metric,
+                r.value,
+                r.unit,
+                r.paper.map(|p| format!("{p:.4}")).unwrap_or_else(|| "-".into()),
+                r.rel_diff().map(|d| format!("{:+.2}%", d * 100.0)).unwrap_or_else(|| "-".into()),
+                r.paper_id.as_deref().unwrap_or("")
+            ));
+        }
+        for n in &self.notes {
+            s.push_str(&format!("note: {n}\n"));
+        }
+        s
+    }
+
+    /// A line chart of the first metric: one line per series.
+    pub fn chart(&self) -> Chart {
+        let Some(first) = self.rows.first() else {
+            return Chart { title: self.title.clone(), x_label: String::new(), y_label: String::new(), log_x: false, series: vec![] };
+        };
+        let metric = first.metric;
+        let mut series: Vec<Series> = Vec::new();
+        for r in self.rows.iter().filter(|r| r.metric == metric) {
+            let x = match self.x {
+                XAxis::Nodes => f64::from(r.nodes),
+                XAxis::Size => f64::from(r.size.max(1)),
+            };
+            match series.iter_mut().find(|s| s.name == r.series) {
+                Some(s) => s.points.push((x, r.value)),
+                None => series.push(Series { name: r.series.clone(), points: vec![(x, r.value)] }),
+            }
+        }
+        Chart {
+            title: self.title.clone(),
+            x_label: match self.x {
+                XAxis::Nodes => "nodes".into(),
+                XAxis::Size => "message size (bytes)".into(),
+            },
+            y_label: format!("{metric} ({})", first.unit),
+            log_x: true,
+            series,
+        }
+    }
+}
+
+/// Runs experiment `name`; `progress(done, total)` is called after each
+/// simulated point.
+pub fn run(name: &str, p: &Params, progress: &mut dyn FnMut(usize, usize)) -> Result<Outcome, ExperimentError> {
+    if p.profiles.is_empty() {
+        return Err(ExperimentError::Param("no profile given".into()));
+    }
+    match name {
+        "closed-form" => closed_form::run(p, progress),
+        "pingpong" => pingpong::run(p, progress),
+        "dissemination" => dissemination::run(p, progress),
+        other => Err(ExperimentError::Unknown(other.to_string())),
+    }
+}
+
+/// A shared slot a simulated process writes its result into.
+pub(crate) type Shared<T> = std::rc::Rc<std::cell::RefCell<T>>;

@@ -1,0 +1,122 @@
+//! Ping-pong: one-way latency and bandwidth against message size.
+//!
+//! Node 0 sends a message to node 1, which sends it back; the one-way
+//! figure is half the round trip, averaged over `iters` consecutive round
+//! trips, as the papers' ping tests do. Receives are posted before the
+//! message can arrive, so no message takes the unexpected path.
+
+use std::cell::RefCell;
+use std::rc::Rc;
+
+use outboard_engine::RecvMatch;
+use outboard_host::HostError;
+
+use super::closed_form::first_port;
+use super::{ExperimentError, Outcome, Params, Row, Shared, XAxis};
+use crate::profile::Profile;
+use crate::sim::Simulation;
+use crate::time::Time;
+
+/// One-way latency in microseconds of a `size`-byte message, averaged over
+/// `iters` round trips.
+pub fn one_way(profile: &Profile, size: u32, iters: u32, seed: u64) -> Result<f64, ExperimentError> {
+    let iters = iters.max(1);
+    let mut sim = Simulation::with_config(profile, 2, seed, |c| {
+        c.max_ports = 1;
+        c.max_message = c.max_message.max(size);
+    })?;
+    let end: Shared<Time> = Rc::new(RefCell::new(Time::ZERO));
+    let err: Shared<Option<HostError>> = Rc::new(RefCell::new(None));
+    for me in 0..2u32 {
+        let (end, err) = (end.clone(), err.clone());
+        sim.spawn(me, move |p| async move {
+            let r: Result<(), HostError> = async {
+                let peer = first_port(1 - me);
+                let mut port = p.open_port(0).expect("fresh port");
+                let sbuf = port.buffer_from(&vec![7; size as usize])?;
+                let rbuf = port.buffer(size)?;
+                let mut sends = Vec::new();
+                for i in 0..u64::from(iters) {
+                    let recv = port.start_recv(RecvMatch::tag(i), rbuf)?;
+                    if me == 0 {
+                        sends.push(port.start_send(peer, i, sbuf)?);
+                        p.wait(&mut port, recv).await?;
+                    } else {
+                        p.wait(&mut port, recv).await?;
+                        sends.push(port.start_send(peer, i, sbuf)?);
+                    }
+                }
+                if me == 0 {
+                    *end.borrow_mut() = p.now();
+                }
+                for r in p.wait_all(&mut port, &sends).await {
+                    r?;
+                }
+                Ok(())
+            }
+            .await;
+            if let Err(e) = r {
+                err.borrow_mut().get_or_insert(e);
+            }
+        });
+    }
+    sim.run()?;
+    if let Some(e) = err.borrow_mut().take() {
+        return Err(e.into());
+    }
+    let t = *end.borrow();
+    Ok(t.as_us() / (2.0 * f64::from(iters)))
+}
+
+pub(super) fn run(p: &Params, progress: &mut dyn FnMut(usize, usize)) -> Result<Outcome, ExperimentError> {
+    let sizes = if p.sizes.is_empty() { vec![0, 8, 64, 512, 4096, 32_768, 262_144, 1_048_576] } else { p.sizes.clone() };
+    let total = p.profiles.len() * sizes.len();
+    let mut rows = Vec::new();
+    let mut bw_rows = Vec::new();
+    let mut done = 0;
+    for prof in &p.profiles {
+        let largest = sizes.iter().copied().max().unwrap_or(0);
+        for &size in &sizes {
+            let us = one_way(prof, size, p.iters, p.seed)?;
+            let mut lat = Row {
+                series: prof.name.clone(),
+                nodes: 2,
+                size,
+                metric: "one-way",
+                value: us,
+                unit: "us",
+                paper_id: None,
+                paper: None,
+            };
+            if prof.name == "elan3" && size == 0 {
+                lat = lat.with_paper(&["elan3-lat"]);
+            }
+            rows.push(lat);
+            if size > 0 {
+                let mut bw = Row {
+                    series: prof.name.clone(),
+                    nodes: 2,
+                    size,
+                    metric: "bandwidth",
+                    value: f64::from(size) / us,
+                    unit: "MB/s",
+                    paper_id: None,
+                    paper: None,
+                };
+                if prof.name == "elan3" && size == largest && size >= 1 << 20 {
+                    bw = bw.with_paper(&["elan3-bw-main"]);
+                }
+                bw_rows.push(bw);
+            }
+            done += 1;
+            progress(done, total);
+        }
+    }
+    rows.extend(bw_rows);
+    Ok(Outcome {
+        title: "Ping-pong: one-way latency (half the round trip) and bandwidth".into(),
+        x: XAxis::Size,
+        rows,
+        notes: vec!["bandwidth = size / one-way latency of that size".into()],
+    })
+}

@@ -1,0 +1,220 @@
+//! A node's NIC: the real engine as a serialised resource.
+//!
+//! Inputs (a packet off the wire, a command from a port, a timer) queue up
+//! in arrival order. The NIC takes one at a time: it calls the engine, turns
+//! the [`Work`](outboard_engine::Work) the engine reports into busy time
+//! with the cost model, hands each completion to the host when the work
+//! before it is done, then transmits each packet the engine has, charging
+//! each one before the next starts. Inputs that arrive meanwhile wait: that
+//! queueing is what makes a slow NIC processor a bottleneck, as on a 33 MHz
+//! LANai.
+
+use std::collections::VecDeque;
+
+use outboard_engine::{Command, CommandError, Engine, Event, NodeId, OpError, PortId, VecMemory};
+
+use crate::time::Time;
+use crate::world::{Ev, World};
+
+/// Something for the NIC to do.
+#[derive(Debug)]
+pub(crate) enum NicInput {
+    /// A datagram arrived from `from`.
+    Packet { from: NodeId, bytes: Vec<u8> },
+    /// A port posted a command.
+    Command { port: PortId, cmd: Command },
+    /// The engine's timer is due.
+    Timer,
+}
+
+/// Completions waiting for a port's process.
+#[derive(Default)]
+pub(crate) struct PortSlot {
+    /// (time the host can see it, event), in time order.
+    pub events: VecDeque<(Time, Event)>,
+    /// The process that opened the port.
+    pub owner: Option<u32>,
+}
+
+/// One node: its NIC (engine plus queue) and its ports' completion queues.
+pub(crate) struct Node {
+    pub engine: Engine<VecMemory>,
+    pub inputs: VecDeque<NicInput>,
+    pub busy_until: Time,
+    pub free_scheduled: bool,
+    pub timer_at: Option<Time>,
+    pub alive: bool,
+    pub ports: Vec<PortSlot>,
+}
+
+impl Node {
+    pub fn new(engine: Engine<VecMemory>) -> Node {
+        let ports = (0..engine.config().max_ports).map(|_| PortSlot::default()).collect();
+        Node {
+            engine,
+            inputs: VecDeque::new(),
+            busy_until: Time::ZERO,
+            free_scheduled: false,
+            timer_at: None,
+            alive: true,
+            ports,
+        }
+    }
+}
+
+/// A command the engine refused on arrival becomes a failed completion: the
+/// host already went on (the post returned), as with GM, whose host
+/// library learns of such failures only through its event queue.
+fn refused(err: CommandError) -> OpError {
+    match err {
+        CommandError::PeerUnreachable(n) => OpError::PeerUnreachable(n),
+        CommandError::BadDestination => OpError::NoSuchPort,
+        // The host checks tokens, length and the port before posting (see
+        // `SimIo::post`); these can only mean the port was closed meanwhile.
+        CommandError::PortNotOpen(_)
+        | CommandError::NoSendToken
+        | CommandError::NoRecvToken
+        | CommandError::TooLong { .. } => OpError::PortGone,
+    }
+}
+
+impl World {
+    /// An input reaches `node`'s NIC now.
+    pub(crate) fn nic_arrive(&mut self, node: u32, input: NicInput) {
+        let now = self.now;
+        let n = &mut self.nodes[node as usize];
+        if !n.alive {
+            return;
+        }
+        n.inputs.push_back(input);
+        if n.free_scheduled {
+            return;
+        }
+        if n.busy_until <= now {
+            self.nic_run(node);
+        } else {
+            n.free_scheduled = true;
+            let at = n.busy_until;
+            self.queue.push(at, Ev::NicFree(node));
+        }
+    }
+
+    /// The NIC of `node` finished its previous work.
+    pub(crate) fn nic_free(&mut self, node: u32) {
+        let n = &mut self.nodes[node as usize];
+        n.free_scheduled = false;
+        if n.alive && !n.inputs.is_empty() {
+            self.nic_run(node);
+        }
+    }
+
+    /// The engine's timer fired.
+    pub(crate) fn nic_timer(&mut self, node: u32) {
+        let now = self.now;
+        let n = &mut self.nodes[node as usize];
+        if n.timer_at != Some(now) {
+            return; // superseded by a later deadline
+        }
+        n.timer_at = None;
+        self.nic_arrive(node, NicInput::Timer);
+    }
+
+    /// Processes the next input of an idle NIC, starting now.
+    fn nic_run(&mut self, node: u32) {
+        let Some(input) = self.nodes[node as usize].inputs.pop_front() else { return };
+        self.stats.nic_inputs += 1;
+        let start = self.now;
+        let mut clock = start;
+        let ni = node as usize;
+        let n = &mut self.nodes[ni];
+        let refusal = match input {
+            NicInput::Packet { from, bytes } => {
+                n.engine.handle_packet(start.to_engine(), from, &bytes);
+                None
+            }
+            NicInput::Timer => {
+                n.engine.handle_timeout(start.to_engine());
+                None
+            }
+            NicInput::Command { port, cmd } => n
+                .engine
+                .handle_command(start.to_engine(), port, cmd)
+                .err()
+                .map(|e| Event { port, op: cmd.op(), result: Err(refused(e)) }),
+        };
+        clock += self.cost.nic_work(&self.nodes[ni].engine.take_work());
+        if let Some(ev) = refusal {
+            clock += self.cost.nic_event;
+            self.deliver(node, ev, clock);
+        }
+        clock = self.drain_events(node, clock);
+        loop {
+            let n = &mut self.nodes[ni];
+            let begin = clock;
+            let Some(tx) = n.engine.poll_transmit(begin.to_engine(), &mut self.tx_buf) else { break };
+            clock += self.cost.nic_work(&n.engine.take_work());
+            let bytes = self.tx_buf[..tx.len].to_vec();
+            self.transmit(node, tx.dst, bytes, begin, clock);
+            clock = self.drain_events(node, clock);
+        }
+        let n = &mut self.nodes[ni];
+        match n.engine.poll_timeout() {
+            Some(d) => {
+                let d = Time::from_engine(d).max(clock);
+                if n.timer_at != Some(d) {
+                    n.timer_at = Some(d);
+                    self.queue.push(d, Ev::Timer(node));
+                }
+            }
+            None => n.timer_at = None,
+        }
+        let n = &mut self.nodes[ni];
+        n.busy_until = clock;
+        if !n.inputs.is_empty() {
+            n.free_scheduled = true;
+            self.queue.push(clock, Ev::NicFree(node));
+        }
+    }
+
+    fn drain_events(&mut self, node: u32, mut clock: Time) -> Time {
+        while let Some(e) = self.nodes[node as usize].engine.poll_event() {
+            clock += self.cost.nic_event;
+            self.deliver(node, e, clock);
+        }
+        clock
+    }
+
+    /// Hands completion `e` to its port's process, visible from `at`.
+    pub(crate) fn deliver(&mut self, node: u32, e: Event, at: Time) {
+        let Some(slot) = self.nodes[node as usize].ports.get_mut(usize::from(e.port.0)) else { return };
+        slot.events.push_back((at, e));
+        if let Some(pid) = slot.owner {
+            if self.procs[pid as usize].waiting {
+                self.procs[pid as usize].waiting = false;
+                self.wake(pid, at);
+            }
+        }
+    }
+
+    /// Puts a packet on the wire (or loops it back to this NIC).
+    fn transmit(&mut self, src: u32, dst: NodeId, bytes: Vec<u8>, begin: Time, end: Time) {
+        self.stats.packets += 1;
+        if dst.0 == src {
+            self.queue.push(end, Ev::Arrive { node: src, from: NodeId(src), bytes });
+            return;
+        }
+        if dst.0 >= self.wire.nodes() {
+            self.stats.misrouted += 1;
+            return;
+        }
+        let Some(d) = self.wire.send(&self.cost, &mut self.rng, src, dst.0, bytes.len(), begin, end) else { return };
+        let mut bytes = bytes;
+        if let Some(i) = d.corrupt_at {
+            bytes[i] ^= 0x5a;
+        }
+        if let Some(t) = d.duplicate_at {
+            self.queue.push(t, Ev::Arrive { node: dst.0, from: NodeId(src), bytes: bytes.clone() });
+        }
+        self.queue.push(d.at, Ev::Arrive { node: dst.0, from: NodeId(src), bytes });
+    }
+}

@@ -1,0 +1,426 @@
+//! Simulated host processes: ordinary async Rust against the host library.
+//!
+//! A process is an `async` block given a [`Proc`]. It opens ports as
+//! [`Port<SimIo>`](outboard_host::Port) and uses the host library
+//! unchanged: `start_*`, `test`, and host-based schedules driven by `test`.
+//! Every library call charges the profile's host cost to the process's own
+//! clock; the process runs ahead on that clock until it awaits, and an
+//! await first waits out what it charged (so a process that posts six
+//! sends back to back hands them to its NIC 1, 2, ... 6 send-times later,
+//! exactly as the dissertation's timing diagrams draw it).
+//!
+//! Blocking is async: [`Proc::wait`], [`Proc::idle`], [`Proc::compute`].
+//! The host library's own blocking `Port::wait` would spin forever in
+//! virtual time, so [`SimIo::idle`] panics and says what to use instead.
+//! A completion is seen only when the process is inside the library (a
+//! `test`, or a `wait` that is polling): a process busy in `compute` does
+//! not advance a host-based algorithm, which is exactly what makes such
+//! algorithms sensitive to skew.
+
+use std::cell::RefCell;
+use std::collections::{BTreeMap, VecDeque};
+use std::future::Future;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::task::{Context, Poll};
+
+use outboard_engine::{Command, CommandError, Completion, Dma, Endpoint, Event, HostBuf, Instant, OpId, OpenError, PortId, RecvMatch};
+use outboard_host::{HostError, MemoryError, Port, PortIo, Request};
+use rand::Rng;
+
+use crate::time::{Dur, Time};
+use crate::world::{Ev, World};
+
+/// A process's handle on the simulation: its clock, its node, its ports.
+#[derive(Clone)]
+pub struct Proc {
+    pub(crate) world: Rc<RefCell<World>>,
+    pub(crate) pid: u32,
+    pub(crate) node: u32,
+}
+
+impl Proc {
+    /// This process's node.
+    pub fn node(&self) -> u32 {
+        self.node
+    }
+
+    /// Nodes in the simulation.
+    pub fn nodes(&self) -> u32 {
+        self.world.borrow().nodes.len() as u32
+    }
+
+    /// The process's clock (it may be ahead of the rest of the simulation
+    /// by host time it has charged and not yet waited out).
+    pub fn now(&self) -> Time {
+        let w = self.world.borrow();
+        w.procs[self.pid as usize].clock.max(w.now)
+    }
+
+    pub(crate) fn charge(&self, d: Dur) {
+        let mut w = self.world.borrow_mut();
+        let now = w.now;
+        let p = &mut w.procs[self.pid as usize];
+        p.clock = p.clock.max(now) + d;
+    }
+
+    /// Opens port slot `port` on this process's node.
+    pub fn open_port(&self, port: u8) -> Result<Port<SimIo>, OpenError> {
+        let mut w = self.world.borrow_mut();
+        let now = w.now;
+        let n = &mut w.nodes[self.node as usize];
+        let ep = n.engine.open_port(now.to_engine(), PortId(port))?;
+        n.ports[usize::from(port)].owner = Some(self.pid);
+        let cfg = n.engine.config();
+        let io = SimIo {
+            proc: self.clone(),
+            ep,
+            send_free: cfg.send_tokens,
+            recv_free: cfg.recv_tokens,
+            max_message: cfg.max_message,
+            outstanding: BTreeMap::new(),
+            next_private_op: u64::MAX,
+            stash: VecDeque::new(),
+        };
+        Ok(Port::new(io))
+    }
+
+    /// Computes for `d`: the process is busy and outside the library.
+    pub async fn compute(&self, d: Dur) {
+        self.charge(d);
+        self.settle().await;
+    }
+
+    /// Waits out the host time charged so far.
+    pub fn settle(&self) -> Sleep {
+        Sleep { proc: self.clone(), until: None }
+    }
+
+    /// Sleeps until `t` (no-op if it is past).
+    pub fn sleep_until(&self, t: Time) -> Sleep {
+        Sleep { proc: self.clone(), until: Some(t) }
+    }
+
+    /// Waits until a completion is there for one of this process's ports
+    /// (after waiting out charged time). Returns at once if one already is.
+    pub fn idle(&self) -> Idle {
+        Idle { proc: self.clone() }
+    }
+
+    /// A random skew in `0..=max`, from the simulation's seed.
+    pub fn skew(&self, max: Dur) -> Dur {
+        if max.0 == 0 {
+            return Dur::ZERO;
+        }
+        Dur(self.world.borrow_mut().rng.gen_range(0..=max.0))
+    }
+
+    /// Waits for `req`, polling the library as a blocking wait would.
+    pub async fn wait(&self, port: &mut Port<SimIo>, req: Request) -> Result<Completion, HostError> {
+        loop {
+            if let Some(r) = port.test(req) {
+                self.settle().await;
+                return r;
+            }
+            self.idle().await;
+        }
+    }
+
+    /// Waits for every request; results in order.
+    pub async fn wait_all(&self, port: &mut Port<SimIo>, reqs: &[Request]) -> Vec<Result<Completion, HostError>> {
+        let mut out = Vec::with_capacity(reqs.len());
+        for r in reqs {
+            out.push(self.wait(port, *r).await);
+        }
+        out
+    }
+
+    /// Registers `buf` for remote access; returns its key. (`Port::register`
+    /// blocks, which a simulated process cannot; this is its async twin.)
+    pub async fn register(&self, port: &mut Port<SimIo>, buf: HostBuf) -> Result<u64, HostError> {
+        let op = port.io().post_untracked(|op| Command::Register { op, buf })?;
+        loop {
+            if let Some(e) = port.io().take_event_for(op) {
+                self.settle().await;
+                return match e.result? {
+                    Completion::Registered { key } => Ok(key),
+                    other => unreachable!("register completed as {other:?}"),
+                };
+            }
+            self.idle().await;
+        }
+    }
+
+    /// Sends `data` to `dest` and waits for the send to complete.
+    pub async fn send(&self, port: &mut Port<SimIo>, dest: Endpoint, tag: u64, data: &[u8]) -> Result<(), HostError> {
+        let buf = port.buffer_from(data)?;
+        let r = match port.start_send(dest, tag, buf) {
+            Ok(r) => self.wait(port, r).await.map(|_| ()),
+            Err(e) => Err(e),
+        };
+        port.free(buf)?;
+        r
+    }
+
+    /// Receives one message of at most `max` bytes.
+    pub async fn recv(&self, port: &mut Port<SimIo>, matching: RecvMatch, max: u32) -> Result<(Endpoint, u64, Vec<u8>), HostError> {
+        let buf = port.buffer(max)?;
+        let r = match port.start_recv(matching, buf) {
+            Ok(r) => self.wait(port, r).await,
+            Err(e) => Err(e),
+        };
+        let out = match r {
+            Ok(Completion::Received { src, tag, len }) => {
+                let mut v = port.read_buffer(buf)?;
+                v.truncate(len as usize);
+                Ok((src, tag, v))
+            }
+            Ok(other) => unreachable!("receive completed as {other:?}"),
+            Err(e) => Err(e),
+        };
+        port.free(buf)?;
+        out
+    }
+}
+
+/// Future of [`Proc::settle`] and [`Proc::sleep_until`].
+pub struct Sleep {
+    proc: Proc,
+    until: Option<Time>,
+}
+
+impl Future for Sleep {
+    type Output = ();
+    fn poll(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<()> {
+        let mut w = self.proc.world.borrow_mut();
+        let pid = self.proc.pid;
+        let until = self.until.unwrap_or(w.procs[pid as usize].clock);
+        if w.now >= until {
+            let now = w.now;
+            let p = &mut w.procs[pid as usize];
+            p.clock = p.clock.max(now);
+            return Poll::Ready(());
+        }
+        w.wake(pid, until);
+        Poll::Pending
+    }
+}
+
+/// Future of [`Proc::idle`].
+pub struct Idle {
+    proc: Proc,
+}
+
+impl Future for Idle {
+    type Output = ();
+    fn poll(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<()> {
+        let mut w = self.proc.world.borrow_mut();
+        let (pid, node) = (self.proc.pid, self.proc.node as usize);
+        let now = w.now;
+        let clock = w.procs[pid as usize].clock;
+        if clock > now {
+            w.wake(pid, clock);
+            return Poll::Pending;
+        }
+        let first = w.nodes[node]
+            .ports
+            .iter()
+            .filter(|s| s.owner == Some(pid))
+            .filter_map(|s| s.events.front().map(|(t, _)| *t))
+            .min();
+        match first {
+            Some(t) if t <= now => Poll::Ready(()),
+            Some(t) => {
+                w.wake(pid, t);
+                Poll::Pending
+            }
+            None => {
+                w.procs[pid as usize].waiting = true;
+                Poll::Pending
+            }
+        }
+    }
+}
+
+/// Which token an outstanding operation holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Token {
+    Send,
+    Recv,
+    None,
+}
+
+/// The host library's port interface over a simulated NIC.
+///
+/// Commands travel to the NIC after the doorbell latency; the engine takes
+/// them when its NIC gets to them. So `post` cannot return the engine's
+/// verdict: like GM's host library, it keeps its own count of send and
+/// receive tokens and checks lengths, and a command the engine still
+/// refuses on arrival (a peer declared dead meanwhile) completes with an
+/// error event instead.
+pub struct SimIo {
+    proc: Proc,
+    ep: Endpoint,
+    send_free: u32,
+    recv_free: u32,
+    max_message: u32,
+    outstanding: BTreeMap<OpId, Token>,
+    next_private_op: u64,
+    stash: VecDeque<Event>,
+}
+
+impl SimIo {
+    /// The process this port belongs to.
+    pub fn proc(&self) -> &Proc {
+        &self.proc
+    }
+
+    /// Posts a command outside the `Port`'s request table (registration,
+    /// which `Port` only offers as a blocking call) and returns its
+    /// operation id. Ids from here count down from the top so they never
+    /// meet `Port`'s, which count up from 1.
+    pub fn post_untracked(&mut self, make: impl FnOnce(OpId) -> Command) -> Result<OpId, CommandError> {
+        let op = OpId(self.next_private_op);
+        self.post(make(op))?;
+        self.next_private_op -= 1;
+        Ok(op)
+    }
+
+    /// Takes the completion of `op` if it is visible, setting aside any
+    /// other completion it meets for the `Port` to find later.
+    pub fn take_event_for(&mut self, op: OpId) -> Option<Event> {
+        if let Some(i) = self.stash.iter().position(|e| e.op == op) {
+            return self.stash.remove(i);
+        }
+        while let Some(e) = self.take_visible() {
+            if e.op == op {
+                return Some(e);
+            }
+            self.stash.push_back(e);
+        }
+        None
+    }
+
+    /// Takes the next visible completion from the NIC, charging the host
+    /// its cost (or the cost of an empty poll).
+    fn take_visible(&mut self) -> Option<Event> {
+        let mut w = self.proc.world.borrow_mut();
+        let now = w.now;
+        let pid = self.proc.pid as usize;
+        let clock = w.procs[pid].clock.max(now);
+        let slot = &mut w.nodes[self.ep.node.0 as usize].ports[usize::from(self.ep.port.0)];
+        let visible = slot.events.front().is_some_and(|(t, _)| *t <= clock);
+        let (cost, ev) = if visible {
+            let (_, e) = slot.events.pop_front().expect("checked");
+            match self.outstanding.remove(&e.op) {
+                Some(Token::Send) => self.send_free += 1,
+                Some(Token::Recv) => self.recv_free += 1,
+                _ => {}
+            }
+            let cost = match e.result {
+                Ok(Completion::Received { len, .. }) => w.cost.recv(len),
+                _ => w.cost.host_event,
+            };
+            (cost, Some(e))
+        } else {
+            (w.cost.host_poll, None)
+        };
+        w.procs[pid].clock = clock + cost;
+        ev
+    }
+}
+
+impl PortIo for SimIo {
+    fn endpoint(&self) -> Endpoint {
+        self.ep
+    }
+
+    fn post(&mut self, cmd: Command) -> Result<(), CommandError> {
+        let cost = {
+            let w = self.proc.world.borrow();
+            let c = &w.cost;
+            let (token, cost) = match cmd {
+                Command::Send { buf, .. } | Command::RdmaWrite { buf, .. } => {
+                    if buf.len > self.max_message {
+                        return Err(CommandError::TooLong { len: u64::from(buf.len), max: self.max_message });
+                    }
+                    (Token::Send, c.send(buf.len))
+                }
+                Command::RdmaRead { buf, .. } => {
+                    if buf.len > self.max_message {
+                        return Err(CommandError::TooLong { len: u64::from(buf.len), max: self.max_message });
+                    }
+                    (Token::Send, c.host_send)
+                }
+                Command::Recv { .. } => (Token::Recv, c.host_post_recv),
+                Command::Register { .. } | Command::Deregister { .. } | Command::Cancel { .. } => {
+                    (Token::None, c.host_event)
+                }
+            };
+            match token {
+                Token::Send if self.send_free == 0 => return Err(CommandError::NoSendToken),
+                Token::Recv if self.recv_free == 0 => return Err(CommandError::NoRecvToken),
+                _ => {}
+            }
+            match token {
+                Token::Send => self.send_free -= 1,
+                Token::Recv => self.recv_free -= 1,
+                Token::None => {}
+            }
+            self.outstanding.insert(cmd.op(), token);
+            cost
+        };
+        self.proc.charge(cost);
+        let mut w = self.proc.world.borrow_mut();
+        let at = w.procs[self.proc.pid as usize].clock + w.cost.doorbell;
+        w.queue.push(at, Ev::Command { node: self.ep.node.0, port: self.ep.port, cmd });
+        Ok(())
+    }
+
+    fn poll_event(&mut self) -> Option<Event> {
+        if let Some(e) = self.stash.pop_front() {
+            return Some(e);
+        }
+        self.take_visible()
+    }
+
+    fn now(&self) -> Instant {
+        self.proc.now().to_engine()
+    }
+
+    fn idle(&mut self) {
+        panic!(
+            "a blocking host-library wait inside the simulator would never let virtual time advance: \
+             use `proc.wait(&mut port, req).await` (or `proc.idle().await` between `test` calls)"
+        );
+    }
+
+    fn alloc(&mut self, len: u32) -> Result<HostBuf, MemoryError> {
+        let mut w = self.proc.world.borrow_mut();
+        Ok(w.nodes[self.ep.node.0 as usize].engine.dma_mut().alloc(len))
+    }
+
+    fn free(&mut self, buf: HostBuf) -> Result<(), MemoryError> {
+        let mut w = self.proc.world.borrow_mut();
+        w.nodes[self.ep.node.0 as usize].engine.dma_mut().free(buf);
+        Ok(())
+    }
+
+    fn read(&self, addr: u64, out: &mut [u8]) -> Result<(), MemoryError> {
+        let mut w = self.proc.world.borrow_mut();
+        w.nodes[self.ep.node.0 as usize]
+            .engine
+            .dma_mut()
+            .read(self.ep.port, addr, out)
+            .map_err(|_| MemoryError::Invalid { addr, len: out.len() })
+    }
+
+    fn write(&mut self, addr: u64, data: &[u8]) -> Result<(), MemoryError> {
+        let mut w = self.proc.world.borrow_mut();
+        w.nodes[self.ep.node.0 as usize]
+            .engine
+            .dma_mut()
+            .write(self.ep.port, addr, data)
+            .map_err(|_| MemoryError::Invalid { addr, len: data.len() })
+    }
+}

@@ -1,0 +1,318 @@
+//! Hardware profiles: the data files under `profiles/` that say what each
+//! step costs on a given machine.
+//!
+//! A profile is TOML a user can copy and edit; every parameter is documented
+//! in the built-in files with its source. The built-in profiles are embedded
+//! with `include_str!` so the `outboard` binary works anywhere. Loading
+//! checks every value (finite, not negative, sizes in range) and names the
+//! offending field, so a typo in an edited profile is an error message, not
+//! a silently wrong figure.
+
+use serde::Deserialize;
+use thiserror::Error;
+
+/// A profile could not be used.
+#[derive(Debug, Error)]
+pub enum ProfileError {
+    /// The file is not valid TOML for a profile (unknown or missing key,
+    /// wrong type).
+    #[error("profile {name}: {source}")]
+    Parse {
+        /// Profile name or path.
+        name: String,
+        /// What the TOML parser said.
+        #[source]
+        source: toml::de::Error,
+    },
+    /// A value is out of range.
+    #[error("profile {name}: {field} = {value} is invalid: {why}")]
+    Invalid {
+        /// Profile name.
+        name: String,
+        /// Dotted field name.
+        field: &'static str,
+        /// The value given.
+        value: f64,
+        /// What is allowed.
+        why: &'static str,
+    },
+    /// No built-in profile has that name and no such file exists.
+    #[error("no built-in profile named {name:?} and no such file (built-in: {known})")]
+    Unknown {
+        /// What was asked for.
+        name: String,
+        /// Built-in names.
+        known: String,
+    },
+    /// Reading a profile file failed.
+    #[error("reading profile {path}: {source}")]
+    Io {
+        /// The path.
+        path: String,
+        /// The error.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Costs of the host library, on the host CPU.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct HostCosts {
+    /// Fixed cost of starting a send (library call, descriptor, doorbell
+    /// write), microseconds.
+    pub send_us: f64,
+    /// Per byte of a send that the host itself copies (programmed I/O into
+    /// NIC memory, as in FM); zero where the NIC fetches data by DMA.
+    pub send_us_per_byte: f64,
+    /// Fixed cost of taking a received message (handler, bookkeeping).
+    pub recv_us: f64,
+    /// Per byte of a received message the host touches (copy out of a
+    /// receive region).
+    pub recv_us_per_byte: f64,
+    /// Cost of posting a receive buffer.
+    pub post_recv_us: f64,
+    /// Cost of taking any other completion (send done, registration).
+    pub event_us: f64,
+    /// Cost of a poll that finds nothing (one library call).
+    pub poll_us: f64,
+    /// Cost of delivering an interrupt or signal into the process (for
+    /// selective interrupts, application bypass).
+    pub interrupt_us: f64,
+}
+
+/// Crossing between host and NIC: the I/O bus.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct HostNicCosts {
+    /// Latency of a programmed-I/O write (doorbell) until the NIC sees a
+    /// command.
+    pub doorbell_us: f64,
+    /// Setting up one DMA transfer between host and NIC memory.
+    pub dma_setup_us: f64,
+    /// Bus time per byte moved by DMA (1 / bandwidth).
+    pub dma_us_per_byte: f64,
+    /// The host writes send data into NIC memory itself (FM): no DMA read of
+    /// the payload is charged on the bus (the host paid it in
+    /// `host.send_us_per_byte`).
+    pub pio_send: bool,
+}
+
+/// The NIC processor and its local data movement. Processor costs are in
+/// cycles and scaled by the clock, so one control program can be costed on
+/// NICs of different speeds (LANai 4.3 / 7.2 / 9.1).
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct NicCosts {
+    /// Processor clock in MHz.
+    pub clock_mhz: f64,
+    /// Cycles to take one command from a port.
+    pub command_cycles: f64,
+    /// Cycles to build and start one outgoing packet.
+    pub tx_packet_cycles: f64,
+    /// Cycles to handle one incoming packet.
+    pub rx_packet_cycles: f64,
+    /// Cycles to write one completion event for the host.
+    pub event_cycles: f64,
+    /// Cycles to handle one timer expiry.
+    pub timer_cycles: f64,
+    /// Time per payload byte sent, NIC memory to wire (the send DMA's
+    /// pace); the NIC is busy meanwhile.
+    pub tx_us_per_byte: f64,
+    /// Time per received byte (header included), wire to NIC memory, where
+    /// it is not overlapped with the wire.
+    pub rx_us_per_byte: f64,
+    /// Largest payload per packet in bytes (the engine's MTU is this plus
+    /// Outboard's headers).
+    pub max_payload: u32,
+}
+
+/// Links and switches.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct WireCosts {
+    /// Serialisation time per byte on a link (1 / link bandwidth).
+    pub link_us_per_byte: f64,
+    /// Propagation latency of one cable (NIC to switch or switch to NIC).
+    pub cable_latency_us: f64,
+    /// Latency through one switch (cut-through).
+    pub switch_latency_us: f64,
+    /// Ports per switch; a larger cluster is a folded Clos (fat tree) with
+    /// half the ports of each switch going down.
+    pub switch_radix: u32,
+}
+
+/// Faults drawn from the seed.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct FaultRates {
+    /// Probability a packet is lost.
+    #[serde(default)]
+    pub loss: f64,
+    /// Probability a packet is delivered twice.
+    #[serde(default)]
+    pub duplicate: f64,
+    /// Probability one byte of a packet is flipped (the checksum must catch
+    /// it).
+    #[serde(default)]
+    pub corrupt: f64,
+    /// Extra delay drawn uniformly from 0..=jitter per packet: larger than
+    /// the gap between packets, it reorders them.
+    #[serde(default)]
+    pub jitter_us: f64,
+}
+
+/// One hardware profile.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Profile {
+    /// Short name (`fm-lanai43`).
+    pub name: String,
+    /// One line saying what machine this is.
+    pub description: String,
+    /// Host library costs.
+    pub host: HostCosts,
+    /// Host-NIC crossing.
+    pub host_nic: HostNicCosts,
+    /// NIC processor.
+    pub nic: NicCosts,
+    /// Network.
+    pub wire: WireCosts,
+    /// Faults (none by default).
+    #[serde(default)]
+    pub faults: FaultRates,
+}
+
+/// The built-in profiles: (name, TOML text).
+pub const BUILTIN: &[(&str, &str)] = &[
+    ("fm-lanai43", include_str!("../../../profiles/fm-lanai43.toml")),
+    ("gm-lanai43", include_str!("../../../profiles/gm-lanai43.toml")),
+    ("gm-lanai72", include_str!("../../../profiles/gm-lanai72.toml")),
+    ("gm-lanai91", include_str!("../../../profiles/gm-lanai91.toml")),
+    ("elan3", include_str!("../../../profiles/elan3.toml")),
+    ("dpu400", include_str!("../../../profiles/dpu400.toml")),
+];
+
+impl Profile {
+    /// Parses and checks a profile.
+    pub fn from_toml(name: &str, text: &str) -> Result<Profile, ProfileError> {
+        let p: Profile = toml::from_str(text).map_err(|source| ProfileError::Parse { name: name.to_string(), source })?;
+        p.validate()?;
+        Ok(p)
+    }
+
+    /// A built-in profile by name, or else a TOML file at that path.
+    pub fn load(name_or_path: &str) -> Result<Profile, ProfileError> {
+        if let Some((n, text)) = BUILTIN.iter().find(|(n, _)| *n == name_or_path) {
+            return Profile::from_toml(n, text);
+        }
+        let path = std::path::Path::new(name_or_path);
+        if path.exists() {
+            let text = std::fs::read_to_string(path)
+                .map_err(|source| ProfileError::Io { path: name_or_path.to_string(), source })?;
+            return Profile::from_toml(name_or_path, &text);
+        }
+        Err(ProfileError::Unknown { name: name_or_path.to_string(), known: builtin_names().join(", ") })
+    }
+
+    /// A built-in profile; panics if the name is not built in (for tests and
+    /// experiments that name one in code).
+    pub fn builtin(name: &str) -> Profile {
+        Profile::load(name).unwrap_or_else(|e| panic!("built-in profile: {e}"))
+    }
+
+    fn validate(&self) -> Result<(), ProfileError> {
+        let name = &self.name;
+        let nonneg: [(&'static str, f64); 25] = [
+            ("host.send_us", self.host.send_us),
+            ("host.send_us_per_byte", self.host.send_us_per_byte),
+            ("host.recv_us", self.host.recv_us),
+            ("host.recv_us_per_byte", self.host.recv_us_per_byte),
+            ("host.post_recv_us", self.host.post_recv_us),
+            ("host.event_us", self.host.event_us),
+            ("host.poll_us", self.host.poll_us),
+            ("host.interrupt_us", self.host.interrupt_us),
+            ("host_nic.doorbell_us", self.host_nic.doorbell_us),
+            ("host_nic.dma_setup_us", self.host_nic.dma_setup_us),
+            ("host_nic.dma_us_per_byte", self.host_nic.dma_us_per_byte),
+            ("nic.command_cycles", self.nic.command_cycles),
+            ("nic.tx_packet_cycles", self.nic.tx_packet_cycles),
+            ("nic.rx_packet_cycles", self.nic.rx_packet_cycles),
+            ("nic.event_cycles", self.nic.event_cycles),
+            ("nic.timer_cycles", self.nic.timer_cycles),
+            ("nic.tx_us_per_byte", self.nic.tx_us_per_byte),
+            ("nic.rx_us_per_byte", self.nic.rx_us_per_byte),
+            ("wire.link_us_per_byte", self.wire.link_us_per_byte),
+            ("wire.cable_latency_us", self.wire.cable_latency_us),
+            ("wire.switch_latency_us", self.wire.switch_latency_us),
+            ("faults.loss", self.faults.loss),
+            ("faults.duplicate", self.faults.duplicate),
+            ("faults.corrupt", self.faults.corrupt),
+            ("faults.jitter_us", self.faults.jitter_us),
+        ];
+        for (field, value) in nonneg {
+            if !value.is_finite() || value < 0.0 {
+                return Err(ProfileError::Invalid { name: name.clone(), field, value, why: "must be finite and >= 0" });
+            }
+        }
+        for (field, value) in [("faults.loss", self.faults.loss), ("faults.duplicate", self.faults.duplicate), ("faults.corrupt", self.faults.corrupt)] {
+            if value >= 1.0 {
+                return Err(ProfileError::Invalid { name: name.clone(), field, value, why: "a probability below 1" });
+            }
+        }
+        if !(self.nic.clock_mhz.is_finite() && self.nic.clock_mhz > 0.0) {
+            return Err(ProfileError::Invalid {
+                name: name.clone(),
+                field: "nic.clock_mhz",
+                value: self.nic.clock_mhz,
+                why: "must be > 0",
+            });
+        }
+        let max_payload = f64::from(self.nic.max_payload);
+        if !(64.0..=60_000.0).contains(&max_payload) {
+            return Err(ProfileError::Invalid {
+                name: name.clone(),
+                field: "nic.max_payload",
+                value: max_payload,
+                why: "must be in 64..=60000 bytes",
+            });
+        }
+        if self.wire.switch_radix < 2 {
+            return Err(ProfileError::Invalid {
+                name: name.clone(),
+                field: "wire.switch_radix",
+                value: f64::from(self.wire.switch_radix),
+                why: "a switch has at least 2 ports",
+            });
+        }
+        Ok(())
+    }
+}
+
+/// Names of the built-in profiles.
+pub fn builtin_names() -> Vec<&'static str> {
+    BUILTIN.iter().map(|(n, _)| *n).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_builtin_profile_loads_and_is_named_like_its_file() {
+        for (n, _) in BUILTIN {
+            let p = Profile::builtin(n);
+            assert_eq!(&p.name, n);
+        }
+    }
+
+    #[test]
+    fn bad_values_name_the_field() {
+        let text = BUILTIN[0].1.replace("clock_mhz = 33.0", "clock_mhz = -1.0");
+        let err = Profile::from_toml("x", &text).unwrap_err().to_string();
+        assert!(err.contains("nic.clock_mhz"), "{err}");
+        let text = format!("{}\nbogus = 1\n", BUILTIN[0].1);
+        assert!(Profile::from_toml("x", &text).is_err());
+        assert!(matches!(Profile::load("no-such-profile"), Err(ProfileError::Unknown { .. })));
+    }
+}
