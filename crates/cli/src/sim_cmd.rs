@@ -1,0 +1,80 @@
+//! `outboard sim`: run one of the simulator's experiments.
+
+use std::path::PathBuf;
+
+use anyhow::Context as _;
+use clap::Args;
+use outboard_sim::experiments::{self, Params};
+use outboard_sim::profile::{builtin_names, Profile};
+
+/// Arguments of `outboard sim`.
+#[derive(Args, Debug)]
+pub struct SimArgs {
+    /// Experiment: closed-form, pingpong or dissemination.
+    pub experiment: String,
+    /// Hardware profile(s), comma-separated: a built-in name (fm-lanai43,
+    /// gm-lanai43, gm-lanai72, gm-lanai91, elan3, dpu400) or a path to a
+    /// profile TOML file. Each profile is one series.
+    #[arg(long, default_value = "fm-lanai43", value_delimiter = ',')]
+    pub profile: Vec<String>,
+    /// Node counts to sweep, comma-separated (each experiment has a
+    /// default).
+    #[arg(long, value_delimiter = ',')]
+    pub nodes: Vec<u32>,
+    /// Message sizes in bytes, comma-separated (each experiment has a
+    /// default).
+    #[arg(long, value_delimiter = ',')]
+    pub sizes: Vec<u32>,
+    /// Seed for every random choice; the same seed gives the same figures.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Consecutive operations averaged per point.
+    #[arg(long, default_value_t = 10)]
+    pub iters: u32,
+    /// Write the results as CSV to this file.
+    #[arg(long)]
+    pub csv: Option<PathBuf>,
+    /// Write a plot of the results as SVG to this file.
+    #[arg(long)]
+    pub svg: Option<PathBuf>,
+    /// Print the built-in profiles and exit.
+    #[arg(long)]
+    pub list_profiles: bool,
+}
+
+/// Runs `outboard sim`.
+pub fn run(args: SimArgs) -> anyhow::Result<()> {
+    if args.list_profiles {
+        for n in builtin_names() {
+            let p = Profile::load(n)?;
+            println!("{n:<12} {}", p.description);
+        }
+        return Ok(());
+    }
+    let profiles = args.profile.iter().map(|p| Profile::load(p)).collect::<Result<Vec<_>, _>>()?;
+    let params = Params { profiles, nodes: args.nodes, sizes: args.sizes, seed: args.seed, iters: args.iters };
+    let bar = indicatif::ProgressBar::new(0);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{spinner} {msg} [{bar:30}] {pos}/{len} points ({elapsed})")
+            .expect("static template")
+            .progress_chars("=> "),
+    );
+    bar.set_message(args.experiment.clone());
+    let outcome = experiments::run(&args.experiment, &params, &mut |done, total| {
+        bar.set_length(total as u64);
+        bar.set_position(done as u64);
+    });
+    bar.finish_and_clear();
+    let outcome = outcome?;
+    print!("{}", outcome.to_table());
+    println!("seed {}", args.seed);
+    if let Some(path) = &args.csv {
+        std::fs::write(path, outcome.to_csv()).with_context(|| format!("writing {}", path.display()))?;
+        println!("csv: {}", path.display());
+    }
+    if let Some(path) = &args.svg {
+        std::fs::write(path, outcome.chart().to_svg()).with_context(|| format!("writing {}", path.display()))?;
+        println!("svg: {}", path.display());
+    }
+    Ok(())
+}
