@@ -42,7 +42,15 @@ pub(crate) struct Node {
     pub inputs: VecDeque<NicInput>,
     pub busy_until: Time,
     pub free_scheduled: bool,
+    /// The engine's current deadline.
     pub timer_at: Option<Time>,
+    /// The earliest timer event in the queue for this node. Deadlines
+    /// mostly move later (every acknowledgement restarts the retransmission
+    /// timer), so a new event is queued only when the deadline moves
+    /// earlier; a due event re-queues itself for a later deadline. Queuing
+    /// one per engine call left millions of stale events in the heap at
+    /// 65,536 nodes.
+    pub timer_queued: Option<Time>,
     pub alive: bool,
     pub ports: Vec<PortSlot>,
 }
@@ -56,6 +64,7 @@ impl Node {
             busy_until: Time::ZERO,
             free_scheduled: false,
             timer_at: None,
+            timer_queued: None,
             alive: true,
             ports,
         }
@@ -112,11 +121,21 @@ impl World {
     pub(crate) fn nic_timer(&mut self, node: u32) {
         let now = self.now;
         let n = &mut self.nodes[node as usize];
-        if n.timer_at != Some(now) {
-            return; // superseded by a later deadline
+        if n.timer_queued != Some(now) {
+            return; // an earlier event took over
         }
-        n.timer_at = None;
-        self.nic_arrive(node, NicInput::Timer);
+        n.timer_queued = None;
+        match n.timer_at {
+            Some(d) if d <= now => {
+                n.timer_at = None;
+                self.nic_arrive(node, NicInput::Timer);
+            }
+            Some(d) => {
+                n.timer_queued = Some(d);
+                self.queue.push(d, Ev::Timer(node));
+            }
+            None => {}
+        }
     }
 
     /// Processes the next input of an idle NIC, starting now.
@@ -161,8 +180,9 @@ impl World {
         match n.engine.poll_timeout() {
             Some(d) => {
                 let d = Time::from_engine(d).max(clock);
-                if n.timer_at != Some(d) {
-                    n.timer_at = Some(d);
+                n.timer_at = Some(d);
+                if n.timer_queued.is_none_or(|q| d < q) {
+                    n.timer_queued = Some(d);
                     self.queue.push(d, Ev::Timer(node));
                 }
             }

@@ -103,6 +103,7 @@ impl World {
         n.alive = false;
         n.inputs.clear();
         n.timer_at = None;
+        n.timer_queued = None;
         for p in self.procs.iter_mut().filter(|p| p.node == node) {
             p.alive = false;
         }
