@@ -102,12 +102,10 @@ impl CostModel {
     /// for payload read from or written to host memory - except send data
     /// the host already wrote by PIO.
     pub fn nic_work(&self, w: &Work) -> Dur {
-        let mut d = Dur(
-            self.nic_command.0 * w.commands
-                + self.nic_tx_packet.0 * w.packets_out
-                + self.nic_rx_packet.0 * w.packets_in
-                + self.nic_timer.0 * w.timers,
-        );
+        let mut d = Dur(self.nic_command.0 * w.commands
+            + self.nic_tx_packet.0 * w.packets_out
+            + self.nic_rx_packet.0 * w.packets_in
+            + self.nic_timer.0 * w.timers);
         d += self.nic_tx_byte.for_bytes(w.dma_read);
         d += self.nic_rx_byte.for_bytes(w.bytes_in);
         let bus_read = if self.pio_send { 0 } else { w.dma_read };

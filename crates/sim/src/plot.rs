@@ -80,14 +80,36 @@ impl Chart {
         let px = |x: f64| LEFT + (tx(x) - x0) / (x1 - x0) * pw;
         let py = |y: f64| TOP + ph - (y - y0) / (y1 - y0) * ph;
         let mut s = String::new();
-        let _ = writeln!(s, r#"<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" viewBox="0 0 {W} {H}" font-family="sans-serif" font-size="12">"#);
+        let _ = writeln!(
+            s,
+            r#"<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" viewBox="0 0 {W} {H}" font-family="sans-serif" font-size="12">"#
+        );
         let _ = writeln!(s, r#"<rect width="{W}" height="{H}" fill="white"/>"#);
-        let _ = writeln!(s, r#"<text x="{}" y="22" text-anchor="middle" font-size="15">{}</text>"#, LEFT + pw / 2.0, esc(&self.title));
-        let _ = writeln!(s, r##"<g stroke="#888" fill="none"><line x1="{LEFT}" y1="{}" x2="{}" y2="{}"/><line x1="{LEFT}" y1="{TOP}" x2="{LEFT}" y2="{}"/></g>"##, TOP + ph, LEFT + pw, TOP + ph, TOP + ph);
+        let _ = writeln!(
+            s,
+            r#"<text x="{}" y="22" text-anchor="middle" font-size="15">{}</text>"#,
+            LEFT + pw / 2.0,
+            esc(&self.title)
+        );
+        let _ = writeln!(
+            s,
+            r##"<g stroke="#888" fill="none"><line x1="{LEFT}" y1="{}" x2="{}" y2="{}"/><line x1="{LEFT}" y1="{TOP}" x2="{LEFT}" y2="{}"/></g>"##,
+            TOP + ph,
+            LEFT + pw,
+            TOP + ph,
+            TOP + ph
+        );
         for i in 0..=5 {
             let v = y0 + (y1 - y0) * f64::from(i) / 5.0;
             let y = py(v);
-            let _ = writeln!(s, r##"<line x1="{}" y1="{y}" x2="{LEFT}" y2="{y}" stroke="#888"/><text x="{}" y="{}" text-anchor="end">{}</text>"##, LEFT - 5.0, LEFT - 8.0, y + 4.0, nice(v));
+            let _ = writeln!(
+                s,
+                r##"<line x1="{}" y1="{y}" x2="{LEFT}" y2="{y}" stroke="#888"/><text x="{}" y="{}" text-anchor="end">{}</text>"##,
+                LEFT - 5.0,
+                LEFT - 8.0,
+                y + 4.0,
+                nice(v)
+            );
         }
         let mut xticks: Vec<f64> = self.series.iter().flat_map(|s| s.points.iter().map(|p| p.0)).collect();
         xticks.sort_by(f64::total_cmp);
@@ -95,10 +117,28 @@ impl Chart {
         let step = xticks.len().div_ceil(10).max(1);
         for x in xticks.iter().step_by(step) {
             let xx = px(*x);
-            let _ = writeln!(s, r##"<line x1="{xx}" y1="{}" x2="{xx}" y2="{}" stroke="#888"/><text x="{xx}" y="{}" text-anchor="middle">{}</text>"##, TOP + ph, TOP + ph + 5.0, TOP + ph + 18.0, nice(*x));
+            let _ = writeln!(
+                s,
+                r##"<line x1="{xx}" y1="{}" x2="{xx}" y2="{}" stroke="#888"/><text x="{xx}" y="{}" text-anchor="middle">{}</text>"##,
+                TOP + ph,
+                TOP + ph + 5.0,
+                TOP + ph + 18.0,
+                nice(*x)
+            );
         }
-        let _ = writeln!(s, r#"<text x="{}" y="{}" text-anchor="middle">{}</text>"#, LEFT + pw / 2.0, H - 15.0, esc(&self.x_label));
-        let _ = writeln!(s, r#"<text transform="translate(18,{}) rotate(-90)" text-anchor="middle">{}</text>"#, TOP + ph / 2.0, esc(&self.y_label));
+        let _ = writeln!(
+            s,
+            r#"<text x="{}" y="{}" text-anchor="middle">{}</text>"#,
+            LEFT + pw / 2.0,
+            H - 15.0,
+            esc(&self.x_label)
+        );
+        let _ = writeln!(
+            s,
+            r#"<text transform="translate(18,{}) rotate(-90)" text-anchor="middle">{}</text>"#,
+            TOP + ph / 2.0,
+            esc(&self.y_label)
+        );
         for (i, ser) in self.series.iter().enumerate() {
             let c = COLORS[i % COLORS.len()];
             let path: Vec<String> = ser
@@ -114,7 +154,14 @@ impl Chart {
             }
             let ly = TOP + 10.0 + 18.0 * i as f64;
             let lx = LEFT + pw + 12.0;
-            let _ = writeln!(s, r#"<line x1="{lx}" y1="{ly}" x2="{}" y2="{ly}" stroke="{c}" stroke-width="2"/><text x="{}" y="{}">{}</text>"#, lx + 20.0, lx + 25.0, ly + 4.0, esc(&ser.name));
+            let _ = writeln!(
+                s,
+                r#"<line x1="{lx}" y1="{ly}" x2="{}" y2="{ly}" stroke="{c}" stroke-width="2"/><text x="{}" y="{}">{}</text>"#,
+                lx + 20.0,
+                lx + 25.0,
+                ly + 4.0,
+                esc(&ser.name)
+            );
         }
         s.push_str("</svg>\n");
         s

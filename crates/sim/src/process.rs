@@ -24,7 +24,9 @@ use std::pin::Pin;
 use std::rc::Rc;
 use std::task::{Context, Poll};
 
-use outboard_engine::{Command, CommandError, Completion, Dma, Endpoint, Event, HostBuf, Instant, OpId, OpenError, PortId, RecvMatch};
+use outboard_engine::{
+    Command, CommandError, Completion, Dma, Endpoint, Event, HostBuf, Instant, OpId, OpenError, PortId, RecvMatch,
+};
 use outboard_host::{HostError, MemoryError, Port, PortIo, Request};
 use rand::Rng;
 
@@ -163,7 +165,12 @@ impl Proc {
     }
 
     /// Receives one message of at most `max` bytes.
-    pub async fn recv(&self, port: &mut Port<SimIo>, matching: RecvMatch, max: u32) -> Result<(Endpoint, u64, Vec<u8>), HostError> {
+    pub async fn recv(
+        &self,
+        port: &mut Port<SimIo>,
+        matching: RecvMatch,
+        max: u32,
+    ) -> Result<(Endpoint, u64, Vec<u8>), HostError> {
         let buf = port.buffer(max)?;
         let r = match port.start_recv(matching, buf) {
             Ok(r) => self.wait(port, r).await,

@@ -196,7 +196,8 @@ pub const BUILTIN: &[(&str, &str)] = &[
 impl Profile {
     /// Parses and checks a profile.
     pub fn from_toml(name: &str, text: &str) -> Result<Profile, ProfileError> {
-        let p: Profile = toml::from_str(text).map_err(|source| ProfileError::Parse { name: name.to_string(), source })?;
+        let p: Profile =
+            toml::from_str(text).map_err(|source| ProfileError::Parse { name: name.to_string(), source })?;
         p.validate()?;
         Ok(p)
     }
@@ -255,7 +256,11 @@ impl Profile {
                 return Err(ProfileError::Invalid { name: name.clone(), field, value, why: "must be finite and >= 0" });
             }
         }
-        for (field, value) in [("faults.loss", self.faults.loss), ("faults.duplicate", self.faults.duplicate), ("faults.corrupt", self.faults.corrupt)] {
+        for (field, value) in [
+            ("faults.loss", self.faults.loss),
+            ("faults.duplicate", self.faults.duplicate),
+            ("faults.corrupt", self.faults.corrupt),
+        ] {
             if value >= 1.0 {
                 return Err(ProfileError::Invalid { name: name.clone(), field, value, why: "a probability below 1" });
             }

@@ -196,8 +196,7 @@ impl Simulation {
         }
         let w = self.world.borrow();
         let total = self.tasks.len();
-        let unfinished =
-            self.tasks.iter().zip(&w.procs).filter(|(t, p)| t.is_some() && p.alive).count();
+        let unfinished = self.tasks.iter().zip(&w.procs).filter(|(t, p)| t.is_some() && p.alive).count();
         if unfinished > 0 {
             return Err(SimError::Stalled { unfinished, total, at: w.now, seed: self.seed });
         }

@@ -105,7 +105,10 @@ fn traffic(profile: &Profile, seed: u64) -> (Log, RunReport) {
 #[test]
 fn many_tagged_messages_arrive_exactly_once_in_order_over_a_lossy_wire() {
     let (log, report) = traffic(&lossy_profile(), 11);
-    assert!(report.wire.lost > 10 && report.wire.duplicated > 5 && report.wire.corrupted > 2, "faults happened: {report:?}");
+    assert!(
+        report.wire.lost > 10 && report.wire.duplicated > 5 && report.wire.corrupted > 2,
+        "faults happened: {report:?}"
+    );
     let mut total = 0;
     for (me, entries) in log.iter().enumerate() {
         // Per sender, sequence numbers 0, 1, 2, ... each exactly once.
@@ -157,5 +160,8 @@ fn a_dead_peer_fails_sends_instead_of_hanging() {
     sim.kill_at(1, Time(50_000_000));
     sim.run().unwrap();
     let got = result.borrow_mut().take().expect("send completed");
-    assert!(matches!(got, Err(outboard_host::HostError::Op(outboard_engine::OpError::PeerUnreachable(NodeId(1))))), "{got:?}");
+    assert!(
+        matches!(got, Err(outboard_host::HostError::Op(outboard_engine::OpError::PeerUnreachable(NodeId(1))))),
+        "{got:?}"
+    );
 }

@@ -34,7 +34,13 @@ pub fn rounds(n: u32) -> u32 {
 
 /// Runs `iters` consecutive exchanges of `size`-byte messages on `n`
 /// nodes; returns microseconds per exchange and the run's report.
-pub fn exchange(profile: &Profile, n: u32, size: u32, iters: u32, seed: u64) -> Result<(f64, RunReport), ExperimentError> {
+pub fn exchange(
+    profile: &Profile,
+    n: u32,
+    size: u32,
+    iters: u32,
+    seed: u64,
+) -> Result<(f64, RunReport), ExperimentError> {
     let iters = iters.max(1);
     let mut sim = Simulation::with_config(profile, n, seed, |c| c.max_ports = 1)?;
     let finish: Shared<Time> = Rc::new(RefCell::new(Time::ZERO));

@@ -162,7 +162,13 @@ impl Outcome {
     /// A line chart of the first metric: one line per series.
     pub fn chart(&self) -> Chart {
         let Some(first) = self.rows.first() else {
-            return Chart { title: self.title.clone(), x_label: String::new(), y_label: String::new(), log_x: false, series: vec![] };
+            return Chart {
+                title: self.title.clone(),
+                x_label: String::new(),
+                y_label: String::new(),
+                log_x: false,
+                series: vec![],
+            };
         };
         let metric = first.metric;
         let mut series: Vec<Series> = Vec::new();

@@ -69,7 +69,8 @@ pub fn one_way(profile: &Profile, size: u32, iters: u32, seed: u64) -> Result<f6
 }
 
 pub(super) fn run(p: &Params, progress: &mut dyn FnMut(usize, usize)) -> Result<Outcome, ExperimentError> {
-    let sizes = if p.sizes.is_empty() { vec![0, 8, 64, 512, 4096, 32_768, 262_144, 1_048_576] } else { p.sizes.clone() };
+    let sizes =
+        if p.sizes.is_empty() { vec![0, 8, 64, 512, 4096, 32_768, 262_144, 1_048_576] } else { p.sizes.clone() };
     let total = p.profiles.len() * sizes.len();
     let mut rows = Vec::new();
     let mut bw_rows = Vec::new();
