@@ -11,7 +11,8 @@ use outboard_sim::profile::{builtin_names, Profile};
 #[derive(Args, Debug)]
 pub struct SimArgs {
     /// Experiment: closed-form, pingpong or dissemination.
-    pub experiment: String,
+    #[arg(required_unless_present = "list_profiles")]
+    pub experiment: Option<String>,
     /// Hardware profile(s), comma-separated: a built-in name (fm-lanai43,
     /// gm-lanai43, gm-lanai72, gm-lanai91, elan3, dpu400) or a path to a
     /// profile TOML file. Each profile is one series.
@@ -51,6 +52,7 @@ pub fn run(args: SimArgs) -> anyhow::Result<()> {
         }
         return Ok(());
     }
+    let experiment = args.experiment.unwrap_or_default();
     let profiles = args.profile.iter().map(|p| Profile::load(p)).collect::<Result<Vec<_>, _>>()?;
     let params = Params { profiles, nodes: args.nodes, sizes: args.sizes, seed: args.seed, iters: args.iters };
     let bar = indicatif::ProgressBar::new(0);
@@ -59,8 +61,8 @@ pub fn run(args: SimArgs) -> anyhow::Result<()> {
             .expect("static template")
             .progress_chars("=> "),
     );
-    bar.set_message(args.experiment.clone());
-    let outcome = experiments::run(&args.experiment, &params, &mut |done, total| {
+    bar.set_message(experiment.clone());
+    let outcome = experiments::run(&experiment, &params, &mut |done, total| {
         bar.set_length(total as u64);
         bar.set_position(done as u64);
     });
