@@ -1,1 +1,51 @@
-//! Placeholder until the runtime lands.
+//! Real execution of Outboard: each node's engine on a thread of its own
+//! (the "NIC"), UDP between engines, lock-free rings between the host
+//! library and the engine, real-memory DMA, and the bootstrap that lets a
+//! job's processes find each other under `outboard run`, `mpirun`, Hydra or
+//! Slurm.
+//!
+//! The pieces, each in its own module:
+//!
+//! - [`ring`]: bounded single-producer single-consumer rings, the host's
+//!   send and completion queues; **the only `unsafe` code of the runtime**,
+//!   model-checked with loom;
+//! - [`memory`]: DMA-reachable host memory the runtime allocates, so that
+//!   every address the engine is given is checked against live buffers;
+//! - `driver`: one turn of the sans-IO engine's driving contract over a
+//!   non-blocking UDP socket and the rings;
+//! - [`Node`]: the engine thread and its [`Progress`] policy (dedicated,
+//!   spin-then-block, host-assisted);
+//! - [`RtPort`]: the host library's [`outboard_host::PortIo`] over the rings,
+//!   so the same host code runs here and in the simulator;
+//! - [`bootstrap`]: the PMI-style exchange and the launcher environments;
+//! - [`init`] / [`World`]: joining a job.
+//!
+//! ```no_run
+//! let mut world = outboard_runtime::init()?;
+//! let next = world.endpoint((world.rank() + 1) % world.size());
+//! world.port().send(next, 7, b"hello")?;
+//! let (_src, _tag, data) = world.port().recv(outboard_host::RecvMatch::tag(7), 64)?;
+//! assert_eq!(data, b"hello");
+//! world.finalize()?;
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+#![warn(missing_docs)]
+// Unsafe code is allowed in `ring` only.
+#![deny(unsafe_code)]
+
+pub mod bootstrap;
+mod clock;
+mod driver;
+pub mod memory;
+mod node;
+mod port;
+mod progress;
+pub mod ring;
+mod world;
+
+pub use clock::Clock;
+pub use driver::TransportStats;
+pub use node::{bind_udp, random_u64, Node, NodeError};
+pub use port::RtPort;
+pub use progress::{machine_cores, ParseProgressError, Progress};
+pub use world::{init, init_with, InitError, Options, World};

@@ -1,0 +1,294 @@
+//! One turn of the engine: the sans-IO engine's driving contract carried out
+//! over a real UDP socket, the port rings and the real clock.
+//!
+//! Whoever holds the [`Driver`] (the engine thread, or a host thread under
+//! host-assisted progress) calls [`Driver::turn`]: commands from every
+//! port's ring, then datagrams from the socket, then due timers, then
+//! transmits until the engine has none, then events into the ports'
+//! completion rings. The engine's code does all protocol work; this module
+//! only moves bytes and maps node ids to socket addresses.
+
+use std::collections::{HashMap, VecDeque};
+use std::io::ErrorKind;
+use std::net::SocketAddr;
+use std::sync::atomic::{fence, AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::thread::Thread;
+
+use outboard_engine::{Command, CommandError, Engine, Event, Instant, NodeId, OpError, PortId};
+
+use crate::clock::Clock;
+use crate::memory::RtDma;
+use crate::ring::{Consumer, Producer};
+
+/// Datagrams read per turn before the other duties get their turn.
+const RX_BATCH: usize = 64;
+
+/// The node id given to datagrams from an address that is no member of the
+/// job. The engine still parses them, so garbage and foreign job keys are
+/// counted in its `malformed` and `wrong_job` statistics; a well-formed
+/// packet of this job from an unknown address fails its source check
+/// (`misaddressed`).
+pub(crate) const UNKNOWN_NODE: NodeId = NodeId(u32::MAX);
+
+/// Counters of the transport underneath the engine (the engine's own
+/// [`outboard_engine::Stats`] count what it dropped and why).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TransportStats {
+    /// Datagrams read from the socket.
+    pub datagrams_in: u64,
+    /// Datagrams written to the socket.
+    pub datagrams_out: u64,
+    /// Datagrams the engine sent to itself (never touching the socket).
+    pub loopback: u64,
+    /// Datagrams from addresses that are not members of the job.
+    pub unknown_source: u64,
+    /// Datagrams for a node whose address is unknown (dropped; the engine
+    /// retransmits or declares the peer dead).
+    pub no_route: u64,
+    /// Sends that found the socket buffer full and waited.
+    pub send_stalls: u64,
+    /// Sends or receives that failed (dropped; the engine retransmits).
+    pub io_errors: u64,
+    /// Commands the engine refused after the host's own checks passed
+    /// (reported to the port as failed operations).
+    pub refused_commands: u64,
+    /// Events for a port that was closed meanwhile.
+    pub orphan_events: u64,
+}
+
+/// What a host thread and the engine share about one port besides its rings.
+#[derive(Debug, Default)]
+pub(crate) struct PortShared {
+    /// Set while a host thread is parked waiting for this port's events.
+    pub waiting: AtomicBool,
+    /// The thread to unpark.
+    pub waiter: Mutex<Option<Thread>>,
+}
+
+impl PortShared {
+    /// Wakes a host thread parked on this port, after new events were
+    /// published. The SeqCst fence pairs with the one a parking thread
+    /// issues between setting `waiting` and its last look at the ring.
+    pub fn notify(&self) {
+        fence(Ordering::SeqCst);
+        if self.waiting.load(Ordering::SeqCst) {
+            if let Some(t) = self.waiter.lock().unwrap_or_else(PoisonError::into_inner).as_ref() {
+                t.unpark();
+            }
+        }
+    }
+}
+
+/// The engine side of one open port.
+pub(crate) struct PortLink {
+    pub commands: Consumer<Command>,
+    pub events: Producer<Event>,
+    /// Events that found the completion ring full, in order.
+    pub overflow: VecDeque<Event>,
+    pub shared: Arc<PortShared>,
+}
+
+/// The engine with its socket and port rings.
+pub(crate) struct Driver {
+    pub engine: Engine<RtDma>,
+    socket: mio::net::UdpSocket,
+    peers: Vec<Option<SocketAddr>>,
+    by_addr: HashMap<SocketAddr, NodeId>,
+    pub ports: Vec<Option<PortLink>>,
+    clock: Clock,
+    deadline: Option<Instant>,
+    tx: Vec<u8>,
+    rx: Vec<u8>,
+    /// A datagram the socket would not take yet, sent before anything else.
+    stalled: Option<(SocketAddr, Vec<u8>)>,
+    loopback: Vec<Vec<u8>>,
+    pub stats: TransportStats,
+}
+
+impl Driver {
+    pub fn new(engine: Engine<RtDma>, socket: mio::net::UdpSocket, clock: Clock) -> Driver {
+        let mtu = engine.config().mtu;
+        let ports = (0..engine.config().max_ports).map(|_| None).collect();
+        Driver {
+            engine,
+            socket,
+            peers: Vec::new(),
+            by_addr: HashMap::new(),
+            ports,
+            clock,
+            deadline: None,
+            tx: vec![0; mtu],
+            // The largest UDP payload, so nothing is silently truncated.
+            rx: vec![0; 65_536],
+            stalled: None,
+            loopback: Vec::new(),
+            stats: TransportStats::default(),
+        }
+    }
+
+    /// Sets the address of every node (index = node id).
+    pub fn set_peers(&mut self, peers: &[SocketAddr]) {
+        self.peers = peers.iter().copied().map(Some).collect();
+        self.by_addr = peers.iter().enumerate().map(|(i, a)| (*a, NodeId(i as u32))).collect();
+    }
+
+    /// The next timer deadline of the engine.
+    pub fn deadline(&self) -> Option<Instant> {
+        self.deadline
+    }
+
+    /// Whether a datagram waits for room in the socket buffer.
+    pub fn is_stalled(&self) -> bool {
+        self.stalled.is_some()
+    }
+
+    /// Whether any port posted a command not yet handled.
+    pub fn has_pending_commands(&self) -> bool {
+        self.ports.iter().flatten().any(|l| l.commands.has_pending())
+    }
+
+    /// One round of the driving contract. Returns whether anything
+    /// happened (a command, a datagram, a timer, a transmit or an event),
+    /// which the spin policies use to decide when to block.
+    pub fn turn(&mut self) -> bool {
+        let now = self.clock.now();
+        let mut busy = self.take_commands(now);
+        busy |= self.receive(now);
+        if self.deadline.is_some_and(|d| d <= now) {
+            self.engine.handle_timeout(now);
+            busy = true;
+        }
+        busy |= self.transmit(now);
+        busy |= self.deliver_events();
+        self.deadline = self.engine.poll_timeout();
+        busy
+    }
+
+    fn take_commands(&mut self, now: Instant) -> bool {
+        let mut busy = false;
+        for (i, link) in self.ports.iter_mut().enumerate() {
+            let Some(link) = link else { continue };
+            let port = PortId(i as u8);
+            while let Some(cmd) = link.commands.pop() {
+                busy = true;
+                if let Err(e) = self.engine.handle_command(now, port, cmd) {
+                    // The host checked tokens and sizes before posting, so
+                    // what is left is what only the engine knows (a peer
+                    // declared dead): it comes back as a failed operation.
+                    self.stats.refused_commands += 1;
+                    let err = match e {
+                        CommandError::PeerUnreachable(n) => OpError::PeerUnreachable(n),
+                        _ => OpError::NoSuchPort,
+                    };
+                    link.overflow.push_back(Event { port, op: cmd.op(), result: Err(err) });
+                }
+            }
+        }
+        busy
+    }
+
+    fn receive(&mut self, now: Instant) -> bool {
+        let mut busy = false;
+        for _ in 0..RX_BATCH {
+            match self.socket.recv_from(&mut self.rx) {
+                Ok((n, addr)) => {
+                    busy = true;
+                    self.stats.datagrams_in += 1;
+                    let from = match self.by_addr.get(&addr) {
+                        Some(&node) => node,
+                        None => {
+                            self.stats.unknown_source += 1;
+                            UNKNOWN_NODE
+                        }
+                    };
+                    self.engine.handle_packet(now, from, &self.rx[..n]);
+                }
+                Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(_) => {
+                    // E.g. an ICMP error queued on the socket: nothing to
+                    // read, the engine's timers deal with the peer.
+                    self.stats.io_errors += 1;
+                    busy = true;
+                    break;
+                }
+            }
+        }
+        busy
+    }
+
+    fn transmit(&mut self, now: Instant) -> bool {
+        let mut busy = false;
+        if let Some((addr, data)) = &self.stalled {
+            match self.socket.send_to(data, *addr) {
+                Ok(_) => {
+                    self.stats.datagrams_out += 1;
+                    self.stalled = None;
+                    busy = true;
+                }
+                Err(e) if e.kind() == ErrorKind::WouldBlock => return false,
+                Err(_) => {
+                    self.stats.io_errors += 1;
+                    self.stalled = None;
+                }
+            }
+        }
+        let me = self.engine.node();
+        loop {
+            while let Some(t) = self.engine.poll_transmit(now, &mut self.tx) {
+                busy = true;
+                let pkt = &self.tx[..t.len];
+                if t.dst == me {
+                    self.stats.loopback += 1;
+                    self.loopback.push(pkt.to_vec());
+                    continue;
+                }
+                let Some(addr) = self.peers.get(t.dst.0 as usize).copied().flatten() else {
+                    self.stats.no_route += 1;
+                    continue;
+                };
+                match self.socket.send_to(pkt, addr) {
+                    Ok(_) => self.stats.datagrams_out += 1,
+                    Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                        self.stats.send_stalls += 1;
+                        self.stalled = Some((addr, pkt.to_vec()));
+                        return true;
+                    }
+                    Err(_) => self.stats.io_errors += 1,
+                }
+            }
+            if self.loopback.is_empty() {
+                return busy;
+            }
+            for pkt in std::mem::take(&mut self.loopback) {
+                self.engine.handle_packet(now, me, &pkt);
+            }
+        }
+    }
+
+    fn deliver_events(&mut self) -> bool {
+        let mut busy = false;
+        while let Some(e) = self.engine.poll_event() {
+            busy = true;
+            match self.ports.get_mut(usize::from(e.port.0)).and_then(Option::as_mut) {
+                Some(link) => link.overflow.push_back(e),
+                None => self.stats.orphan_events += 1,
+            }
+        }
+        for link in self.ports.iter_mut().flatten() {
+            let mut pushed = false;
+            while let Some(&e) = link.overflow.front() {
+                if link.events.push(e).is_err() {
+                    break;
+                }
+                link.overflow.pop_front();
+                pushed = true;
+            }
+            if pushed {
+                link.shared.notify();
+            }
+        }
+        busy
+    }
+}

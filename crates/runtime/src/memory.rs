@@ -1,0 +1,171 @@
+//! Host memory the engine reaches by DMA.
+//!
+//! Buffers that take part in communication are allocated by the runtime
+//! ([`HostMemory::alloc`]), not by the application's allocator, for the same
+//! reason a NIC needs registered (pinned) memory: the engine must be able to
+//! tell, for every address a command names, whether it is live memory of
+//! the process. Each buffer gets an address in a private address space
+//! (addresses are offsets, never pointers, so a command can cross a ring or
+//! shared memory unchanged); an access that misses or straddles a live
+//! allocation, or touches one that was freed, is a [`DmaFault`] or a
+//! [`MemoryError`], never undefined behaviour.
+//!
+//! Each buffer sits behind its own mutex, so the engine thread copying one
+//! buffer and the host writing another never wait for each other; the
+//! allocation table is behind a read-write lock taken for reading on every
+//! access and for writing only by `alloc` and `free`.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
+
+use outboard_engine::{Dma, DmaFault, HostBuf, PortId};
+use outboard_host::MemoryError;
+
+type Block = Arc<Mutex<Box<[u8]>>>;
+
+/// The DMA-reachable memory of one process (shared by its ports).
+#[derive(Debug)]
+pub struct HostMemory {
+    table: RwLock<Table>,
+}
+
+#[derive(Debug)]
+struct Table {
+    blocks: BTreeMap<u64, Block>,
+    next: u64,
+    live_bytes: u64,
+    limit: u64,
+}
+
+/// Gap left after each allocation, so an off-by-one access faults instead of
+/// reaching a neighbour; also the alignment of every address.
+const GUARD: u64 = 64;
+
+impl HostMemory {
+    /// Memory with room for `limit` live bytes.
+    pub fn new(limit: u64) -> Arc<HostMemory> {
+        Arc::new(HostMemory {
+            table: RwLock::new(Table { blocks: BTreeMap::new(), next: 0x10_0000, live_bytes: 0, limit }),
+        })
+    }
+
+    /// Allocates `len` zeroed bytes.
+    pub fn alloc(&self, len: u32) -> Result<HostBuf, MemoryError> {
+        let mut t = self.table.write().unwrap_or_else(PoisonError::into_inner);
+        if t.live_bytes + u64::from(len) > t.limit {
+            return Err(MemoryError::Exhausted { len });
+        }
+        let addr = t.next;
+        t.next += (u64::from(len) + GUARD).div_ceil(GUARD) * GUARD;
+        t.live_bytes += u64::from(len);
+        t.blocks.insert(addr, Arc::new(Mutex::new(vec![0; len as usize].into_boxed_slice())));
+        Ok(HostBuf { addr, len })
+    }
+
+    /// Frees a buffer; `buf` must be exactly what [`HostMemory::alloc`]
+    /// returned. An engine access racing with the free either completes
+    /// on the old bytes or faults.
+    pub fn free(&self, buf: HostBuf) -> Result<(), MemoryError> {
+        let mut t = self.table.write().unwrap_or_else(PoisonError::into_inner);
+        let invalid = MemoryError::Invalid { addr: buf.addr, len: buf.len as usize };
+        match t.blocks.get(&buf.addr) {
+            Some(b) if b.lock().unwrap_or_else(PoisonError::into_inner).len() == buf.len as usize => {}
+            _ => return Err(invalid),
+        }
+        t.blocks.remove(&buf.addr);
+        t.live_bytes -= u64::from(buf.len);
+        Ok(())
+    }
+
+    /// Number of live buffers.
+    pub fn live(&self) -> usize {
+        self.table.read().unwrap_or_else(PoisonError::into_inner).blocks.len()
+    }
+
+    /// The block holding `addr..addr+len` and the offset of `addr` in it.
+    fn find(&self, addr: u64, len: usize) -> Option<(Block, usize)> {
+        let t = self.table.read().unwrap_or_else(PoisonError::into_inner);
+        let (&start, block) = t.blocks.range(..=addr).next_back()?;
+        let off = usize::try_from(addr - start).ok()?;
+        let end = off.checked_add(len)?;
+        let block = block.clone();
+        drop(t);
+        let ok = end <= block.lock().unwrap_or_else(PoisonError::into_inner).len();
+        ok.then_some((block, off))
+    }
+
+    /// Copies bytes at `addr` into `out`.
+    pub fn read(&self, addr: u64, out: &mut [u8]) -> Result<(), MemoryError> {
+        let (b, off) = self.find(addr, out.len()).ok_or(MemoryError::Invalid { addr, len: out.len() })?;
+        let b = b.lock().unwrap_or_else(PoisonError::into_inner);
+        // `find` checked the bounds and blocks never change length.
+        out.copy_from_slice(&b[off..off + out.len()]);
+        Ok(())
+    }
+
+    /// Copies `data` to `addr`.
+    pub fn write(&self, addr: u64, data: &[u8]) -> Result<(), MemoryError> {
+        let (b, off) = self.find(addr, data.len()).ok_or(MemoryError::Invalid { addr, len: data.len() })?;
+        let mut b = b.lock().unwrap_or_else(PoisonError::into_inner);
+        b[off..off + data.len()].copy_from_slice(data);
+        Ok(())
+    }
+}
+
+/// The engine's view of a process's [`HostMemory`].
+#[derive(Debug, Clone)]
+pub struct RtDma {
+    mem: Arc<HostMemory>,
+}
+
+impl RtDma {
+    /// DMA into `mem`.
+    pub fn new(mem: Arc<HostMemory>) -> Self {
+        RtDma { mem }
+    }
+}
+
+impl Dma for RtDma {
+    fn read(&mut self, _port: PortId, addr: u64, out: &mut [u8]) -> Result<(), DmaFault> {
+        self.mem.read(addr, out).map_err(|_| DmaFault { addr, len: out.len() })
+    }
+
+    fn write(&mut self, _port: PortId, addr: u64, data: &[u8]) -> Result<(), DmaFault> {
+        self.mem.write(addr, data).map_err(|_| DmaFault { addr, len: data.len() })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn accesses_outside_live_allocations_fault() {
+        let m = HostMemory::new(1 << 20);
+        let a = m.alloc(100).unwrap();
+        let b = m.alloc(10).unwrap();
+        m.write(a.addr + 90, &[7; 10]).unwrap();
+        let mut out = [0; 10];
+        m.read(a.addr + 90, &mut out).unwrap();
+        assert_eq!(out, [7; 10]);
+        assert!(m.write(a.addr + 91, &[0; 10]).is_err(), "straddles the end");
+        assert!(m.read(a.addr - 1, &mut out).is_err(), "before the first buffer");
+        assert!(m.read(b.addr + u64::from(b.len), &mut [0]).is_err(), "guard gap");
+        assert!(m.write(u64::MAX - 3, &[0; 8]).is_err(), "overflowing address");
+        let mut dma = RtDma::new(m.clone());
+        m.free(a).unwrap();
+        assert_eq!(dma.read(PortId(0), a.addr, &mut out), Err(DmaFault { addr: a.addr, len: 10 }));
+        assert!(m.free(a).is_err(), "double free");
+        assert!(m.free(HostBuf { addr: b.addr, len: 3 }).is_err(), "wrong length");
+        assert_eq!(m.live(), 1);
+    }
+
+    #[test]
+    fn the_limit_bounds_live_bytes() {
+        let m = HostMemory::new(100);
+        let a = m.alloc(60).unwrap();
+        assert_eq!(m.alloc(60), Err(MemoryError::Exhausted { len: 60 }));
+        m.free(a).unwrap();
+        m.alloc(60).unwrap();
+    }
+}

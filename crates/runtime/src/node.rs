@@ -1,0 +1,298 @@
+//! A node: one engine on a thread of its own (the "NIC"), its UDP socket,
+//! its host memory, and the ports processes open on it.
+
+use std::net::{IpAddr, SocketAddr, UdpSocket};
+use std::sync::atomic::{fence, AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use mio::{Events, Interest, Poll, Token, Waker};
+use outboard_engine::{ConfigError, Engine, EngineConfig, NodeId, OpenError, PortId, Stats};
+use socket2::{Domain, Protocol, Socket, Type};
+use thiserror::Error;
+
+use crate::clock::Clock;
+use crate::driver::{Driver, PortLink, PortShared, TransportStats};
+use crate::memory::{HostMemory, RtDma};
+use crate::port::RtPort;
+use crate::progress::Progress;
+use crate::ring;
+
+const SOCKET: Token = Token(0);
+const DOORBELL: Token = Token(1);
+
+/// Socket buffer size asked for. The engine keeps up to `window` MTU-sized
+/// packets in flight per peer (64 x 8 KiB by default); a smaller receive
+/// buffer drops bursts on loopback and turns them into retransmissions.
+/// Linux caps the request at `net.core.rmem_max` / `wmem_max`.
+const SOCKET_BUFFER: usize = 4 << 20;
+
+/// Most bytes of host memory a node hands out.
+const MEMORY_LIMIT: u64 = 16 << 30;
+
+/// Why a node could not start.
+#[derive(Debug, Error)]
+pub enum NodeError {
+    /// The socket or the poller.
+    #[error("network setup failed: {0}")]
+    Io(#[from] std::io::Error),
+    /// The engine configuration.
+    #[error("engine configuration rejected: {0}")]
+    Config(#[from] ConfigError),
+}
+
+/// Creates the non-blocking UDP socket an engine uses, bound to `ip` on a
+/// port the OS picks, with large buffers.
+pub fn bind_udp(ip: IpAddr) -> std::io::Result<UdpSocket> {
+    let addr = SocketAddr::new(ip, 0);
+    let s = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?;
+    // Best effort: the kernel clamps to its maximum.
+    let _ = s.set_recv_buffer_size(SOCKET_BUFFER);
+    let _ = s.set_send_buffer_size(SOCKET_BUFFER);
+    s.bind(&addr.into())?;
+    s.set_nonblocking(true)?;
+    Ok(s.into())
+}
+
+/// A random 64-bit value from the OS (job keys, engine incarnations).
+pub fn random_u64() -> u64 {
+    let mut b = [0u8; 8];
+    if getrandom::getrandom(&mut b).is_err() {
+        // No OS randomness: fall back on the clock and the process id,
+        // which still differ between runs.
+        let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+        return (t.as_nanos() as u64).rotate_left(17) ^ u64::from(std::process::id()) ^ 0x9E37_79B9_7F4A_7C15;
+    }
+    u64::from_ne_bytes(b)
+}
+
+/// What the engine thread and the host threads of a node share.
+pub(crate) struct NodeShared {
+    pub driver: Mutex<Driver>,
+    /// Set while the engine thread is (about to be) blocked in epoll: a
+    /// host that posts a command must then ring the doorbell.
+    pub sleeping: AtomicBool,
+    pub waker: Waker,
+    pub stop: AtomicBool,
+    pub progress: Progress,
+    /// Host-assisted: when a host thread last waited inside the library
+    /// (nanoseconds on `clock`).
+    pub host_seen: AtomicU64,
+    pub memory: Arc<HostMemory>,
+    pub clock: Clock,
+    pub config: EngineConfig,
+    pub local_addr: SocketAddr,
+}
+
+impl NodeShared {
+    pub fn lock(&self) -> MutexGuard<'_, Driver> {
+        self.driver.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Wakes the engine thread if it sleeps. The SeqCst fence pairs with
+    /// the one the engine thread issues between setting `sleeping` and its
+    /// last look at the command rings, so a command is never left behind a
+    /// sleeping engine.
+    pub fn ring_doorbell(&self) {
+        fence(Ordering::SeqCst);
+        if self.sleeping.load(Ordering::SeqCst) {
+            let _ = self.waker.wake();
+        }
+    }
+}
+
+/// A running engine: its thread, its socket, its memory.
+///
+/// Dropping the node stops the engine thread; drop its ports first.
+pub struct Node {
+    shared: Arc<NodeShared>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Node {
+    /// Starts an engine with `config` on `socket` (from [`bind_udp`]),
+    /// whose peers are at `peers` (index = node id; may be set later with
+    /// [`Node::set_peers`]), with progress policy `progress`.
+    pub fn start(config: EngineConfig, socket: UdpSocket, peers: &[SocketAddr], progress: Progress) -> Result<Node, NodeError> {
+        let clock = Clock::new();
+        let memory = HostMemory::new(MEMORY_LIMIT);
+        let engine = Engine::new(config.clone(), RtDma::new(memory.clone()), clock.now())?;
+        socket.set_nonblocking(true)?;
+        let local_addr = socket.local_addr()?;
+        let mut socket = mio::net::UdpSocket::from_std(socket);
+        let poll = Poll::new()?;
+        poll.registry().register(&mut socket, SOCKET, Interest::READABLE)?;
+        let waker = Waker::new(poll.registry(), DOORBELL)?;
+        let mut driver = Driver::new(engine, socket, clock);
+        driver.set_peers(peers);
+        let shared = Arc::new(NodeShared {
+            driver: Mutex::new(driver),
+            sleeping: AtomicBool::new(false),
+            waker,
+            stop: AtomicBool::new(false),
+            progress,
+            host_seen: AtomicU64::new(0),
+            memory,
+            clock,
+            config: config.clone(),
+            local_addr,
+        });
+        let s = shared.clone();
+        let thread = std::thread::Builder::new()
+            .name(format!("outboard-engine-{}", config.node.0))
+            .spawn(move || engine_thread(&s, poll))?;
+        Ok(Node { shared, thread: Some(thread) })
+    }
+
+    /// This engine's node id.
+    pub fn id(&self) -> NodeId {
+        self.shared.config.node
+    }
+
+    /// The UDP address the engine receives on.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.shared.local_addr
+    }
+
+    /// The progress policy.
+    pub fn progress(&self) -> Progress {
+        self.shared.progress
+    }
+
+    /// The engine's configuration.
+    pub fn config(&self) -> &EngineConfig {
+        &self.shared.config
+    }
+
+    /// Sets the UDP address of every node (index = node id).
+    pub fn set_peers(&self, peers: &[SocketAddr]) {
+        self.shared.lock().set_peers(peers);
+    }
+
+    /// Opens port slot `port` and returns the host's handle to it.
+    pub fn open_port(&self, port: PortId) -> Result<RtPort, OpenError> {
+        let mut d = self.shared.lock();
+        let ep = d.engine.open_port(self.shared.clock.now(), port)?;
+        let cfg = &self.shared.config;
+        // Every accepted command completes with one event, and tokens bound
+        // the commands under way; register, deregister and cancel come on
+        // top, hence the slack.
+        let cap = (cfg.send_tokens + cfg.recv_tokens) as usize + 64;
+        let (cmd_tx, cmd_rx) = ring::channel(cap);
+        let (ev_tx, ev_rx) = ring::channel(cap);
+        let shared = Arc::new(PortShared::default());
+        let link = PortLink { commands: cmd_rx, events: ev_tx, overflow: Default::default(), shared: shared.clone() };
+        d.ports[usize::from(port.0)] = Some(link);
+        drop(d);
+        Ok(RtPort::new(self.shared.clone(), ep, cmd_tx, ev_rx, shared))
+    }
+
+    /// The engine's counters and the transport's.
+    pub fn stats(&self) -> (Stats, TransportStats) {
+        let d = self.shared.lock();
+        (d.engine.stats().clone(), d.stats.clone())
+    }
+
+    /// Whether the engine has nothing under way (every send confirmed).
+    pub fn is_quiet(&self) -> bool {
+        self.shared.lock().engine.is_quiet()
+    }
+
+    /// Runs one turn of the engine on the calling thread (what a waiting
+    /// host does under host-assisted progress). Returns whether anything
+    /// happened.
+    pub fn drive(&self) -> bool {
+        self.shared.lock().turn()
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        self.shared.stop.store(true, Ordering::SeqCst);
+        let _ = self.shared.waker.wake();
+        if let Some(t) = self.thread.take() {
+            t.thread().unpark();
+            let _ = t.join();
+        }
+    }
+}
+
+/// The engine thread: turns the engine according to the progress policy
+/// until the node stops.
+fn engine_thread(shared: &NodeShared, mut poll: Poll) {
+    let mut events = Events::with_capacity(16);
+    let mut idle_since = None;
+    let mut idle_turns = 0u32;
+    while !shared.stop.load(Ordering::Relaxed) {
+        if let Progress::HostAssisted { handover, .. } = shared.progress {
+            let seen = shared.host_seen.load(Ordering::Relaxed);
+            if shared.clock.now().as_nanos().saturating_sub(seen) < handover.as_nanos() as u64 {
+                // A host thread is inside a wait and drives the engine
+                // itself: stay off the socket and out of its way, and look
+                // again one hand-over period later.
+                std::thread::park_timeout(handover);
+                idle_since = None;
+                continue;
+            }
+        }
+        let busy = shared.lock().turn();
+        match shared.progress {
+            Progress::Dedicated => {
+                if busy {
+                    idle_turns = 0;
+                } else {
+                    idle_turns = idle_turns.wrapping_add(1);
+                    // On an oversubscribed machine let others run now and
+                    // then; with a free core this costs well under 1 us.
+                    if idle_turns % 256 == 0 {
+                        std::thread::yield_now();
+                    } else {
+                        std::hint::spin_loop();
+                    }
+                }
+            }
+            Progress::SpinThenBlock { spin } | Progress::HostAssisted { spin, .. } => {
+                if busy {
+                    idle_since = None;
+                    continue;
+                }
+                let now = shared.clock.now();
+                let since = *idle_since.get_or_insert(now);
+                if now - since < spin {
+                    std::hint::spin_loop();
+                    continue;
+                }
+                block(shared, &mut poll, &mut events);
+                idle_since = None;
+            }
+        }
+    }
+}
+
+/// Blocks the engine thread in epoll until a datagram, a doorbell or the
+/// next timer deadline.
+fn block(shared: &NodeShared, poll: &mut Poll, events: &mut Events) {
+    shared.sleeping.store(true, Ordering::SeqCst);
+    fence(Ordering::SeqCst);
+    let timeout = {
+        let d = shared.lock();
+        if d.has_pending_commands() {
+            None
+        } else {
+            // Wake at the engine's deadline; check the stop flag and the
+            // hand-over at least every 100 ms; poll for room in the socket
+            // buffer when a send stalled.
+            let cap = if d.is_stalled() { Duration::from_micros(50) } else { Duration::from_millis(100) };
+            let until = d.deadline().map(|t| t - shared.clock.now()).unwrap_or(cap);
+            Some(until.min(cap))
+        }
+    };
+    if let Some(timeout) = timeout {
+        if !timeout.is_zero() {
+            // An error here (EINTR) only means another turn sooner.
+            let _ = poll.poll(events, Some(timeout));
+        }
+    }
+    shared.sleeping.store(false, Ordering::SeqCst);
+}

@@ -1,0 +1,226 @@
+//! The host's handle to a port on the local engine: the runtime's
+//! implementation of the host library's [`PortIo`].
+
+use std::collections::HashMap;
+use std::sync::atomic::{fence, Ordering};
+use std::sync::{Arc, PoisonError};
+use std::time::Duration;
+
+use outboard_engine::{Command, CommandError, Endpoint, Event, HostBuf, Instant, OpId, Stats};
+use outboard_host::{MemoryError, PortIo};
+
+use crate::driver::{PortShared, TransportStats};
+use crate::node::NodeShared;
+use crate::progress::Progress;
+use crate::ring::{Consumer, Producer};
+
+/// Longest a host thread parks before it looks at its ring again on its own
+/// (a safety net: the engine unparks it when events arrive).
+const PARK_MAX: Duration = Duration::from_millis(10);
+
+/// Token classes the host tracks so that a command the engine would refuse
+/// for want of tokens is refused at `post`, synchronously, as
+/// [`PortIo::post`] promises, even though the engine sees the command only
+/// later through the ring.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Token {
+    Send,
+    Recv,
+}
+
+/// A port opened on a [`crate::Node`]: commands go to the engine through a
+/// ring, completions come back through another, buffers live in the node's
+/// DMA-reachable memory.
+pub struct RtPort {
+    node: Arc<NodeShared>,
+    ep: Endpoint,
+    commands: Producer<Command>,
+    events: Consumer<Event>,
+    shared: Arc<PortShared>,
+    /// Operations holding a token, until their event comes back.
+    held: HashMap<OpId, Token>,
+    sends: u32,
+    recvs: u32,
+    /// When the current run of `idle` calls began.
+    idle_since: Option<Instant>,
+    idle_calls: u32,
+}
+
+impl RtPort {
+    pub(crate) fn new(
+        node: Arc<NodeShared>,
+        ep: Endpoint,
+        commands: Producer<Command>,
+        events: Consumer<Event>,
+        shared: Arc<PortShared>,
+    ) -> RtPort {
+        RtPort { node, ep, commands, events, shared, held: HashMap::new(), sends: 0, recvs: 0, idle_since: None, idle_calls: 0 }
+    }
+
+    /// The progress policy of the node.
+    pub fn progress(&self) -> Progress {
+        self.node.progress
+    }
+
+    /// The node's engine and transport counters.
+    pub fn stats(&self) -> (Stats, TransportStats) {
+        let d = self.node.lock();
+        (d.engine.stats().clone(), d.stats.clone())
+    }
+
+    /// Whether the node's engine has nothing under way.
+    pub fn engine_quiet(&self) -> bool {
+        self.node.lock().engine.is_quiet()
+    }
+
+    /// Tells the engine a command is waiting, as the policy requires.
+    fn after_post(&mut self) {
+        match self.node.progress {
+            Progress::Dedicated => {}
+            Progress::SpinThenBlock { .. } => self.node.ring_doorbell(),
+            Progress::HostAssisted { .. } => {
+                // Push the command out on this thread right away: no
+                // wake-up of another thread on the critical path.
+                match self.node.driver.try_lock() {
+                    Ok(mut d) => {
+                        d.turn();
+                    }
+                    Err(std::sync::TryLockError::Poisoned(p)) => {
+                        p.into_inner().turn();
+                    }
+                    Err(std::sync::TryLockError::WouldBlock) => self.node.ring_doorbell(),
+                }
+            }
+        }
+    }
+
+    fn park(&mut self) {
+        *self.shared.waiter.lock().unwrap_or_else(PoisonError::into_inner) = Some(std::thread::current());
+        self.shared.waiting.store(true, Ordering::SeqCst);
+        fence(Ordering::SeqCst);
+        if !self.events.has_pending() {
+            std::thread::park_timeout(PARK_MAX);
+        }
+        self.shared.waiting.store(false, Ordering::SeqCst);
+    }
+}
+
+impl PortIo for RtPort {
+    fn endpoint(&self) -> Endpoint {
+        self.ep
+    }
+
+    fn post(&mut self, cmd: Command) -> Result<(), CommandError> {
+        let cfg = &self.node.config;
+        let token = match cmd {
+            Command::Send { buf, .. } | Command::RdmaWrite { buf, .. } | Command::RdmaRead { buf, .. } => {
+                if buf.len > cfg.max_message {
+                    return Err(CommandError::TooLong { len: u64::from(buf.len), max: cfg.max_message });
+                }
+                if self.sends >= cfg.send_tokens {
+                    return Err(CommandError::NoSendToken);
+                }
+                Some(Token::Send)
+            }
+            Command::Recv { .. } if self.recvs >= cfg.recv_tokens => return Err(CommandError::NoRecvToken),
+            Command::Recv { .. } => Some(Token::Recv),
+            _ => None,
+        };
+        let mut cmd = cmd;
+        // The ring holds more than the tokens allow under way, so it is
+        // full only while the engine is behind: help it along.
+        while let Err(back) = self.commands.push(cmd) {
+            cmd = back;
+            self.after_post();
+            std::thread::yield_now();
+        }
+        match token {
+            Some(Token::Send) => self.sends += 1,
+            Some(Token::Recv) => self.recvs += 1,
+            None => {}
+        }
+        if let Some(t) = token {
+            self.held.insert(cmd.op(), t);
+        }
+        self.idle_since = None;
+        self.after_post();
+        Ok(())
+    }
+
+    fn poll_event(&mut self) -> Option<Event> {
+        let e = self.events.pop()?;
+        match self.held.remove(&e.op) {
+            Some(Token::Send) => self.sends -= 1,
+            Some(Token::Recv) => self.recvs -= 1,
+            None => {}
+        }
+        self.idle_since = None;
+        Some(e)
+    }
+
+    fn now(&self) -> Instant {
+        self.node.clock.now()
+    }
+
+    fn idle(&mut self) {
+        self.idle_calls = self.idle_calls.wrapping_add(1);
+        match self.node.progress {
+            Progress::Dedicated => {
+                if self.idle_calls % 256 == 0 {
+                    std::thread::yield_now();
+                } else {
+                    std::hint::spin_loop();
+                }
+            }
+            Progress::SpinThenBlock { spin } => {
+                let now = self.node.clock.now();
+                let since = *self.idle_since.get_or_insert(now);
+                if now - since < spin {
+                    std::hint::spin_loop();
+                } else {
+                    self.park();
+                }
+            }
+            Progress::HostAssisted { .. } => {
+                let now = self.node.clock.now();
+                self.node.host_seen.store(now.as_nanos(), Ordering::Relaxed);
+                match self.node.driver.try_lock() {
+                    Ok(mut d) => {
+                        d.turn();
+                    }
+                    Err(std::sync::TryLockError::Poisoned(p)) => {
+                        p.into_inner().turn();
+                    }
+                    Err(std::sync::TryLockError::WouldBlock) => std::hint::spin_loop(),
+                }
+            }
+        }
+    }
+
+    fn alloc(&mut self, len: u32) -> Result<HostBuf, MemoryError> {
+        self.node.memory.alloc(len)
+    }
+
+    fn free(&mut self, buf: HostBuf) -> Result<(), MemoryError> {
+        self.node.memory.free(buf)
+    }
+
+    fn read(&self, addr: u64, out: &mut [u8]) -> Result<(), MemoryError> {
+        self.node.memory.read(addr, out)
+    }
+
+    fn write(&mut self, addr: u64, data: &[u8]) -> Result<(), MemoryError> {
+        self.node.memory.write(addr, data)
+    }
+}
+
+impl Drop for RtPort {
+    /// Closes the port on the engine: what it had under way is dropped, and
+    /// nothing for this incarnation reaches a later one.
+    fn drop(&mut self) {
+        let now = self.node.clock.now();
+        let mut d = self.node.lock();
+        d.engine.close_port(now, self.ep.port);
+        d.ports[usize::from(self.ep.port.0)] = None;
+    }
+}

@@ -1,0 +1,269 @@
+//! A job's process: bootstrap, engine, one port, and every rank's endpoint.
+//!
+//! [`init`] is what a program launched by `outboard run`, `mpirun`,
+//! `mpiexec` or `srun` calls first. Node id = rank; each rank's engine
+//! listens on a UDP socket whose address, with the port endpoint and rank
+//! 0's job key, is exchanged through the [`Bootstrap`].
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::time::{Duration, Instant as WallClock};
+
+use outboard_engine::{EngineConfig, Endpoint, NodeId, OpenError, PortId, Stats};
+use outboard_host::{Port, PortIo};
+use thiserror::Error;
+
+use crate::bootstrap::{Bootstrap, BootstrapError, LaunchEnv, Launcher, SingletonBootstrap, TcpBootstrap};
+use crate::driver::TransportStats;
+use crate::node::{bind_udp, random_u64, Node, NodeError};
+use crate::port::RtPort;
+use crate::progress::{ParseProgressError, Progress};
+
+/// Why [`init`] failed.
+#[derive(Debug, Error)]
+pub enum InitError {
+    /// Finding the other ranks.
+    #[error(transparent)]
+    Bootstrap(#[from] BootstrapError),
+    /// Starting the engine.
+    #[error(transparent)]
+    Node(#[from] NodeError),
+    /// Opening the port.
+    #[error("opening the job's port: {0}")]
+    Open(#[from] OpenError),
+    /// `OUTBOARD_PROGRESS`.
+    #[error(transparent)]
+    Progress(#[from] ParseProgressError),
+    /// Another environment variable.
+    #[error("environment: {0}")]
+    Env(String),
+    /// The socket.
+    #[error("binding the engine's UDP socket on {ip}: {source}")]
+    Bind {
+        /// The address.
+        ip: IpAddr,
+        /// What went wrong.
+        source: std::io::Error,
+    },
+}
+
+/// Settings of [`init_with`]; [`Options::from_env`] reads them from the
+/// environment.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Progress policy; `None`: `OUTBOARD_PROGRESS` or the machine default.
+    pub progress: Option<Progress>,
+    /// How long a silent peer has before its operations fail
+    /// (`OUTBOARD_PEER_TIMEOUT_MS`); `None`: the engine default (2 s).
+    pub peer_timeout: Option<Duration>,
+    /// Address to bind the engine's UDP socket to (`OUTBOARD_ADDR`);
+    /// `None`: the local address of the rendezvous connection.
+    pub bind_ip: Option<IpAddr>,
+    /// The job key (`OUTBOARD_JOB_KEY`, hex), used by rank 0; `None`:
+    /// random.
+    pub job_key: Option<u64>,
+    /// How long to keep trying to reach the rendezvous.
+    pub bootstrap_timeout: Duration,
+}
+
+impl Options {
+    /// Reads `OUTBOARD_PEER_TIMEOUT_MS`, `OUTBOARD_ADDR`,
+    /// `OUTBOARD_JOB_KEY` and `OUTBOARD_BOOTSTRAP_TIMEOUT_MS`.
+    pub fn from_env() -> Result<Options, InitError> {
+        fn var(k: &str) -> Option<String> {
+            std::env::var(k).ok().filter(|v| !v.trim().is_empty())
+        }
+        let ms = |k: &str| -> Result<Option<Duration>, InitError> {
+            var(k)
+                .map(|v| v.trim().parse::<u64>().map(Duration::from_millis).map_err(|_| InitError::Env(format!("{k}={v:?} is not a number of milliseconds"))))
+                .transpose()
+        };
+        let bind_ip = var("OUTBOARD_ADDR")
+            .map(|v| v.trim().parse().map_err(|_| InitError::Env(format!("OUTBOARD_ADDR={v:?} is not an IP address"))))
+            .transpose()?;
+        let job_key = var("OUTBOARD_JOB_KEY")
+            .map(|v| {
+                u64::from_str_radix(v.trim().trim_start_matches("0x"), 16)
+                    .map_err(|_| InitError::Env(format!("OUTBOARD_JOB_KEY={v:?} is not a hex number")))
+            })
+            .transpose()?;
+        Ok(Options {
+            progress: None,
+            peer_timeout: ms("OUTBOARD_PEER_TIMEOUT_MS")?,
+            bind_ip,
+            job_key,
+            bootstrap_timeout: ms("OUTBOARD_BOOTSTRAP_TIMEOUT_MS")?.unwrap_or(Duration::from_secs(60)),
+        })
+    }
+}
+
+enum JobBootstrap {
+    Tcp(TcpBootstrap),
+    Single(SingletonBootstrap),
+}
+
+impl JobBootstrap {
+    fn get(&mut self) -> &mut dyn Bootstrap {
+        match self {
+            JobBootstrap::Tcp(b) => b,
+            JobBootstrap::Single(b) => b,
+        }
+    }
+}
+
+/// This process's place in the job. Field order matters: the port closes
+/// before the engine stops.
+pub struct World {
+    port: Port<RtPort>,
+    node: Node,
+    bootstrap: Option<JobBootstrap>,
+    env: LaunchEnv,
+    endpoints: Vec<Endpoint>,
+    progress_reason: String,
+    finalized: bool,
+}
+
+/// Joins the job described by the environment, with [`Options::from_env`].
+pub fn init() -> Result<World, InitError> {
+    init_with(Options::from_env()?)
+}
+
+/// Joins the job described by the environment.
+pub fn init_with(opts: Options) -> Result<World, InitError> {
+    let env = LaunchEnv::detect()?;
+    let mut boot = match env.rendezvous {
+        Some(addr) => JobBootstrap::Tcp(TcpBootstrap::connect(env.rank, env.size, addr, env.serve, opts.bootstrap_timeout)?),
+        None => JobBootstrap::Single(SingletonBootstrap::default()),
+    };
+    let ip = opts.bind_ip.unwrap_or_else(|| match &boot {
+        JobBootstrap::Tcp(t) => t.local_ip().unwrap_or(IpAddr::V4(Ipv4Addr::LOCALHOST)),
+        JobBootstrap::Single(_) => IpAddr::V4(Ipv4Addr::LOCALHOST),
+    });
+    let socket = bind_udp(ip).map_err(|source| InitError::Bind { ip, source })?;
+    let addr = socket.local_addr().map_err(|source| InitError::Bind { ip, source })?;
+    let b = boot.get();
+    b.put("udp", addr.to_string().as_bytes())?;
+    if env.rank == 0 {
+        b.put("job_key", &opts.job_key.unwrap_or_else(random_u64).to_be_bytes())?;
+    }
+    b.fence()?;
+    let mut peers = Vec::with_capacity(env.size as usize);
+    for r in 0..env.size {
+        let v = b.get(r, "udp")?;
+        let a: SocketAddr = std::str::from_utf8(&v)
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .ok_or_else(|| BootstrapError::Protocol(format!("rank {r} published a bad UDP address")))?;
+        peers.push(a);
+    }
+    let key = b.get(0, "job_key")?;
+    let job_key = u64::from_be_bytes(key.try_into().map_err(|_| BootstrapError::Protocol("bad job key".into()))?);
+
+    let mut config = EngineConfig::new(NodeId(env.rank), job_key, random_u64() as u32);
+    if let Some(t) = opts.peer_timeout {
+        config.peer_timeout = t;
+        config.rto_max = config.rto_max.min(t);
+        config.rto_initial = config.rto_initial.min(config.rto_max);
+    }
+    let (progress, progress_reason) = match opts.progress {
+        Some(p) => (p, "chosen by the program".to_string()),
+        None => Progress::from_env(env.local_size as usize)?,
+    };
+    let node = Node::start(config, socket, &peers, progress)?;
+    let port = Port::new(node.open_port(PortId(0))?);
+    let ep = port.endpoint();
+    let b = boot.get();
+    b.put("ep", &[&[ep.port.0][..], &ep.gen.to_be_bytes()].concat())?;
+    b.fence()?;
+    let mut endpoints = Vec::with_capacity(env.size as usize);
+    for r in 0..env.size {
+        let v = b.get(r, "ep")?;
+        if v.len() != 5 {
+            return Err(BootstrapError::Protocol(format!("rank {r} published a bad endpoint")).into());
+        }
+        endpoints.push(Endpoint { node: NodeId(r), port: PortId(v[0]), gen: u32::from_be_bytes([v[1], v[2], v[3], v[4]]) });
+    }
+    Ok(World { port, node, bootstrap: Some(boot), env, endpoints, progress_reason, finalized: false })
+}
+
+impl World {
+    /// This rank.
+    pub fn rank(&self) -> u32 {
+        self.env.rank
+    }
+
+    /// The number of ranks.
+    pub fn size(&self) -> u32 {
+        self.env.size
+    }
+
+    /// Who launched the job.
+    pub fn launcher(&self) -> Launcher {
+        self.env.launcher
+    }
+
+    /// The port of `rank` (its node, port and incarnation).
+    pub fn endpoint(&self, rank: u32) -> Endpoint {
+        self.endpoints[rank as usize]
+    }
+
+    /// This rank's port.
+    pub fn port(&mut self) -> &mut Port<RtPort> {
+        &mut self.port
+    }
+
+    /// The engine.
+    pub fn node(&self) -> &Node {
+        &self.node
+    }
+
+    /// The progress policy and why it was chosen.
+    pub fn progress(&self) -> (Progress, &str) {
+        (self.node.progress(), &self.progress_reason)
+    }
+
+    /// The engine's and the transport's counters.
+    pub fn stats(&self) -> (Stats, TransportStats) {
+        self.node.stats()
+    }
+
+    /// Waits until every rank calls `barrier` (through the bootstrap, out
+    /// of band: for setup and tests, not a fast collective).
+    pub fn barrier(&mut self) -> Result<(), BootstrapError> {
+        self.bootstrap.as_mut().expect("present until drop").get().fence()
+    }
+
+    /// Waits (driving the engine as the policy requires) until this
+    /// engine has nothing under way, for at most the peer timeout plus a
+    /// second: a dead peer's operations fail within the peer timeout.
+    fn quiesce(&mut self) {
+        let limit = self.node.config().peer_timeout + Duration::from_secs(1);
+        let start = WallClock::now();
+        while !self.node.is_quiet() && start.elapsed() < limit {
+            self.port.io().idle();
+        }
+    }
+
+    /// Leaves the job together with every other rank: waits until this
+    /// engine's sends are all confirmed, then for every rank to get there.
+    /// After it no rank needs anything from another, so all may exit.
+    pub fn finalize(mut self) -> Result<(), BootstrapError> {
+        self.quiesce();
+        self.barrier()?;
+        self.finalized = true;
+        Ok(())
+    }
+}
+
+impl Drop for World {
+    /// Without [`World::finalize`], leaves on its own: no fence (other
+    /// ranks may be waiting for this one), so their next fence fails with
+    /// [`BootstrapError::RankLost`] instead of hanging.
+    fn drop(&mut self) {
+        if !self.finalized && !std::thread::panicking() {
+            self.quiesce();
+        }
+        if let Some(JobBootstrap::Tcp(b)) = self.bootstrap.take() {
+            b.finish(Duration::from_secs(10));
+        }
+    }
+}
