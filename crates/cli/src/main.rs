@@ -3,7 +3,9 @@
 
 use clap::{Parser, Subcommand};
 
+mod bench;
 mod demo;
+mod launch;
 mod sim_cmd;
 
 #[derive(Parser)]
@@ -22,11 +24,19 @@ enum Cmd {
     /// under a hardware profile; prints the paper's figure beside each
     /// simulated one.
     Sim(sim_cmd::SimArgs),
+    /// Launch N processes of a program on this machine as one job (the
+    /// bootstrap environment set, output prefixed with the rank).
+    Run(launch::RunArgs),
+    /// Measure the engine path beside bare UDP sockets.
+    #[command(subcommand)]
+    Bench(bench::BenchCmd),
 }
 
 fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
         Cmd::Demo(a) => demo::run(a),
         Cmd::Sim(a) => sim_cmd::run(a),
+        Cmd::Run(a) => launch::run(a),
+        Cmd::Bench(c) => bench::run(c),
     }
 }

@@ -103,7 +103,23 @@ pub(crate) struct Driver {
     /// A datagram the socket would not take yet, sent before anything else.
     stalled: Option<(SocketAddr, Vec<u8>)>,
     loopback: Vec<Vec<u8>>,
+    /// The last host turn left its transmissions to the next turn.
+    deferred: bool,
     pub stats: TransportStats,
+}
+
+/// Who runs a turn, which decides what it does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Turn {
+    /// The engine thread: everything.
+    Engine,
+    /// A host thread waiting for a completion (host-assisted): everything,
+    /// but a turn that completed something leaves its transmissions to the
+    /// next turn (see [`Driver::turn`]).
+    Host,
+    /// A host thread that just posted a command (host-assisted): push it
+    /// out, without reading the socket (one system call fewer per post).
+    Post,
 }
 
 impl Driver {
@@ -123,6 +139,7 @@ impl Driver {
             rx: vec![0; 65_536],
             stalled: None,
             loopback: Vec::new(),
+            deferred: false,
             stats: TransportStats::default(),
         }
     }
@@ -151,16 +168,30 @@ impl Driver {
     /// One round of the driving contract. Returns whether anything
     /// happened (a command, a datagram, a timer, a transmit or an event),
     /// which the spin policies use to decide when to block.
-    pub fn turn(&mut self) -> bool {
+    pub fn turn(&mut self, mode: Turn) -> bool {
         let now = self.clock.now();
         let mut busy = self.take_commands(now);
-        busy |= self.receive(now);
+        if mode != Turn::Post {
+            busy |= self.receive(now);
+        }
         if self.deadline.is_some_and(|d| d <= now) {
             self.engine.handle_timeout(now);
             busy = true;
         }
-        busy |= self.transmit(now);
-        busy |= self.deliver_events();
+        let delivered = self.deliver_events();
+        busy |= delivered;
+        if mode == Turn::Host && delivered && !self.deferred {
+            // Hand the completion to the waiting host first: what it posts
+            // next (typically a reply) leaves in the next turn and carries
+            // the acknowledgement with it, instead of a separate ack
+            // datagram now. At most one turn in a row is deferred, so a
+            // steady stream of arrivals cannot starve transmission.
+            self.deferred = true;
+        } else {
+            self.deferred = false;
+            busy |= self.transmit(now);
+            busy |= self.deliver_events();
+        }
         self.deadline = self.engine.poll_timeout();
         busy
     }

@@ -13,7 +13,7 @@ use socket2::{Domain, Protocol, Socket, Type};
 use thiserror::Error;
 
 use crate::clock::Clock;
-use crate::driver::{Driver, PortLink, PortShared, TransportStats};
+use crate::driver::{Driver, PortLink, PortShared, TransportStats, Turn};
 use crate::memory::{HostMemory, RtDma};
 use crate::port::RtPort;
 use crate::progress::Progress;
@@ -203,7 +203,7 @@ impl Node {
     /// host does under host-assisted progress). Returns whether anything
     /// happened.
     pub fn drive(&self) -> bool {
-        self.shared.lock().turn()
+        self.shared.lock().turn(Turn::Engine)
     }
 }
 
@@ -236,7 +236,7 @@ fn engine_thread(shared: &NodeShared, mut poll: Poll) {
                 continue;
             }
         }
-        let busy = shared.lock().turn();
+        let busy = shared.lock().turn(Turn::Engine);
         match shared.progress {
             Progress::Dedicated => {
                 if busy {

@@ -9,7 +9,7 @@ use std::time::Duration;
 use outboard_engine::{Command, CommandError, Endpoint, Event, HostBuf, Instant, OpId, Stats};
 use outboard_host::{MemoryError, PortIo};
 
-use crate::driver::{PortShared, TransportStats};
+use crate::driver::{PortShared, TransportStats, Turn};
 use crate::node::NodeShared;
 use crate::progress::Progress;
 use crate::ring::{Consumer, Producer};
@@ -83,10 +83,10 @@ impl RtPort {
                 // wake-up of another thread on the critical path.
                 match self.node.driver.try_lock() {
                     Ok(mut d) => {
-                        d.turn();
+                        d.turn(Turn::Post);
                     }
                     Err(std::sync::TryLockError::Poisoned(p)) => {
-                        p.into_inner().turn();
+                        p.into_inner().turn(Turn::Post);
                     }
                     Err(std::sync::TryLockError::WouldBlock) => self.node.ring_doorbell(),
                 }
@@ -186,10 +186,10 @@ impl PortIo for RtPort {
                 self.node.host_seen.store(now.as_nanos(), Ordering::Relaxed);
                 match self.node.driver.try_lock() {
                     Ok(mut d) => {
-                        d.turn();
+                        d.turn(Turn::Host);
                     }
                     Err(std::sync::TryLockError::Poisoned(p)) => {
-                        p.into_inner().turn();
+                        p.into_inner().turn(Turn::Host);
                     }
                     Err(std::sync::TryLockError::WouldBlock) => std::hint::spin_loop(),
                 }

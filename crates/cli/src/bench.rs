@@ -1,0 +1,486 @@
+//! `outboard bench`: latency and bandwidth of the engine path, beside the
+//! same exchange over bare UDP sockets, in one run.
+//!
+//! Two ranks in one process (each a thread with its own engine, socket and
+//! port) exchange messages over UDP on 127.0.0.1, OSU-style:
+//!
+//! - latency: ping-pong, one-way time = half the round trip, averaged over
+//!   the iterations of a round;
+//! - bandwidth: the sender streams a window of messages and waits for a
+//!   one-byte acknowledgement; bytes / time.
+//!
+//! Each figure is the median of several rounds (shared machines are noisy).
+//! The raw-UDP path sends the same bytes in datagrams of at most the
+//! engine's MTU over non-blocking sockets, with no reliability, waiting the
+//! way the progress policy waits (busy-polling, or spinning then blocking in
+//! the kernel for spin-then-block), so the ratio is the engine's overhead.
+
+use std::io::ErrorKind;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, UdpSocket};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Context};
+use outboard_engine::{EngineConfig, Endpoint, HostBuf, NodeId, PortId, RecvMatch};
+use outboard_host::{Port, Request};
+use outboard_runtime::{bind_udp, machine_cores, random_u64, Node, Progress, RtPort};
+
+/// `outboard bench` subcommands.
+#[derive(clap::Subcommand)]
+pub enum BenchCmd {
+    /// Ping-pong latency and streaming bandwidth between two engines over
+    /// UDP on loopback, by message size.
+    Pingpong(PingpongArgs),
+    /// The same exchange over bare UDP sockets only (no engine).
+    RawUdp(PingpongArgs),
+}
+
+/// What to compare the engine path with.
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Compare {
+    /// Bare UDP sockets, no engine.
+    RawUdp,
+}
+
+/// Arguments of `outboard bench pingpong` and `raw-udp`.
+#[derive(clap::Args, Clone)]
+pub struct PingpongArgs {
+    /// Also run this path and print it beside the engine's, with the ratio.
+    #[arg(long, value_enum)]
+    compare: Option<Compare>,
+    /// Progress policy: dedicated, host-assisted or spin-then-block
+    /// (default: OUTBOARD_PROGRESS, else chosen from this machine's cores).
+    #[arg(long)]
+    progress: Option<String>,
+    /// Largest message size in bytes (sizes go up by 8x from 1).
+    #[arg(long, default_value_t = 1 << 20, value_parser = clap::value_parser!(u32).range(1..=(16 << 20)))]
+    max_size: u32,
+    /// Rounds per figure; the median is printed.
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=100))]
+    rounds: u32,
+    /// Scales the iterations of every round (1.0: about 20 ms of traffic
+    /// per small-message latency round).
+    #[arg(long, default_value_t = 1.0)]
+    scale: f64,
+}
+
+const TAG_LAT: u64 = 1;
+const TAG_BW: u64 = 2;
+const TAG_ACK: u64 = 3;
+/// The engine's MTU (its default), also the raw path's largest datagram.
+const MTU: usize = 8192;
+/// Most bytes one bandwidth window keeps in flight: the raw path has no
+/// flow control, and must fit in the socket buffer to lose nothing.
+const WINDOW_BYTES: usize = 2 << 20;
+/// Most messages in a window (the engine's default send tokens).
+const WINDOW_MAX: usize = 64;
+
+/// One measurement both sides carry out in step.
+#[derive(Debug, Clone, Copy)]
+enum Step {
+    Latency { size: usize, warm: u32, iters: u32 },
+    Bandwidth { size: usize, window: usize, warm: u32, reps: u32 },
+}
+
+/// One side of a two-rank exchange.
+trait Side {
+    fn ping(&mut self, size: usize) -> anyhow::Result<()>;
+    fn pong(&mut self, size: usize) -> anyhow::Result<()>;
+    fn stream(&mut self, size: usize, window: usize) -> anyhow::Result<()>;
+    fn sink(&mut self, size: usize, window: usize, more: bool) -> anyhow::Result<()>;
+}
+
+fn plan(a: &PingpongArgs) -> Vec<Step> {
+    let mut sizes = Vec::new();
+    let mut s = 1usize;
+    while s <= a.max_size as usize {
+        sizes.push(s);
+        s *= 8;
+    }
+    if sizes.last() != Some(&(a.max_size as usize)) {
+        sizes.push(a.max_size as usize);
+    }
+    let scale = |n: f64| ((n * a.scale).round() as u32).max(1);
+    let mut steps = Vec::new();
+    for &size in &sizes {
+        let iters = scale((2_000_000.0 / (size as f64 + 1000.0)).clamp(20.0, 2000.0));
+        steps.push(Step::Latency { size, warm: (iters / 10).max(2), iters });
+    }
+    for &size in sizes.iter().filter(|&&s| s >= 64) {
+        let window = (WINDOW_BYTES / size).clamp(1, WINDOW_MAX);
+        let reps = scale((16e6 / (size * window) as f64).clamp(2.0, 500.0));
+        steps.push(Step::Bandwidth { size, window, warm: (reps / 10).max(1), reps });
+    }
+    steps
+}
+
+/// Runs the plan `rounds` times: `b` on a thread of its own, `a` here,
+/// timing each step. Returns seconds per round for each step.
+fn measure<A: Side, B: Side + Send + 'static>(mut a: A, mut b: B, steps: &[Step], rounds: u32) -> anyhow::Result<Vec<Vec<f64>>> {
+    let todo: Vec<Step> = steps.to_vec();
+    let (tx, rx) = mpsc::channel::<anyhow::Result<()>>();
+    let peer = std::thread::spawn(move || {
+        let r = (|| {
+            for _ in 0..rounds {
+                for s in &todo {
+                    match *s {
+                        Step::Latency { size, warm, iters } => {
+                            for _ in 0..warm + iters {
+                                b.pong(size)?;
+                            }
+                        }
+                        Step::Bandwidth { size, window, warm, reps } => {
+                            for i in 0..warm + reps {
+                                b.sink(size, window, i + 1 < warm + reps)?;
+                            }
+                        }
+                    }
+                }
+            }
+            Ok(())
+        })();
+        let _ = tx.send(r);
+    });
+    let mut times = vec![Vec::new(); steps.len()];
+    for _ in 0..rounds {
+        for (i, s) in steps.iter().enumerate() {
+            match *s {
+                Step::Latency { size, warm, iters } => {
+                    for _ in 0..warm {
+                        a.ping(size)?;
+                    }
+                    let t = Instant::now();
+                    for _ in 0..iters {
+                        a.ping(size)?;
+                    }
+                    times[i].push(t.elapsed().as_secs_f64());
+                }
+                Step::Bandwidth { size, window, warm, reps } => {
+                    for _ in 0..warm {
+                        a.stream(size, window)?;
+                    }
+                    let t = Instant::now();
+                    for _ in 0..reps {
+                        a.stream(size, window)?;
+                    }
+                    times[i].push(t.elapsed().as_secs_f64());
+                }
+            }
+        }
+    }
+    let r = rx.recv_timeout(Duration::from_secs(30)).unwrap_or_else(|_| Err(anyhow!("the peer thread did not finish")));
+    let _ = peer.join();
+    r.context("peer side")?;
+    Ok(times)
+}
+
+/// One rank's port and buffers on the engine path.
+struct EngineSide {
+    port: Port<RtPort>,
+    peer: Endpoint,
+    sbuf: HostBuf,
+    rbuf: HostBuf,
+    ack: HostBuf,
+    /// A receive posted ahead, so messages land straight in the buffer.
+    posted: Option<Request>,
+    window: Vec<Request>,
+}
+
+impl EngineSide {
+    fn new(mut port: Port<RtPort>, peer: Endpoint, max: usize) -> anyhow::Result<EngineSide> {
+        let fill: Vec<u8> = (0..max).map(|i| i as u8).collect();
+        let sbuf = port.buffer_from(&fill)?;
+        let rbuf = port.buffer(max as u32)?;
+        let ack = port.buffer(1)?;
+        Ok(EngineSide { port, peer, sbuf, rbuf, ack, posted: None, window: Vec::new() })
+    }
+
+    fn from_peer(&self, tag: u64) -> RecvMatch {
+        RecvMatch::from(self.peer.node, self.peer.port, tag)
+    }
+
+    fn send(&mut self, tag: u64, buf: HostBuf) -> anyhow::Result<()> {
+        let r = self.port.start_send(self.peer, tag, buf)?;
+        self.port.wait(r)?;
+        Ok(())
+    }
+}
+
+impl Side for EngineSide {
+    // Sends are posted before the receives that follow them, so the data
+    // packet leaves first and carries the acknowledgement of what came in.
+    fn ping(&mut self, size: usize) -> anyhow::Result<()> {
+        let s = self.port.start_send(self.peer, TAG_LAT, HostBuf { addr: self.sbuf.addr, len: size as u32 })?;
+        let r = self.port.start_recv(self.from_peer(TAG_LAT), self.rbuf)?;
+        self.port.wait(s)?;
+        self.port.wait(r)?;
+        Ok(())
+    }
+
+    fn pong(&mut self, size: usize) -> anyhow::Result<()> {
+        let r = match self.posted.take() {
+            Some(r) => r,
+            None => self.port.start_recv(self.from_peer(TAG_LAT), self.rbuf)?,
+        };
+        self.port.wait(r)?;
+        let s = self.port.start_send(self.peer, TAG_LAT, HostBuf { addr: self.sbuf.addr, len: size as u32 })?;
+        self.posted = Some(self.port.start_recv(self.from_peer(TAG_LAT), self.rbuf)?);
+        self.port.wait(s)?;
+        Ok(())
+    }
+
+    fn stream(&mut self, size: usize, window: usize) -> anyhow::Result<()> {
+        let ack = self.port.start_recv(self.from_peer(TAG_ACK), self.ack)?;
+        let buf = HostBuf { addr: self.sbuf.addr, len: size as u32 };
+        let reqs: Vec<Request> = (0..window).map(|_| self.port.start_send(self.peer, TAG_BW, buf)).collect::<Result<_, _>>()?;
+        for r in reqs {
+            self.port.wait(r)?;
+        }
+        self.port.wait(ack)?;
+        Ok(())
+    }
+
+    fn sink(&mut self, _size: usize, window: usize, more: bool) -> anyhow::Result<()> {
+        if self.window.is_empty() {
+            for _ in 0..window {
+                let r = self.port.start_recv(self.from_peer(TAG_BW), self.rbuf)?;
+                self.window.push(r);
+            }
+        }
+        for r in std::mem::take(&mut self.window) {
+            self.port.wait(r)?;
+        }
+        if more {
+            for _ in 0..window {
+                let r = self.port.start_recv(self.from_peer(TAG_BW), self.rbuf)?;
+                self.window.push(r);
+            }
+        }
+        self.send(TAG_ACK, self.ack)
+    }
+}
+
+/// One rank's socket on the bare UDP path.
+struct RawSide {
+    sock: UdpSocket,
+    peer: SocketAddr,
+    data: Vec<u8>,
+    rx: Vec<u8>,
+    /// Spin this long, then block in the kernel (None: always spin).
+    block_after: Option<Duration>,
+}
+
+impl RawSide {
+    fn send_msg(&mut self, len: usize) -> anyhow::Result<()> {
+        let mut off = 0;
+        loop {
+            let n = (len - off).min(MTU);
+            loop {
+                match self.sock.send_to(&self.data[off..off + n], self.peer) {
+                    Ok(_) => break,
+                    Err(e) if e.kind() == ErrorKind::WouldBlock => std::hint::spin_loop(),
+                    Err(e) => return Err(e).context("raw UDP send"),
+                }
+            }
+            off += n;
+            if off >= len {
+                return Ok(());
+            }
+        }
+    }
+
+    fn recv_msg(&mut self, len: usize) -> anyhow::Result<()> {
+        let mut got = 0;
+        while got < len {
+            got += self.recv_one()?;
+        }
+        Ok(())
+    }
+
+    fn recv_one(&mut self) -> anyhow::Result<usize> {
+        let start = Instant::now();
+        loop {
+            match self.sock.recv(&mut self.rx) {
+                Ok(n) => return Ok(n),
+                Err(e) if e.kind() == ErrorKind::WouldBlock => {}
+                Err(e) => return Err(e).context("raw UDP receive"),
+            }
+            let waited = start.elapsed();
+            if waited > Duration::from_secs(2) {
+                bail!("raw UDP lost a datagram (nothing for 2 s; it has no retransmission)");
+            }
+            match self.block_after {
+                Some(spin) if waited >= spin => {
+                    self.sock.set_nonblocking(false)?;
+                    self.sock.set_read_timeout(Some(Duration::from_secs(2)))?;
+                    let r = self.sock.recv(&mut self.rx);
+                    self.sock.set_nonblocking(true)?;
+                    match r {
+                        Ok(n) => return Ok(n),
+                        Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
+                        Err(e) => return Err(e).context("raw UDP receive"),
+                    }
+                }
+                _ => std::hint::spin_loop(),
+            }
+        }
+    }
+}
+
+impl Side for RawSide {
+    fn ping(&mut self, size: usize) -> anyhow::Result<()> {
+        self.send_msg(size)?;
+        self.recv_msg(size)
+    }
+    fn pong(&mut self, size: usize) -> anyhow::Result<()> {
+        self.recv_msg(size)?;
+        self.send_msg(size)
+    }
+    fn stream(&mut self, size: usize, window: usize) -> anyhow::Result<()> {
+        for _ in 0..window {
+            self.send_msg(size)?;
+        }
+        self.recv_msg(1)
+    }
+    fn sink(&mut self, size: usize, window: usize, _more: bool) -> anyhow::Result<()> {
+        self.recv_msg(size * window)?;
+        self.send_msg(1)
+    }
+}
+
+fn engine_times(steps: &[Step], rounds: u32, progress: Progress, max: usize) -> anyhow::Result<Vec<Vec<f64>>> {
+    let ip = IpAddr::V4(Ipv4Addr::LOCALHOST);
+    let sockets = [bind_udp(ip)?, bind_udp(ip)?];
+    let addrs: Vec<SocketAddr> = sockets.iter().map(|s| s.local_addr()).collect::<Result<_, _>>()?;
+    let key = random_u64();
+    let mut nodes = Vec::new();
+    for (i, s) in sockets.into_iter().enumerate() {
+        let mut c = EngineConfig::new(NodeId(i as u32), key, random_u64() as u32);
+        c.max_message = c.max_message.max(max as u32);
+        nodes.push(Node::start(c, s, &addrs, progress)?);
+    }
+    let pa = Port::new(nodes[0].open_port(PortId(0))?);
+    let pb = Port::new(nodes[1].open_port(PortId(0))?);
+    let (ea, eb) = (pa.endpoint(), pb.endpoint());
+    let a = EngineSide::new(pa, eb, max)?;
+    let b = EngineSide::new(pb, ea, max)?;
+    let times = measure(a, b, steps, rounds)?;
+    let (s0, t0) = nodes[0].stats();
+    let (s1, t1) = nodes[1].stats();
+    eprintln!(
+        "# engine path: {} retransmits, {} timeouts, {} send stalls (socket buffer full)",
+        s0.retransmits + s1.retransmits,
+        s0.timeouts + s1.timeouts,
+        t0.send_stalls + t1.send_stalls
+    );
+    Ok(times)
+}
+
+fn raw_times(steps: &[Step], rounds: u32, progress: Progress, max: usize) -> anyhow::Result<Vec<Vec<f64>>> {
+    let ip = IpAddr::V4(Ipv4Addr::LOCALHOST);
+    let sa = bind_udp(ip)?;
+    let sb = bind_udp(ip)?;
+    let (aa, ab) = (sa.local_addr()?, sb.local_addr()?);
+    let block_after = match progress {
+        Progress::SpinThenBlock { spin } => Some(spin),
+        _ => None,
+    };
+    let side = |sock, peer| RawSide { sock, peer, data: vec![7; max], rx: vec![0; 65_536], block_after };
+    measure(side(sa, ab), side(sb, aa), steps, rounds)
+}
+
+fn median(v: &[f64]) -> f64 {
+    let mut v = v.to_vec();
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+fn human(size: usize) -> String {
+    match size {
+        s if s >= 1 << 20 && s % (1 << 20) == 0 => format!("{}M", s >> 20),
+        s if s >= 1 << 10 && s % (1 << 10) == 0 => format!("{}K", s >> 10),
+        s => s.to_string(),
+    }
+}
+
+/// Runs `outboard bench`.
+pub fn run(cmd: BenchCmd) -> anyhow::Result<()> {
+    let (args, engine, raw) = match cmd {
+        BenchCmd::Pingpong(a) => {
+            let raw = a.compare == Some(Compare::RawUdp);
+            (a, true, raw)
+        }
+        BenchCmd::RawUdp(a) => (a, false, true),
+    };
+    if !(args.scale.is_finite() && args.scale > 0.0) {
+        bail!("--scale must be a positive number");
+    }
+    let (progress, why) = match &args.progress {
+        Some(p) => (Progress::parse(p)?, "set by --progress".to_string()),
+        None => Progress::from_env(2)?,
+    };
+    let steps = plan(&args);
+    let max = args.max_size as usize;
+    println!("# outboard bench pingpong: 2 ranks (threads of one process), UDP over 127.0.0.1, {} cores", machine_cores());
+    println!("# progress policy: {progress} ({why})");
+    if raw {
+        println!(
+            "# raw-udp: the same bytes over bare non-blocking UDP sockets in datagrams of <= {MTU} B, no reliability, {}",
+            if matches!(progress, Progress::SpinThenBlock { .. }) { "spinning then blocking like the policy" } else { "busy-polling" }
+        );
+    }
+    println!("# each figure: median of {} rounds", args.rounds);
+    let e = if engine { Some(engine_times(&steps, args.rounds, progress, max)?) } else { None };
+    let r = if raw { Some(raw_times(&steps, args.rounds, progress, max)?) } else { None };
+
+    let cols = |label: &str| {
+        let mut h = format!("{:<10}", "# Size");
+        if engine {
+            h += &format!("{:>16}", format!("engine {label}"));
+        }
+        if raw {
+            h += &format!("{:>18}", format!("raw-udp {label}"));
+        }
+        if engine && raw {
+            h += &format!("{:>10}", "ratio");
+        }
+        h
+    };
+    let row = |size: usize, ev: Option<f64>, rv: Option<f64>, ratio: Option<f64>| {
+        let mut l = format!("{:<10}", human(size));
+        if let Some(v) = ev {
+            l += &format!("{v:>16.2}");
+        }
+        if let Some(v) = rv {
+            l += &format!("{v:>18.2}");
+        }
+        if let Some(x) = ratio {
+            l += &format!("{x:>10.2}");
+        }
+        l
+    };
+    println!("# latency: one-way = half the ping-pong round trip; ratio = engine / raw-udp");
+    println!("{}", cols("(us)"));
+    for (i, s) in steps.iter().enumerate() {
+        if let Step::Latency { size, iters, .. } = *s {
+            let us = |t: &Vec<Vec<f64>>| median(&t[i]) / f64::from(iters) / 2.0 * 1e6;
+            let (ev, rv) = (e.as_ref().map(us), r.as_ref().map(us));
+            println!("{}", row(size, ev, rv, ev.zip(rv).map(|(a, b)| a / b)));
+        }
+    }
+    println!("# bandwidth: a window of messages (<= {WINDOW_MAX}, <= {} MiB) then a 1-byte ack, OSU bw; ratio = engine / raw-udp", WINDOW_BYTES >> 20);
+    println!("{}", cols("(MB/s)"));
+    for (i, s) in steps.iter().enumerate() {
+        if let Step::Bandwidth { size, window, reps, .. } = *s {
+            let mbs = |t: &Vec<Vec<f64>>| (size * window) as f64 * f64::from(reps) / median(&t[i]) / 1e6;
+            let (ev, rv) = (e.as_ref().map(mbs), r.as_ref().map(mbs));
+            println!("{}", row(size, ev, rv, ev.zip(rv).map(|(a, b)| a / b)));
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,186 @@
+//! `outboard run`: launch a job's processes on this machine.
+//!
+//! Starts the job's rendezvous, then N copies of the program with the
+//! bootstrap environment (`OUTBOARD_RANK`, `OUTBOARD_SIZE`,
+//! `OUTBOARD_LOCAL_SIZE`, `OUTBOARD_RENDEZVOUS`, `OUTBOARD_JOB_KEY`),
+//! forwards their output line by line with a `[rank]` prefix, and fails,
+//! naming the rank, when any rank fails; the other ranks then get a grace
+//! period to notice (their operations on the dead rank fail within the
+//! engine's peer timeout) before they are killed.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::SocketAddr;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+use outboard_runtime::bootstrap::{RendezvousServer, ENV_LOCAL_SIZE, ENV_RANK, ENV_RENDEZVOUS, ENV_SIZE};
+
+/// Arguments of `outboard run`.
+#[derive(clap::Args)]
+#[command(trailing_var_arg = true)]
+pub struct RunArgs {
+    /// Number of processes (ranks).
+    #[arg(short = 'n', long = "np", value_parser = clap::value_parser!(u32).range(1..=4096))]
+    ranks: u32,
+    /// Seconds the other ranks get after one failed, before they are
+    /// killed.
+    #[arg(long, default_value_t = 5.0)]
+    grace: f64,
+    /// Address the rendezvous listens on (port 0: any free port).
+    #[arg(long, default_value = "127.0.0.1:0")]
+    rendezvous: SocketAddr,
+    /// Kill the job after this many seconds (0: no limit).
+    #[arg(long, default_value_t = 0.0)]
+    timeout: f64,
+    /// The program and its arguments.
+    #[arg(required = true, allow_hyphen_values = true, value_name = "PROGRAM [ARGS]...")]
+    command: Vec<String>,
+}
+
+/// How one rank ended.
+struct Ended {
+    rank: u32,
+    status: ExitStatus,
+}
+
+/// Runs the job; an error names the first rank that failed.
+pub fn run(a: RunArgs) -> anyhow::Result<()> {
+    if !(a.grace.is_finite() && a.grace >= 0.0) || !(a.timeout.is_finite() && a.timeout >= 0.0) {
+        bail!("--grace and --timeout must be non-negative numbers of seconds");
+    }
+    let server = RendezvousServer::bind(a.rendezvous).with_context(|| format!("binding the rendezvous on {}", a.rendezvous))?;
+    let addr = server.local_addr()?;
+    let _rendezvous = server.spawn(a.ranks)?;
+    let job_key = format!("{:016x}", outboard_runtime::random_u64());
+    let (program, args) = a.command.split_first().expect("clap requires a program");
+
+    let mut children: Vec<Option<Child>> = Vec::new();
+    let mut forwarders: Vec<JoinHandle<()>> = Vec::new();
+    for rank in 0..a.ranks {
+        let spawned = Command::new(program)
+            .args(args)
+            .env(ENV_RANK, rank.to_string())
+            .env(ENV_SIZE, a.ranks.to_string())
+            .env(ENV_LOCAL_SIZE, a.ranks.to_string())
+            .env(ENV_RENDEZVOUS, addr.to_string())
+            .env("OUTBOARD_JOB_KEY", &job_key)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn();
+        let mut child = match spawned {
+            Ok(c) => c,
+            Err(e) => {
+                kill_all(&mut children);
+                bail!("cannot start {program:?} for rank {rank}: {e}");
+            }
+        };
+        if let Some(out) = child.stdout.take() {
+            forwarders.push(forward(rank, out, false));
+        }
+        if let Some(err) = child.stderr.take() {
+            forwarders.push(forward(rank, err, true));
+        }
+        children.push(Some(child));
+    }
+
+    let start = Instant::now();
+    let grace = Duration::from_secs_f64(a.grace);
+    let limit = (a.timeout > 0.0).then(|| Duration::from_secs_f64(a.timeout));
+    let mut first_failure: Option<(Ended, Instant)> = None;
+    let mut timed_out = false;
+    let mut left = a.ranks;
+    while left > 0 {
+        for (rank, slot) in children.iter_mut().enumerate() {
+            let Some(child) = slot else { continue };
+            if let Ok(Some(status)) = child.try_wait() {
+                *slot = None;
+                left -= 1;
+                if !status.success() && first_failure.is_none() {
+                    first_failure = Some((Ended { rank: rank as u32, status }, Instant::now()));
+                }
+            }
+        }
+        let expired = first_failure.as_ref().is_some_and(|(_, t)| t.elapsed() >= grace);
+        if left > 0 && limit.is_some_and(|l| start.elapsed() >= l) {
+            timed_out = true;
+        }
+        if left > 0 && (expired || timed_out) {
+            kill_all(&mut children);
+            left = 0;
+        } else {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+    for f in forwarders {
+        let _ = f.join();
+    }
+    if let Some((e, _)) = first_failure {
+        bail!("rank {} of {} failed: {}", e.rank, a.ranks, describe(e.status));
+    }
+    if timed_out {
+        bail!("the job did not finish within --timeout {} s; all ranks were killed", a.timeout);
+    }
+    Ok(())
+}
+
+fn kill_all(children: &mut [Option<Child>]) {
+    for child in children.iter_mut().flatten() {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    for c in children.iter_mut() {
+        *c = None;
+    }
+}
+
+fn describe(s: ExitStatus) -> String {
+    #[cfg(unix)]
+    {
+        use std::os::unix::process::ExitStatusExt;
+        if let Some(sig) = s.signal() {
+            let name = match sig {
+                6 => " (SIGABRT)",
+                9 => " (SIGKILL)",
+                11 => " (SIGSEGV)",
+                15 => " (SIGTERM)",
+                _ => "",
+            };
+            return format!("killed by signal {sig}{name}");
+        }
+    }
+    match s.code() {
+        Some(c) => format!("exit status {c}"),
+        None => s.to_string(),
+    }
+}
+
+/// Copies a rank's output to ours, each line prefixed with the rank, whole
+/// lines at a time so ranks never interleave within a line.
+fn forward(rank: u32, from: impl Read + Send + 'static, to_stderr: bool) -> JoinHandle<()> {
+    std::thread::spawn(move || {
+        let mut r = BufReader::new(from);
+        let mut line = Vec::new();
+        loop {
+            line.clear();
+            match r.read_until(b'\n', &mut line) {
+                Ok(0) | Err(_) => return,
+                Ok(_) => {
+                    if !line.ends_with(b"\n") {
+                        line.push(b'\n');
+                    }
+                    let mut out = Vec::with_capacity(line.len() + 8);
+                    out.extend_from_slice(format!("[{rank}] ").as_bytes());
+                    out.extend_from_slice(&line);
+                    let _ = if to_stderr {
+                        std::io::stderr().lock().write_all(&out)
+                    } else {
+                        std::io::stdout().lock().write_all(&out)
+                    };
+                }
+            }
+        }
+    })
+}
