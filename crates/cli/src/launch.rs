@@ -114,8 +114,11 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
             std::thread::sleep(Duration::from_millis(5));
         }
     }
-    for f in forwarders {
-        let _ = f.join();
+    // Output still buffered in the pipes comes through; a pipe held open
+    // by a killed rank's own child processes is not waited for.
+    let drain = Instant::now();
+    while forwarders.iter().any(|f| !f.is_finished()) && drain.elapsed() < Duration::from_secs(2) {
+        std::thread::sleep(Duration::from_millis(5));
     }
     if let Some((e, _)) = first_failure {
         bail!("rank {} of {} failed: {}", e.rank, a.ranks, describe(e.status));

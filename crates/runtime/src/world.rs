@@ -118,6 +118,7 @@ pub struct World {
     bootstrap: Option<JobBootstrap>,
     env: LaunchEnv,
     endpoints: Vec<Endpoint>,
+    peers: Vec<SocketAddr>,
     progress_reason: String,
     finalized: bool,
 }
@@ -182,7 +183,7 @@ pub fn init_with(opts: Options) -> Result<World, InitError> {
         }
         endpoints.push(Endpoint { node: NodeId(r), port: PortId(v[0]), gen: u32::from_be_bytes([v[1], v[2], v[3], v[4]]) });
     }
-    Ok(World { port, node, bootstrap: Some(boot), env, endpoints, progress_reason, finalized: false })
+    Ok(World { port, node, bootstrap: Some(boot), env, endpoints, peers, progress_reason, finalized: false })
 }
 
 impl World {
@@ -204,6 +205,11 @@ impl World {
     /// The port of `rank` (its node, port and incarnation).
     pub fn endpoint(&self, rank: u32) -> Endpoint {
         self.endpoints[rank as usize]
+    }
+
+    /// The UDP address of `rank`'s engine.
+    pub fn engine_addr(&self, rank: u32) -> SocketAddr {
+        self.peers[rank as usize]
     }
 
     /// This rank's port.

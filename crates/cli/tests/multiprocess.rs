@@ -1,0 +1,384 @@
+//! Real processes on loopback: `outboard run -n 4`, Open MPI's `mpirun`,
+//! and two network namespaces joined by a veth pair.
+//!
+//! The rank programs are this test binary itself: `rank_program` does
+//! nothing in an ordinary test run, and plays the scenario named by
+//! `OB_SCENARIO` when a launcher starts the binary as
+//! `<this test> rank_program --exact --nocapture`.
+
+use std::net::{TcpListener, UdpSocket};
+use std::path::PathBuf;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use outboard_engine::{
+    Command as EngineCommand, Completion, Engine, EngineConfig, Instant as EngineInstant, NodeId, OpError, OpId, PortId,
+    RecvMatch, VecMemory,
+};
+use outboard_host::HostError;
+
+const OUTBOARD: &str = env!("CARGO_BIN_EXE_outboard");
+
+// ---------------------------------------------------------------- ranks --
+
+#[test]
+fn rank_program() {
+    let Ok(scenario) = std::env::var("OB_SCENARIO") else { return };
+    let world = outboard_runtime::init().expect("init");
+    match scenario.as_str() {
+        "alltoall" => alltoall(world),
+        "rdma" => rdma(world),
+        "killed" => killed(world),
+        "malformed" => malformed(world),
+        other => panic!("unknown scenario {other}"),
+    }
+}
+
+fn payload(src: u32, dst: u32, i: u32, len: usize) -> Vec<u8> {
+    (0..len).map(|j| (j as u32).wrapping_mul(31) as u8 ^ (src * 7 + dst * 13 + i) as u8).collect()
+}
+
+/// Every rank sends three messages (small, one packet, many packets) to
+/// every other rank and checks all it receives.
+fn alltoall(mut world: outboard_runtime::World) {
+    let (me, n) = (world.rank(), world.size());
+    let sizes = [1usize, 3000, 100_000];
+    let mut recvs = Vec::new();
+    for src in (0..n).filter(|&s| s != me) {
+        let ep = world.endpoint(src);
+        for (i, &len) in sizes.iter().enumerate() {
+            let buf = world.port().buffer(len as u32).unwrap();
+            let tag = u64::from(src) << 8 | i as u64;
+            let r = world.port().start_recv(RecvMatch::from(ep.node, ep.port, tag), buf).unwrap();
+            recvs.push((src, i as u32, len, buf, r));
+        }
+    }
+    let mut sends = Vec::new();
+    for dst in (0..n).filter(|&d| d != me) {
+        let ep = world.endpoint(dst);
+        for (i, &len) in sizes.iter().enumerate() {
+            let buf = world.port().buffer_from(&payload(me, dst, i as u32, len)).unwrap();
+            sends.push(world.port().start_send(ep, u64::from(me) << 8 | i as u64, buf).unwrap());
+        }
+    }
+    for s in sends {
+        assert_eq!(world.port().wait(s).unwrap(), Completion::Sent);
+    }
+    for (src, i, len, buf, r) in recvs {
+        match world.port().wait(r).unwrap() {
+            Completion::Received { src: from, len: got, .. } => {
+                assert_eq!((from.node, got as usize), (NodeId(src), len));
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(world.port().read_buffer(buf).unwrap() == payload(src, me, i, len), "payload from {src} damaged");
+    }
+    println!("rank {me}: all {} messages intact ({:?})", (n - 1) * sizes.len() as u32, world.launcher());
+    world.finalize().unwrap();
+}
+
+/// Rank 0 exposes a region; the others write into it with the right key and
+/// are refused with a wrong one; the region holds only the good writes.
+fn rdma(mut world: outboard_runtime::World) {
+    let (me, n) = (world.rank(), world.size());
+    let root = world.endpoint(0);
+    let region = world.port().buffer(64 * n).unwrap();
+    if me == 0 {
+        let key = world.port().register(region).unwrap();
+        for r in 1..n {
+            let ep = world.endpoint(r);
+            world.port().send(ep, 1, &key.to_le_bytes()).unwrap();
+        }
+        for _ in 1..n {
+            world.port().recv(RecvMatch::tag(2), 8).unwrap();
+        }
+        let got = world.port().read_buffer(region).unwrap();
+        for r in 1..n {
+            assert!(got[64 * r as usize..][..64].iter().all(|&b| b == r as u8), "slice {r}");
+        }
+        assert!(got[..64].iter().all(|&b| b == 0), "the bad-key writes left memory untouched");
+        assert_eq!(world.stats().0.access_violations, u64::from(n - 1));
+        println!("rank 0: good writes landed, {} bad-key writes refused", n - 1);
+    } else {
+        let (_, _, k) = world.port().recv(RecvMatch::from(root.node, root.port, 1), 8).unwrap();
+        let key = u64::from_le_bytes(k.try_into().unwrap());
+        let src = world.port().buffer_from(&[me as u8; 64]).unwrap();
+        let w = world.port().start_write(root, key ^ 0xbad, 0, src).unwrap();
+        assert_eq!(world.port().wait(w), Err(HostError::Op(OpError::BadKey)));
+        let w = world.port().start_write(root, key, 64 * u64::from(me), src).unwrap();
+        assert_eq!(world.port().wait(w).unwrap(), Completion::Written);
+        world.port().send(root, 2, b"ok").unwrap();
+        println!("rank {me}: bad key refused, good key accepted");
+    }
+    world.finalize().unwrap();
+}
+
+/// The last rank kills itself with SIGKILL; every other rank has a send to
+/// it and a receive from it pending, and both must fail within the peer
+/// timeout.
+fn killed(mut world: outboard_runtime::World) {
+    let (me, n) = (world.rank(), world.size());
+    let victim = n - 1;
+    world.barrier().unwrap();
+    if me == victim {
+        let pid = std::process::id();
+        let _ = Command::new("sh").args(["-c", &format!("kill -9 {pid}")]).status();
+        std::thread::sleep(Duration::from_secs(60));
+        unreachable!("SIGKILL");
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    let ep = world.endpoint(victim);
+    let start = Instant::now();
+    let rbuf = world.port().buffer(16).unwrap();
+    let r = world.port().start_recv(RecvMatch::from(ep.node, ep.port, 9), rbuf).unwrap();
+    let sbuf = world.port().buffer_from(&[1; 100_000]).unwrap();
+    let s = world.port().start_send(ep, 9, sbuf).unwrap();
+    let send = world.port().wait(s);
+    let recv = world.port().wait(r);
+    let ms = start.elapsed().as_millis();
+    assert_eq!(send, Err(HostError::Op(OpError::PeerUnreachable(NodeId(victim)))));
+    assert_eq!(recv, Err(HostError::Op(OpError::PeerUnreachable(NodeId(victim)))));
+    println!("rank {me}: peer {victim} failed after {ms} ms: send and receive both report it unreachable");
+    // Leaving without finalize: the victim can never reach a fence.
+    drop(world);
+    std::process::exit(0);
+}
+
+/// Rank 0 fires junk (random bytes, truncated headers, another job's
+/// packets) at every other rank's engine before each real message; the
+/// receivers count exactly that junk and get every message.
+fn malformed(mut world: outboard_runtime::World) {
+    const ROUNDS: u32 = 30;
+    let (me, n) = (world.rank(), world.size());
+    if me == 0 {
+        let junk = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let mut seed = 0x9E37_79B9_7F4A_7C15u64;
+        let mut rnd = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        for i in 0..ROUNDS {
+            for r in 1..n {
+                let target = world.engine_addr(r);
+                let ep = world.endpoint(r);
+                let wrong_job = foreign_packet(ep);
+                let garbage: Vec<u8> = (0..1 + rnd() % 300).map(|_| rnd() as u8).collect();
+                junk.send_to(&garbage, target).unwrap();
+                junk.send_to(&wrong_job[..(rnd() as usize % 40)], target).unwrap();
+                junk.send_to(&wrong_job, target).unwrap();
+                world.port().send(ep, u64::from(i), &i.to_le_bytes()).unwrap();
+            }
+        }
+        println!("rank 0: sent {ROUNDS} messages and {} junk datagrams to each rank", 3 * ROUNDS);
+    } else {
+        let root = world.endpoint(0);
+        for i in 0..ROUNDS {
+            let (_, tag, data) = world.port().recv(RecvMatch::from(root.node, root.port, u64::from(i)), 8).unwrap();
+            assert_eq!((tag, data), (u64::from(i), i.to_le_bytes().to_vec()));
+        }
+        let (s, t) = world.stats();
+        assert_eq!(s.wrong_job, u64::from(ROUNDS), "{s:?}");
+        assert_eq!(s.malformed, 2 * u64::from(ROUNDS), "{s:?}");
+        assert_eq!(t.unknown_source, 3 * u64::from(ROUNDS), "{t:?}");
+        println!("rank {me}: {ROUNDS} messages intact; dropped {} malformed and {} wrong-job datagrams", s.malformed, s.wrong_job);
+    }
+    world.finalize().unwrap();
+}
+
+/// A well-formed packet of another job, addressed to `to`.
+fn foreign_packet(to: outboard_engine::Endpoint) -> Vec<u8> {
+    let t0 = EngineInstant::ZERO;
+    let mut e = Engine::new(EngineConfig::new(NodeId(0), 0x0bad_cafe, 1), VecMemory::new(), t0).unwrap();
+    e.open_port(t0, PortId(0)).unwrap();
+    let buf = e.dma_mut().alloc_with(b"not yours");
+    e.handle_command(t0, PortId(0), EngineCommand::Send { op: OpId(1), dest: to, tag: 0, buf }).unwrap();
+    let mut out = vec![0; 9000];
+    let t = e.poll_transmit(t0, &mut out).unwrap();
+    out.truncate(t.len);
+    out
+}
+
+// ---------------------------------------------------------------- tests --
+
+fn me() -> PathBuf {
+    std::env::current_exe().unwrap()
+}
+
+fn rank_args() -> [&'static str; 5] {
+    ["rank_program", "--exact", "--nocapture", "--test-threads=1", "-q"]
+}
+
+fn outboard_run(n: u32, scenario: &str, extra_env: &[(&str, &str)]) -> (Output, Duration) {
+    let start = Instant::now();
+    let mut c = Command::new(OUTBOARD);
+    c.args(["run", "-n", &n.to_string(), "--timeout", "120", "--"]).arg(me()).args(rank_args()).env("OB_SCENARIO", scenario);
+    for (k, v) in extra_env {
+        c.env(k, v);
+    }
+    let out = c.output().unwrap();
+    (out, start.elapsed())
+}
+
+fn text(o: &Output) -> (String, String) {
+    (String::from_utf8_lossy(&o.stdout).into_owned(), String::from_utf8_lossy(&o.stderr).into_owned())
+}
+
+#[test]
+fn tagged_messages_between_all_pairs_of_four_processes_arrive_intact() {
+    let (out, _) = outboard_run(4, "alltoall", &[]);
+    let (so, se) = text(&out);
+    assert!(out.status.success(), "stdout:\n{so}\nstderr:\n{se}");
+    for r in 0..4 {
+        assert!(so.contains(&format!("[{r}] rank {r}: all 9 messages intact (Outboard)")), "rank {r}:\n{so}\n{se}");
+    }
+}
+
+#[test]
+fn rdma_with_a_bad_key_is_refused_across_processes() {
+    let (out, _) = outboard_run(4, "rdma", &[]);
+    let (so, se) = text(&out);
+    assert!(out.status.success(), "stdout:\n{so}\nstderr:\n{se}");
+    assert!(so.contains("[0] rank 0: good writes landed, 3 bad-key writes refused"), "{so}\n{se}");
+}
+
+#[test]
+fn a_killed_rank_fails_its_peers_operations_in_time_and_the_launcher_names_it() {
+    let timeout_ms = 500;
+    let (out, took) = outboard_run(4, "killed", &[("OUTBOARD_PEER_TIMEOUT_MS", "500")]);
+    let (so, se) = text(&out);
+    assert!(!out.status.success(), "the job must fail:\n{so}\n{se}");
+    assert!(se.contains("rank 3 of 4 failed: killed by signal 9"), "stderr:\n{se}");
+    for r in 0..3 {
+        let line = so.lines().find(|l| l.starts_with(&format!("[{r}] rank {r}: peer 3 failed after"))).unwrap_or_else(|| panic!("rank {r}:\n{so}\n{se}"));
+        let ms: u64 = line.split("after ").nth(1).unwrap().split(' ').next().unwrap().parse().unwrap();
+        assert!(ms >= timeout_ms / 2 && ms < 4 * timeout_ms, "rank {r} noticed after {ms} ms (peer timeout {timeout_ms} ms)");
+    }
+    assert!(took < Duration::from_secs(30), "took {took:?}");
+}
+
+#[test]
+fn malformed_datagrams_are_counted_and_dropped_while_traffic_continues() {
+    let (out, _) = outboard_run(4, "malformed", &[]);
+    let (so, se) = text(&out);
+    assert!(out.status.success(), "stdout:\n{so}\nstderr:\n{se}");
+    for r in 1..4 {
+        assert!(so.contains(&format!("[{r}] rank {r}: 30 messages intact; dropped 60 malformed and 30 wrong-job")), "{so}\n{se}");
+    }
+}
+
+#[test]
+fn the_launcher_prefixes_output_and_kills_the_rest_after_a_failure() {
+    let start = Instant::now();
+    let out = Command::new(OUTBOARD)
+        .args(["run", "-n", "3", "--grace", "0.5", "--", "sh", "-c"])
+        .arg("echo hello from $OUTBOARD_RANK of $OUTBOARD_SIZE; [ $OUTBOARD_RANK = 1 ] && exit 3; sleep 60")
+        .output()
+        .unwrap();
+    let (so, se) = text(&out);
+    assert!(!out.status.success());
+    assert!(se.contains("rank 1 of 3 failed: exit status 3"), "{se}");
+    for r in 0..3 {
+        assert!(so.contains(&format!("[{r}] hello from {r} of 3")), "{so}");
+    }
+    assert!(start.elapsed() < Duration::from_secs(20), "the sleeping ranks were killed");
+    let bad = Command::new(OUTBOARD).args(["run", "-n", "2", "--", "/nonexistent/program"]).output().unwrap();
+    assert!(!bad.status.success());
+    assert!(text(&bad).1.contains("cannot start"), "{}", text(&bad).1);
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+#[test]
+fn two_ranks_bootstrap_under_open_mpi_mpirun() {
+    if Command::new("mpirun").arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status().is_err() {
+        println!("SKIPPED two_ranks_bootstrap_under_open_mpi_mpirun: mpirun not found (apt-get install -y openmpi-bin)");
+        return;
+    }
+    let rendezvous = format!("127.0.0.1:{}", free_port());
+    let out = Command::new("mpirun")
+        .args(["--allow-run-as-root", "--oversubscribe", "-np", "2", "-x", "OB_SCENARIO", "-x", "OUTBOARD_RENDEZVOUS"])
+        .arg(me())
+        .args(rank_args())
+        .env("OB_SCENARIO", "alltoall")
+        .env("OUTBOARD_RENDEZVOUS", &rendezvous)
+        // Open MPI refuses to start as root without these in some builds.
+        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        .output()
+        .unwrap();
+    let (so, se) = text(&out);
+    assert!(out.status.success(), "stdout:\n{so}\nstderr:\n{se}");
+    for r in 0..2 {
+        assert!(so.contains(&format!("rank {r}: all 3 messages intact (OpenMpi)")), "{so}\n{se}");
+    }
+}
+
+/// Removes the namespaces however the test ends.
+struct Netns(Vec<String>);
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        for ns in &self.0 {
+            let _ = Command::new("ip").args(["netns", "del", ns]).status();
+        }
+    }
+}
+
+fn ip(args: &[&str]) -> bool {
+    Command::new("ip").args(args).stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok_and(|s| s.success())
+}
+
+#[test]
+fn two_ranks_in_two_network_namespaces_talk_over_a_veth_pair() {
+    let id = std::process::id() % 10_000;
+    let (a, b) = (format!("obA{id}"), format!("obB{id}"));
+    if !ip(&["netns", "add", &a]) {
+        println!("SKIPPED two_ranks_in_two_network_namespaces_talk_over_a_veth_pair: cannot create network namespaces here (needs root and `ip netns`)");
+        return;
+    }
+    let _guard = Netns(vec![a.clone(), b.clone()]);
+    let (va, vb) = (format!("vA{id}"), format!("vB{id}"));
+    let setup: Vec<Vec<&str>> = vec![
+        vec!["netns", "add", &b],
+        vec!["link", "add", &va, "type", "veth", "peer", "name", &vb],
+        vec!["link", "set", &va, "netns", &a],
+        vec!["link", "set", &vb, "netns", &b],
+        vec!["-n", &a, "addr", "add", "10.231.0.1/24", "dev", &va],
+        vec!["-n", &b, "addr", "add", "10.231.0.2/24", "dev", &vb],
+        vec!["-n", &a, "link", "set", &va, "up"],
+        vec!["-n", &b, "link", "set", &vb, "up"],
+        vec!["-n", &a, "link", "set", "lo", "up"],
+        vec!["-n", &b, "link", "set", "lo", "up"],
+    ];
+    for cmd in &setup {
+        assert!(ip(cmd), "ip {}", cmd.join(" "));
+    }
+    // Hydra-style environment: rank 0 (in namespace A) serves the
+    // rendezvous on its veth address; rank 1 reaches it across the pair.
+    let spawn = |ns: &str, rank: u32| {
+        Command::new("ip")
+            .args(["netns", "exec", ns])
+            .arg(me())
+            .args(rank_args())
+            .env("OB_SCENARIO", "alltoall")
+            .env("PMI_RANK", rank.to_string())
+            .env("PMI_SIZE", "2")
+            .env("OUTBOARD_RENDEZVOUS", "10.231.0.1:29511")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let r0 = spawn(&a, 0);
+    let r1 = spawn(&b, 1);
+    let (o0, o1) = (r0.wait_with_output().unwrap(), r1.wait_with_output().unwrap());
+    for (r, o) in [(0, &o0), (1, &o1)] {
+        let (so, se) = text(o);
+        assert!(o.status.success(), "rank {r}:\n{so}\n{se}");
+        assert!(so.contains(&format!("rank {r}: all 3 messages intact (Hydra)")), "rank {r}:\n{so}\n{se}");
+    }
+}
