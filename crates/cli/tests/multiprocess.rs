@@ -19,6 +19,14 @@ use outboard_host::HostError;
 
 const OUTBOARD: &str = env!("CARGO_BIN_EXE_outboard");
 
+/// The jobs run one at a time: several 4-rank jobs at once on a 2-core
+/// machine would test the scheduler, not Outboard.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 // ---------------------------------------------------------------- ranks --
 
 #[test]
@@ -227,6 +235,7 @@ fn text(o: &Output) -> (String, String) {
 
 #[test]
 fn tagged_messages_between_all_pairs_of_four_processes_arrive_intact() {
+    let _serial = serial();
     let (out, _) = outboard_run(4, "alltoall", &[]);
     let (so, se) = text(&out);
     assert!(out.status.success(), "stdout:\n{so}\nstderr:\n{se}");
@@ -237,6 +246,7 @@ fn tagged_messages_between_all_pairs_of_four_processes_arrive_intact() {
 
 #[test]
 fn rdma_with_a_bad_key_is_refused_across_processes() {
+    let _serial = serial();
     let (out, _) = outboard_run(4, "rdma", &[]);
     let (so, se) = text(&out);
     assert!(out.status.success(), "stdout:\n{so}\nstderr:\n{se}");
@@ -245,6 +255,7 @@ fn rdma_with_a_bad_key_is_refused_across_processes() {
 
 #[test]
 fn a_killed_rank_fails_its_peers_operations_in_time_and_the_launcher_names_it() {
+    let _serial = serial();
     let timeout_ms = 500;
     let (out, took) = outboard_run(4, "killed", &[("OUTBOARD_PEER_TIMEOUT_MS", "500")]);
     let (so, se) = text(&out);
@@ -260,6 +271,7 @@ fn a_killed_rank_fails_its_peers_operations_in_time_and_the_launcher_names_it() 
 
 #[test]
 fn malformed_datagrams_are_counted_and_dropped_while_traffic_continues() {
+    let _serial = serial();
     let (out, _) = outboard_run(4, "malformed", &[]);
     let (so, se) = text(&out);
     assert!(out.status.success(), "stdout:\n{so}\nstderr:\n{se}");
@@ -270,6 +282,7 @@ fn malformed_datagrams_are_counted_and_dropped_while_traffic_continues() {
 
 #[test]
 fn the_launcher_prefixes_output_and_kills_the_rest_after_a_failure() {
+    let _serial = serial();
     let start = Instant::now();
     let out = Command::new(OUTBOARD)
         .args(["run", "-n", "3", "--grace", "0.5", "--", "sh", "-c"])
@@ -294,6 +307,7 @@ fn free_port() -> u16 {
 
 #[test]
 fn two_ranks_bootstrap_under_open_mpi_mpirun() {
+    let _serial = serial();
     if Command::new("mpirun").arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status().is_err() {
         println!("SKIPPED two_ranks_bootstrap_under_open_mpi_mpirun: mpirun not found (apt-get install -y openmpi-bin)");
         return;
@@ -334,6 +348,7 @@ fn ip(args: &[&str]) -> bool {
 
 #[test]
 fn two_ranks_in_two_network_namespaces_talk_over_a_veth_pair() {
+    let _serial = serial();
     let id = std::process::id() % 10_000;
     let (a, b) = (format!("obA{id}"), format!("obB{id}"));
     if !ip(&["netns", "add", &a]) {

@@ -245,7 +245,7 @@ fn engine_thread(shared: &NodeShared, mut poll: Poll) {
                     idle_turns = idle_turns.wrapping_add(1);
                     // On an oversubscribed machine let others run now and
                     // then; with a free core this costs well under 1 us.
-                    if idle_turns % 256 == 0 {
+                    if idle_turns % 16 == 0 {
                         std::thread::yield_now();
                     } else {
                         std::hint::spin_loop();
@@ -260,7 +260,11 @@ fn engine_thread(shared: &NodeShared, mut poll: Poll) {
                 let now = shared.clock.now();
                 let since = *idle_since.get_or_insert(now);
                 if now - since < spin {
-                    std::hint::spin_loop();
+                    // Yield rather than spin: this policy serves machines
+                    // with fewer cores than threads, where a spinning thread
+                    // keeps the one with work off the core for a whole
+                    // time slice.
+                    std::thread::yield_now();
                     continue;
                 }
                 block(shared, &mut poll, &mut events);

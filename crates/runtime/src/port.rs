@@ -166,7 +166,7 @@ impl PortIo for RtPort {
         self.idle_calls = self.idle_calls.wrapping_add(1);
         match self.node.progress {
             Progress::Dedicated => {
-                if self.idle_calls % 256 == 0 {
+                if self.idle_calls % 16 == 0 {
                     std::thread::yield_now();
                 } else {
                     std::hint::spin_loop();
@@ -176,7 +176,7 @@ impl PortIo for RtPort {
                 let now = self.node.clock.now();
                 let since = *self.idle_since.get_or_insert(now);
                 if now - since < spin {
-                    std::hint::spin_loop();
+                    std::thread::yield_now();
                 } else {
                     self.park();
                 }
