@@ -6,6 +6,7 @@ use clap::{Parser, Subcommand};
 mod bench;
 mod demo;
 mod launch;
+mod nicvm_cmd;
 mod sim_cmd;
 
 #[derive(Parser)]
@@ -30,6 +31,9 @@ enum Cmd {
     /// Measure the engine path beside bare UDP sockets.
     #[command(subcommand)]
     Bench(bench::BenchCmd),
+    /// Compile, verify, disassemble and run NICVM user modules.
+    #[command(subcommand)]
+    Nicvm(nicvm_cmd::NicvmCommand),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -38,5 +42,6 @@ fn main() -> anyhow::Result<()> {
         Cmd::Sim(a) => sim_cmd::run(a),
         Cmd::Run(a) => launch::run(a),
         Cmd::Bench(c) => bench::run(c),
+        Cmd::Nicvm(c) => nicvm_cmd::run(c),
     }
 }

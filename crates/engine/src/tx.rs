@@ -140,8 +140,18 @@ impl<D: Dma> Engine<D> {
         let h = self.header(ci, body.kind(), seq);
         let off = wire::emit_prefix(&h, &body, len as usize, buf).expect("fragment sized to the MTU");
         let end = off + len as usize;
-        if self.dma.read(port, src, &mut buf[off..end]).is_err() {
-            self.fail_op(key, OpError::DmaFault);
+        if len > 0 && self.dma.read(port, src, &mut buf[off..end]).is_err() {
+            let is_stream = matches!(self.ops.get(&key).map(|o| o.kind), Some(OutKind::Send { .. } | OutKind::Write { .. }));
+            if is_stream && offset == 0 {
+                // The receiver never saw this message: keep its stream
+                // position with a void placeholder so later messages are
+                // not held back.
+                self.give_up(key, OpError::DmaFault);
+                let now = self.now;
+                self.launch(now, key);
+            } else {
+                self.fail_op(key, OpError::DmaFault);
+            }
             return self.build_control(ci, seq, BodyRepr::Abort(abort), buf);
         }
         self.work.dma_read += u64::from(len);

@@ -162,3 +162,19 @@ fn messages_to_a_port_on_the_same_engine_are_delivered() {
     assert_eq!(e.result, Ok(Completion::Received { src: a, tag: 0, len: 4 }));
     assert_eq!(net.memory(a.node).bytes(r), b"loop");
 }
+
+#[test]
+fn a_send_whose_buffer_faults_fails_without_holding_back_the_next_message() {
+    let (mut net, a, b) = pair(LinkConfig::default(), 9);
+    let bad = HostBuf { addr: 0xdead_0000, len: 100 };
+    net.command(a.node, P0, Command::Send { op: OpId(1), dest: b, tag: 1, buf: bad }).unwrap();
+    let good = net.memory(a.node).alloc_with(b"next");
+    net.command(a.node, P0, Command::Send { op: OpId(2), dest: b, tag: 2, buf: good }).unwrap();
+    let r = net.memory(b.node).alloc(8);
+    net.command(b.node, P0, Command::Recv { op: OpId(1), matching: RecvMatch::any(), buf: r }).unwrap();
+    assert_eq!(wait_event(&mut net, b.node, OpId(1)).result, Ok(Completion::Received { src: a, tag: 2, len: 4 }));
+    net.run_until_quiet().unwrap();
+    let mut evs: Vec<_> = net.take_events(a.node).into_iter().map(|e| (e.op, e.result)).collect();
+    evs.sort_by_key(|e| e.0);
+    assert_eq!(evs, vec![(OpId(1), Err(OpError::DmaFault)), (OpId(2), Ok(Completion::Sent))]);
+}
