@@ -93,46 +93,29 @@ impl<D: Dma> Engine<D> {
             // new attempt: tell the receiver to drop what it has of it.
             return self.build_control(ci, seq, BodyRepr::Abort(abort), buf);
         };
+        let data = |total_len: u32, offset: u32, target: Target| {
+            BodyRepr::Data(wire::DataHeader {
+                src_port: op.port.0,
+                dst_port: op.dest.port.0,
+                src_gen: op.port_gen,
+                dst_gen: op.dest.gen,
+                msg_id: key,
+                stream_seq: op.stream_seq,
+                total_len,
+                offset,
+                target,
+            })
+        };
         let body = match op.kind {
-            OutKind::Send { tag } => BodyRepr::Data(wire::DataHeader {
-                src_port: op.port.0,
-                dst_port: op.dest.port.0,
-                src_gen: op.port_gen,
-                dst_gen: op.dest.gen,
-                msg_id: key,
-                stream_seq: op.stream_seq,
-                total_len: op.buf.len,
-                offset,
-                target: Target::Tagged { tag },
-            }),
-            OutKind::Write { key: rkey, offset: roff } => BodyRepr::Data(wire::DataHeader {
-                src_port: op.port.0,
-                dst_port: op.dest.port.0,
-                src_gen: op.port_gen,
-                dst_gen: op.dest.gen,
-                msg_id: key,
-                stream_seq: op.stream_seq,
-                total_len: op.buf.len,
-                offset,
-                target: Target::Rdma { key: rkey, offset: roff },
-            }),
+            OutKind::Send { tag } => data(op.buf.len, offset, Target::Tagged { tag }),
+            OutKind::Write { key: rkey, offset: roff } => data(op.buf.len, offset, Target::Rdma { key: rkey, offset: roff }),
+            OutKind::Void => data(0, 0, Target::Void),
             OutKind::Serve { requester_msg_id } => BodyRepr::ReadResponse(wire::ReadResponseHeader {
                 dst_port: op.dest.port.0,
                 dst_gen: op.dest.gen,
                 msg_id: requester_msg_id,
                 total_len: op.buf.len,
                 offset,
-            }),
-            OutKind::Void => BodyRepr::Data(wire::DataHeader {
-                src_port: op.port.0,
-                dst_port: op.dest.port.0,
-                src_gen: op.port_gen,
-                dst_gen: op.dest.gen,
-                msg_id: key,
-                stream_seq: op.stream_seq,
-                total_len: 0,
-                offset: 0,
-                target: Target::Void,
             }),
             OutKind::Read { .. } => unreachable!("reads queue a control record, not fragments"),
         };
