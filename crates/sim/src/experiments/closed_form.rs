@@ -20,7 +20,7 @@ use std::rc::Rc;
 use outboard_engine::{Endpoint, NodeId, PortId, RecvMatch};
 use outboard_host::HostError;
 
-use super::{ExperimentError, Outcome, Params, Row, Shared, XAxis};
+use super::{FirstError, ExperimentError, Outcome, Params, Row, Shared, XAxis};
 use crate::profile::Profile;
 use crate::sim::{RunReport, Simulation};
 use crate::time::Time;
@@ -39,7 +39,7 @@ pub fn point_to_point(profile: &Profile, k: u32, size: u32, seed: u64) -> Result
     }
     let mut sim = Simulation::with_config(profile, k + 1, seed, |c| c.max_ports = 1)?;
     let done: Shared<Vec<Time>> = Rc::new(RefCell::new(Vec::new()));
-    let err: Shared<Option<HostError>> = Rc::new(RefCell::new(None));
+    let err = FirstError::default();
     {
         let err = err.clone();
         sim.spawn(0, move |p| async move {
@@ -56,9 +56,7 @@ pub fn point_to_point(profile: &Profile, k: u32, size: u32, seed: u64) -> Result
                 Ok(())
             }
             .await;
-            if let Err(e) = r {
-                err.borrow_mut().get_or_insert(e);
-            }
+            err.record(r);
         });
     }
     for d in 1..=k {
@@ -73,15 +71,11 @@ pub fn point_to_point(profile: &Profile, k: u32, size: u32, seed: u64) -> Result
                 Ok(())
             }
             .await;
-            if let Err(e) = r {
-                err.borrow_mut().get_or_insert(e);
-            }
+            err.record(r);
         });
     }
     let report = sim.run()?;
-    if let Some(e) = err.borrow_mut().take() {
-        return Err(e.into());
-    }
+    err.check()?;
     let last = done.borrow().iter().copied().max().unwrap_or(Time::ZERO);
     Ok((last.as_us(), report))
 }

@@ -18,7 +18,7 @@ use outboard_engine::{NodeId, PortId, RecvMatch};
 use outboard_host::HostError;
 
 use super::closed_form::first_port;
-use super::{ExperimentError, Outcome, Params, Row, Shared, XAxis};
+use super::{FirstError, ExperimentError, Outcome, Params, Row, Shared, XAxis};
 use crate::profile::Profile;
 use crate::sim::{RunReport, Simulation};
 use crate::time::Time;
@@ -44,7 +44,7 @@ pub fn exchange(
     let iters = iters.max(1);
     let mut sim = Simulation::with_config(profile, n, seed, |c| c.max_ports = 1)?;
     let finish: Shared<Time> = Rc::new(RefCell::new(Time::ZERO));
-    let err: Shared<Option<HostError>> = Rc::new(RefCell::new(None));
+    let err = FirstError::default();
     let r = rounds(n);
     for me in 0..n {
         let (finish, err) = (finish.clone(), err.clone());
@@ -80,15 +80,11 @@ pub fn exchange(
                 Ok(())
             }
             .await;
-            if let Err(e) = res {
-                err.borrow_mut().get_or_insert(e);
-            }
+            err.record(res);
         });
     }
     let report = sim.run()?;
-    if let Some(e) = err.borrow_mut().take() {
-        return Err(e.into());
-    }
+    err.check()?;
     let t = *finish.borrow();
     Ok((t.as_us() / f64::from(iters), report))
 }

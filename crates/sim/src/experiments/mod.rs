@@ -39,6 +39,28 @@ pub enum ExperimentError {
     NotYet(&'static str, &'static str),
 }
 
+/// The first host-library error of any simulated process in a run: processes
+/// record their result, the experiment checks once the simulation is over.
+#[derive(Clone, Default)]
+pub(crate) struct FirstError(Shared<Option<outboard_host::HostError>>);
+
+impl FirstError {
+    /// Keeps `r`'s error unless an earlier one is already kept.
+    pub(crate) fn record(&self, r: Result<(), outboard_host::HostError>) {
+        if let Err(e) = r {
+            self.0.borrow_mut().get_or_insert(e);
+        }
+    }
+
+    /// The kept error, if any.
+    pub(crate) fn check(&self) -> Result<(), ExperimentError> {
+        match self.0.borrow_mut().take() {
+            Some(e) => Err(e.into()),
+            None => Ok(()),
+        }
+    }
+}
+
 /// What to run.
 #[derive(Debug, Clone)]
 pub struct Params {

@@ -12,7 +12,7 @@ use outboard_engine::RecvMatch;
 use outboard_host::HostError;
 
 use super::closed_form::first_port;
-use super::{ExperimentError, Outcome, Params, Row, Shared, XAxis};
+use super::{FirstError, ExperimentError, Outcome, Params, Row, Shared, XAxis};
 use crate::profile::Profile;
 use crate::sim::Simulation;
 use crate::time::Time;
@@ -26,7 +26,7 @@ pub fn one_way(profile: &Profile, size: u32, iters: u32, seed: u64) -> Result<f6
         c.max_message = c.max_message.max(size);
     })?;
     let end: Shared<Time> = Rc::new(RefCell::new(Time::ZERO));
-    let err: Shared<Option<HostError>> = Rc::new(RefCell::new(None));
+    let err = FirstError::default();
     for me in 0..2u32 {
         let (end, err) = (end.clone(), err.clone());
         sim.spawn(me, move |p| async move {
@@ -55,15 +55,11 @@ pub fn one_way(profile: &Profile, size: u32, iters: u32, seed: u64) -> Result<f6
                 Ok(())
             }
             .await;
-            if let Err(e) = r {
-                err.borrow_mut().get_or_insert(e);
-            }
+            err.record(r);
         });
     }
     sim.run()?;
-    if let Some(e) = err.borrow_mut().take() {
-        return Err(e.into());
-    }
+    err.check()?;
     let t = *end.borrow();
     Ok(t.as_us() / (2.0 * f64::from(iters)))
 }
