@@ -2,6 +2,7 @@
 
 use thiserror::Error;
 
+use crate::coll::{CollError, GroupId, Reduction, ScheduleId};
 use crate::{Endpoint, HostBuf, NodeId, OpId, PortId, RecvMatch};
 
 /// Work a port hands its engine (GM's send and receive tokens). Each command
@@ -84,6 +85,59 @@ pub enum Command {
         /// The operation to cancel.
         target: OpId,
     },
+    /// Install a group at this port: `members` holds the member list in
+    /// rank order ([`crate::encode_members`]); the entry at `rank` must be
+    /// this port. Completes with [`Completion::GroupCreated`]. Packets of
+    /// the group that arrived earlier are kept and used.
+    CreateGroup {
+        /// Operation name.
+        op: OpId,
+        /// The members' agreed identifier.
+        group: GroupId,
+        /// This port's rank.
+        rank: u32,
+        /// The encoded member list in host memory.
+        members: HostBuf,
+    },
+    /// Remove a group with no collective under way.
+    DestroyGroup {
+        /// Operation name.
+        op: OpId,
+        /// The group.
+        group: GroupId,
+    },
+    /// Install (or replace) schedule `schedule` of a group: `buf` holds
+    /// [`crate::Schedule::encode`]'s bytes, checked against the group.
+    SetSchedule {
+        /// Operation name.
+        op: OpId,
+        /// The group.
+        group: GroupId,
+        /// The schedule's number.
+        schedule: ScheduleId,
+        /// The encoded schedule in host memory.
+        buf: HostBuf,
+    },
+    /// Run the group's next collective with `schedule`: the value starts as
+    /// `send`'s bytes (read once), is sent and folded step by step in the
+    /// engine, and is written to `recv` at the end (nothing is written when
+    /// `recv` is empty). `reduction` says how `Combine` steps fold. Uses a
+    /// send token; completes with [`Completion::Collective`], in the order
+    /// the group's collectives were started.
+    Collective {
+        /// Operation name.
+        op: OpId,
+        /// The group.
+        group: GroupId,
+        /// Which of its schedules.
+        schedule: ScheduleId,
+        /// How contributions combine (reductions).
+        reduction: Option<Reduction>,
+        /// This member's contribution (or broadcast data at the root).
+        send: HostBuf,
+        /// Where the result goes.
+        recv: HostBuf,
+    },
 }
 
 impl Command {
@@ -96,7 +150,11 @@ impl Command {
             | Command::Deregister { op, .. }
             | Command::RdmaWrite { op, .. }
             | Command::RdmaRead { op, .. }
-            | Command::Cancel { op, .. } => op,
+            | Command::Cancel { op, .. }
+            | Command::CreateGroup { op, .. }
+            | Command::DestroyGroup { op, .. }
+            | Command::SetSchedule { op, .. }
+            | Command::Collective { op, .. } => op,
         }
     }
 }
@@ -140,6 +198,19 @@ pub enum Completion {
     Read,
     /// The cancel took effect.
     Cancelled,
+    /// The group is installed.
+    GroupCreated,
+    /// The group is removed.
+    GroupDestroyed,
+    /// The schedule is installed.
+    ScheduleSet,
+    /// The collective finished at this member; its result is in `recv`.
+    Collective {
+        /// The epoch it ran as (the group's count of earlier collectives).
+        epoch: u32,
+        /// Bytes written to `recv`.
+        len: u32,
+    },
 }
 
 /// Why an accepted operation failed.
@@ -192,6 +263,9 @@ pub enum OpError {
     /// Deregister: no region with that key on this port.
     #[error("no region with that key")]
     NoSuchRegion,
+    /// A group, schedule or collective failed.
+    #[error("collective: {0}")]
+    Collective(#[from] CollError),
 }
 
 /// Why a command was refused on the spot (nothing was consumed; no event

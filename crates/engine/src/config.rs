@@ -48,6 +48,11 @@ pub struct EngineConfig {
     pub unexpected_bytes: usize,
     /// Largest message or RDMA transfer accepted, in bytes.
     pub max_message: u32,
+    /// Bytes of engine memory for collective packets that arrived before
+    /// their collective started (each counts its payload plus 32 bytes of
+    /// bookkeeping, so barrier signals are bounded too); beyond it, senders
+    /// are told to retry.
+    pub coll_unexpected_bytes: usize,
 }
 
 impl EngineConfig {
@@ -69,6 +74,7 @@ impl EngineConfig {
             retry_timeout: Duration::from_secs(30),
             unexpected_bytes: 16 << 20,
             max_message: 64 << 20,
+            coll_unexpected_bytes: 1 << 20,
         }
     }
 

@@ -48,6 +48,15 @@ pub(crate) enum TxRecord {
     },
     /// A small control packet, kept whole.
     Control(wire::BodyRepr),
+    /// A collective packet; its payload lives in the engine's collective
+    /// state. If that attempt is gone by transmission time, a `Nop` keeps
+    /// the sequence number.
+    Coll {
+        /// The collective packet key.
+        key: u32,
+        /// Which attempt.
+        attempt: u32,
+    },
 }
 
 impl TxRecord {

@@ -116,6 +116,8 @@ pub struct Engine<D: Dma> {
     pub(crate) work: Work,
     pub(crate) region_counter: u64,
     pub(crate) now: Instant,
+    /// Groups, running collectives, their packets.
+    pub(crate) coll: crate::coll::run::CollState,
 }
 
 impl<D: Dma> Engine<D> {
@@ -140,6 +142,7 @@ impl<D: Dma> Engine<D> {
             work: Work::default(),
             region_counter: 0,
             now,
+            coll: Default::default(),
         })
     }
 
@@ -222,6 +225,7 @@ impl<D: Dma> Engine<D> {
             self.mark_ready(i);
         }
         self.inbound.retain(|_, m| m.port != port);
+        self.coll_port_closed(port);
     }
 
     /// Handles one command from `port`. On `Ok`, exactly one [`Event`] for
@@ -271,6 +275,32 @@ impl<D: Dma> Engine<D> {
             Command::Cancel { op, target } => {
                 let result = self.cancel(port, gen, target);
                 self.events.push_back(Event { port, op, result });
+                Ok(())
+            }
+            Command::CreateGroup { op, group, rank, members } => {
+                let result = self.coll_create_group(port, gen, group, rank, members);
+                self.events.push_back(Event { port, op, result });
+                Ok(())
+            }
+            Command::DestroyGroup { op, group } => {
+                let result = self.coll_destroy_group(port, group);
+                self.events.push_back(Event { port, op, result });
+                Ok(())
+            }
+            Command::SetSchedule { op, group, schedule, buf } => {
+                let result = self.coll_set_schedule(port, group, schedule, buf);
+                self.events.push_back(Event { port, op, result });
+                Ok(())
+            }
+            Command::Collective { op, group, schedule, reduction, send, recv } => {
+                let p = &mut self.ports[pi];
+                if p.send_tokens == 0 {
+                    return Err(CommandError::NoSendToken);
+                }
+                p.send_tokens -= 1;
+                if let Err(e) = self.coll_start(now, port, op, group, schedule, reduction, send, recv) {
+                    self.complete(port, gen, op, Err(e), false);
+                }
                 Ok(())
             }
         }
@@ -332,8 +362,9 @@ impl<D: Dma> Engine<D> {
 
     pub(crate) fn alloc_key(&mut self) -> u32 {
         loop {
+            // Keys with the top bit are collective packets'.
             let k = self.next_key;
-            self.next_key = self.next_key.wrapping_add(1).max(1);
+            self.next_key = (self.next_key.wrapping_add(1) & !crate::coll::run::COLL_KEY_BIT).max(1);
             if !self.ops.contains_key(&k) {
                 return k;
             }
@@ -537,7 +568,7 @@ impl<D: Dma> Engine<D> {
     pub fn poll_timeout(&self) -> Option<Instant> {
         let conns = self.conns.iter().filter_map(|c| c.deadline());
         let retries = self.parked.iter().filter_map(|k| self.ops.get(k).and_then(|o| o.retry_at));
-        conns.chain(retries).min()
+        conns.chain(retries).chain(self.coll_deadline()).min()
     }
 
     /// Handles timers due at `now`: retransmissions, dead peers, retries of
@@ -555,6 +586,7 @@ impl<D: Dma> Engine<D> {
                 TimerVerdict::PeerDead => self.peer_failed(ci, now, false),
             }
         }
+        self.coll_retry_due(now);
         let due: Vec<u32> = self
             .parked
             .iter()
@@ -599,6 +631,7 @@ impl<D: Dma> Engine<D> {
         for k in keys {
             self.fail_op(k, OpError::PeerUnreachable(node));
         }
+        self.coll_peer_failed(node);
         // Partly received messages from it will never complete.
         let partial: Vec<(NodeId, u32)> = self.inbound.keys().filter(|(n, _)| *n == node).copied().collect();
         for key in partial {
@@ -648,7 +681,10 @@ impl<D: Dma> Engine<D> {
     /// True when nothing is queued, unacknowledged or under way: no
     /// outgoing operation, no partial message, nothing to transmit.
     pub fn is_quiet(&self) -> bool {
-        self.ops.is_empty() && self.inbound.is_empty() && self.conns.iter().all(|c| c.dead || c.is_quiet())
+        self.ops.is_empty()
+            && self.inbound.is_empty()
+            && self.coll_is_quiet()
+            && self.conns.iter().all(|c| c.dead || c.is_quiet())
     }
 
     /// Number of outgoing operations under way (for tests and diagnostics).

@@ -19,11 +19,16 @@
 //! - refusal and retry: a message for a port that is not open yet, or that
 //!   finds no buffer, is refused and retried by its sender in stream order.
 //!
+//! - collectives (barrier, reduction, broadcast) run by the engines among
+//!   themselves from schedules the hosts install, with unexpected packets
+//!   kept in a bounded pool (module `coll`).
+//!
 //! Host memory is reached only through the [`Dma`] trait.
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
 mod api;
+mod coll;
 mod config;
 mod conn;
 mod dma;
@@ -36,6 +41,10 @@ mod time;
 mod tx;
 
 pub use api::{Command, CommandError, Completion, ConfigError, Event, OpError, OpenError, Transmit};
+pub use coll::{
+    decode_members, encode_members, CollError, Datatype, Fold, GroupId, ReduceOp, Reduction, Schedule, ScheduleId, Step,
+    MAX_FANOUT, MAX_STEPS, MEMBER_LEN,
+};
 pub use config::EngineConfig;
 pub use dma::{Dma, DmaFault, VecMemory};
 pub use engine::Engine;

@@ -83,6 +83,11 @@ impl<D: Dma> Engine<D> {
     fn confirm_upto(&mut self, ci: usize, upto: wire::Seq) {
         let done: Vec<TxRecord> = self.conns[ci].pop_confirmed(upto).collect();
         for rec in done {
+            if let TxRecord::Coll { key, attempt } = rec {
+                let now = self.now;
+                self.on_coll_confirmed(now, key, attempt);
+                continue;
+            }
             if let TxRecord::Fragment { key, attempt, offset, len, .. } = rec {
                 let Some(op) = self.ops.get(&key) else { continue };
                 if op.attempt != attempt || op.retry_at.is_some() {
@@ -99,7 +104,9 @@ impl<D: Dma> Engine<D> {
         match body {
             Body::Ack | Body::Nop => {}
             Body::Data(h, payload) => self.on_data(now, from, h, payload),
+            Body::Reject(r) if r.msg_id & crate::coll::run::COLL_KEY_BIT != 0 => self.on_coll_reject(now, from, r),
             Body::Reject(r) => self.on_reject(now, from, r),
+            Body::Coll(h, payload) => self.on_coll(now, from, h, payload),
             Body::ReadRequest(r) => self.on_read_request(now, from, r),
             Body::ReadResponse(h, payload) => self.on_read_response(from, h, payload),
             Body::Abort(a) => match a.what {
@@ -119,7 +126,7 @@ impl<D: Dma> Engine<D> {
     }
 
     /// Queues a refusal of message `msg_id` back to its sender.
-    fn reject(&mut self, now: Instant, to: NodeId, port: u8, gen: u32, msg_id: u32, reason: RejectReason) {
+    pub(crate) fn reject(&mut self, now: Instant, to: NodeId, port: u8, gen: u32, msg_id: u32, reason: RejectReason) {
         match reason {
             RejectReason::NotReady => self.stats.rejected_not_ready += 1,
             RejectReason::Stale | RejectReason::NoSuchPort => self.stats.rejected_port += 1,
@@ -132,7 +139,7 @@ impl<D: Dma> Engine<D> {
     }
 
     /// Port admission shared by messages and read requests.
-    fn admit_port(&self, port: u8, gen: u32) -> Result<(), RejectReason> {
+    pub(crate) fn admit_port(&self, port: u8, gen: u32) -> Result<(), RejectReason> {
         match self.ports.get(usize::from(port)) {
             None => Err(RejectReason::NoSuchPort),
             Some(p) => match p.admit(gen) {

@@ -32,6 +32,12 @@ pub struct Stats {
     pub peers_failed: u64,
     /// Messages that arrived before a matching receive.
     pub unexpected: u64,
+    /// Collective packets that arrived before their collective started.
+    pub coll_unexpected: u64,
+    /// Collective packets refused because the unexpected pool was full.
+    pub coll_refused: u64,
+    /// Collective packets no schedule step expected (dropped).
+    pub coll_unmatched: u64,
 }
 
 /// Work done since the last [`crate::Engine::take_work`]: what the simulator
@@ -54,4 +60,9 @@ pub struct Work {
     pub commands: u64,
     /// Timer expiries handled.
     pub timers: u64,
+    /// Integer elements combined by reductions.
+    pub combine_int: u64,
+    /// Floating-point elements combined by reductions (the papers' NICs had
+    /// no FPU, so these cost more there).
+    pub combine_float: u64,
 }

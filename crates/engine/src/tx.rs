@@ -81,11 +81,24 @@ impl<D: Dma> Engine<D> {
         off
     }
 
+    fn build_coll(&mut self, ci: usize, seq: wire::Seq, key: u32, attempt: u32, buf: &mut [u8]) -> usize {
+        let Some((body, data)) = self.coll_body(key, attempt) else {
+            return self.build_control(ci, seq, BodyRepr::Nop, buf);
+        };
+        let h = self.header(ci, body.kind(), seq);
+        let off = wire::emit_prefix(&h, &body, data.len(), buf).expect("contribution sized to the MTU");
+        let end = off + data.len();
+        buf[off..end].copy_from_slice(&data);
+        wire::seal(&mut buf[..end]);
+        end
+    }
+
     /// Builds the datagram for record `rec` numbered `seq`.
     fn build(&mut self, ci: usize, seq: wire::Seq, rec: TxRecord, buf: &mut [u8]) -> usize {
         let (key, attempt, offset, len, abort) = match rec {
             TxRecord::Control(body) => return self.build_control(ci, seq, body, buf),
             TxRecord::Fragment { key, attempt, offset, len, abort } => (key, attempt, offset, len, abort),
+            TxRecord::Coll { key, attempt } => return self.build_coll(ci, seq, key, attempt, buf),
         };
         let live = self.ops.get(&key).filter(|o| o.attempt == attempt && o.retry_at.is_none());
         let Some(op) = live else {

@@ -122,6 +122,8 @@ impl PortIo for RtPort {
                 }
                 Some(Token::Send)
             }
+            Command::Collective { .. } if self.sends >= cfg.send_tokens => return Err(CommandError::NoSendToken),
+            Command::Collective { .. } => Some(Token::Send),
             Command::Recv { .. } if self.recvs >= cfg.recv_tokens => return Err(CommandError::NoRecvToken),
             Command::Recv { .. } => Some(Token::Recv),
             _ => None,

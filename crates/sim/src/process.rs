@@ -360,9 +360,15 @@ impl PortIo for SimIo {
                     (Token::Send, c.host_send)
                 }
                 Command::Recv { .. } => (Token::Recv, c.host_post_recv),
-                Command::Register { .. } | Command::Deregister { .. } | Command::Cancel { .. } => {
-                    (Token::None, c.host_event)
-                }
+                // Starting an offloaded collective is one descriptor, like a
+                // send without data to copy.
+                Command::Collective { .. } => (Token::Send, c.host_send),
+                Command::Register { .. }
+                | Command::Deregister { .. }
+                | Command::Cancel { .. }
+                | Command::CreateGroup { .. }
+                | Command::DestroyGroup { .. }
+                | Command::SetSchedule { .. } => (Token::None, c.host_event),
             };
             match token {
                 Token::Send if self.send_free == 0 => return Err(CommandError::NoSendToken),

@@ -149,6 +149,39 @@ pub struct Abort {
     pub msg_id: u32,
 }
 
+/// The fixed part of a [`Kind::Coll`] body: one packet of a collective
+/// operation. The receiving engine files it under (group, epoch) at the
+/// destination port incarnation, whether or not its host has started that
+/// collective yet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct CollHeader {
+    /// Sending port.
+    pub src_port: u8,
+    /// Receiving port.
+    pub dst_port: u8,
+    /// Incarnation of the sending port.
+    pub src_gen: u32,
+    /// Incarnation of the receiving port; never delivered to another.
+    pub dst_gen: u32,
+    /// The sender's identifier, echoed in a [`Reject`].
+    pub msg_id: u32,
+    /// The group (communicator) identifier, agreed by its members.
+    pub group: u64,
+    /// Which collective of the group: the members' count of collectives
+    /// started on it before this one.
+    pub epoch: u32,
+    /// The ordinal of this packet among those the sender sends to this
+    /// receiver in this collective: the receiver matches it to its own
+    /// schedule by (source rank, round), whatever order packets arrive in.
+    pub round: u16,
+    /// The sender's rank in the group.
+    pub src_rank: u32,
+    /// Length of the whole contribution.
+    pub total_len: u32,
+    /// Offset of this packet's bytes in it.
+    pub offset: u32,
+}
+
 /// A parsed body, borrowing its payload.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Body<'a> {
@@ -166,6 +199,8 @@ pub enum Body<'a> {
     ReadResponse(ReadResponseHeader, &'a [u8]),
     /// A message or read response given up.
     Abort(Abort),
+    /// A collective packet and its bytes.
+    Coll(CollHeader, &'a [u8]),
 }
 
 /// The fixed part of a body, without payload: what the sender writes before
@@ -186,6 +221,8 @@ pub enum BodyRepr {
     ReadResponse(ReadResponseHeader),
     /// See [`Kind::Abort`].
     Abort(Abort),
+    /// See [`Kind::Coll`].
+    Coll(CollHeader),
 }
 
 const DATA_LEN: usize = DATA_FIXED_LEN;
@@ -198,6 +235,8 @@ pub const DATA_FIXED_LEN: usize = 44;
 /// Bytes of a [`Kind::ReadResponse`] body before its payload.
 pub const READ_RESPONSE_FIXED_LEN: usize = 20;
 const ABORT_LEN: usize = 8;
+/// Bytes of a [`Kind::Coll`] body before its payload.
+pub const COLL_FIXED_LEN: usize = 40;
 
 const TARGET_TAGGED: u8 = 0;
 const TARGET_RDMA: u8 = 1;
@@ -295,6 +334,25 @@ impl<'a> Body<'a> {
                 };
                 Body::Abort(Abort { what, msg_id: be32(b, 4..8) })
             }
+            Kind::Coll => {
+                need(COLL_FIXED_LEN)?;
+                let h = CollHeader {
+                    src_port: b[0],
+                    dst_port: b[1],
+                    round: u16::from_be_bytes([b[2], b[3]]),
+                    src_gen: be32(b, 4..8),
+                    dst_gen: be32(b, 8..12),
+                    msg_id: be32(b, 12..16),
+                    group: be64(b, 16..24),
+                    epoch: be32(b, 24..28),
+                    src_rank: be32(b, 28..32),
+                    total_len: be32(b, 32..36),
+                    offset: be32(b, 36..40),
+                };
+                let payload = &b[COLL_FIXED_LEN..];
+                check_fragment("coll", h.offset, payload.len(), h.total_len)?;
+                Body::Coll(h, payload)
+            }
         })
     }
 
@@ -308,13 +366,14 @@ impl<'a> Body<'a> {
             Body::ReadRequest(r) => BodyRepr::ReadRequest(r),
             Body::ReadResponse(h, _) => BodyRepr::ReadResponse(h),
             Body::Abort(a) => BodyRepr::Abort(a),
+            Body::Coll(h, _) => BodyRepr::Coll(h),
         }
     }
 
     /// The payload bytes (empty for kinds without payload).
     pub fn payload(&self) -> &'a [u8] {
         match *self {
-            Body::Data(_, p) | Body::ReadResponse(_, p) => p,
+            Body::Data(_, p) | Body::ReadResponse(_, p) | Body::Coll(_, p) => p,
             _ => &[],
         }
     }
@@ -344,6 +403,7 @@ impl BodyRepr {
             BodyRepr::ReadRequest(_) => Kind::ReadRequest,
             BodyRepr::ReadResponse(_) => Kind::ReadResponse,
             BodyRepr::Abort(_) => Kind::Abort,
+            BodyRepr::Coll(_) => Kind::Coll,
         }
     }
 
@@ -356,6 +416,7 @@ impl BodyRepr {
             BodyRepr::ReadRequest(_) => READ_REQUEST_LEN,
             BodyRepr::ReadResponse(_) => READ_RESPONSE_LEN,
             BodyRepr::Abort(_) => ABORT_LEN,
+            BodyRepr::Coll(_) => COLL_FIXED_LEN,
         }
     }
 
@@ -421,6 +482,19 @@ impl BodyRepr {
                 b[0] = a.what as u8;
                 b[1..4].copy_from_slice(&[0; 3]);
                 b[4..8].copy_from_slice(&a.msg_id.to_be_bytes());
+            }
+            BodyRepr::Coll(h) => {
+                b[0] = h.src_port;
+                b[1] = h.dst_port;
+                b[2..4].copy_from_slice(&h.round.to_be_bytes());
+                b[4..8].copy_from_slice(&h.src_gen.to_be_bytes());
+                b[8..12].copy_from_slice(&h.dst_gen.to_be_bytes());
+                b[12..16].copy_from_slice(&h.msg_id.to_be_bytes());
+                b[16..24].copy_from_slice(&h.group.to_be_bytes());
+                b[24..28].copy_from_slice(&h.epoch.to_be_bytes());
+                b[28..32].copy_from_slice(&h.src_rank.to_be_bytes());
+                b[32..36].copy_from_slice(&h.total_len.to_be_bytes());
+                b[36..40].copy_from_slice(&h.offset.to_be_bytes());
             }
         }
     }

@@ -46,6 +46,10 @@ pub enum Kind {
     /// closed, or the message was rejected and is being retried): the
     /// receiver drops what it holds of it.
     Abort = 7,
+    /// A collective-operation packet between two engines: a barrier
+    /// notification, a reduction contribution or broadcast data, addressed
+    /// by (group, epoch, source rank, round).
+    Coll = 8,
 }
 
 impl Kind {
@@ -58,6 +62,7 @@ impl Kind {
             5 => Kind::ReadRequest,
             6 => Kind::ReadResponse,
             7 => Kind::Abort,
+            8 => Kind::Coll,
             found => return Err(WireError::UnknownKind { found }),
         })
     }
@@ -78,6 +83,7 @@ impl Kind {
             Kind::ReadRequest => "read-request",
             Kind::ReadResponse => "read-response",
             Kind::Abort => "abort",
+            Kind::Coll => "coll",
         }
     }
 }

@@ -1,0 +1,87 @@
+//! Collective operations offloaded to the engine: groups, schedules, and
+//! the per-packet machinery that runs them (dissertation chapters 3 and 4).
+//!
+//! - A **group** is an ordered list of port incarnations (an MPI
+//!   communicator) installed at each member's engine, with this member's
+//!   rank. Its identifier is agreed by the members (the host library
+//!   allocates it); packets name it.
+//! - A **schedule** ([`Schedule`]) is one member's list of steps, computed
+//!   by the host and installed once per group; collectives name it.
+//! - Each collective started on a group takes the group's next **epoch**.
+//!   Every member starts the group's collectives in the same order, so an
+//!   epoch names the same operation everywhere, and consecutive or
+//!   concurrent collectives never mix.
+//! - Packets that arrive before their host started the collective (the
+//!   dissertation's *unexpected* barrier messages, 3.2.1, and early
+//!   reduction contributions, 4.2.1) are kept in a bounded pool; when it is
+//!   full the sender is refused and retries later.
+
+mod members;
+mod reduce;
+pub(crate) mod run;
+mod schedule;
+
+use thiserror::Error;
+
+pub use members::{decode_members, encode_members, MEMBER_LEN};
+pub use reduce::{Datatype, ReduceOp, Reduction};
+pub use schedule::{Fold, Schedule, Step, MAX_FANOUT, MAX_STEPS};
+
+/// A group's identifier, agreed by its members (unique among the groups a
+/// port belongs to).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct GroupId(pub u64);
+
+/// A schedule's number inside its group.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ScheduleId(pub u16);
+
+/// Why a group, schedule or collective command failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
+pub enum CollError {
+    /// A member list or schedule in host memory is malformed.
+    #[error("malformed: {0}")]
+    Malformed(&'static str),
+    /// A rank beyond the group.
+    #[error("rank {rank} outside a group of {size}")]
+    RankOutOfRange {
+        /// The rank.
+        rank: u32,
+        /// The group size.
+        size: u32,
+    },
+    /// The member list does not name this port at the given rank.
+    #[error("the member list does not name this port at its rank")]
+    NotMember,
+    /// The port already has a group with that identifier.
+    #[error("group already exists on this port")]
+    GroupExists,
+    /// No group with that identifier on this port.
+    #[error("no such group on this port")]
+    NoSuchGroup,
+    /// No schedule with that number in the group.
+    #[error("no such schedule in the group")]
+    NoSuchSchedule,
+    /// The group still has collectives under way.
+    #[error("the group has collectives under way")]
+    GroupBusy,
+    /// A bitwise operation on a floating-point type.
+    #[error("operation not defined for the type")]
+    BadReduction,
+    /// Contributions of different lengths, or not whole elements.
+    #[error("contribution of {got} bytes where {expected} were expected")]
+    LengthMismatch {
+        /// Expected length.
+        expected: u32,
+        /// Length found.
+        got: u32,
+    },
+    /// A contribution larger than one packet can carry.
+    #[error("contribution of {len} bytes exceeds the limit of {max}")]
+    TooLong {
+        /// Requested length.
+        len: u32,
+        /// The limit.
+        max: u32,
+    },
+}

@@ -1,0 +1,596 @@
+//! Running collectives inside the engine: installing groups and schedules,
+//! starting collectives, filing arriving packets, folding, sending, and
+//! completing in order.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+
+use outboard_wire::{self as wire, RejectReason};
+
+use super::{decode_members, CollError, Fold, GroupId, Reduction, Schedule, ScheduleId};
+use crate::conn::TxRecord;
+use crate::{Completion, Dma, Endpoint, Engine, Generation, HostBuf, Instant, NodeId, OpError, OpId, PortId};
+
+/// Collective packet keys carry this bit, so a refusal can tell them from
+/// the keys of point-to-point operations.
+pub(crate) const COLL_KEY_BIT: u32 = 1 << 31;
+/// Pool bookkeeping charged per unexpected packet.
+const ARRIVAL_OVERHEAD: usize = 32;
+
+/// A schedule prepared for running: each send and receive knows its round
+/// (its ordinal among the packets between the same two members).
+#[derive(Debug)]
+pub(crate) struct Compiled {
+    pub schedule: Schedule,
+    /// `send_round[step][i]` for `steps[step].send_to[i]`.
+    pub send_round: Vec<Vec<u16>>,
+    /// `recv_round[step][i]` for `steps[step].recv_from[i]`.
+    pub recv_round: Vec<Vec<u16>>,
+}
+
+impl Compiled {
+    fn new(schedule: Schedule) -> Result<Compiled, CollError> {
+        let mut sent: HashMap<u32, u32> = HashMap::new();
+        let mut got: HashMap<u32, u32> = HashMap::new();
+        let next = |m: &mut HashMap<u32, u32>, r: u32| -> Result<u16, CollError> {
+            let c = m.entry(r).or_insert(0);
+            let v = u16::try_from(*c).map_err(|_| CollError::Malformed("more than 65,536 packets between two members"))?;
+            *c += 1;
+            Ok(v)
+        };
+        let mut send_round = Vec::with_capacity(schedule.steps.len());
+        let mut recv_round = Vec::with_capacity(schedule.steps.len());
+        for s in &schedule.steps {
+            send_round.push(s.send_to.iter().map(|&r| next(&mut sent, r)).collect::<Result<Vec<_>, _>>()?);
+            recv_round.push(s.recv_from.iter().map(|&r| next(&mut got, r)).collect::<Result<Vec<_>, _>>()?);
+        }
+        Ok(Compiled { schedule, send_round, recv_round })
+    }
+
+    /// Whether some receive of this schedule expects (src, round).
+    fn expects(&self, src: u32, round: u16) -> bool {
+        self.schedule
+            .steps
+            .iter()
+            .zip(&self.recv_round)
+            .any(|(s, rr)| s.recv_from.iter().zip(rr).any(|(&r, &n)| r == src && n == round))
+    }
+}
+
+/// A collective packet held at the receiver until its step folds it.
+#[derive(Debug, Clone)]
+pub(crate) struct Arrival {
+    pub src_rank: u32,
+    pub round: u16,
+    pub data: Vec<u8>,
+}
+
+/// One collective under way at one member.
+#[derive(Debug)]
+pub(crate) struct Running {
+    pub epoch: u32,
+    pub op: OpId,
+    pub sched: Arc<Compiled>,
+    pub reduction: Option<Reduction>,
+    pub value: Vec<u8>,
+    pub recv: HostBuf,
+    pub step: usize,
+    pub sent: bool,
+    pub next_recv: usize,
+    pub arrived: Vec<Arrival>,
+    /// Packets sent and not yet confirmed by their receivers.
+    pub unconfirmed: u32,
+    pub outcome: Option<Result<(), OpError>>,
+}
+
+/// A group installed at one port incarnation.
+#[derive(Debug)]
+pub(crate) struct Group {
+    pub gen: Generation,
+    pub rank: u32,
+    pub members: Vec<Endpoint>,
+    pub schedules: HashMap<u16, Arc<Compiled>>,
+    pub next_epoch: u32,
+    /// In epoch order; completed from the front.
+    pub running: VecDeque<Running>,
+}
+
+/// An outgoing collective packet, kept (payload included: it lives in
+/// engine memory, not the host's) until its receiver confirms it.
+#[derive(Debug, Clone)]
+pub(crate) struct CollOut {
+    pub port: PortId,
+    pub port_gen: Generation,
+    pub group: GroupId,
+    pub epoch: u32,
+    pub src_rank: u32,
+    pub round: u16,
+    pub dest: Endpoint,
+    pub data: Arc<[u8]>,
+    pub attempt: u32,
+    pub retry_at: Option<Instant>,
+    pub first_refused: Option<Instant>,
+}
+
+/// Engine-wide collective state.
+#[derive(Debug, Default)]
+pub(crate) struct CollState {
+    pub groups: HashMap<(PortId, GroupId), Group>,
+    /// Packets for collectives not started (or groups not created) yet.
+    pub pool: HashMap<(PortId, GroupId, u32), Vec<Arrival>>,
+    pub pool_bytes: usize,
+    pub out: HashMap<u32, CollOut>,
+    pub next_key: u32,
+    /// Refused packets waiting to be retried (keys).
+    pub parked: std::collections::BTreeSet<u32>,
+}
+
+fn epoch_before(a: u32, b: u32) -> bool {
+    (a.wrapping_sub(b) as i32) < 0
+}
+
+impl<D: Dma> Engine<D> {
+    /// Largest contribution a collective carries (one packet).
+    pub fn max_collective_len(&self) -> u32 {
+        (self.cfg.mtu - wire::HEADER_LEN - wire::COLL_FIXED_LEN) as u32
+    }
+
+    fn read_host(&mut self, port: PortId, buf: HostBuf) -> Result<Vec<u8>, OpError> {
+        if buf.len > self.cfg.max_message {
+            return Err(OpError::Collective(CollError::TooLong { len: buf.len, max: self.cfg.max_message }));
+        }
+        let mut v = vec![0; buf.len as usize];
+        self.dma.read(port, buf.addr, &mut v).map_err(|_| OpError::DmaFault)?;
+        self.work.dma_read += u64::from(buf.len);
+        Ok(v)
+    }
+
+    pub(crate) fn coll_create_group(
+        &mut self,
+        port: PortId,
+        gen: Generation,
+        group: GroupId,
+        rank: u32,
+        members: HostBuf,
+    ) -> Result<Completion, OpError> {
+        if self.coll.groups.contains_key(&(port, group)) {
+            return Err(CollError::GroupExists.into());
+        }
+        let bytes = self.read_host(port, members)?;
+        let members = decode_members(&bytes)?;
+        let size = members.len() as u32;
+        let me = *members.get(rank as usize).ok_or(CollError::RankOutOfRange { rank, size })?;
+        if me != (Endpoint { node: self.cfg.node, port, gen }) {
+            return Err(CollError::NotMember.into());
+        }
+        self.coll.groups.insert(
+            (port, group),
+            Group { gen, rank, members, schedules: HashMap::new(), next_epoch: 0, running: VecDeque::new() },
+        );
+        Ok(Completion::GroupCreated)
+    }
+
+    pub(crate) fn coll_destroy_group(&mut self, port: PortId, group: GroupId) -> Result<Completion, OpError> {
+        let g = self.coll.groups.get(&(port, group)).ok_or(CollError::NoSuchGroup)?;
+        if !g.running.is_empty() {
+            return Err(CollError::GroupBusy.into());
+        }
+        self.coll.groups.remove(&(port, group));
+        Ok(Completion::GroupDestroyed)
+    }
+
+    pub(crate) fn coll_set_schedule(
+        &mut self,
+        port: PortId,
+        group: GroupId,
+        id: ScheduleId,
+        buf: HostBuf,
+    ) -> Result<Completion, OpError> {
+        if !self.coll.groups.contains_key(&(port, group)) {
+            return Err(CollError::NoSuchGroup.into());
+        }
+        let bytes = self.read_host(port, buf)?;
+        let sched = Schedule::decode(&bytes)?;
+        let g = self.coll.groups.get_mut(&(port, group)).expect("checked above");
+        sched.validate(g.rank, g.members.len() as u32)?;
+        g.schedules.insert(id.0, Arc::new(Compiled::new(sched)?));
+        Ok(Completion::ScheduleSet)
+    }
+
+    /// Starts a collective. Errors found before anything is sent complete
+    /// the command at once (with its token back).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn coll_start(
+        &mut self,
+        now: Instant,
+        port: PortId,
+        op: OpId,
+        group: GroupId,
+        schedule: ScheduleId,
+        reduction: Option<Reduction>,
+        send: HostBuf,
+        recv: HostBuf,
+    ) -> Result<(), OpError> {
+        let max = self.max_collective_len();
+        if send.len > max {
+            return Err(CollError::TooLong { len: send.len, max }.into());
+        }
+        if let Some(r) = reduction {
+            r.validate()?;
+            r.check_len(send.len as usize)?;
+        }
+        let g = self.coll.groups.get(&(port, group)).ok_or(CollError::NoSuchGroup)?;
+        let sched = g.schedules.get(&schedule.0).cloned().ok_or(CollError::NoSuchSchedule)?;
+        let value = self.read_host(port, send)?;
+        let g = self.coll.groups.get_mut(&(port, group)).expect("checked above");
+        let epoch = g.next_epoch;
+        g.next_epoch = g.next_epoch.wrapping_add(1);
+        let mut arrived = Vec::new();
+        if let Some(early) = self.coll.pool.remove(&(port, group, epoch)) {
+            for a in early {
+                self.coll.pool_bytes -= a.data.len() + ARRIVAL_OVERHEAD;
+                if sched.expects(a.src_rank, a.round) {
+                    arrived.push(a);
+                } else {
+                    self.stats.coll_unmatched += 1;
+                }
+            }
+        }
+        g.running.push_back(Running {
+            epoch,
+            op,
+            sched,
+            reduction,
+            value,
+            recv,
+            step: 0,
+            sent: false,
+            next_recv: 0,
+            arrived,
+            unconfirmed: 0,
+            outcome: None,
+        });
+        self.coll_advance(now, port, group);
+        Ok(())
+    }
+
+    /// Runs every collective of the group as far as its arrivals allow,
+    /// then completes finished ones from the front, in epoch order.
+    pub(crate) fn coll_advance(&mut self, now: Instant, port: PortId, group: GroupId) {
+        let Some(g) = self.coll.groups.get_mut(&(port, group)) else { return };
+        let rank = g.rank;
+        let mut sends: Vec<(u32, Arc<[u8]>, Vec<(u32, u16)>)> = Vec::new();
+        for r in g.running.iter_mut() {
+            if r.outcome.is_some() {
+                continue;
+            }
+            loop {
+                let steps = &r.sched.schedule.steps;
+                if r.step == steps.len() {
+                    if r.unconfirmed == 0 {
+                        r.outcome = Some(Ok(()));
+                    }
+                    break;
+                }
+                let st = &steps[r.step];
+                if !r.sent {
+                    r.sent = true;
+                    if !st.send_to.is_empty() {
+                        let to = st.send_to.iter().copied().zip(r.sched.send_round[r.step].iter().copied()).collect();
+                        sends.push((r.epoch, Arc::from(&r.value[..]), to));
+                        r.unconfirmed += st.send_to.len() as u32;
+                    }
+                }
+                while r.next_recv < st.recv_from.len() {
+                    let src = st.recv_from[r.next_recv];
+                    let round = r.sched.recv_round[r.step][r.next_recv];
+                    let Some(i) = r.arrived.iter().position(|a| a.src_rank == src && a.round == round) else { break };
+                    let a = r.arrived.swap_remove(i);
+                    let folded = match st.fold() {
+                        Fold::Ignore => Ok(()),
+                        Fold::Replace => {
+                            r.value = a.data;
+                            Ok(())
+                        }
+                        Fold::Combine => match r.reduction {
+                            None => Err(CollError::BadReduction),
+                            Some(red) => {
+                                let n = (r.value.len() / red.dtype.size()) as u64;
+                                if red.dtype.is_float() {
+                                    self.work.combine_float += n;
+                                } else {
+                                    self.work.combine_int += n;
+                                }
+                                red.fold(&mut r.value, &a.data, src < rank)
+                            }
+                        },
+                    };
+                    if let Err(e) = folded {
+                        r.outcome = Some(Err(e.into()));
+                        break;
+                    }
+                    r.next_recv += 1;
+                }
+                if r.outcome.is_some() || r.next_recv < st.recv_from.len() {
+                    break;
+                }
+                r.step += 1;
+                r.sent = false;
+                r.next_recv = 0;
+            }
+        }
+        let (gen, members) = (g.gen, g.members.clone());
+        for (epoch, data, to) in sends {
+            for (dst_rank, round) in to {
+                let key = self.coll_alloc_key();
+                let out = CollOut {
+                    port,
+                    port_gen: gen,
+                    group,
+                    epoch,
+                    src_rank: rank,
+                    round,
+                    dest: members[dst_rank as usize],
+                    data: data.clone(),
+                    attempt: 0,
+                    retry_at: None,
+                    first_refused: None,
+                };
+                self.coll.out.insert(key, out);
+                self.coll_launch(now, key);
+            }
+        }
+        self.coll_complete_front(port, group);
+    }
+
+    /// Queues a (new) attempt of collective packet `key`.
+    fn coll_launch(&mut self, now: Instant, key: u32) {
+        let Some(o) = self.coll.out.get_mut(&key) else { return };
+        o.attempt = o.attempt.wrapping_add(1);
+        o.retry_at = None;
+        let (node, attempt) = (o.dest.node, o.attempt);
+        let ci = self.conn_for(node, now);
+        if self.conns[ci].dead {
+            self.coll_fail_packet(now, key, OpError::PeerUnreachable(node));
+            return;
+        }
+        self.conns[ci].push(TxRecord::Coll { key, attempt }, now);
+        self.mark_ready(ci);
+    }
+
+    fn coll_alloc_key(&mut self) -> u32 {
+        loop {
+            let k = COLL_KEY_BIT | (self.coll.next_key & !COLL_KEY_BIT);
+            self.coll.next_key = self.coll.next_key.wrapping_add(1);
+            if !self.coll.out.contains_key(&k) {
+                return k;
+            }
+        }
+    }
+
+    /// Completes the group's finished collectives from the front.
+    fn coll_complete_front(&mut self, port: PortId, group: GroupId) {
+        loop {
+            let Some(g) = self.coll.groups.get_mut(&(port, group)) else { return };
+            let gen = g.gen;
+            if !g.running.front().is_some_and(|r| r.outcome.is_some()) {
+                return;
+            }
+            let r = g.running.pop_front().expect("checked");
+            let result = match r.outcome.expect("checked") {
+                Err(e) => Err(e),
+                Ok(()) if r.recv.len == 0 => Ok(Completion::Collective { epoch: r.epoch, len: 0 }),
+                Ok(()) if r.value.len() > r.recv.len as usize => {
+                    Err(OpError::Collective(CollError::LengthMismatch { expected: r.recv.len, got: r.value.len() as u32 }))
+                }
+                Ok(()) => match self.dma.write(port, r.recv.addr, &r.value) {
+                    Ok(()) => {
+                        self.work.dma_written += r.value.len() as u64;
+                        Ok(Completion::Collective { epoch: r.epoch, len: r.value.len() as u32 })
+                    }
+                    Err(_) => Err(OpError::DmaFault),
+                },
+            };
+            if result.is_err() {
+                // Its packets still in flight are of no use any more.
+                self.coll.out.retain(|_, o| !(o.port == port && o.group == group && o.epoch == r.epoch));
+                self.coll.parked.retain(|k| self.coll.out.contains_key(k));
+            }
+            self.complete(port, gen, r.op, result, false);
+        }
+    }
+
+    /// Ends the collective a packet belongs to with `err`.
+    fn coll_fail_packet(&mut self, _now: Instant, key: u32, err: OpError) {
+        let Some(o) = self.coll.out.remove(&key) else { return };
+        self.coll.parked.remove(&key);
+        if let Some(g) = self.coll.groups.get_mut(&(o.port, o.group)) {
+            if g.gen == o.port_gen {
+                if let Some(r) = g.running.iter_mut().find(|r| r.epoch == o.epoch) {
+                    if r.outcome.is_none() {
+                        r.outcome = Some(Err(err));
+                    }
+                }
+            }
+        }
+        self.coll_complete_front(o.port, o.group);
+    }
+
+    /// A collective packet arrived (in order, once, from a live peer).
+    pub(crate) fn on_coll(&mut self, now: Instant, from: NodeId, h: wire::CollHeader, payload: &[u8]) {
+        if h.offset != 0 || h.total_len as usize != payload.len() {
+            // Contributions are single packets; an honest sender never
+            // splits one.
+            self.stats.malformed += 1;
+            return;
+        }
+        if let Err(reason) = self.admit_port(h.dst_port, h.dst_gen) {
+            self.reject(now, from, h.src_port, h.src_gen, h.msg_id, reason);
+            return;
+        }
+        let port = PortId(h.dst_port);
+        let group = GroupId(h.group);
+        let arrival = Arrival { src_rank: h.src_rank, round: h.round, data: payload.to_vec() };
+        if let Some(g) = self.coll.groups.get_mut(&(port, group)) {
+            let src_ok = g.members.get(h.src_rank as usize).is_some_and(|m| {
+                m.node == from && m.port.0 == h.src_port && m.gen == h.src_gen
+            });
+            if !src_ok {
+                self.stats.coll_unmatched += 1;
+                return;
+            }
+            if let Some(r) = g.running.iter_mut().find(|r| r.epoch == h.epoch) {
+                if r.outcome.is_none() && r.sched.expects(h.src_rank, h.round) {
+                    r.arrived.push(arrival);
+                    self.coll_advance(now, port, group);
+                } else {
+                    self.stats.coll_unmatched += 1;
+                }
+                return;
+            }
+            if epoch_before(h.epoch, g.next_epoch) {
+                // Its collective is over here (it failed): nothing to do.
+                self.stats.coll_unmatched += 1;
+                return;
+            }
+        }
+        let cost = arrival.data.len() + ARRIVAL_OVERHEAD;
+        if self.coll.pool_bytes + cost > self.cfg.coll_unexpected_bytes {
+            self.stats.coll_refused += 1;
+            self.reject(now, from, h.src_port, h.src_gen, h.msg_id, RejectReason::NotReady);
+            return;
+        }
+        self.coll.pool_bytes += cost;
+        self.stats.coll_unexpected += 1;
+        self.coll.pool.entry((port, group, h.epoch)).or_default().push(arrival);
+    }
+
+    /// A receiver refused collective packet `key`.
+    pub(crate) fn on_coll_reject(&mut self, now: Instant, from: NodeId, r: wire::Reject) {
+        let Some(o) = self.coll.out.get_mut(&r.msg_id) else { return };
+        if o.dest.node != from || o.port.0 != r.port || o.port_gen != r.gen || o.retry_at.is_some() {
+            return;
+        }
+        let err = match r.reason {
+            RejectReason::NotReady => {
+                let since = *o.first_refused.get_or_insert(now);
+                if now.saturating_since(since) >= self.cfg.retry_timeout {
+                    OpError::NotReadyTimeout
+                } else {
+                    o.retry_at = Some(now + self.cfg.retry_interval);
+                    self.coll.parked.insert(r.msg_id);
+                    return;
+                }
+            }
+            RejectReason::Stale => OpError::PortGone,
+            RejectReason::NoSuchPort => OpError::NoSuchPort,
+            RejectReason::BadKey | RejectReason::OutOfBounds => OpError::PortGone,
+        };
+        self.coll_fail_packet(now, r.msg_id, err);
+    }
+
+    /// A collective packet's record was confirmed by its receiver.
+    pub(crate) fn on_coll_confirmed(&mut self, now: Instant, key: u32, attempt: u32) {
+        let Some(o) = self.coll.out.get(&key) else { return };
+        if o.attempt != attempt || o.retry_at.is_some() {
+            return;
+        }
+        let o = self.coll.out.remove(&key).expect("checked");
+        let Some(g) = self.coll.groups.get_mut(&(o.port, o.group)) else { return };
+        if g.gen != o.port_gen {
+            return;
+        }
+        if let Some(r) = g.running.iter_mut().find(|r| r.epoch == o.epoch) {
+            r.unconfirmed = r.unconfirmed.saturating_sub(1);
+        }
+        self.coll_advance(now, o.port, o.group);
+    }
+
+    /// The next retry deadline of a refused collective packet.
+    pub(crate) fn coll_deadline(&self) -> Option<Instant> {
+        self.coll.parked.iter().filter_map(|k| self.coll.out.get(k).and_then(|o| o.retry_at)).min()
+    }
+
+    /// Retries refused collective packets whose time has come.
+    pub(crate) fn coll_retry_due(&mut self, now: Instant) {
+        let due: Vec<u32> = self
+            .coll
+            .parked
+            .iter()
+            .copied()
+            .filter(|k| self.coll.out.get(k).and_then(|o| o.retry_at).is_some_and(|t| t <= now))
+            .collect();
+        for k in due {
+            self.coll.parked.remove(&k);
+            self.stats.retries += 1;
+            self.coll_launch(now, k);
+        }
+    }
+
+    /// Peer `node` is gone: every collective of a group with a member there
+    /// fails (the group can no longer complete anything).
+    pub(crate) fn coll_peer_failed(&mut self, node: NodeId) {
+        let err = OpError::PeerUnreachable(node);
+        let mut touched = Vec::new();
+        for (&(port, group), g) in self.coll.groups.iter_mut() {
+            if !g.members.iter().any(|m| m.node == node) {
+                continue;
+            }
+            for r in g.running.iter_mut().filter(|r| r.outcome.is_none()) {
+                r.outcome = Some(Err(err));
+            }
+            touched.push((port, group));
+        }
+        self.coll.out.retain(|_, o| o.dest.node != node);
+        self.coll.parked.retain(|k| self.coll.out.contains_key(k));
+        for (port, group) in touched {
+            self.coll_complete_front(port, group);
+        }
+    }
+
+    /// The port closed: its groups, pooled packets and outgoing packets go.
+    pub(crate) fn coll_port_closed(&mut self, port: PortId) {
+        self.coll.groups.retain(|(p, _), _| *p != port);
+        let mut freed = 0;
+        self.coll.pool.retain(|(p, _, _), v| {
+            if *p == port {
+                freed += v.iter().map(|a| a.data.len() + ARRIVAL_OVERHEAD).sum::<usize>();
+                false
+            } else {
+                true
+            }
+        });
+        self.coll.pool_bytes -= freed;
+        self.coll.out.retain(|_, o| o.port != port);
+        self.coll.parked.retain(|k| self.coll.out.contains_key(k));
+    }
+
+    /// Builds the body of collective packet `key`, if it is still live.
+    pub(crate) fn coll_body(&self, key: u32, attempt: u32) -> Option<(wire::BodyRepr, Arc<[u8]>)> {
+        let o = self.coll.out.get(&key).filter(|o| o.attempt == attempt && o.retry_at.is_none())?;
+        let h = wire::CollHeader {
+            src_port: o.port.0,
+            dst_port: o.dest.port.0,
+            src_gen: o.port_gen,
+            dst_gen: o.dest.gen,
+            msg_id: key,
+            group: o.group.0,
+            epoch: o.epoch,
+            round: o.round,
+            src_rank: o.src_rank,
+            total_len: o.data.len() as u32,
+            offset: 0,
+        };
+        Some((wire::BodyRepr::Coll(h), o.data.clone()))
+    }
+
+    /// Whether no collective is under way and nothing is pooled or queued.
+    pub(crate) fn coll_is_quiet(&self) -> bool {
+        self.coll.out.is_empty() && self.coll.groups.values().all(|g| g.running.is_empty())
+    }
+
+    /// Bytes held for collective packets that arrived early.
+    pub fn coll_unexpected_bytes(&self) -> usize {
+        self.coll.pool_bytes
+    }
+}
