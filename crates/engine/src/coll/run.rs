@@ -123,6 +123,8 @@ pub(crate) struct CollState {
     pub next_key: u32,
     /// Refused packets waiting to be retried (keys).
     pub parked: std::collections::BTreeSet<u32>,
+    /// When to next probe the peers that running collectives wait for.
+    pub keepalive_at: Option<Instant>,
 }
 
 fn epoch_before(a: u32, b: u32) -> bool {
@@ -140,6 +142,9 @@ impl<D: Dma> Engine<D> {
             return Err(OpError::Collective(CollError::TooLong { len: buf.len, max: self.cfg.max_message }));
         }
         let mut v = vec![0; buf.len as usize];
+        if buf.len == 0 {
+            return Ok(v);
+        }
         self.dma.read(port, buf.addr, &mut v).map_err(|_| OpError::DmaFault)?;
         self.work.dma_read += u64::from(buf.len);
         Ok(v)
@@ -340,6 +345,12 @@ impl<D: Dma> Engine<D> {
                 self.coll_launch(now, key);
             }
         }
+        if self.coll.keepalive_at.is_none() {
+            let waiting = self.coll.groups.get(&(port, group)).is_some_and(|g| g.running.iter().any(|r| r.outcome.is_none()));
+            if waiting {
+                self.coll.keepalive_at = Some(now + self.keepalive_interval());
+            }
+        }
         self.coll_complete_front(port, group);
     }
 
@@ -506,13 +517,57 @@ impl<D: Dma> Engine<D> {
         self.coll_advance(now, o.port, o.group);
     }
 
-    /// The next retry deadline of a refused collective packet.
+    /// The next retry deadline of a refused collective packet, or the next
+    /// keepalive probe.
     pub(crate) fn coll_deadline(&self) -> Option<Instant> {
-        self.coll.parked.iter().filter_map(|k| self.coll.out.get(k).and_then(|o| o.retry_at)).min()
+        let retry = self.coll.parked.iter().filter_map(|k| self.coll.out.get(k).and_then(|o| o.retry_at)).min();
+        retry.into_iter().chain(self.coll.keepalive_at).min()
+    }
+
+    /// How often a waiting collective probes the peers it waits for.
+    fn keepalive_interval(&self) -> std::time::Duration {
+        self.cfg.peer_timeout / 4
+    }
+
+    /// Nodes that running collectives are waiting to hear from.
+    fn coll_awaited_nodes(&self) -> Vec<NodeId> {
+        let mut nodes = Vec::new();
+        for g in self.coll.groups.values() {
+            for r in g.running.iter().filter(|r| r.outcome.is_none()) {
+                if let Some(st) = r.sched.schedule.steps.get(r.step) {
+                    nodes.extend(st.recv_from[r.next_recv..].iter().map(|&x| g.members[x as usize].node));
+                }
+            }
+        }
+        nodes.sort_unstable();
+        nodes.dedup();
+        nodes
+    }
+
+    /// A collective waiting for a packet from a peer it sends nothing to
+    /// would never notice that peer's death (only unacknowledged packets
+    /// do): while it waits, an idle connection to that peer carries a
+    /// `Nop` every quarter peer timeout, so a dead peer fails the
+    /// collective within the peer timeout.
+    fn coll_keepalive(&mut self, now: Instant) {
+        match self.coll.keepalive_at {
+            Some(t) if t <= now => {}
+            _ => return,
+        }
+        let nodes = self.coll_awaited_nodes();
+        for node in &nodes {
+            let ci = self.conn_for(*node, now);
+            if !self.conns[ci].dead && self.conns[ci].is_quiet() {
+                self.conns[ci].push(TxRecord::Control(wire::BodyRepr::Nop), now);
+                self.mark_ready(ci);
+            }
+        }
+        self.coll.keepalive_at = (!nodes.is_empty()).then(|| now + self.keepalive_interval());
     }
 
     /// Retries refused collective packets whose time has come.
     pub(crate) fn coll_retry_due(&mut self, now: Instant) {
+        self.coll_keepalive(now);
         let due: Vec<u32> = self
             .coll
             .parked

@@ -1,0 +1,255 @@
+//! Offloaded collectives between engines over the test network: barriers
+//! and reductions from host-computed schedules, unexpected packets, the
+//! bounded pool, ordering of consecutive collectives, failures.
+
+use outboard_engine::*;
+use outboard_testnet::{LinkConfig, Network};
+
+const P0: PortId = PortId(0);
+const G: GroupId = GroupId(77);
+const BARRIER: ScheduleId = ScheduleId(1);
+const ALLREDUCE: ScheduleId = ScheduleId(2);
+
+/// Dissemination barrier: round k sends to rank + 2^k, waits for rank - 2^k.
+fn dissemination(rank: u32, n: u32) -> Schedule {
+    let mut steps = Vec::new();
+    let mut d = 1;
+    while d < n {
+        steps.push(Step::exchange([(rank + d) % n], [(rank + n - d) % n], Fold::Ignore));
+        d *= 2;
+    }
+    Schedule::new(steps)
+}
+
+/// Binomial reduce to rank 0, then binomial broadcast back (allreduce).
+fn tree_allreduce(rank: u32, n: u32) -> Schedule {
+    let mut children = Vec::new();
+    let mut parent = None;
+    let mut mask = 1;
+    while mask < n {
+        if rank & mask != 0 {
+            parent = Some(rank - mask);
+            break;
+        }
+        if rank + mask < n {
+            children.push(rank + mask);
+        }
+        mask <<= 1;
+    }
+    let mut steps = vec![Step::recv(children.clone(), Fold::Combine)];
+    if let Some(p) = parent {
+        steps.push(Step::send([p]));
+        steps.push(Step::recv([p], Fold::Replace));
+    }
+    steps.push(Step::send(children));
+    Schedule::new(steps)
+}
+
+struct Cluster {
+    net: Network,
+    eps: Vec<Endpoint>,
+}
+
+impl Cluster {
+    fn new(n: u32, link: LinkConfig, seed: u64, pool: usize) -> Cluster {
+        let mut net = Network::new(n, link, seed, |node| {
+            let mut c = EngineConfig::new(node, 0xC0FFEE, 1000 + node.0);
+            c.coll_unexpected_bytes = pool;
+            c
+        });
+        let eps: Vec<Endpoint> = (0..n).map(|i| net.open_port(NodeId(i), P0).unwrap()).collect();
+        Cluster { net, eps }
+    }
+
+    fn install(&mut self, rank: u32) {
+        let n = self.eps.len() as u32;
+        let node = NodeId(rank);
+        let members = self.net.memory(node).alloc_with(&encode_members(&self.eps));
+        self.net.command(node, P0, Command::CreateGroup { op: OpId(1), group: G, rank, members }).unwrap();
+        for (id, s) in [(BARRIER, dissemination(rank, n)), (ALLREDUCE, tree_allreduce(rank, n))] {
+            let buf = self.net.memory(node).alloc_with(&s.encode());
+            self.net.command(node, P0, Command::SetSchedule { op: OpId(2), group: G, schedule: id, buf }).unwrap();
+        }
+        let evs = self.net.take_events(node);
+        assert_eq!(evs.len(), 3);
+        for e in evs {
+            assert!(e.result.is_ok(), "{e:?}");
+        }
+    }
+}
+
+fn i64s(v: &[i64]) -> Vec<u8> {
+    v.iter().flat_map(|x| x.to_ne_bytes()).collect()
+}
+
+#[test]
+fn barrier_completes_only_after_everyone_entered_under_loss() {
+    for seed in 0..5 {
+        let n = 7;
+        let mut c = Cluster::new(n, LinkConfig::lossy(0.2, 0.1, 0.01), seed, 1 << 20);
+        for r in 0..n {
+            c.install(r);
+        }
+        // Everyone but the last enters; nobody may finish.
+        let empty = HostBuf { addr: 0, len: 0 };
+        for r in 0..n - 1 {
+            let cmd = Command::Collective { op: OpId(10), group: G, schedule: BARRIER, reduction: None, send: empty, recv: empty };
+            c.net.command(NodeId(r), P0, cmd).unwrap();
+        }
+        c.net.run_for(Duration::from_millis(50)).unwrap();
+        for r in 0..n {
+            let evs = c.net.take_events(NodeId(r));
+            assert!(evs.is_empty(), "seed {seed}: rank {r} finished early: {evs:?}");
+        }
+        let cmd = Command::Collective { op: OpId(10), group: G, schedule: BARRIER, reduction: None, send: empty, recv: empty };
+        c.net.command(NodeId(n - 1), P0, cmd).unwrap();
+        let mut done = vec![false; n as usize];
+        c.net
+            .run_until("barrier", |net| {
+                for r in 0..n {
+                    for e in net.take_events(NodeId(r)) {
+                        assert_eq!(e.result, Ok(Completion::Collective { epoch: 0, len: 0 }));
+                        done[r as usize] = true;
+                    }
+                }
+                done.iter().all(|d| *d)
+            })
+            .unwrap();
+    }
+}
+
+#[test]
+fn consecutive_allreduces_stay_in_order_and_exact() {
+    let n = 6;
+    let mut c = Cluster::new(n, LinkConfig::lossy(0.1, 0.05, 0.0), 9, 1 << 20);
+    for r in 0..n {
+        c.install(r);
+    }
+    let rounds = 20u64;
+    let sum = Reduction::new(ReduceOp::Sum, Datatype::I64).unwrap();
+    let mut recvs = Vec::new();
+    for r in 0..n {
+        let mut mine = Vec::new();
+        for k in 0..rounds {
+            let send = c.net.memory(NodeId(r)).alloc_with(&i64s(&[i64::from(r) * 1000 + k as i64, -(k as i64)]));
+            let recv = c.net.memory(NodeId(r)).alloc(16);
+            let cmd = Command::Collective { op: OpId(100 + k), group: G, schedule: ALLREDUCE, reduction: Some(sum), send, recv };
+            c.net.command(NodeId(r), P0, cmd).unwrap();
+            mine.push(recv);
+        }
+        recvs.push(mine);
+    }
+    let mut seen = vec![Vec::new(); n as usize];
+    c.net
+        .run_until("allreduces", |net| {
+            for r in 0..n {
+                for e in net.take_events(NodeId(r)) {
+                    seen[r as usize].push(e);
+                }
+            }
+            seen.iter().all(|s| s.len() == rounds as usize)
+        })
+        .unwrap();
+    let n64 = i64::from(n);
+    for r in 0..n {
+        for (k, e) in seen[r as usize].iter().enumerate() {
+            assert_eq!(e.op, OpId(100 + k as u64), "completion order");
+            assert_eq!(e.result, Ok(Completion::Collective { epoch: k as u32, len: 16 }));
+            let want = i64s(&[1000 * n64 * (n64 - 1) / 2 + n64 * k as i64, -(n64 * k as i64)]);
+            assert_eq!(c.net.memory(NodeId(r)).bytes(recvs[r as usize][k]), &want[..]);
+        }
+    }
+}
+
+#[test]
+fn a_full_pool_refuses_and_the_sender_retries() {
+    // A pool of barely one packet: leaves run far ahead of a late root.
+    let n = 5;
+    let mut c = Cluster::new(n, LinkConfig::default(), 3, 100);
+    for r in 0..n {
+        c.install(r);
+    }
+    let sum = Reduction::new(ReduceOp::Sum, Datatype::I64).unwrap();
+    let rounds = 8u64;
+    let mut root_bufs = Vec::new();
+    for r in (1..n).chain([0]) {
+        for k in 0..rounds {
+            let send = c.net.memory(NodeId(r)).alloc_with(&i64s(&[1; 4]));
+            let recv = c.net.memory(NodeId(r)).alloc(32);
+            let cmd = Command::Collective { op: OpId(k), group: G, schedule: ALLREDUCE, reduction: Some(sum), send, recv };
+            c.net.command(NodeId(r), P0, cmd).unwrap();
+            if r == 0 {
+                root_bufs.push(recv);
+            }
+        }
+        if r != 0 {
+            c.net.run_for(Duration::from_millis(2)).unwrap();
+        }
+    }
+    let mut count = 0;
+    c.net
+        .run_until("all", |net| {
+            for r in 0..n {
+                for e in net.take_events(NodeId(r)) {
+                    assert!(e.result.is_ok(), "{e:?}");
+                    count += 1;
+                }
+            }
+            count == n * rounds as u32
+        })
+        .unwrap();
+    assert!(c.net.engine(NodeId(0)).stats().coll_refused > 0 || c.net.engine(NodeId(1)).stats().coll_refused > 0);
+    for b in root_bufs {
+        assert_eq!(c.net.memory(NodeId(0)).bytes(b), &i64s(&[i64::from(n); 4])[..]);
+    }
+    for r in 0..n {
+        assert_eq!(c.net.engine(NodeId(r)).coll_unexpected_bytes(), 0);
+    }
+}
+
+#[test]
+fn a_dead_member_fails_the_collective() {
+    let n = 4;
+    let mut c = Cluster::new(n, LinkConfig::default(), 4, 1 << 20);
+    for r in 0..n {
+        c.install(r);
+    }
+    c.net.kill(NodeId(3));
+    let empty = HostBuf { addr: 0, len: 0 };
+    let cmd = Command::Collective { op: OpId(5), group: G, schedule: BARRIER, reduction: None, send: empty, recv: empty };
+    c.net.command(NodeId(0), P0, cmd).unwrap();
+    let mut got = None;
+    c.net
+        .run_until("failure", |net| {
+            got = net.take_events(NodeId(0)).pop();
+            got.is_some()
+        })
+        .unwrap();
+    assert_eq!(got.unwrap().result, Err(OpError::PeerUnreachable(NodeId(3))));
+}
+
+#[test]
+fn bad_commands_get_clear_errors() {
+    let n = 3;
+    let mut c = Cluster::new(n, LinkConfig::default(), 5, 1 << 20);
+    c.install(0);
+    let node = NodeId(0);
+    let junk = c.net.memory(node).alloc_with(b"not a schedule");
+    c.net.command(node, P0, Command::SetSchedule { op: OpId(1), group: G, schedule: ScheduleId(9), buf: junk }).unwrap();
+    let members = c.net.memory(node).alloc_with(&encode_members(&c.eps));
+    c.net.command(node, P0, Command::CreateGroup { op: OpId(2), group: GroupId(5), rank: 1, members }).unwrap();
+    let bad = Reduction { op: ReduceOp::Band, dtype: Datatype::F64 };
+    let send = c.net.memory(node).alloc(8);
+    c.net
+        .command(node, P0, Command::Collective { op: OpId(3), group: G, schedule: ALLREDUCE, reduction: Some(bad), send, recv: send })
+        .unwrap();
+    c.net
+        .command(node, P0, Command::Collective { op: OpId(4), group: G, schedule: ScheduleId(42), reduction: None, send, recv: send })
+        .unwrap();
+    let evs = c.net.take_events(node);
+    let errs: Vec<_> = evs.iter().map(|e| e.result).collect();
+    assert!(matches!(errs[0], Err(OpError::Collective(CollError::Malformed(_)))));
+    assert_eq!(errs[1], Err(OpError::Collective(CollError::NotMember)));
+    assert_eq!(errs[2], Err(OpError::Collective(CollError::BadReduction)));
+    assert_eq!(errs[3], Err(OpError::Collective(CollError::NoSuchSchedule)));
+}
