@@ -85,6 +85,23 @@ pub enum Command {
         /// The operation to cancel.
         target: OpId,
     },
+    /// Send one message to many destinations (the dissertation's
+    /// multi-send, 2.2): the payload is read from host memory once into
+    /// engine memory and a copy goes to each destination, reliably and in
+    /// each destination's stream order. `dests` holds the destinations in
+    /// [`crate::encode_members`]'s format. Uses one send token and
+    /// completes once, with [`Completion::Sent`] when every destination
+    /// accepted it, or with the first destination's error otherwise.
+    MultiSend {
+        /// Operation name.
+        op: OpId,
+        /// The encoded destination list in host memory.
+        dests: HostBuf,
+        /// Tag the receivers match on.
+        tag: u64,
+        /// The message.
+        buf: HostBuf,
+    },
     /// Install a group at this port: `members` holds the member list in
     /// rank order ([`crate::encode_members`]); the entry at `rank` must be
     /// this port. Completes with [`Completion::GroupCreated`]. Packets of
@@ -151,6 +168,7 @@ impl Command {
             | Command::RdmaWrite { op, .. }
             | Command::RdmaRead { op, .. }
             | Command::Cancel { op, .. }
+            | Command::MultiSend { op, .. }
             | Command::CreateGroup { op, .. }
             | Command::DestroyGroup { op, .. }
             | Command::SetSchedule { op, .. }

@@ -52,6 +52,21 @@ pub(crate) struct OutOp {
     pub first_refused: Option<Instant>,
     /// Bytes of a read response received so far.
     pub progress: u32,
+    /// The payload, when it lives in engine memory (multi-send) rather
+    /// than being re-read from the host.
+    pub shared: Option<std::sync::Arc<[u8]>>,
+    /// The multi-send this copy belongs to.
+    pub multi: Option<u32>,
+}
+
+/// One multi-send command: its copies complete it together.
+#[derive(Debug, Clone)]
+pub(crate) struct MultiOp {
+    pub port: PortId,
+    pub port_gen: Generation,
+    pub op: OpId,
+    pub remaining: u32,
+    pub first_error: Option<OpError>,
 }
 
 /// Where an arriving message's bytes go.
@@ -118,6 +133,9 @@ pub struct Engine<D: Dma> {
     pub(crate) now: Instant,
     /// Groups, running collectives, their packets.
     pub(crate) coll: crate::coll::run::CollState,
+    /// Multi-sends under way.
+    pub(crate) multis: HashMap<u32, MultiOp>,
+    pub(crate) next_multi: u32,
 }
 
 impl<D: Dma> Engine<D> {
@@ -143,6 +161,8 @@ impl<D: Dma> Engine<D> {
             region_counter: 0,
             now,
             coll: Default::default(),
+            multis: HashMap::new(),
+            next_multi: 0,
         })
     }
 
@@ -225,6 +245,7 @@ impl<D: Dma> Engine<D> {
             self.mark_ready(i);
         }
         self.inbound.retain(|_, m| m.port != port);
+        self.multis.retain(|_, m| m.port != port);
         self.coll_port_closed(port);
     }
 
@@ -277,6 +298,7 @@ impl<D: Dma> Engine<D> {
                 self.events.push_back(Event { port, op, result });
                 Ok(())
             }
+            Command::MultiSend { op, dests, tag, buf } => self.start_multi(now, port, gen, op, dests, tag, buf),
             Command::CreateGroup { op, group, rank, members } => {
                 let result = self.coll_create_group(port, gen, group, rank, members);
                 self.events.push_back(Event { port, op, result });
@@ -354,10 +376,115 @@ impl<D: Dma> Engine<D> {
                 retry_at: None,
                 first_refused: None,
                 progress: 0,
+                shared: None,
+                multi: None,
             },
         );
         self.launch(now, key);
         Ok(())
+    }
+
+    /// Starts a multi-send: reads the destinations and the payload once,
+    /// then one stream message per destination sharing the payload.
+    #[allow(clippy::too_many_arguments)]
+    fn start_multi(
+        &mut self,
+        now: Instant,
+        port: PortId,
+        gen: Generation,
+        op: OpId,
+        dests: HostBuf,
+        tag: u64,
+        buf: HostBuf,
+    ) -> Result<(), CommandError> {
+        if buf.len > self.cfg.max_message {
+            return Err(CommandError::TooLong { len: u64::from(buf.len), max: self.cfg.max_message });
+        }
+        if dests.len > self.cfg.max_message {
+            return Err(CommandError::TooLong { len: u64::from(dests.len), max: self.cfg.max_message });
+        }
+        let p = &mut self.ports[usize::from(port.0)];
+        if p.send_tokens == 0 {
+            return Err(CommandError::NoSendToken);
+        }
+        p.send_tokens -= 1;
+        let mut list = vec![0; dests.len as usize];
+        let mut data = vec![0; buf.len as usize];
+        let read = (dests.len == 0 || self.dma.read(port, dests.addr, &mut list).is_ok())
+            && (buf.len == 0 || self.dma.read(port, buf.addr, &mut data).is_ok());
+        if !read {
+            self.complete(port, gen, op, Err(OpError::DmaFault), false);
+            return Ok(());
+        }
+        self.work.dma_read += u64::from(dests.len) + u64::from(buf.len);
+        let dests = match crate::decode_members(&list) {
+            Ok(d) => d,
+            Err(e) => {
+                self.complete(port, gen, op, Err(e.into()), false);
+                return Ok(());
+            }
+        };
+        let shared: std::sync::Arc<[u8]> = data.into();
+        let id = self.next_multi;
+        self.next_multi = self.next_multi.wrapping_add(1);
+        self.multis.insert(id, MultiOp { port, port_gen: gen, op, remaining: dests.len() as u32, first_error: None });
+        for dest in dests {
+            let dead = self.conn_index.get(&dest.node).is_some_and(|&ci| self.conns[ci].dead);
+            if dead {
+                self.multi_part_done(id, Err(OpError::PeerUnreachable(dest.node)));
+                continue;
+            }
+            let s = self.ports[usize::from(port.0)].tx_streams.entry((dest.node, dest.port.0, dest.gen)).or_insert(0);
+            let stream_seq = *s;
+            *s = s.wrapping_add(1);
+            let key = self.alloc_key();
+            self.ops.insert(
+                key,
+                OutOp {
+                    port,
+                    port_gen: gen,
+                    op,
+                    kind: OutKind::Send { tag },
+                    dest,
+                    buf,
+                    stream_seq,
+                    attempt: 0,
+                    retry_at: None,
+                    first_refused: None,
+                    progress: 0,
+                    shared: Some(shared.clone()),
+                    multi: Some(id),
+                },
+            );
+            self.launch(now, key);
+        }
+        Ok(())
+    }
+
+    /// One copy of multi-send `id` finished; the last one completes it.
+    pub(crate) fn multi_part_done(&mut self, id: u32, result: Result<Completion, OpError>) {
+        let Some(m) = self.multis.get_mut(&id) else { return };
+        if let Err(e) = result {
+            m.first_error.get_or_insert(e);
+        }
+        m.remaining = m.remaining.saturating_sub(1);
+        if m.remaining == 0 {
+            let m = self.multis.remove(&id).expect("present");
+            let result = match m.first_error {
+                Some(e) => Err(e),
+                None => Ok(Completion::Sent),
+            };
+            self.complete(m.port, m.port_gen, m.op, result, false);
+        }
+    }
+
+    /// Reports a host operation's end: to its multi-send if it is a copy
+    /// of one, else straight to its port.
+    fn op_result(&mut self, op: &OutOp, result: Result<Completion, OpError>) {
+        match op.multi {
+            Some(id) => self.multi_part_done(id, result),
+            None => self.complete(op.port, op.port_gen, op.op, result, false),
+        }
     }
 
     pub(crate) fn alloc_key(&mut self) -> u32 {
@@ -458,7 +585,7 @@ impl<D: Dma> Engine<D> {
         self.parked.remove(&key);
         if let Some(op) = self.ops.remove(&key) {
             if op.kind.is_host_op() {
-                self.complete(op.port, op.port_gen, op.op, Err(err), false);
+                self.op_result(&op, Err(err));
             }
             let ci = self.conn_index.get(&op.dest.node).copied();
             if let Some(ci) = ci {
@@ -476,8 +603,8 @@ impl<D: Dma> Engine<D> {
             self.fail_op(key, err);
             return;
         }
-        let (port, gen, id) = (op.port, op.port_gen, op.op);
-        self.complete(port, gen, id, Err(err), false);
+        let op = op.clone();
+        self.op_result(&op, Err(err));
         let op = self.ops.get_mut(&key).expect("checked above");
         op.kind = OutKind::Void;
         op.buf.len = 0;
@@ -493,7 +620,7 @@ impl<D: Dma> Engine<D> {
                 OutKind::Read { .. } => Completion::Read,
                 OutKind::Serve { .. } | OutKind::Void => return,
             };
-            self.complete(op.port, op.port_gen, op.op, Ok(done), false);
+            self.op_result(&op, Ok(done));
         }
     }
 
@@ -537,7 +664,9 @@ impl<D: Dma> Engine<D> {
             .parked
             .iter()
             .copied()
-            .find(|k| self.ops.get(k).is_some_and(|o| o.port == port && o.port_gen == gen && o.op == target));
+            .find(|k| {
+                self.ops.get(k).is_some_and(|o| o.port == port && o.port_gen == gen && o.op == target && o.multi.is_none())
+            });
         if let Some(k) = parked {
             self.give_up(k, OpError::Cancelled);
             return Ok(Completion::Cancelled);

@@ -368,6 +368,8 @@ impl<D: Dma> Engine<D> {
                         retry_at: None,
                         first_refused: None,
                         progress: 0,
+                        shared: None,
+                        multi: None,
                     },
                 );
                 self.launch(now, key);

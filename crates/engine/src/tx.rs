@@ -133,9 +133,16 @@ impl<D: Dma> Engine<D> {
             OutKind::Read { .. } => unreachable!("reads queue a control record, not fragments"),
         };
         let (port, src) = (op.port, op.buf.addr + u64::from(offset));
+        let shared = op.shared.clone();
         let h = self.header(ci, body.kind(), seq);
         let off = wire::emit_prefix(&h, &body, len as usize, buf).expect("fragment sized to the MTU");
         let end = off + len as usize;
+        if let Some(data) = shared {
+            // Multi-send: the payload is already in engine memory.
+            buf[off..end].copy_from_slice(&data[offset as usize..(offset + len) as usize]);
+            wire::seal(&mut buf[..end]);
+            return end;
+        }
         if len > 0 && self.dma.read(port, src, &mut buf[off..end]).is_err() {
             let is_stream = matches!(self.ops.get(&key).map(|o| o.kind), Some(OutKind::Send { .. } | OutKind::Write { .. }));
             if is_stream && offset == 0 {

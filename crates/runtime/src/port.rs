@@ -113,7 +113,10 @@ impl PortIo for RtPort {
     fn post(&mut self, cmd: Command) -> Result<(), CommandError> {
         let cfg = &self.node.config;
         let token = match cmd {
-            Command::Send { buf, .. } | Command::RdmaWrite { buf, .. } | Command::RdmaRead { buf, .. } => {
+            Command::Send { buf, .. }
+            | Command::RdmaWrite { buf, .. }
+            | Command::RdmaRead { buf, .. }
+            | Command::MultiSend { buf, .. } => {
                 if buf.len > cfg.max_message {
                     return Err(CommandError::TooLong { len: u64::from(buf.len), max: cfg.max_message });
                 }

@@ -347,7 +347,7 @@ impl PortIo for SimIo {
             let w = self.proc.world.borrow();
             let c = &w.cost;
             let (token, cost) = match cmd {
-                Command::Send { buf, .. } | Command::RdmaWrite { buf, .. } => {
+                Command::Send { buf, .. } | Command::RdmaWrite { buf, .. } | Command::MultiSend { buf, .. } => {
                     if buf.len > self.max_message {
                         return Err(CommandError::TooLong { len: u64::from(buf.len), max: self.max_message });
                     }

@@ -1,0 +1,87 @@
+//! Multi-send: one command, one payload read from the host, a reliable
+//! copy to each destination.
+
+use outboard_engine::*;
+use outboard_testnet::{LinkConfig, Network};
+
+const P0: PortId = PortId(0);
+
+#[test]
+fn every_destination_gets_the_message_once_and_the_payload_is_read_once() {
+    for seed in 0..4 {
+        let n = 16;
+        let mut net = Network::with_defaults(n, LinkConfig::lossy(0.2, 0.1, 0.01), seed);
+        let eps: Vec<Endpoint> = (0..n).map(|i| net.open_port(NodeId(i), P0).unwrap()).collect();
+        let data: Vec<u8> = (0..40_000u32).map(|i| (i * 31 + seed as u32) as u8).collect();
+        let mut recvs = Vec::new();
+        for ep in &eps[1..] {
+            let b = net.memory(ep.node).alloc(50_000);
+            net.command(ep.node, P0, Command::Recv { op: OpId(7), matching: RecvMatch::tag(3), buf: b }).unwrap();
+            recvs.push(b);
+        }
+        let src = net.memory(NodeId(0)).alloc_with(&data);
+        let list = encode_members(&eps[1..]);
+        let dests = net.memory(NodeId(0)).alloc_with(&list);
+        let _ = net.engine(NodeId(0)).take_work();
+        net.command(NodeId(0), P0, Command::MultiSend { op: OpId(1), dests, tag: 3, buf: src }).unwrap();
+        let work = net.engine(NodeId(0)).take_work();
+        assert_eq!(work.dma_read, (data.len() + list.len()) as u64, "payload read from the host once");
+        let mut sender_events = Vec::new();
+        let mut got = vec![0; n as usize];
+        net.run_until("multi-send", |net| {
+            sender_events.extend(net.take_events(NodeId(0)));
+            for i in 1..n {
+                for e in net.take_events(NodeId(i)) {
+                    assert_eq!(e.result, Ok(Completion::Received { src: eps[0], tag: 3, len: data.len() as u32 }));
+                    got[i as usize] += 1;
+                }
+            }
+            !sender_events.is_empty() && got[1..].iter().all(|&g| g == 1)
+        })
+        .unwrap();
+        net.run_until_quiet().unwrap();
+        assert_eq!(sender_events.len(), 1);
+        assert_eq!(sender_events[0].result, Ok(Completion::Sent));
+        assert!(got[1..].iter().all(|&g| g == 1), "exactly once: {got:?}");
+        for (i, b) in recvs.iter().enumerate() {
+            assert_eq!(&net.memory(NodeId(i as u32 + 1)).bytes(*b)[..data.len()], &data[..]);
+        }
+        // The multi-send returned its single token: another one fits.
+        assert!(net.engine(NodeId(0)).is_quiet());
+    }
+}
+
+#[test]
+fn a_gone_destination_fails_the_multi_send_but_not_the_others() {
+    let n = 4;
+    let mut net = Network::with_defaults(n, LinkConfig::default(), 11);
+    let eps: Vec<Endpoint> = (0..n).map(|i| net.open_port(NodeId(i), P0).unwrap()).collect();
+    net.close_port(NodeId(2), P0);
+    let _new = net.open_port(NodeId(2), P0).unwrap();
+    for ep in [eps[1], eps[3]] {
+        let b = net.memory(ep.node).alloc(10);
+        net.command(ep.node, P0, Command::Recv { op: OpId(7), matching: RecvMatch::any(), buf: b }).unwrap();
+    }
+    let src = net.memory(NodeId(0)).alloc_with(b"hello");
+    let dests = net.memory(NodeId(0)).alloc_with(&encode_members(&eps[1..]));
+    net.command(NodeId(0), P0, Command::MultiSend { op: OpId(1), dests, tag: 0, buf: src }).unwrap();
+    net.run_until_quiet().unwrap();
+    let ev = net.take_events(NodeId(0));
+    assert_eq!(ev.len(), 1);
+    assert_eq!(ev[0].result, Err(OpError::PortGone));
+    for i in [1, 3] {
+        let ev = net.take_events(NodeId(i));
+        assert!(matches!(ev[..], [Event { result: Ok(Completion::Received { len: 5, .. }), .. }]), "{ev:?}");
+    }
+}
+
+#[test]
+fn a_malformed_destination_list_is_an_error() {
+    let mut net = Network::with_defaults(2, LinkConfig::default(), 12);
+    net.open_port(NodeId(0), P0).unwrap();
+    let src = net.memory(NodeId(0)).alloc_with(b"x");
+    let dests = net.memory(NodeId(0)).alloc_with(&[1, 0, 0, 0, 9]);
+    net.command(NodeId(0), P0, Command::MultiSend { op: OpId(1), dests, tag: 0, buf: src }).unwrap();
+    let ev = net.take_events(NodeId(0));
+    assert!(matches!(ev[0].result, Err(OpError::Collective(CollError::Malformed(_)))), "{ev:?}");
+}
