@@ -16,6 +16,7 @@
 
 mod io;
 mod port;
+pub mod postal;
 
 pub use io::{MemoryError, PortIo};
 pub use outboard_engine::{
