@@ -52,6 +52,10 @@ pub struct CostModel {
     pub nic_tx_byte: PerByte,
     /// NIC: per byte in.
     pub nic_rx_byte: PerByte,
+    /// NIC: per integer element combined.
+    pub nic_combine_int: Dur,
+    /// NIC: per floating-point element combined.
+    pub nic_combine_float: Dur,
     /// Wire: per byte on a link.
     pub link_byte: PerByte,
     /// Wire: one cable.
@@ -88,6 +92,8 @@ impl CostModel {
             nic_timer: cycles(p.nic.timer_cycles, mhz),
             nic_tx_byte: PerByte::from_us(p.nic.tx_us_per_byte),
             nic_rx_byte: PerByte::from_us(p.nic.rx_us_per_byte),
+            nic_combine_int: cycles(p.nic.combine_int_cycles, mhz),
+            nic_combine_float: cycles(p.nic.combine_float_cycles, mhz),
             link_byte: PerByte::from_us(p.wire.link_us_per_byte),
             cable: Dur::from_us(p.wire.cable_latency_us),
             switch_hop: Dur::from_us(p.wire.switch_latency_us),
@@ -96,7 +102,8 @@ impl CostModel {
 
     /// NIC busy time for the work of one engine call.
     ///
-    /// Processor time: per command, packet and timer. Data movement: the
+    /// Processor time: per command, packet and timer, and per element a
+    /// reduction combines (integer and floating point apart). Data movement: the
     /// send DMA's pace per payload byte read for transmission, the receive
     /// side per byte taken off the wire, and a bus DMA (set-up plus bytes)
     /// for payload read from or written to host memory - except send data
@@ -105,7 +112,9 @@ impl CostModel {
         let mut d = Dur(self.nic_command.0 * w.commands
             + self.nic_tx_packet.0 * w.packets_out
             + self.nic_rx_packet.0 * w.packets_in
-            + self.nic_timer.0 * w.timers);
+            + self.nic_timer.0 * w.timers
+            + self.nic_combine_int.0 * w.combine_int
+            + self.nic_combine_float.0 * w.combine_float);
         d += self.nic_tx_byte.for_bytes(w.dma_read);
         d += self.nic_rx_byte.for_bytes(w.bytes_in);
         let bus_read = if self.pio_send { 0 } else { w.dma_read };
@@ -139,5 +148,16 @@ mod tests {
         // 1.3958 + 0.0075 x 1536 = 12.9158 us (dissertation 2.1).
         assert_eq!(c.nic_work(&w), Dur(12_915_800));
         assert_eq!(c.send(1536), Dur(49_019_900));
+    }
+
+    #[test]
+    fn combining_is_charged_per_element_by_type() {
+        let c = CostModel::new(&Profile::builtin("gm-lanai91"));
+        let base = c.nic_work(&Work::default());
+        let int = c.nic_work(&Work { combine_int: 4, ..Work::default() });
+        let float = c.nic_work(&Work { combine_float: 4, ..Work::default() });
+        assert_eq!(int, base + Dur(c.nic_combine_int.0 * 4));
+        assert_eq!(float, base + Dur(c.nic_combine_float.0 * 4));
+        assert!(float > int, "the LANai emulates floating point in software");
     }
 }

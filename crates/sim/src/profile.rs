@@ -125,6 +125,31 @@ pub struct NicCosts {
     /// Largest payload per packet in bytes (the engine's MTU is this plus
     /// Outboard's headers).
     pub max_payload: u32,
+    /// Cycles per integer element a reduction combines (load both
+    /// operands, operate, store).
+    pub combine_int_cycles: f64,
+    /// Cycles per floating-point element a reduction combines. The LANai
+    /// had no FPU: the dissertation's NIC (4.2.4) ran SoftFloat's 64-bit
+    /// routines, so this is far above the integer figure there; a DPU core
+    /// has an FPU and the two are close.
+    pub combine_float_cycles: f64,
+}
+
+/// The MPI layer over the communication library (MPICH-GM in the
+/// dissertation): extra host time per call. Experiments that the paper ran
+/// at the MPI level use [`Profile::at_mpi_level`]; GM-level ones do not.
+/// Optional (zero when absent).
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct MpiCosts {
+    /// Added to every send and to starting an offloaded collective (the
+    /// MPI call, request bookkeeping, the channel interface's token check).
+    #[serde(default)]
+    pub send_us: f64,
+    /// Added to taking every received message (matching in the MPI layer,
+    /// `MPID_DeviceCheck`).
+    #[serde(default)]
+    pub recv_us: f64,
 }
 
 /// Links and switches.
@@ -181,6 +206,9 @@ pub struct Profile {
     /// Faults (none by default).
     #[serde(default)]
     pub faults: FaultRates,
+    /// The MPI layer's overheads (zero by default).
+    #[serde(default)]
+    pub mpi: MpiCosts,
 }
 
 /// The built-in profiles: (name, TOML text).
@@ -216,6 +244,18 @@ impl Profile {
         Err(ProfileError::Unknown { name: name_or_path.to_string(), known: builtin_names().join(", ") })
     }
 
+    /// The same machine seen through its MPI layer: the `[mpi]` costs are
+    /// added to the host's send (which also starts offloaded collectives)
+    /// and receive costs. The name gets an `+mpi` suffix.
+    pub fn at_mpi_level(&self) -> Profile {
+        let mut p = self.clone();
+        p.host.send_us += p.mpi.send_us;
+        p.host.recv_us += p.mpi.recv_us;
+        p.mpi = MpiCosts::default();
+        p.name = format!("{}+mpi", self.name);
+        p
+    }
+
     /// A built-in profile; panics if the name is not built in (for tests and
     /// experiments that name one in code).
     pub fn builtin(name: &str) -> Profile {
@@ -224,7 +264,7 @@ impl Profile {
 
     fn validate(&self) -> Result<(), ProfileError> {
         let name = &self.name;
-        let nonneg: [(&'static str, f64); 25] = [
+        let nonneg: [(&'static str, f64); 29] = [
             ("host.send_us", self.host.send_us),
             ("host.send_us_per_byte", self.host.send_us_per_byte),
             ("host.recv_us", self.host.recv_us),
@@ -243,6 +283,10 @@ impl Profile {
             ("nic.timer_cycles", self.nic.timer_cycles),
             ("nic.tx_us_per_byte", self.nic.tx_us_per_byte),
             ("nic.rx_us_per_byte", self.nic.rx_us_per_byte),
+            ("nic.combine_int_cycles", self.nic.combine_int_cycles),
+            ("nic.combine_float_cycles", self.nic.combine_float_cycles),
+            ("mpi.send_us", self.mpi.send_us),
+            ("mpi.recv_us", self.mpi.recv_us),
             ("wire.link_us_per_byte", self.wire.link_us_per_byte),
             ("wire.cable_latency_us", self.wire.cable_latency_us),
             ("wire.switch_latency_us", self.wire.switch_latency_us),
