@@ -48,4 +48,17 @@ pub trait PortIo {
     fn read(&self, addr: u64, out: &mut [u8]) -> Result<(), MemoryError>;
     /// Copies `data` to `addr` of host memory.
     fn write(&mut self, addr: u64, data: &[u8]) -> Result<(), MemoryError>;
+    /// The largest contribution one offloaded collective carries: the
+    /// engine's `max_collective_len` (its MTU less the packet and collective
+    /// headers). Longer offloaded data is split into consecutive
+    /// collectives of at most this size. The default is the engine's
+    /// default MTU (8192) less 84 header bytes; an implementation whose
+    /// engines use another MTU must say so (all members of a group must
+    /// agree, since they must split alike).
+    fn coll_max_len(&self) -> u32 {
+        DEFAULT_COLL_MAX_LEN
+    }
 }
+
+/// [`PortIo::coll_max_len`] for the engine's default configuration.
+pub const DEFAULT_COLL_MAX_LEN: u32 = 8192 - 44 - 40;

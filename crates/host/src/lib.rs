@@ -14,13 +14,18 @@
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod coll;
 mod io;
 mod port;
 pub mod postal;
 
-pub use io::{MemoryError, PortIo};
+pub use coll::{
+    AllreduceAlgorithm, BarrierAlgorithm, CollDefaults, CollRequest, CollectiveError, Group, Mode, TreeShape,
+};
+pub use io::{MemoryError, PortIo, DEFAULT_COLL_MAX_LEN};
 pub use outboard_engine::{
-    Command, CommandError, Completion, Endpoint, Event, HostBuf, Instant, NodeId, OpError, OpId, PortId, RecvMatch,
+    CollError, Command, CommandError, Completion, Datatype, Endpoint, Event, GroupId, HostBuf, Instant, NodeId, OpError,
+    OpId, PortId, RecvMatch, ReduceOp, Reduction, Schedule,
 };
 pub use port::{HostError, Port, Request};
 

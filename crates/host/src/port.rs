@@ -3,6 +3,7 @@ use std::collections::BTreeMap;
 use outboard_engine::{Command, CommandError, Completion, Endpoint, HostBuf, OpError, OpId, RecvMatch};
 use thiserror::Error;
 
+use crate::coll::{CollState, CollectiveError};
 use crate::{MemoryError, PortIo};
 
 /// An operation under way, returned by the `start_*` calls.
@@ -33,6 +34,9 @@ pub enum HostError {
     /// for, or from another port).
     #[error("unknown request")]
     UnknownRequest,
+    /// A collective call refused by the host library.
+    #[error("collective: {0}")]
+    Coll(#[from] CollectiveError),
 }
 
 /// An open port of the host library: split-phase operations over a
@@ -43,12 +47,15 @@ pub struct Port<P: PortIo> {
     /// Requests started and not yet handed back, with their completion once
     /// it arrived.
     pending: BTreeMap<OpId, Option<Result<Completion, OpError>>>,
+    /// Collectives under way (both modes); host-based ones advance in
+    /// [`Port::progress`].
+    pub(crate) coll: CollState,
 }
 
 impl<P: PortIo> Port<P> {
     /// Wraps an open port.
     pub fn new(io: P) -> Self {
-        Port { io, next_op: 1, pending: BTreeMap::new() }
+        Port { io, next_op: 1, pending: BTreeMap::new(), coll: CollState::default() }
     }
 
     /// This port's endpoint.
@@ -66,7 +73,7 @@ impl<P: PortIo> Port<P> {
         &self.io
     }
 
-    fn start(&mut self, make: impl FnOnce(OpId) -> Command) -> Result<Request, HostError> {
+    pub(crate) fn start(&mut self, make: impl FnOnce(OpId) -> Command) -> Result<Request, HostError> {
         let op = OpId(self.next_op);
         self.io.post(make(op))?;
         self.next_op += 1;
@@ -118,8 +125,15 @@ impl<P: PortIo> Port<P> {
     }
 
     /// Moves every completion the engine has for this port into the pending
-    /// table. Host-based algorithms call it (through `test`) to advance.
+    /// table, then advances the collectives under way (host-based ones run
+    /// only here, so every `test`/`wait` of any request drives them).
     pub fn progress(&mut self) {
+        self.poll_events();
+        self.coll_advance();
+    }
+
+    /// Moves every completion the engine has into the pending table.
+    pub(crate) fn poll_events(&mut self) {
         while let Some(e) = self.io.poll_event() {
             if let Some(slot) = self.pending.get_mut(&e.op) {
                 *slot = Some(e.result);
@@ -127,9 +141,13 @@ impl<P: PortIo> Port<P> {
         }
     }
 
-    /// Whether `req` finished; hands its result back (once) if so.
-    pub fn test(&mut self, req: Request) -> Option<Result<Completion, HostError>> {
-        self.progress();
+    /// Forgets a request: its completion, whenever it comes, is dropped.
+    pub(crate) fn forget(&mut self, req: Request) {
+        self.pending.remove(&req.0);
+    }
+
+    /// Whether `req` finished, without polling the engine.
+    pub(crate) fn take(&mut self, req: Request) -> Option<Result<Completion, HostError>> {
         match self.pending.get(&req.0) {
             None => Some(Err(HostError::UnknownRequest)),
             Some(None) => None,
@@ -138,6 +156,12 @@ impl<P: PortIo> Port<P> {
                 Some(r.map_err(HostError::Op))
             }
         }
+    }
+
+    /// Whether `req` finished; hands its result back (once) if so.
+    pub fn test(&mut self, req: Request) -> Option<Result<Completion, HostError>> {
+        self.progress();
+        self.take(req)
     }
 
     /// Blocks until `req` finishes.

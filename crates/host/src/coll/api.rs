@@ -1,0 +1,435 @@
+//! The collective calls on [`Port`]: split-phase `start_*` returning a
+//! [`CollRequest`], `coll_test` / `coll_wait`, and blocking wrappers. Each
+//! call names its mode (offloaded or host-based) and algorithm, so the two
+//! modes can be compared like for like.
+//!
+//! Requests of one group and one mode hand their results back in start
+//! order: `coll_test` reports a request only once every earlier one of the
+//! same group and mode has finished.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::Arc;
+
+use outboard_engine::{encode_members, CollError, Command, Endpoint, GroupId, Reduction, ScheduleId};
+
+use super::group::{IdPool, ScheduleKey};
+use super::hostbased::HostRun;
+use super::offload::OffRun;
+use super::{CollectiveError, Group};
+use crate::{HostError, Port, PortIo};
+
+/// Where a collective runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Mode {
+    /// The engines run the schedule (the papers' NIC-based collectives).
+    #[default]
+    Offloaded,
+    /// The hosts run the same schedule over point-to-point messages,
+    /// advancing only inside the library.
+    HostBased,
+}
+
+/// Barrier algorithms.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum BarrierAlgorithm {
+    /// MPICH's pairwise exchange (recursive doubling), with pre and post
+    /// steps for sizes that are not a power of two.
+    PairwiseExchange,
+    /// Dissemination: ceil(log2 n) rounds for any n.
+    #[default]
+    Dissemination,
+    /// Gather to rank 0 and broadcast back on a tree: a k-ary tree of
+    /// `degree`, or the binomial tree for `degree == 0`.
+    GatherBroadcast {
+        /// Tree degree; 0 for binomial.
+        degree: u32,
+    },
+}
+
+/// Tree shapes for reduce, broadcast and tree allreduce.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum TreeShape {
+    /// MPICH's binomial tree.
+    #[default]
+    Binomial,
+    /// A complete k-ary tree of the given degree (at least 1).
+    Kary(u32),
+    /// A chain (degree 1).
+    Chain,
+}
+
+/// Allreduce algorithms.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum AllreduceAlgorithm {
+    /// Reduce to rank 0 on a tree, then broadcast down the same tree.
+    Tree(TreeShape),
+    /// Recursive doubling, with pre and post steps for sizes that are not a
+    /// power of two.
+    RecursiveDoubling,
+}
+
+impl Default for AllreduceAlgorithm {
+    fn default() -> Self {
+        AllreduceAlgorithm::Tree(TreeShape::Binomial)
+    }
+}
+
+/// A group's default choices (see [`Group::set_defaults`]); `split` uses
+/// them for its own collectives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct CollDefaults {
+    /// Mode.
+    pub mode: Mode,
+    /// Barrier algorithm.
+    pub barrier: BarrierAlgorithm,
+    /// Tree for reduce and broadcast.
+    pub tree: TreeShape,
+    /// Allreduce algorithm.
+    pub allreduce: AllreduceAlgorithm,
+}
+
+/// A collective under way, returned by the `start_*` calls; hand it to
+/// [`Port::coll_test`] or [`Port::coll_wait`] of the same port.
+#[derive(Debug, PartialEq, Eq, Hash)]
+#[must_use = "a collective request must be tested or waited for"]
+pub struct CollRequest {
+    id: u64,
+}
+
+impl CollRequest {
+    /// The port-local sequence number of the request.
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+}
+
+#[derive(Debug)]
+enum Body {
+    Off(OffRun),
+    Host(HostRun),
+    Done,
+}
+
+#[derive(Debug)]
+struct CollOp {
+    group: GroupId,
+    mode: Mode,
+    want_result: bool,
+    body: Body,
+    result: Option<Result<Vec<u8>, HostError>>,
+}
+
+/// A group as registered at this port (first use).
+#[derive(Debug)]
+struct Registered {
+    members: Arc<[Endpoint]>,
+}
+
+/// The collective state of one port.
+#[derive(Debug, Default)]
+pub(crate) struct CollState {
+    next_id: u64,
+    ops: BTreeMap<u64, CollOp>,
+    /// Offloaded chunks not yet posted (no send token), in start order.
+    backlog: VecDeque<(u64, usize)>,
+    groups: HashMap<GroupId, Registered>,
+    pub(crate) ids: IdPool,
+}
+
+impl CollState {
+    /// Collectives of `group` still under way or not handed back.
+    fn busy(&self, group: GroupId) -> bool {
+        self.ops.values().any(|o| o.group == group)
+    }
+}
+
+/// What one kind of collective asks of the common start path.
+struct Spec<'a> {
+    key: ScheduleKey,
+    reduction: Option<Reduction>,
+    data: &'a [u8],
+    want_result: bool,
+}
+
+impl<P: PortIo> Port<P> {
+    /// A group with an application-chosen id, checked against this port at
+    /// once (see [`Group::new`]).
+    pub fn new_group(&mut self, id: GroupId, rank: u32, members: Vec<Endpoint>) -> Result<Group, HostError> {
+        let g = Group::new(id, rank, members)?;
+        self.register_group(&g)?;
+        Ok(g)
+    }
+
+    /// Removes a group: destroys it at the engine if it was installed there
+    /// and frees its id at this port (ids from `split` become reusable once
+    /// every member freed the group). Refused while collectives of the group
+    /// are under way or not yet handed back.
+    pub fn free_group(&mut self, g: Group) -> Result<(), HostError> {
+        self.progress();
+        if self.coll.busy(g.id()) {
+            return Err(CollectiveError::Engine(CollError::GroupBusy).into());
+        }
+        if g.installed {
+            let group = g.id();
+            let r = self.start(|op| Command::DestroyGroup { op, group })?;
+            self.wait(r)?;
+        }
+        self.coll.groups.remove(&g.id());
+        self.coll.ids.give(g.id());
+        Ok(())
+    }
+
+    /// Checks that `g` names this port at its rank and that its id is not
+    /// used by another group here; records it.
+    pub(crate) fn register_group(&mut self, g: &Group) -> Result<(), HostError> {
+        if g.members()[g.rank() as usize] != self.endpoint() {
+            return Err(CollectiveError::NotMember.into());
+        }
+        match self.coll.groups.get(&g.id()) {
+            Some(r) if *r.members != *g.members() => Err(CollectiveError::GroupIdInUse(g.id()).into()),
+            Some(_) => Ok(()),
+            None => {
+                self.coll.groups.insert(g.id(), Registered { members: g.members_arc() });
+                Ok(())
+            }
+        }
+    }
+
+    /// Installs the group and the schedule `key` at the engine if not there
+    /// yet (each is a local command, waited for here).
+    fn install(&mut self, g: &mut Group, key: ScheduleKey) -> Result<ScheduleId, HostError> {
+        if !g.installed {
+            let members = self.buffer_from(&encode_members(g.members()))?;
+            let (group, rank) = (g.id(), g.rank());
+            let r = self.start(|op| Command::CreateGroup { op, group, rank, members }).and_then(|r| self.wait(r));
+            self.free(members)?;
+            r?;
+            g.installed = true;
+        }
+        let slot = g.slot(key)?;
+        let schedule = slot.id;
+        if !slot.installed {
+            let bytes = slot.schedule.encode();
+            let buf = self.buffer_from(&bytes)?;
+            let group = g.id();
+            let r = self.start(|op| Command::SetSchedule { op, group, schedule, buf }).and_then(|r| self.wait(r));
+            self.free(buf)?;
+            r?;
+            g.slot(key)?.installed = true;
+        }
+        Ok(schedule)
+    }
+
+    fn start_coll(&mut self, g: &mut Group, mode: Mode, spec: Spec<'_>) -> Result<CollRequest, HostError> {
+        self.register_group(g)?;
+        if let Some(r) = spec.reduction {
+            r.validate().map_err(CollectiveError::from)?;
+            r.check_len(spec.data.len()).map_err(CollectiveError::from)?;
+        }
+        let body = match mode {
+            Mode::Offloaded => {
+                let sched = self.install(g, spec.key)?;
+                Body::Off(OffRun::new(self, g.id(), sched, spec.reduction, spec.data, spec.want_result)?)
+            }
+            Mode::HostBased => {
+                let schedule = g.slot(spec.key)?.schedule.clone();
+                let epoch = g.host_epoch;
+                g.host_epoch = g.host_epoch.wrapping_add(1);
+                let run = HostRun::new(g.id(), epoch, g.rank(), g.members_arc(), schedule, spec.reduction, spec.data.to_vec())?;
+                Body::Host(run)
+            }
+        };
+        let id = self.coll.next_id;
+        self.coll.next_id += 1;
+        if let Body::Off(run) = &body {
+            self.coll.backlog.extend((0..run.chunks.len()).map(|i| (id, i)));
+        }
+        self.coll.ops.insert(id, CollOp { group: g.id(), mode, want_result: spec.want_result, body, result: None });
+        // Post what can be posted now: a host-based collective sends its
+        // first messages at once.
+        self.progress();
+        Ok(CollRequest { id })
+    }
+
+    /// Posts backlogged offloaded chunks in order, then advances every
+    /// collective under way. Called by [`Port::progress`].
+    pub(crate) fn coll_advance(&mut self) {
+        while let Some(&(id, i)) = self.coll.backlog.front() {
+            let Some(mut op) = self.coll.ops.remove(&id) else {
+                self.coll.backlog.pop_front();
+                continue;
+            };
+            let posted = match &mut op.body {
+                Body::Off(run) if op.result.is_none() => run.post(self, i),
+                _ => Ok(true),
+            };
+            let stop = match posted {
+                Ok(true) => {
+                    self.coll.backlog.pop_front();
+                    false
+                }
+                Ok(false) => true,
+                Err(e) => {
+                    // Chunks already posted are forgotten (their buffers
+                    // leaked: the engine may still use them).
+                    if let Body::Off(run) = &op.body {
+                        for c in &run.chunks {
+                            if let Some(r) = c.req {
+                                self.forget(r);
+                            }
+                        }
+                    }
+                    op.body = Body::Done;
+                    op.result = Some(Err(e));
+                    self.coll.backlog.retain(|&(o, _)| o != id);
+                    false
+                }
+            };
+            self.coll.ops.insert(id, op);
+            if stop {
+                break;
+            }
+        }
+        let ids: Vec<u64> = self.coll.ops.iter().filter(|(_, o)| o.result.is_none()).map(|(&k, _)| k).collect();
+        for id in ids {
+            let mut op = self.coll.ops.remove(&id).expect("listed above");
+            let done = match &mut op.body {
+                Body::Off(run) => run.advance(self),
+                Body::Host(run) => run.advance(self),
+                Body::Done => None,
+            };
+            if let Some(r) = done {
+                op.body = Body::Done;
+                op.result = Some(r.map(|v| if op.want_result { v } else { Vec::new() }));
+            }
+            self.coll.ops.insert(id, op);
+        }
+    }
+
+    /// Whether the collective finished; hands its result back (once) if so:
+    /// the result bytes at the reduce root, at every allreduce and broadcast
+    /// member, empty otherwise.
+    pub fn coll_test(&mut self, req: &mut CollRequest) -> Option<Result<Vec<u8>, HostError>> {
+        self.progress();
+        let op = match self.coll.ops.get(&req.id) {
+            None => return Some(Err(HostError::UnknownRequest)),
+            Some(op) => op,
+        };
+        op.result.as_ref()?;
+        let (group, mode) = (op.group, op.mode);
+        let earlier_open =
+            self.coll.ops.range(..req.id).any(|(_, o)| o.group == group && o.mode == mode && o.result.is_none());
+        if earlier_open {
+            return None;
+        }
+        self.coll.ops.remove(&req.id).and_then(|o| o.result)
+    }
+
+    /// Blocks until the collective finishes.
+    pub fn coll_wait(&mut self, mut req: CollRequest) -> Result<Vec<u8>, HostError> {
+        loop {
+            if let Some(r) = self.coll_test(&mut req) {
+                return r;
+            }
+            self.io().idle();
+        }
+    }
+
+    fn check_root(g: &Group, root: u32) -> Result<(), HostError> {
+        if root >= g.size() {
+            return Err(CollectiveError::RootOutOfRange { root, size: g.size() }.into());
+        }
+        Ok(())
+    }
+
+    /// Starts a barrier.
+    pub fn start_barrier(&mut self, g: &mut Group, mode: Mode, algo: BarrierAlgorithm) -> Result<CollRequest, HostError> {
+        let spec = Spec { key: ScheduleKey::Barrier(algo), reduction: None, data: &[], want_result: false };
+        self.start_coll(g, mode, spec)
+    }
+
+    /// Starts a reduction of every member's `data` to `root` on a tree of
+    /// `tree`'s shape rooted there.
+    pub fn start_reduce(
+        &mut self,
+        g: &mut Group,
+        mode: Mode,
+        tree: TreeShape,
+        root: u32,
+        red: Reduction,
+        data: &[u8],
+    ) -> Result<CollRequest, HostError> {
+        Self::check_root(g, root)?;
+        let want_result = g.rank() == root;
+        let spec = Spec { key: ScheduleKey::Reduce(tree, root), reduction: Some(red), data, want_result };
+        self.start_coll(g, mode, spec)
+    }
+
+    /// Starts an allreduce: every member gets the combination of all
+    /// members' `data`.
+    pub fn start_allreduce(
+        &mut self,
+        g: &mut Group,
+        mode: Mode,
+        algo: AllreduceAlgorithm,
+        red: Reduction,
+        data: &[u8],
+    ) -> Result<CollRequest, HostError> {
+        let spec = Spec { key: ScheduleKey::Allreduce(algo), reduction: Some(red), data, want_result: true };
+        self.start_coll(g, mode, spec)
+    }
+
+    /// Starts a broadcast of `root`'s `data`; the other members pass a slice
+    /// of the same length (its contents are ignored).
+    pub fn start_bcast(
+        &mut self,
+        g: &mut Group,
+        mode: Mode,
+        tree: TreeShape,
+        root: u32,
+        data: &[u8],
+    ) -> Result<CollRequest, HostError> {
+        Self::check_root(g, root)?;
+        let spec = Spec { key: ScheduleKey::Bcast(tree, root), reduction: None, data, want_result: true };
+        self.start_coll(g, mode, spec)
+    }
+
+    /// Blocking barrier.
+    pub fn barrier(&mut self, g: &mut Group, mode: Mode, algo: BarrierAlgorithm) -> Result<(), HostError> {
+        let r = self.start_barrier(g, mode, algo)?;
+        self.coll_wait(r).map(|_| ())
+    }
+
+    /// Blocking reduce: the result at `root`, empty elsewhere.
+    pub fn reduce(
+        &mut self,
+        g: &mut Group,
+        mode: Mode,
+        tree: TreeShape,
+        root: u32,
+        red: Reduction,
+        data: &[u8],
+    ) -> Result<Vec<u8>, HostError> {
+        let r = self.start_reduce(g, mode, tree, root, red, data)?;
+        self.coll_wait(r)
+    }
+
+    /// Blocking allreduce.
+    pub fn allreduce(
+        &mut self,
+        g: &mut Group,
+        mode: Mode,
+        algo: AllreduceAlgorithm,
+        red: Reduction,
+        data: &[u8],
+    ) -> Result<Vec<u8>, HostError> {
+        let r = self.start_allreduce(g, mode, algo, red, data)?;
+        self.coll_wait(r)
+    }
+
+    /// Blocking broadcast: `root`'s data at every member.
+    pub fn bcast(&mut self, g: &mut Group, mode: Mode, tree: TreeShape, root: u32, data: &[u8]) -> Result<Vec<u8>, HostError> {
+        let r = self.start_bcast(g, mode, tree, root, data)?;
+        self.coll_wait(r)
+    }
+}

@@ -1,0 +1,228 @@
+//! [`Group`]: an ordered set of ports (an MPI communicator) as one member
+//! sees it, with the schedules it has computed and installed, and the
+//! allocation of group ids for groups made by `split`.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use outboard_engine::{Endpoint, GroupId, Schedule, ScheduleId};
+
+use super::api::{AllreduceAlgorithm, BarrierAlgorithm, CollDefaults, Mode, TreeShape};
+use super::schedules as s;
+use super::{CollectiveError, Tree};
+
+/// Group ids an application chooses (`Group::new`) are below this; `split`
+/// allocates from `APP_GROUP_ID_LIMIT..APP_GROUP_ID_LIMIT + SPLIT_GROUP_IDS`,
+/// so the two never collide. The id also goes into host-based message tags
+/// (23 bits there), which bounds both ranges.
+pub const APP_GROUP_ID_LIMIT: u64 = 1 << 20;
+/// How many ids `split` can hand out at one port at a time (MPICH keeps a
+/// bit mask of free context ids the same way).
+pub const SPLIT_GROUP_IDS: u32 = 4096;
+/// The `color` of a port that takes part in a `split` but joins no new group
+/// (MPI_UNDEFINED).
+pub const UNDEFINED: u32 = u32::MAX;
+
+/// Which schedule, as the cache of a group names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum ScheduleKey {
+    Barrier(BarrierAlgorithm),
+    Reduce(TreeShape, u32),
+    Allreduce(AllreduceAlgorithm),
+    Bcast(TreeShape, u32),
+}
+
+/// A computed schedule, its number, and whether the engine has it.
+#[derive(Debug, Clone)]
+pub(crate) struct Slot {
+    pub id: ScheduleId,
+    pub schedule: Arc<Schedule>,
+    pub installed: bool,
+}
+
+/// One member's view of a group: its id (agreed by all members), its rank,
+/// the members in rank order, and per-member state - the schedules computed
+/// so far (each installed at the engine the first time an offloaded
+/// collective needs it) and the host-based epoch counter.
+///
+/// Offloaded and host-based collectives are numbered separately (the engine
+/// counts the former, the group the latter), so the two modes may be mixed
+/// on one group; within one mode every member must start the group's
+/// collectives in the same order.
+/// Not `Clone`: it records what it installed at the engine.
+#[derive(Debug)]
+pub struct Group {
+    id: GroupId,
+    rank: u32,
+    members: Arc<[Endpoint]>,
+    defaults: CollDefaults,
+    pub(crate) installed: bool,
+    pub(crate) schedules: HashMap<ScheduleKey, Slot>,
+    next_schedule: u32,
+    pub(crate) host_epoch: u32,
+}
+
+impl Group {
+    /// A group with an application-chosen id (below
+    /// [`APP_GROUP_ID_LIMIT`], the same at every member and unique among
+    /// the groups of each member's port). `members[rank]` must be the port
+    /// that uses the group: checked by [`crate::Port::new_group`] at once,
+    /// or by the first collective otherwise.
+    pub fn new(id: GroupId, rank: u32, members: Vec<Endpoint>) -> Result<Group, CollectiveError> {
+        if id.0 >= APP_GROUP_ID_LIMIT {
+            return Err(CollectiveError::GroupIdOutOfRange(id));
+        }
+        Group::build(id, rank, members)
+    }
+
+    pub(crate) fn build(id: GroupId, rank: u32, members: Vec<Endpoint>) -> Result<Group, CollectiveError> {
+        let size = members.len() as u32;
+        if size == 0 {
+            return Err(CollectiveError::EmptyGroup);
+        }
+        if rank >= size {
+            return Err(CollectiveError::RankOutOfRange { rank, size });
+        }
+        let mut sorted = members.iter().map(|e| (e.node, e.port)).collect::<Vec<_>>();
+        sorted.sort();
+        if sorted.windows(2).any(|w| w[0] == w[1]) {
+            return Err(CollectiveError::DuplicateMember);
+        }
+        Ok(Group {
+            id,
+            rank,
+            members: members.into(),
+            defaults: CollDefaults::default(),
+            installed: false,
+            schedules: HashMap::new(),
+            next_schedule: 0,
+            host_epoch: 0,
+        })
+    }
+
+    /// The agreed identifier.
+    pub fn id(&self) -> GroupId {
+        self.id
+    }
+
+    /// This member's rank.
+    pub fn rank(&self) -> u32 {
+        self.rank
+    }
+
+    /// Number of members.
+    pub fn size(&self) -> u32 {
+        self.members.len() as u32
+    }
+
+    /// The members in rank order.
+    pub fn members(&self) -> &[Endpoint] {
+        &self.members
+    }
+
+    pub(crate) fn members_arc(&self) -> Arc<[Endpoint]> {
+        self.members.clone()
+    }
+
+    /// The default mode and algorithms (used by `split`, and for callers that
+    /// want a per-group choice).
+    pub fn defaults(&self) -> CollDefaults {
+        self.defaults
+    }
+
+    /// Sets the default mode and algorithms.
+    pub fn set_defaults(&mut self, d: CollDefaults) {
+        self.defaults = d;
+    }
+
+    /// Sets only the default mode.
+    pub fn set_default(&mut self, mode: Mode) {
+        self.defaults.mode = mode;
+    }
+
+    /// The schedule for `key` at this member, computed on first use.
+    pub(crate) fn slot(&mut self, key: ScheduleKey) -> Result<&mut Slot, CollectiveError> {
+        if !self.schedules.contains_key(&key) {
+            let id = u16::try_from(self.next_schedule).map_err(|_| CollectiveError::TooManySchedules)?;
+            let schedule = Arc::new(schedule_for(key, self.rank, self.size())?);
+            self.next_schedule += 1;
+            self.schedules.insert(key, Slot { id: ScheduleId(id), schedule, installed: false });
+        }
+        Ok(self.schedules.get_mut(&key).expect("inserted above"))
+    }
+}
+
+/// The tree of `shape` over `n` ranks rooted at `root`.
+pub(crate) fn tree_for(shape: TreeShape, n: u32, root: u32) -> Result<Tree, CollectiveError> {
+    match shape {
+        TreeShape::Binomial => Tree::binomial(n, root),
+        TreeShape::Kary(k) => Tree::kary(n, k, root),
+        TreeShape::Chain => Tree::chain(n, root),
+    }
+}
+
+/// The schedule `key` names, for `rank` of `size`.
+pub(crate) fn schedule_for(key: ScheduleKey, rank: u32, size: u32) -> Result<Schedule, CollectiveError> {
+    Ok(match key {
+        ScheduleKey::Barrier(BarrierAlgorithm::PairwiseExchange) => s::barrier_pairwise(rank, size),
+        ScheduleKey::Barrier(BarrierAlgorithm::Dissemination) => s::barrier_dissemination(rank, size),
+        ScheduleKey::Barrier(BarrierAlgorithm::GatherBroadcast { degree: 0 }) => {
+            s::barrier_gb(&Tree::binomial(size, 0)?, rank)
+        }
+        ScheduleKey::Barrier(BarrierAlgorithm::GatherBroadcast { degree }) => {
+            s::barrier_gb(&Tree::kary(size, degree, 0)?, rank)
+        }
+        ScheduleKey::Reduce(shape, root) => s::reduce(&tree_for(shape, size, root)?, rank),
+        ScheduleKey::Bcast(shape, root) => s::bcast(&tree_for(shape, size, root)?, rank),
+        ScheduleKey::Allreduce(AllreduceAlgorithm::Tree(shape)) => s::allreduce_tree(&tree_for(shape, size, 0)?, rank),
+        ScheduleKey::Allreduce(AllreduceAlgorithm::RecursiveDoubling) => s::allreduce_recursive_doubling(rank, size),
+    })
+}
+
+/// The ids `split` may hand out at one port: a bit per id, set when free.
+/// `split` ANDs the masks of all members of the parent group (an allreduce),
+/// so the lowest set bit of the result is free at every one of them.
+#[derive(Debug, Clone)]
+pub(crate) struct IdPool {
+    free: Vec<u64>,
+}
+
+impl Default for IdPool {
+    fn default() -> Self {
+        IdPool { free: vec![u64::MAX; SPLIT_GROUP_IDS as usize / 64] }
+    }
+}
+
+impl IdPool {
+    /// The mask as bytes, for the allreduce.
+    pub fn mask_bytes(&self) -> Vec<u8> {
+        self.free.iter().flat_map(|w| w.to_ne_bytes()).collect()
+    }
+
+    /// The lowest id free in an ANDed mask.
+    pub fn lowest(mask: &[u8]) -> Option<GroupId> {
+        mask.chunks_exact(8).enumerate().find_map(|(i, c)| {
+            let w = u64::from_ne_bytes(c.try_into().expect("8 bytes"));
+            (w != 0).then(|| GroupId(APP_GROUP_ID_LIMIT + i as u64 * 64 + u64::from(w.trailing_zeros())))
+        })
+    }
+
+    fn bit(id: GroupId) -> Option<(usize, u64)> {
+        let i = id.0.checked_sub(APP_GROUP_ID_LIMIT).filter(|&i| i < u64::from(SPLIT_GROUP_IDS))?;
+        Some(((i / 64) as usize, 1 << (i % 64)))
+    }
+
+    /// Marks a split id used.
+    pub fn take(&mut self, id: GroupId) {
+        if let Some((w, b)) = Self::bit(id) {
+            self.free[w] &= !b;
+        }
+    }
+
+    /// Gives a split id back (application ids are ignored).
+    pub fn give(&mut self, id: GroupId) {
+        if let Some((w, b)) = Self::bit(id) {
+            self.free[w] |= b;
+        }
+    }
+}

@@ -1,0 +1,253 @@
+//! Host-based execution of a schedule over tagged point-to-point messages.
+//!
+//! The same [`Schedule`] the engine would run, as a non-blocking state
+//! machine: [`HostRun::advance`] posts what it can and folds what arrived,
+//! and is called only from [`crate::Port::progress`] (so from every
+//! `test`/`wait`) - a host-based collective advances only while the
+//! application is inside the library.
+//!
+//! # Tags
+//!
+//! Bit 63 is reserved for collectives (applications must not use it); bits
+//! 40..63 hold the group id (unique per port and agreed by the members),
+//! bits 16..40 the group's host-based epoch (mod 2^24), bits 0..16 the
+//! round (the ordinal of this message among those between the same two
+//! members in the schedule). Receives name their source port. So traffic of
+//! different groups, epochs and rounds never matches another's receive; an
+//! epoch is reused only after 2^24 further host-based collectives on the
+//! same group.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use outboard_engine::{CollError, Completion, Endpoint, Fold, GroupId, HostBuf, RecvMatch, Reduction, Schedule};
+
+use crate::{CommandError, HostError, Port, PortIo, Request};
+
+/// The tag bit reserved for collective traffic.
+pub const COLL_TAG_BIT: u64 = 1 << 63;
+const EPOCH_BITS: u32 = 24;
+
+/// The tag of one message of a host-based collective.
+pub(crate) fn tag(group: GroupId, epoch: u32, round: u16) -> u64 {
+    debug_assert!(group.0 < 1 << 23, "group ids fit 23 bits");
+    COLL_TAG_BIT | (group.0 << 40) | (u64::from(epoch & ((1 << EPOCH_BITS) - 1)) << 16) | u64::from(round)
+}
+
+/// A posted receive of the current step.
+#[derive(Debug)]
+struct RecvSlot {
+    req: Request,
+    buf: HostBuf,
+    data: Option<Vec<u8>>,
+}
+
+/// One host-based collective at one member.
+#[derive(Debug)]
+pub(crate) struct HostRun {
+    group: GroupId,
+    epoch: u32,
+    rank: u32,
+    members: Arc<[Endpoint]>,
+    schedule: Arc<Schedule>,
+    /// Rounds per send and receive, numbered per peer as the engine does.
+    send_round: Vec<Vec<u16>>,
+    recv_round: Vec<Vec<u16>>,
+    reduction: Option<Reduction>,
+    value: Vec<u8>,
+    step: usize,
+    sends_posted: usize,
+    recvs: Vec<RecvSlot>,
+    sends: Vec<(Request, HostBuf)>,
+}
+
+fn rounds(s: &Schedule) -> Result<(Vec<Vec<u16>>, Vec<Vec<u16>>), CollError> {
+    let mut sent: HashMap<u32, u32> = HashMap::new();
+    let mut got: HashMap<u32, u32> = HashMap::new();
+    let next = |m: &mut HashMap<u32, u32>, r: u32| {
+        let c = m.entry(r).or_insert(0);
+        let v = u16::try_from(*c).map_err(|_| CollError::Malformed("more than 65,536 messages between two members"));
+        *c += 1;
+        v
+    };
+    let mut sr = Vec::new();
+    let mut rr = Vec::new();
+    for st in &s.steps {
+        sr.push(st.send_to.iter().map(|&r| next(&mut sent, r)).collect::<Result<Vec<_>, _>>()?);
+        rr.push(st.recv_from.iter().map(|&r| next(&mut got, r)).collect::<Result<Vec<_>, _>>()?);
+    }
+    Ok((sr, rr))
+}
+
+/// Whether a refusal only means "try again later".
+fn busy(e: &HostError) -> bool {
+    matches!(e, HostError::Command(CommandError::NoSendToken | CommandError::NoRecvToken))
+}
+
+impl HostRun {
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        group: GroupId,
+        epoch: u32,
+        rank: u32,
+        members: Arc<[Endpoint]>,
+        schedule: Arc<Schedule>,
+        reduction: Option<Reduction>,
+        value: Vec<u8>,
+    ) -> Result<HostRun, HostError> {
+        let (send_round, recv_round) = rounds(&schedule).map_err(super::CollectiveError::from)?;
+        Ok(HostRun {
+            group,
+            epoch,
+            rank,
+            members,
+            schedule,
+            send_round,
+            recv_round,
+            reduction,
+            value,
+            step: 0,
+            sends_posted: 0,
+            recvs: Vec::new(),
+            sends: Vec::new(),
+        })
+    }
+
+    fn buf_for<P: PortIo>(port: &mut Port<P>, data: Option<&[u8]>, len: usize) -> Result<HostBuf, HostError> {
+        if len == 0 {
+            return Ok(HostBuf { addr: 0, len: 0 });
+        }
+        match data {
+            Some(d) => port.buffer_from(d),
+            None => port.buffer(len as u32),
+        }
+    }
+
+    fn free<P: PortIo>(port: &mut Port<P>, buf: HostBuf) -> Result<(), HostError> {
+        if buf.len > 0 {
+            port.free(buf)?;
+        }
+        Ok(())
+    }
+
+    /// Does whatever can be done now. `Some` once finished: the final value
+    /// or the first error.
+    pub fn advance<P: PortIo>(&mut self, port: &mut Port<P>) -> Option<Result<Vec<u8>, HostError>> {
+        match self.advance_inner(port) {
+            Ok(true) => Some(Ok(std::mem::take(&mut self.value))),
+            Ok(false) => None,
+            Err(e) => {
+                self.abandon(port);
+                Some(Err(e))
+            }
+        }
+    }
+
+    /// After a failure: receives still posted are cancelled and forgotten;
+    /// their buffers are leaked rather than freed, since the engine may
+    /// still write them until the cancel takes effect.
+    fn abandon<P: PortIo>(&mut self, port: &mut Port<P>) {
+        for r in self.recvs.drain(..) {
+            if r.data.is_none() {
+                port.forget(r.req);
+                let target = r.req.op();
+                if let Ok(c) = port.start(|op| outboard_engine::Command::Cancel { op, target }) {
+                    port.forget(c);
+                }
+            }
+        }
+        for (req, _) in self.sends.drain(..) {
+            port.forget(req);
+        }
+    }
+
+    fn advance_inner<P: PortIo>(&mut self, port: &mut Port<P>) -> Result<bool, HostError> {
+        // Sends of earlier steps: free their buffers as they complete.
+        let mut i = 0;
+        while i < self.sends.len() {
+            match port.take(self.sends[i].0) {
+                Some(r) => {
+                    let (_, buf) = self.sends.swap_remove(i);
+                    Self::free(port, buf)?;
+                    r?;
+                }
+                None => i += 1,
+            }
+        }
+        loop {
+            let Some(st) = self.schedule.steps.get(self.step) else {
+                return Ok(self.sends.is_empty());
+            };
+            let st = st.clone();
+            while self.sends_posted < st.send_to.len() {
+                let to = st.send_to[self.sends_posted];
+                let round = self.send_round[self.step][self.sends_posted];
+                let buf = Self::buf_for(port, Some(&self.value), self.value.len())?;
+                match port.start_send(self.members[to as usize], tag(self.group, self.epoch, round), buf) {
+                    Ok(req) => self.sends.push((req, buf)),
+                    Err(e) => {
+                        Self::free(port, buf)?;
+                        return if busy(&e) { Ok(false) } else { Err(e) };
+                    }
+                }
+                self.sends_posted += 1;
+            }
+            while self.recvs.len() < st.recv_from.len() {
+                let from = self.members[st.recv_from[self.recvs.len()] as usize];
+                let round = self.recv_round[self.step][self.recvs.len()];
+                let m = RecvMatch::from(from.node, from.port, tag(self.group, self.epoch, round));
+                let buf = Self::buf_for(port, None, self.value.len())?;
+                match port.start_recv(m, buf) {
+                    Ok(req) => self.recvs.push(RecvSlot { req, buf, data: None }),
+                    Err(e) => {
+                        Self::free(port, buf)?;
+                        return if busy(&e) { Ok(false) } else { Err(e) };
+                    }
+                }
+            }
+            let mut all = true;
+            for k in 0..self.recvs.len() {
+                if self.recvs[k].data.is_some() {
+                    continue;
+                }
+                match port.take(self.recvs[k].req) {
+                    None => all = false,
+                    Some(r) => {
+                        let buf = self.recvs[k].buf;
+                        let got = match r? {
+                            Completion::Received { len, .. } => len,
+                            other => unreachable!("receive completed as {other:?}"),
+                        };
+                        let data = if buf.len > 0 { port.read_buffer(buf)? } else { Vec::new() };
+                        Self::free(port, buf)?;
+                        if got as usize != self.value.len() {
+                            return Err(super::CollectiveError::from(CollError::LengthMismatch {
+                                expected: self.value.len() as u32,
+                                got,
+                            })
+                            .into());
+                        }
+                        self.recvs[k].data = Some(data);
+                    }
+                }
+            }
+            if !all {
+                return Ok(false);
+            }
+            for (k, slot) in std::mem::take(&mut self.recvs).into_iter().enumerate() {
+                let data = slot.data.expect("all arrived");
+                match st.fold() {
+                    Fold::Ignore => {}
+                    Fold::Replace => self.value = data,
+                    Fold::Combine => {
+                        let red = self.reduction.ok_or(CollError::BadReduction).map_err(super::CollectiveError::from)?;
+                        red.fold(&mut self.value, &data, st.recv_from[k] < self.rank)
+                            .map_err(super::CollectiveError::from)?;
+                    }
+                }
+            }
+            self.step += 1;
+            self.sends_posted = 0;
+        }
+    }
+}

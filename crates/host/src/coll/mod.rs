@@ -1,0 +1,87 @@
+//! Collective operations for the host library: groups, trees and
+//! schedules computed on the host, and two ways to run the same schedule -
+//! **offloaded** (installed at the engine, which runs it packet by packet)
+//! and **host-based** (the host runs it over tagged point-to-point messages,
+//! advancing only while the application is inside the library).
+//!
+//! - [`tree`]: spanning trees (binomial, k-ary, chain, or any parent list).
+//! - [`schedules`]: per-rank schedules for barrier, reduce, allreduce and
+//!   broadcast, and the floating-point order they fix.
+//! - [`reference`]: a sequential evaluator of schedules, the tests' oracle.
+//! - `group`: [`Group`], its schedule cache and group-id allocation.
+//! - `hostbased` / `offload`: the two executors.
+//! - `api`: the split-phase calls on [`crate::Port`].
+//! - `split`: `Port::split` (MPI_Comm_split).
+
+mod api;
+mod group;
+mod hostbased;
+mod offload;
+pub mod reference;
+pub mod schedules;
+mod split;
+pub mod tree;
+
+#[cfg(test)]
+mod tests;
+
+use outboard_engine::{CollError, GroupId};
+use thiserror::Error;
+
+pub use api::{AllreduceAlgorithm, BarrierAlgorithm, CollDefaults, CollRequest, Mode, TreeShape};
+pub(crate) use api::CollState;
+pub use group::{Group, APP_GROUP_ID_LIMIT, SPLIT_GROUP_IDS, UNDEFINED};
+pub use tree::Tree;
+
+/// Why a collective call was refused by the host library (errors the
+/// engine reports arrive as [`crate::OpError::Collective`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
+pub enum CollectiveError {
+    /// A group needs at least one member.
+    #[error("a group needs at least one member")]
+    EmptyGroup,
+    /// The rank is not inside the group.
+    #[error("rank {rank} outside a group of {size}")]
+    RankOutOfRange {
+        /// The rank.
+        rank: u32,
+        /// The group size.
+        size: u32,
+    },
+    /// A root outside the group.
+    #[error("root {root} outside a group of {size}")]
+    RootOutOfRange {
+        /// The root.
+        root: u32,
+        /// The group size.
+        size: u32,
+    },
+    /// The member list names a port twice.
+    #[error("the member list names a port twice")]
+    DuplicateMember,
+    /// The group's entry at its rank is not this port.
+    #[error("the group's member at its rank is not this port")]
+    NotMember,
+    /// Application-chosen group ids must stay below
+    /// [`APP_GROUP_ID_LIMIT`]; the ids above are allocated by `split`.
+    #[error("group id {0:?} is outside the application range")]
+    GroupIdOutOfRange(GroupId),
+    /// Another group with the same id but different members is in use at
+    /// this port.
+    #[error("group id {0:?} is already used by another group at this port")]
+    GroupIdInUse(GroupId),
+    /// `split` found no group id free at every member.
+    #[error("no group id is free at every member")]
+    NoFreeGroupId,
+    /// A group has used all 65,536 schedule numbers.
+    #[error("the group has no schedule number left")]
+    TooManySchedules,
+    /// A tree that is not a spanning tree, or a degree of 0.
+    #[error("bad tree: {0}")]
+    BadTree(&'static str),
+    /// Data whose length does not fit the operation (a broadcast of a
+    /// different length, a message of the wrong length in a host-based
+    /// collective), or a bad reduction.
+    #[error(transparent)]
+    Engine(#[from] CollError),
+}

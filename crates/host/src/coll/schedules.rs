@@ -1,0 +1,169 @@
+//! Schedules for one member of a group: pure functions of (rank, size,
+//! tree or algorithm). The same schedule runs offloaded (installed at the
+//! engine) and host-based ([`super::hostbased`]), so the two modes combine
+//! values identically.
+//!
+//! # Floating-point combination order
+//!
+//! A `Combine` step folds the packets of its `recv_from` list one after the
+//! other, in list order, into the member's current value; for each packet
+//! the value from the lower rank is the left operand
+//! (`acc = other op acc` when the sender's rank is lower, `acc op other`
+//! otherwise). On a tree a rank's value starts as its own contribution and
+//! its children are folded in [`Tree::children`] order; so a binomial tree
+//! over 4 ranks rooted at 0 computes `((v0 + v1) + (v2 + v3))`, and a chain
+//! rooted at 0 computes `v0 + (v1 + (v2 + v3))`. In recursive doubling both
+//! partners compute `lower op higher`, so every rank ends with the same bits.
+//! [`super::reference`] evaluates exactly this order.
+
+use outboard_engine::{Fold, Schedule, Step};
+
+use super::tree::Tree;
+
+/// The largest power of two not above `n` (n > 0).
+fn pof2_below(n: u32) -> u32 {
+    1 << (31 - n.leading_zeros())
+}
+
+fn push(steps: &mut Vec<Step>, s: Step) {
+    if !s.send_to.is_empty() || !s.recv_from.is_empty() {
+        steps.push(s);
+    }
+}
+
+/// Reduce to the tree's root: fold the children's values (in listed
+/// order), then send to the parent. With `Fold::Ignore` this is the gather
+/// half of a gather-and-broadcast barrier.
+fn gather(tree: &Tree, rank: u32, fold: Fold, steps: &mut Vec<Step>) {
+    push(steps, Step::recv(tree.children(rank).iter().copied(), fold));
+    if let Some(p) = tree.parent(rank) {
+        push(steps, Step::send([p]));
+    }
+}
+
+/// Broadcast from the tree's root: take the parent's value, pass it to the
+/// children.
+fn scatter(tree: &Tree, rank: u32, fold: Fold, steps: &mut Vec<Step>) {
+    if let Some(p) = tree.parent(rank) {
+        push(steps, Step::recv([p], fold));
+    }
+    push(steps, Step::send(tree.children(rank).iter().copied()));
+}
+
+/// Reduction to `tree.root()`: the root ends with the combined value.
+pub fn reduce(tree: &Tree, rank: u32) -> Schedule {
+    let mut steps = Vec::new();
+    gather(tree, rank, Fold::Combine, &mut steps);
+    Schedule::new(steps)
+}
+
+/// Broadcast of the root's value down `tree`.
+pub fn bcast(tree: &Tree, rank: u32) -> Schedule {
+    let mut steps = Vec::new();
+    scatter(tree, rank, Fold::Replace, &mut steps);
+    Schedule::new(steps)
+}
+
+/// Allreduce as reduce to the root, then broadcast of the result down the
+/// same tree.
+pub fn allreduce_tree(tree: &Tree, rank: u32) -> Schedule {
+    let mut steps = Vec::new();
+    gather(tree, rank, Fold::Combine, &mut steps);
+    scatter(tree, rank, Fold::Replace, &mut steps);
+    Schedule::new(steps)
+}
+
+/// Gather-and-broadcast barrier on `tree`: signals go up to the root, then
+/// the release comes down.
+pub fn barrier_gb(tree: &Tree, rank: u32) -> Schedule {
+    let mut steps = Vec::new();
+    gather(tree, rank, Fold::Ignore, &mut steps);
+    scatter(tree, rank, Fold::Ignore, &mut steps);
+    Schedule::new(steps)
+}
+
+/// Recursive doubling / pairwise exchange (MPICH) with `fold` (Ignore for
+/// the barrier, Combine for allreduce). For a size that is not a power of
+/// two, with `p` the largest power of two below it, rank `p + i` first hands
+/// its value to rank `i` and sits out, and gets the result back at the end.
+fn pairwise(rank: u32, size: u32, fold: Fold) -> Schedule {
+    let p = pof2_below(size);
+    let rem = size - p;
+    let mut steps = Vec::new();
+    let post = if fold == Fold::Combine { Fold::Replace } else { Fold::Ignore };
+    if rank >= p {
+        steps.push(Step::exchange([rank - p], [rank - p], post));
+        return Schedule::new(steps);
+    }
+    if rank < rem {
+        steps.push(Step::recv([rank + p], fold));
+    }
+    let mut mask = 1;
+    while mask < p {
+        steps.push(Step::exchange([rank ^ mask], [rank ^ mask], fold));
+        mask <<= 1;
+    }
+    if rank < rem {
+        steps.push(Step::send([rank + p]));
+    }
+    Schedule::new(steps)
+}
+
+/// Pairwise-exchange barrier (MPICH's recursive doubling, with the extra
+/// pre and post steps for a size that is not a power of two).
+pub fn barrier_pairwise(rank: u32, size: u32) -> Schedule {
+    pairwise(rank, size, Fold::Ignore)
+}
+
+/// Recursive-doubling allreduce (the pairwise-exchange pattern folding
+/// values).
+pub fn allreduce_recursive_doubling(rank: u32, size: u32) -> Schedule {
+    pairwise(rank, size, Fold::Combine)
+}
+
+/// Dissemination barrier: in round k send to `rank + 2^k`, wait for
+/// `rank - 2^k` (mod size); ceil(log2 size) rounds for any size.
+pub fn barrier_dissemination(rank: u32, size: u32) -> Schedule {
+    let mut steps = Vec::new();
+    let mut d = 1u64;
+    let n = u64::from(size);
+    while d < n {
+        let to = ((u64::from(rank) + d) % n) as u32;
+        let from = ((u64::from(rank) + n - d) % n) as u32;
+        steps.push(Step::exchange([to], [from], Fold::Ignore));
+        d *= 2;
+    }
+    Schedule::new(steps)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn schedules_validate_for_every_size_and_root() {
+        for n in 1..=40u32 {
+            for r in 0..n {
+                let trees = [Tree::binomial(n, n / 3).unwrap(), Tree::kary(n, 3, n - 1).unwrap(), Tree::chain(n, 0).unwrap()];
+                let mut all = vec![barrier_pairwise(r, n), barrier_dissemination(r, n), allreduce_recursive_doubling(r, n)];
+                for t in &trees {
+                    all.extend([reduce(t, r), bcast(t, r), allreduce_tree(t, r), barrier_gb(t, r)]);
+                }
+                for s in all {
+                    s.validate(r, n).unwrap_or_else(|e| panic!("n={n} r={r}: {e} in {s:?}"));
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn pairwise_non_power_of_two_has_pre_and_post_steps() {
+        // size 6: p = 4, ranks 4 and 5 pair with 0 and 1.
+        assert_eq!(barrier_pairwise(4, 6).steps, vec![Step::exchange([0], [0], Fold::Ignore)]);
+        let s = barrier_pairwise(1, 6).steps;
+        assert_eq!(s.first(), Some(&Step::recv([5], Fold::Ignore)));
+        assert_eq!(s.last(), Some(&Step::send([5])));
+        assert_eq!(s.len(), 4);
+        assert_eq!(barrier_pairwise(3, 6).steps.len(), 2);
+    }
+}

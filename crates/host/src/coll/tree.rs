@@ -1,0 +1,213 @@
+//! Spanning trees over the ranks of a group, computed on the host (as the
+//! papers do) and turned into schedules by [`super::schedules`].
+//!
+//! A [`Tree`] is only parent/children lists per rank, so any shape plugs in:
+//! the builders here (binomial, k-ary, chain) and, later, trees optimal
+//! under a cost model. Every builder works on ranks *relative to the root*
+//! (`v = (rank - root) mod n`) and maps back, so any rank can be the root.
+//!
+//! The order of a rank's children is the order a reduction folds them in
+//! (see [`super::schedules`] for the resulting floating-point order).
+
+use super::CollectiveError;
+
+/// A spanning tree over ranks `0..size`: a parent for every rank but the
+/// root, and each rank's children in the order they are folded.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Tree {
+    root: u32,
+    parent: Vec<Option<u32>>,
+    children: Vec<Vec<u32>>,
+}
+
+impl Tree {
+    /// A tree from a parent list: `parent[root]` must be `None`, every other
+    /// rank must reach the root. Children are listed in ascending rank order
+    /// relative to the root.
+    pub fn from_parents(root: u32, parent: Vec<Option<u32>>) -> Result<Tree, CollectiveError> {
+        let n = parent.len() as u32;
+        if n == 0 {
+            return Err(CollectiveError::EmptyGroup);
+        }
+        if root >= n {
+            return Err(CollectiveError::RootOutOfRange { root, size: n });
+        }
+        if parent[root as usize].is_some() {
+            return Err(CollectiveError::BadTree("the root has a parent"));
+        }
+        let mut children = vec![Vec::new(); n as usize];
+        for v in 0..n {
+            let r = (v + root) % n;
+            if let Some(p) = parent[r as usize] {
+                if p >= n || p == r {
+                    return Err(CollectiveError::BadTree("parent out of range or itself"));
+                }
+                children[p as usize].push(r);
+            } else if r != root {
+                return Err(CollectiveError::BadTree("a second root"));
+            }
+        }
+        // Every rank must reach the root (no cycles): walk up at most n steps.
+        for r in 0..n {
+            let (mut x, mut hops) = (r, 0);
+            while let Some(p) = parent[x as usize] {
+                x = p;
+                hops += 1;
+                if hops > n {
+                    return Err(CollectiveError::BadTree("a cycle"));
+                }
+            }
+        }
+        Ok(Tree { root, parent, children })
+    }
+
+    /// Builds from a relative-rank shape: `parent_of(v)` for `v` in `1..n`
+    /// and children in the order `children_of(v)` lists them.
+    fn relative(n: u32, root: u32, parent_of: impl Fn(u32) -> u32, children_of: impl Fn(u32) -> Vec<u32>) -> Tree {
+        assert!(n > 0 && root < n, "checked by the callers");
+        let abs = |v: u32| (v + root) % n;
+        let mut parent = vec![None; n as usize];
+        let mut children = vec![Vec::new(); n as usize];
+        for v in 0..n {
+            if v != 0 {
+                parent[abs(v) as usize] = Some(abs(parent_of(v)));
+            }
+            children[abs(v) as usize] = children_of(v).into_iter().map(abs).collect();
+        }
+        Tree { root, parent, children }
+    }
+
+    fn check(n: u32, root: u32) -> Result<(), CollectiveError> {
+        if n == 0 {
+            return Err(CollectiveError::EmptyGroup);
+        }
+        if root >= n {
+            return Err(CollectiveError::RootOutOfRange { root, size: n });
+        }
+        Ok(())
+    }
+
+    /// The binomial tree of MPICH: relative rank `v`'s parent is `v` with
+    /// its lowest set bit cleared; its children are `v + 1, v + 2, v + 4,
+    /// ...` below that bit (nearest first, the order MPICH's reduce folds).
+    pub fn binomial(n: u32, root: u32) -> Result<Tree, CollectiveError> {
+        Self::check(n, root)?;
+        let low_bit = |v: u32| if v == 0 { 1u64 << 32 } else { 1u64 << v.trailing_zeros() };
+        Ok(Self::relative(
+            n,
+            root,
+            |v| v & (v - 1),
+            |v| {
+                let mut out = Vec::new();
+                let mut m = 1u64;
+                while m < low_bit(v) && u64::from(v) + m < u64::from(n) {
+                    out.push(v + m as u32);
+                    m <<= 1;
+                }
+                out
+            },
+        ))
+    }
+
+    /// The complete k-ary tree in breadth-first order: relative rank `v`'s
+    /// children are `k*v + 1 ..= k*v + k`.
+    pub fn kary(n: u32, k: u32, root: u32) -> Result<Tree, CollectiveError> {
+        Self::check(n, root)?;
+        if k == 0 {
+            return Err(CollectiveError::BadTree("degree 0"));
+        }
+        Ok(Self::relative(
+            n,
+            root,
+            |v| (v - 1) / k,
+            |v| {
+                let first = u64::from(k) * u64::from(v) + 1;
+                (first..(first + u64::from(k)).min(u64::from(n))).map(|c| c as u32).collect()
+            },
+        ))
+    }
+
+    /// A chain: relative rank `v`'s parent is `v - 1` (a k-ary tree of
+    /// degree 1; best for pipelining large messages).
+    pub fn chain(n: u32, root: u32) -> Result<Tree, CollectiveError> {
+        Self::kary(n, 1, root)
+    }
+
+    /// Number of ranks.
+    pub fn size(&self) -> u32 {
+        self.parent.len() as u32
+    }
+
+    /// The root.
+    pub fn root(&self) -> u32 {
+        self.root
+    }
+
+    /// `rank`'s parent (`None` for the root).
+    pub fn parent(&self, rank: u32) -> Option<u32> {
+        self.parent[rank as usize]
+    }
+
+    /// `rank`'s children, in folding order.
+    pub fn children(&self, rank: u32) -> &[u32] {
+        &self.children[rank as usize]
+    }
+
+    /// The longest root-to-leaf path, in edges.
+    pub fn depth(&self) -> u32 {
+        (0..self.size())
+            .map(|mut r| {
+                let mut d = 0;
+                while let Some(p) = self.parent(r) {
+                    r = p;
+                    d += 1;
+                }
+                d
+            })
+            .max()
+            .unwrap_or(0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn builders_give_spanning_trees_for_every_root() {
+        for n in 1..=33 {
+            for root in [0, n / 2, n - 1] {
+                for t in [Tree::binomial(n, root), Tree::kary(n, 3, root), Tree::chain(n, root), Tree::kary(n, 7, root)] {
+                    let t = t.unwrap();
+                    let again = Tree::from_parents(root, t.parent.clone()).unwrap();
+                    let mut a: Vec<_> = (0..n).map(|r| { let mut c = t.children(r).to_vec(); c.sort(); c }).collect();
+                    let b: Vec<_> = (0..n).map(|r| { let mut c = again.children(r).to_vec(); c.sort(); c }).collect();
+                    assert_eq!(a, b);
+                    a.clear();
+                    assert_eq!(t.root(), root);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn binomial_matches_mpich() {
+        let t = Tree::binomial(8, 0).unwrap();
+        assert_eq!(t.children(0), &[1, 2, 4]);
+        assert_eq!(t.children(4), &[5, 6]);
+        assert_eq!(t.parent(6), Some(4));
+        assert_eq!(t.depth(), 3);
+        let t = Tree::binomial(5, 2).unwrap();
+        assert_eq!(t.children(2), &[3, 4, 1]);
+        assert_eq!(Tree::chain(4, 1).unwrap().depth(), 3);
+    }
+
+    #[test]
+    fn bad_trees_are_refused() {
+        assert!(Tree::from_parents(0, vec![None, Some(2), Some(1)]).is_err());
+        assert!(Tree::from_parents(0, vec![None, None]).is_err());
+        assert!(Tree::kary(3, 0, 0).is_err());
+        assert!(Tree::binomial(3, 3).is_err());
+        assert!(Tree::binomial(0, 0).is_err());
+    }
+}
