@@ -1,5 +1,7 @@
 //! `outboard bench`: latency and bandwidth of the engine path, beside the
-//! same exchange over bare UDP sockets, in one run.
+//! same exchange over bare UDP sockets, in one run. (The collective
+//! benchmarks, `barrier`, `allreduce`, `reduce` and `overlap`, are in
+//! `bench_coll.rs`.)
 //!
 //! Two ranks in one process (each a thread with its own engine, socket and
 //! port) exchange messages over UDP on 127.0.0.1, OSU-style:
@@ -33,6 +35,18 @@ pub enum BenchCmd {
     Pingpong(PingpongArgs),
     /// The same exchange over bare UDP sockets only (no engine).
     RawUdp(PingpongArgs),
+    /// Barrier latency across processes: offloaded vs host-based (every
+    /// algorithm) vs Open MPI's MPI_Barrier over TCP.
+    Barrier(crate::bench_coll::CollArgs),
+    /// Allreduce latency by size: offloaded vs host-based vs Open MPI's
+    /// MPI_Allreduce over TCP.
+    Allreduce(crate::bench_coll::CollArgs),
+    /// Reduce-to-root latency by size: offloaded vs host-based vs Open
+    /// MPI's MPI_Reduce over TCP.
+    Reduce(crate::bench_coll::CollArgs),
+    /// Split-phase overlap in the OSU style (start, compute for the pure
+    /// latency, wait), offloaded vs host-based vs Open MPI.
+    Overlap(crate::bench_coll::CollArgs),
 }
 
 /// What to compare the engine path with.
@@ -410,7 +424,12 @@ fn human(size: usize) -> String {
 
 /// Runs `outboard bench`.
 pub fn run(cmd: BenchCmd) -> anyhow::Result<()> {
+    use crate::bench_coll::{run as coll, Kind};
     let (args, engine, raw) = match cmd {
+        BenchCmd::Barrier(a) => return coll(Kind::Barrier, a),
+        BenchCmd::Allreduce(a) => return coll(Kind::Allreduce, a),
+        BenchCmd::Reduce(a) => return coll(Kind::Reduce, a),
+        BenchCmd::Overlap(a) => return coll(Kind::Overlap, a),
         BenchCmd::Pingpong(a) => {
             let raw = a.compare == Some(Compare::RawUdp);
             (a, true, raw)

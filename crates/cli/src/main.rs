@@ -4,6 +4,7 @@
 use clap::{Parser, Subcommand};
 
 mod bench;
+mod bench_coll;
 mod demo;
 mod launch;
 mod nicvm_cmd;
@@ -28,7 +29,8 @@ enum Cmd {
     /// Launch N processes of a program on this machine as one job (the
     /// bootstrap environment set, output prefixed with the rank).
     Run(launch::RunArgs),
-    /// Measure the engine path beside bare UDP sockets.
+    /// Measure the engine path beside bare UDP sockets, and collectives
+    /// offloaded vs host-based vs Open MPI.
     #[command(subcommand)]
     Bench(bench::BenchCmd),
     /// Compile, verify, disassemble and run NICVM user modules.

@@ -26,6 +26,11 @@
 //! world.port().send(next, 7, b"hello")?;
 //! let (_src, _tag, data) = world.port().recv(outboard_host::RecvMatch::tag(7), 64)?;
 //! assert_eq!(data, b"hello");
+//!
+//! // Collectives on the group of every rank, offloaded to the engines:
+//! let mut g = world.group()?;
+//! use outboard_host::{BarrierAlgorithm, Mode};
+//! world.port().barrier(&mut g, Mode::Offloaded, BarrierAlgorithm::Dissemination)?;
 //! world.finalize()?;
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
@@ -48,4 +53,4 @@ pub use driver::TransportStats;
 pub use node::{bind_udp, random_u64, Node, NodeError};
 pub use port::RtPort;
 pub use progress::{machine_cores, ParseProgressError, Progress};
-pub use world::{init, init_with, InitError, Options, World};
+pub use world::{init, init_with, InitError, Options, World, WORLD_GROUP_FIRST};

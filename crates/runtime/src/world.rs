@@ -9,7 +9,7 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::{Duration, Instant as WallClock};
 
 use outboard_engine::{EngineConfig, Endpoint, NodeId, OpenError, PortId, Stats};
-use outboard_host::{Port, PortIo};
+use outboard_host::{Group, GroupId, HostError, Port, PortIo};
 use thiserror::Error;
 
 use crate::bootstrap::{Bootstrap, BootstrapError, LaunchEnv, Launcher, SingletonBootstrap, TcpBootstrap};
@@ -121,7 +121,14 @@ pub struct World {
     peers: Vec<SocketAddr>,
     progress_reason: String,
     finalized: bool,
+    /// The id the next [`World::group`] gives its group.
+    next_group: u64,
 }
+
+/// The id of the first group [`World::group`] makes; each later call takes
+/// the next id. Applications that make groups of their own with
+/// [`Port::new_group`] should pick ids below this.
+pub const WORLD_GROUP_FIRST: u64 = 1 << 19;
 
 /// Joins the job described by the environment, with [`Options::from_env`].
 pub fn init() -> Result<World, InitError> {
@@ -183,7 +190,7 @@ pub fn init_with(opts: Options) -> Result<World, InitError> {
         }
         endpoints.push(Endpoint { node: NodeId(r), port: PortId(v[0]), gen: u32::from_be_bytes([v[1], v[2], v[3], v[4]]) });
     }
-    Ok(World { port, node, bootstrap: Some(boot), env, endpoints, peers, progress_reason, finalized: false })
+    Ok(World { port, node, bootstrap: Some(boot), env, endpoints, peers, progress_reason, finalized: false, next_group: WORLD_GROUP_FIRST })
 }
 
 impl World {
@@ -205,6 +212,36 @@ impl World {
     /// The port of `rank` (its node, port and incarnation).
     pub fn endpoint(&self, rank: u32) -> Endpoint {
         self.endpoints[rank as usize]
+    }
+
+    /// Every rank's endpoint, in rank order (the members of the world
+    /// group).
+    pub fn endpoints(&self) -> &[Endpoint] {
+        &self.endpoints
+    }
+
+    /// A group of every rank of the job, in rank order (MPI_COMM_WORLD),
+    /// registered at this rank's port, for the collectives of
+    /// [`Port`] (`port.barrier(&mut g, ...)`, `port.allreduce(&mut g, ...)`).
+    ///
+    /// Every rank must call it the same number of times and in the same
+    /// order relative to its other group creations: the n-th call at every
+    /// rank makes the same group (id [`WORLD_GROUP_FIRST`] + n - 1), like
+    /// `MPI_Comm_dup`. Groups are independent: collectives on one never
+    /// mix with another's. Subgroups come from `Port::split`.
+    ///
+    /// ```no_run
+    /// use outboard_host::{BarrierAlgorithm, Mode};
+    /// let mut world = outboard_runtime::init()?;
+    /// let mut g = world.group()?;
+    /// world.port().barrier(&mut g, Mode::Offloaded, BarrierAlgorithm::Dissemination)?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn group(&mut self) -> Result<Group, HostError> {
+        let id = GroupId(self.next_group);
+        let g = self.port.new_group(id, self.env.rank, self.endpoints.clone())?;
+        self.next_group += 1;
+        Ok(g)
     }
 
     /// The UDP address of `rank`'s engine.

@@ -1,0 +1,609 @@
+//! `outboard bench barrier|allreduce|reduce|overlap`: collectives across
+//! real processes, offloaded beside host-based in one run, and Open MPI's
+//! over its TCP transport where `mpicc` and `mpirun` are present.
+//!
+//! The command launches a job of its own (`outboard run -n N` of this very
+//! binary in worker mode) for every rank count asked for. Each rank times
+//! every iteration of a collective on its own, after a warm-up; the figure
+//! printed is the median of a rank's samples, averaged over the ranks.
+//! Offloaded and host-based alternate round by round, so a burst of noise
+//! on this shared machine hits both alike.
+//!
+//! `overlap` follows OSU's `osu_ibarrier`/`osu_iallreduce`: the pure
+//! latency of start + wait (mean), then start, compute (a busy loop) for
+//! that long, wait; overlap % = max(0, 1 - (overall - compute) / pure) *
+//! 100, every term averaged over the iterations and the ranks.
+//!
+//! Open MPI's side is a small C program (`mpi_coll.c`, built into this
+//! binary) compiled with `mpicc` into a temporary directory and run with
+//! `mpirun --oversubscribe --mca btl tcp,self -n N`; it measures the same
+//! way and prints lines this module parses.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+use outboard_engine::{Datatype, ReduceOp, Reduction};
+use outboard_host::{AllreduceAlgorithm, BarrierAlgorithm, Mode, RecvMatch, TreeShape};
+use outboard_runtime::{machine_cores, Options, Progress};
+
+/// Which collective a benchmark measures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// Barrier, every algorithm.
+    Barrier,
+    /// Allreduce, every algorithm and size.
+    Allreduce,
+    /// Reduce to rank 0, every size.
+    Reduce,
+    /// Split-phase overlap (OSU style).
+    Overlap,
+}
+
+impl Kind {
+    fn name(self) -> &'static str {
+        match self {
+            Kind::Barrier => "barrier",
+            Kind::Allreduce => "allreduce",
+            Kind::Reduce => "reduce",
+            Kind::Overlap => "overlap",
+        }
+    }
+}
+
+/// Operations `overlap` measures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum OverlapOp {
+    /// Split-phase barrier (pairwise exchange).
+    Barrier,
+    /// Split-phase allreduce (recursive doubling), every size.
+    Allreduce,
+}
+
+/// Arguments of `outboard bench barrier|allreduce|reduce|overlap`.
+#[derive(clap::Args, Clone, Debug)]
+pub struct CollArgs {
+    /// Ranks (processes on this machine); one job per value.
+    #[arg(short = 'n', long = "np", value_delimiter = ',', default_value = "2,4",
+          value_parser = clap::value_parser!(u32).range(2..=64))]
+    ranks: Vec<u32>,
+    /// Contribution sizes in bytes for allreduce and reduce (i64 sums;
+    /// multiples of 8, at most 4096).
+    #[arg(long, value_delimiter = ',', default_value = "8,64,1024,4096")]
+    sizes: Vec<u32>,
+    /// Untimed iterations before each round.
+    #[arg(long, default_value_t = 200)]
+    warmup: u32,
+    /// Timed iterations per round.
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u32).range(1..))]
+    iters: u32,
+    /// Rounds (offloaded and host-based alternate round by round).
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=100))]
+    rounds: u32,
+    /// Progress policy: dedicated, host-assisted or spin-then-block
+    /// (default: OUTBOARD_PROGRESS, else chosen from this machine's cores
+    /// per rank).
+    #[arg(long)]
+    progress: Option<String>,
+    /// Operations of `overlap`.
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "barrier,allreduce")]
+    ops: Vec<OverlapOp>,
+    /// Leave Open MPI out.
+    #[arg(long)]
+    no_mpi: bool,
+    /// Seconds one job may take before it is killed.
+    #[arg(long, default_value_t = 600.0)]
+    timeout: f64,
+    /// Internal: this process is one rank of the benchmark's job.
+    #[arg(long, hide = true)]
+    worker: bool,
+}
+
+const MODES: [Mode; 2] = [Mode::Offloaded, Mode::HostBased];
+const TAG_GATHER: u64 = 0x0b_e7c4;
+
+fn barrier_algorithms() -> Vec<(&'static str, BarrierAlgorithm)> {
+    vec![
+        ("pairwise-exchange", BarrierAlgorithm::PairwiseExchange),
+        ("dissemination", BarrierAlgorithm::Dissemination),
+        ("gather-bcast(2)", BarrierAlgorithm::GatherBroadcast { degree: 2 }),
+    ]
+}
+
+fn allreduce_algorithms() -> Vec<(&'static str, AllreduceAlgorithm)> {
+    vec![
+        ("tree(binomial)", AllreduceAlgorithm::Tree(TreeShape::Binomial)),
+        ("recursive-doubling", AllreduceAlgorithm::RecursiveDoubling),
+    ]
+}
+
+const SUM_I64: Reduction = Reduction { op: ReduceOp::Sum, dtype: Datatype::I64 };
+
+/// One measured configuration: an operation, an algorithm, a size.
+#[derive(Debug, Clone)]
+struct Case {
+    op: &'static str,
+    alg: &'static str,
+    size: u32,
+}
+
+fn cases(kind: Kind, a: &CollArgs) -> Vec<Case> {
+    let mut v = Vec::new();
+    match kind {
+        Kind::Barrier => {
+            for (alg, _) in barrier_algorithms() {
+                v.push(Case { op: "barrier", alg, size: 0 });
+            }
+        }
+        Kind::Allreduce => {
+            for &size in &a.sizes {
+                for (alg, _) in allreduce_algorithms() {
+                    v.push(Case { op: "allreduce", alg, size });
+                }
+            }
+        }
+        Kind::Reduce => {
+            for &size in &a.sizes {
+                v.push(Case { op: "reduce", alg: "binomial", size });
+            }
+        }
+        Kind::Overlap => {
+            for op in &a.ops {
+                match op {
+                    OverlapOp::Barrier => v.push(Case { op: "barrier", alg: "pairwise-exchange", size: 0 }),
+                    OverlapOp::Allreduce => {
+                        for &size in &a.sizes {
+                            v.push(Case { op: "allreduce", alg: "recursive-doubling", size });
+                        }
+                    }
+                }
+            }
+        }
+    }
+    v
+}
+
+// ------------------------------------------------------------- worker --
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n == 0 {
+        return f64::NAN;
+    }
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+fn busy(d: Duration) {
+    let t = Instant::now();
+    while t.elapsed() < d {
+        std::hint::spin_loop();
+    }
+}
+
+/// One rank of the job: measures every case, gathers to rank 0, which
+/// prints `@` lines for the parent.
+fn worker(kind: Kind, a: &CollArgs) -> anyhow::Result<()> {
+    let mut opts = Options::from_env()?;
+    if let Some(p) = &a.progress {
+        opts.progress = Some(Progress::parse(p)?);
+    }
+    let mut world = outboard_runtime::init_with(opts)?;
+    let (rank, n) = (world.rank(), world.size());
+    if rank == 0 {
+        let (p, why) = world.progress();
+        println!("@progress {p} ({why})");
+    }
+    let mut g = world.group()?;
+    let mut mine: Vec<f64> = Vec::new();
+    for case in cases(kind, a) {
+        let data: Vec<u8> = (0..case.size / 8).flat_map(|i| (i64::from(rank) * 1000 + i64::from(i)).to_le_bytes()).collect();
+        // Runs one blocking collective of this case in `mode`.
+        let once = |port: &mut outboard_host::Port<outboard_runtime::RtPort>, g: &mut outboard_host::Group, mode: Mode| -> anyhow::Result<()> {
+            match case.op {
+                "barrier" => {
+                    let alg = barrier_algorithms().into_iter().find(|x| x.0 == case.alg).expect("known").1;
+                    port.barrier(g, mode, alg)?;
+                }
+                "allreduce" => {
+                    let alg = allreduce_algorithms().into_iter().find(|x| x.0 == case.alg).expect("known").1;
+                    port.allreduce(g, mode, alg, SUM_I64, &data)?;
+                }
+                _ => {
+                    port.reduce(g, mode, TreeShape::Binomial, 0, SUM_I64, &data)?;
+                }
+            }
+            Ok(())
+        };
+        let start = |port: &mut outboard_host::Port<outboard_runtime::RtPort>, g: &mut outboard_host::Group, mode: Mode| {
+            match case.op {
+                "barrier" => port.start_barrier(g, mode, BarrierAlgorithm::PairwiseExchange),
+                _ => port.start_allreduce(g, mode, AllreduceAlgorithm::RecursiveDoubling, SUM_I64, &data),
+            }
+        };
+        if kind != Kind::Overlap {
+            let mut samples: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
+            for _ in 0..a.rounds {
+                for (m, &mode) in MODES.iter().enumerate() {
+                    world.barrier()?;
+                    for _ in 0..a.warmup {
+                        once(world.port(), &mut g, mode)?;
+                    }
+                    for _ in 0..a.iters {
+                        let t = Instant::now();
+                        once(world.port(), &mut g, mode)?;
+                        samples[m].push(t.elapsed().as_secs_f64() * 1e6);
+                    }
+                }
+            }
+            for s in &mut samples {
+                mine.push(median(s));
+            }
+        } else {
+            let total = a.iters * a.rounds;
+            for &mode in &MODES {
+                world.barrier()?;
+                for _ in 0..a.warmup {
+                    once(world.port(), &mut g, mode)?;
+                }
+                let mut pure = 0.0;
+                for _ in 0..total {
+                    let t = Instant::now();
+                    let r = start(world.port(), &mut g, mode)?;
+                    world.port().coll_wait(r)?;
+                    pure += t.elapsed().as_secs_f64();
+                }
+                pure /= f64::from(total);
+                let compute_for = Duration::from_secs_f64(pure);
+                world.barrier()?;
+                let (mut overall, mut compute) = (0.0, 0.0);
+                for i in 0..a.warmup + total {
+                    let t = Instant::now();
+                    let r = start(world.port(), &mut g, mode)?;
+                    let c = Instant::now();
+                    busy(compute_for);
+                    let c = c.elapsed().as_secs_f64();
+                    world.port().coll_wait(r)?;
+                    let t = t.elapsed().as_secs_f64();
+                    if i >= a.warmup {
+                        overall += t;
+                        compute += c;
+                    }
+                }
+                mine.extend([pure * 1e6, overall / f64::from(total) * 1e6, compute / f64::from(total) * 1e6]);
+            }
+        }
+    }
+    // Gather every rank's figures at rank 0 and average them.
+    let bytes: Vec<u8> = mine.iter().flat_map(|x| x.to_le_bytes()).collect();
+    if rank == 0 {
+        let mut sum = mine.clone();
+        for r in 1..n {
+            let ep = world.endpoint(r);
+            let (_, _, got) = world.port().recv(RecvMatch::from(ep.node, ep.port, TAG_GATHER), bytes.len() as u32)?;
+            if got.len() != bytes.len() {
+                bail!("rank {r} sent {} bytes of figures, expected {}", got.len(), bytes.len());
+            }
+            for (s, c) in sum.iter_mut().zip(got.chunks_exact(8)) {
+                *s += f64::from_le_bytes(c.try_into().expect("8 bytes"));
+            }
+        }
+        let avg: Vec<f64> = sum.iter().map(|s| s / f64::from(n)).collect();
+        let per = if kind == Kind::Overlap { 6 } else { 2 };
+        for (case, v) in cases(kind, a).iter().zip(avg.chunks_exact(per)) {
+            let vals: Vec<String> = v.iter().map(|x| format!("{x:.3}")).collect();
+            println!("@ {} {} {} {}", case.op, case.alg, case.size, vals.join(" "));
+        }
+    } else {
+        let root = world.endpoint(0);
+        world.port().send(root, TAG_GATHER, &bytes)?;
+    }
+    world.finalize()?;
+    Ok(())
+}
+
+// ------------------------------------------------------------- parent --
+
+/// Figures of one job, by (op, algorithm, size).
+type Figures = HashMap<(String, String, u32), Vec<f64>>;
+
+fn parse_lines(text: &str, prefix: &str) -> (Figures, Option<String>) {
+    let mut f = Figures::new();
+    let mut progress = None;
+    for line in text.lines() {
+        let Some(rest) = line.strip_prefix(prefix) else { continue };
+        if let Some(p) = rest.strip_prefix("@progress ") {
+            progress = Some(p.to_string());
+            continue;
+        }
+        let Some(rest) = rest.strip_prefix("@ ") else { continue };
+        let w: Vec<&str> = rest.split_whitespace().collect();
+        if w.len() < 4 {
+            continue;
+        }
+        let Ok(size) = w[2].parse() else { continue };
+        let vals: Vec<f64> = w[3..].iter().filter_map(|x| x.parse().ok()).collect();
+        f.insert((w[0].to_string(), w[1].to_string(), size), vals);
+    }
+    (f, progress)
+}
+
+fn worker_args(kind: Kind, a: &CollArgs) -> Vec<String> {
+    let mut v = vec![
+        "bench".to_string(),
+        kind.name().to_string(),
+        "--worker".to_string(),
+        format!("--sizes={}", a.sizes.iter().map(u32::to_string).collect::<Vec<_>>().join(",")),
+        format!("--warmup={}", a.warmup),
+        format!("--iters={}", a.iters),
+        format!("--rounds={}", a.rounds),
+    ];
+    let ops: Vec<&str> = a.ops.iter().map(|o| if *o == OverlapOp::Barrier { "barrier" } else { "allreduce" }).collect();
+    v.push(format!("--ops={}", ops.join(",")));
+    if let Some(p) = &a.progress {
+        v.push(format!("--progress={p}"));
+    }
+    v
+}
+
+fn run_job(kind: Kind, a: &CollArgs, n: u32) -> anyhow::Result<(Figures, Option<String>)> {
+    let exe = std::env::current_exe().context("finding the outboard binary")?;
+    let out = Command::new(&exe)
+        .args(["run", "-n", &n.to_string(), "--timeout", &a.timeout.to_string(), "--"])
+        .arg(&exe)
+        .args(worker_args(kind, a))
+        .stdin(Stdio::null())
+        .output()
+        .context("starting the benchmark job")?;
+    let so = String::from_utf8_lossy(&out.stdout);
+    if !out.status.success() {
+        bail!("the {n}-rank job failed:\n{so}{}", String::from_utf8_lossy(&out.stderr));
+    }
+    Ok(parse_lines(&so, "[0] "))
+}
+
+/// Open MPI's side: compiled once per run.
+struct Mpi {
+    exe: PathBuf,
+    dir: PathBuf,
+}
+
+impl Drop for Mpi {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn found(cmd: &str) -> bool {
+    Command::new(cmd).arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok()
+}
+
+/// Compiles the C program, or says why Open MPI is skipped.
+fn mpi_setup() -> Result<Mpi, String> {
+    if !found("mpicc") {
+        return Err("skipped: mpicc not found (apt install libopenmpi-dev)".into());
+    }
+    if !found("mpirun") {
+        return Err("skipped: mpirun not found (apt install openmpi-bin)".into());
+    }
+    let dir = std::env::temp_dir().join(format!("outboard-mpi-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).map_err(|e| format!("skipped: cannot create {}: {e}", dir.display()))?;
+    let mpi = Mpi { exe: dir.join("ob_mpi_coll"), dir: dir.clone() };
+    let src = dir.join("mpi_coll.c");
+    std::fs::write(&src, include_str!("mpi_coll.c")).map_err(|e| format!("skipped: cannot write {}: {e}", src.display()))?;
+    let out = Command::new("mpicc")
+        .args(["-O2", "-o"])
+        .arg(&mpi.exe)
+        .arg(&src)
+        .output()
+        .map_err(|e| format!("skipped: running mpicc: {e}"))?;
+    if !out.status.success() {
+        let err = String::from_utf8_lossy(&out.stderr);
+        let first = err.lines().find(|l| l.contains("error")).unwrap_or("").trim().to_string();
+        return Err(format!("skipped: mpicc could not compile the benchmark (apt install libopenmpi-dev): {first}"));
+    }
+    Ok(mpi)
+}
+
+fn run_mpi(mpi: &Mpi, op: &str, a: &CollArgs, n: u32, timeout: Duration) -> anyhow::Result<Figures> {
+    let sizes = if op.contains("barrier") { "0".to_string() } else { a.sizes.iter().map(u32::to_string).collect::<Vec<_>>().join(",") };
+    let mut child = Command::new("mpirun")
+        .args(["--oversubscribe", "--mca", "btl", "tcp,self", "-n", &n.to_string()])
+        .arg(&mpi.exe)
+        .args([op, &sizes, &a.warmup.to_string(), &a.iters.to_string(), &a.rounds.to_string()])
+        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .context("starting mpirun")?;
+    let start = Instant::now();
+    while child.try_wait()?.is_none() {
+        if start.elapsed() > timeout {
+            let _ = child.kill();
+            let _ = child.wait();
+            bail!("mpirun did not finish within {} s", timeout.as_secs());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let out = child.wait_with_output()?;
+    let so = String::from_utf8_lossy(&out.stdout);
+    if !out.status.success() {
+        bail!("mpirun failed:\n{so}{}", String::from_utf8_lossy(&out.stderr));
+    }
+    let (f, _) = parse_lines(&so, "");
+    // The C program names the operation but has no algorithm column.
+    Ok(f.into_iter().map(|((op, _, size), v)| ((op, "mpi".to_string(), size), v)).collect())
+}
+
+fn size_label(s: u32) -> String {
+    match s {
+        0 => "-".into(),
+        s if s >= 1024 && s % 1024 == 0 => format!("{} KiB", s / 1024),
+        s => format!("{s} B"),
+    }
+}
+
+fn fmt(x: Option<f64>, prec: usize) -> String {
+    match x {
+        Some(v) if v.is_finite() => format!("{v:.prec$}"),
+        _ => "-".into(),
+    }
+}
+
+fn check(kind: Kind, a: &CollArgs) -> anyhow::Result<()> {
+    if kind == Kind::Allreduce || kind == Kind::Reduce || (kind == Kind::Overlap && a.ops.contains(&OverlapOp::Allreduce)) {
+        if a.sizes.is_empty() {
+            bail!("--sizes: give at least one size");
+        }
+        for &s in &a.sizes {
+            if s == 0 || s % 8 != 0 || s > 4096 {
+                bail!("--sizes: {s} is not a multiple of 8 between 8 and 4096 bytes (i64 elements)");
+            }
+        }
+    }
+    if !(a.timeout.is_finite() && a.timeout > 0.0) {
+        bail!("--timeout must be a positive number of seconds");
+    }
+    if let Some(p) = &a.progress {
+        Progress::parse(p)?;
+    }
+    Ok(())
+}
+
+/// Runs `outboard bench barrier|allreduce|reduce|overlap`.
+pub fn run(kind: Kind, a: CollArgs) -> anyhow::Result<()> {
+    check(kind, &a)?;
+    if a.worker {
+        return worker(kind, &a);
+    }
+    let mpi = if a.no_mpi { Err("skipped: --no-mpi".to_string()) } else { mpi_setup() };
+    println!(
+        "# outboard bench {}: ranks = processes on this machine ({} cores; more ranks than cores oversubscribe it), UDP over 127.0.0.1",
+        kind.name(),
+        machine_cores()
+    );
+    if kind == Kind::Overlap {
+        println!("# OSU-style overlap: pure = mean(start + wait); then start, busy-loop for pure, wait; overlap % = max(0, 1 - (overall - compute) / pure) * 100; means over {} iterations (after {} warm-up) and over the ranks", a.iters * a.rounds, a.warmup);
+    } else {
+        println!("# figure: per-iteration latency in us, median of {} x {} iterations per rank (after {} warm-up per round), mean over the ranks; offloaded and host-based alternate by round", a.rounds, a.iters, a.warmup);
+    }
+    if kind != Kind::Barrier && !(kind == Kind::Overlap && !a.ops.contains(&OverlapOp::Allreduce)) {
+        println!("# data: i64 elements, SUM; reduce to rank 0");
+    }
+    match &mpi {
+        Ok(_) => println!("# Open MPI: mpirun --oversubscribe --mca btl tcp,self (same methodology, C program compiled with mpicc)"),
+        Err(why) => println!("# Open MPI: {why}"),
+    }
+    let timeout = Duration::from_secs_f64(a.timeout);
+    for &n in &a.ranks {
+        let (fig, progress) = run_job(kind, &a, n).with_context(|| format!("{} with {n} ranks", kind.name()))?;
+        println!();
+        println!("## {n} ranks, progress {}", progress.as_deref().unwrap_or("?"));
+        let mut mpi_fig = Figures::new();
+        let mut mpi_err = None;
+        if let Ok(m) = &mpi {
+            let ops: Vec<&str> = match kind {
+                Kind::Barrier => vec!["barrier"],
+                Kind::Allreduce => vec!["allreduce"],
+                Kind::Reduce => vec!["reduce"],
+                Kind::Overlap => a.ops.iter().map(|o| if *o == OverlapOp::Barrier { "ibarrier" } else { "iallreduce" }).collect(),
+            };
+            for op in ops {
+                match run_mpi(m, op, &a, n, timeout) {
+                    Ok(f) => mpi_fig.extend(f),
+                    Err(e) => mpi_err = Some(format!("{e:#}")),
+                }
+            }
+        }
+        if let Some(e) = &mpi_err {
+            println!("# Open MPI failed: {}", e.lines().next().unwrap_or(""));
+        }
+        let mpi_of = |op: &str, size: u32| mpi_fig.get(&(op.to_string(), "mpi".to_string(), size)).cloned();
+        if kind == Kind::Overlap {
+            println!(
+                "{:<10} {:<19} {:>7} | {:>9} {:>9} {:>8} | {:>9} {:>9} {:>8} | {:>9} {:>8}",
+                "op", "algorithm", "size", "offl pure", "overall", "overlap%", "host pure", "overall", "overlap%", "MPI pure", "overlap%"
+            );
+            for c in cases(kind, &a) {
+                let v = fig.get(&(c.op.to_string(), c.alg.to_string(), c.size)).cloned().unwrap_or_default();
+                let ov = |pure: f64, overall: f64, comp: f64| (1.0 - (overall - comp) / pure).max(0.0) * 100.0;
+                let (o, h) = if v.len() == 6 { (Some(ov(v[0], v[1], v[2])), Some(ov(v[3], v[4], v[5]))) } else { (None, None) };
+                let m = mpi_of(if c.op == "barrier" { "ibarrier" } else { "iallreduce" }, c.size);
+                println!(
+                    "{:<10} {:<19} {:>7} | {:>9} {:>9} {:>8} | {:>9} {:>9} {:>8} | {:>9} {:>8}",
+                    c.op,
+                    c.alg,
+                    size_label(c.size),
+                    fmt(v.first().copied(), 1),
+                    fmt(v.get(1).copied(), 1),
+                    fmt(o, 1),
+                    fmt(v.get(3).copied(), 1),
+                    fmt(v.get(4).copied(), 1),
+                    fmt(h, 1),
+                    fmt(m.as_ref().and_then(|m| m.first().copied()), 1),
+                    fmt(m.as_ref().and_then(|m| m.get(3).copied()), 1),
+                );
+            }
+        } else {
+            println!(
+                "{:<10} {:<19} {:>7} | {:>9} {:>10} {:>9} | {:>9} {:>9}",
+                "op", "algorithm", "size", "offloaded", "host-based", "host/offl", "Open MPI", "MPI/offl"
+            );
+            for c in cases(kind, &a) {
+                let v = fig.get(&(c.op.to_string(), c.alg.to_string(), c.size)).cloned().unwrap_or_default();
+                let (o, h) = (v.first().copied(), v.get(1).copied());
+                let m = mpi_of(c.op, c.size).and_then(|m| m.first().copied());
+                println!(
+                    "{:<10} {:<19} {:>7} | {:>9} {:>10} {:>9} | {:>9} {:>9}",
+                    c.op,
+                    c.alg,
+                    size_label(c.size),
+                    fmt(o, 1),
+                    fmt(h, 1),
+                    fmt(o.zip(h).map(|(o, h)| h / o), 2),
+                    fmt(m, 1),
+                    fmt(o.zip(m).map(|(o, m)| m / o), 2),
+                );
+            }
+        }
+    }
+    if let Err(why) = &mpi {
+        println!();
+        println!("Open MPI comparison {why}");
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_rank_zero_lines_only() {
+        let text = "[0] @progress host-assisted (x)\n[0] @ barrier dissemination 0 12.5 30.25\n[1] @ barrier x 0 1 2\n[0] noise\n";
+        let (f, p) = parse_lines(text, "[0] ");
+        assert_eq!(p.as_deref(), Some("host-assisted (x)"));
+        assert_eq!(f.len(), 1);
+        assert_eq!(f[&("barrier".into(), "dissemination".into(), 0)], vec![12.5, 30.25]);
+    }
+
+    #[test]
+    fn median_of_even_and_odd() {
+        assert_eq!(median(&mut [3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median(&mut [4.0, 1.0, 2.0, 3.0]), 2.5);
+    }
+
+    #[test]
+    fn the_mpi_program_is_embedded() {
+        let src = include_str!("mpi_coll.c");
+        assert!(src.contains("MPI_Iallreduce") && src.contains("@ %s mpi %d"));
+    }
+}

@@ -1,0 +1,138 @@
+//! Collectives across real processes under `outboard run -n 4`: barrier,
+//! reduce and allreduce, offloaded and host-based, every result checked by
+//! the `collectives` example's code (included below), plus the
+//! `outboard bench` collective commands end to end.
+//!
+//! As in `multiprocess.rs`, the rank program is this test binary itself:
+//! `rank_program` does nothing in an ordinary run and plays the scenario
+//! named by `OB_SCENARIO` when the launcher starts it.
+
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+#[path = "../../runtime/examples/collectives.rs"]
+#[allow(dead_code)]
+mod collectives;
+
+const OUTBOARD: &str = env!("CARGO_BIN_EXE_outboard");
+
+/// One job at a time: 4-rank jobs side by side on a 2-core machine would
+/// test the scheduler, not Outboard.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+#[test]
+fn rank_program() {
+    let Ok(scenario) = std::env::var("OB_SCENARIO") else { return };
+    let mut world = outboard_runtime::init().expect("init");
+    match scenario.as_str() {
+        "collectives" => match collectives::check_all(&mut world) {
+            Ok(line) => println!("{line}"),
+            Err(e) => {
+                eprintln!("rank {}: {e}", world.rank());
+                std::process::exit(1);
+            }
+        },
+        other => panic!("unknown scenario {other}"),
+    }
+    world.finalize().expect("finalize");
+}
+
+fn outboard_run(n: u32, scenario: &str, env: &[(&str, &str)]) -> (Output, Duration) {
+    let start = Instant::now();
+    let mut c = Command::new(OUTBOARD);
+    c.args(["run", "-n", &n.to_string(), "--timeout", "240", "--"])
+        .arg(std::env::current_exe().unwrap())
+        .args(["rank_program", "--exact", "--nocapture", "--test-threads=1", "-q"])
+        .env("OB_SCENARIO", scenario);
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    (c.output().unwrap(), start.elapsed())
+}
+
+fn text(o: &Output) -> (String, String) {
+    (String::from_utf8_lossy(&o.stdout).into_owned(), String::from_utf8_lossy(&o.stderr).into_owned())
+}
+
+fn all_ranks_correct(n: u32, env: &[(&str, &str)]) {
+    let _serial = serial();
+    let (out, took) = outboard_run(n, "collectives", env);
+    let (so, se) = text(&out);
+    assert!(out.status.success(), "stdout:\n{so}\nstderr:\n{se}");
+    for r in 0..n {
+        assert!(so.contains(&format!("[{r}] rank {r}: all collectives correct in both modes")), "rank {r}:\n{so}\n{se}");
+    }
+    println!("{n} ranks {env:?}: {took:?}");
+}
+
+#[test]
+fn four_processes_run_every_collective_in_both_modes_with_correct_results() {
+    all_ranks_correct(4, &[]);
+}
+
+#[test]
+fn three_processes_a_non_power_of_two_group_agree_too() {
+    all_ranks_correct(3, &[]);
+}
+
+#[test]
+fn collectives_are_correct_under_every_progress_policy() {
+    for p in ["dedicated", "host-assisted", "spin-then-block"] {
+        all_ranks_correct(4, &[("OUTBOARD_PROGRESS", p)]);
+    }
+}
+
+#[test]
+fn bench_barrier_prints_offloaded_host_based_and_the_ratio() {
+    let _serial = serial();
+    let out = Command::new(OUTBOARD)
+        .args(["bench", "barrier", "-n", "2", "--warmup", "5", "--iters", "20", "--rounds", "1", "--no-mpi"])
+        .output()
+        .unwrap();
+    let (so, se) = text(&out);
+    assert!(out.status.success(), "{so}\n{se}");
+    assert!(so.contains("offloaded") && so.contains("host-based") && so.contains("host/offl"), "{so}");
+    for alg in ["pairwise-exchange", "dissemination", "gather-bcast(2)"] {
+        let line = so.lines().find(|l| l.starts_with("barrier") && l.contains(alg)).unwrap_or_else(|| panic!("{alg}:\n{so}"));
+        let nums: Vec<f64> = line.split('|').nth(1).unwrap().split_whitespace().map(|x| x.parse().unwrap()).collect();
+        assert!(nums.len() == 3 && nums.iter().all(|x| x.is_finite() && *x > 0.0), "{line}");
+    }
+    assert!(so.contains("Open MPI: skipped: --no-mpi"), "{so}");
+}
+
+#[test]
+fn bench_allreduce_and_overlap_report_every_size() {
+    let _serial = serial();
+    let out = Command::new(OUTBOARD)
+        .args(["bench", "allreduce", "-n", "2", "--sizes", "8,4096", "--warmup", "5", "--iters", "20", "--rounds", "1", "--no-mpi"])
+        .output()
+        .unwrap();
+    let (so, se) = text(&out);
+    assert!(out.status.success(), "{so}\n{se}");
+    assert_eq!(so.lines().filter(|l| l.starts_with("allreduce")).count(), 4, "{so}");
+    let out = Command::new(OUTBOARD)
+        .args(["bench", "overlap", "-n", "2", "--sizes", "64", "--warmup", "5", "--iters", "20", "--rounds", "1", "--no-mpi"])
+        .output()
+        .unwrap();
+    let (so, se) = text(&out);
+    assert!(out.status.success(), "{so}\n{se}");
+    for op in ["barrier", "allreduce"] {
+        let line = so.lines().find(|l| l.starts_with(op)).unwrap_or_else(|| panic!("{op}:\n{so}"));
+        let cols: Vec<&str> = line.split('|').collect();
+        for part in &cols[1..3] {
+            let overlap: f64 = part.split_whitespace().nth(2).unwrap().parse().unwrap();
+            assert!((0.0..=100.0).contains(&overlap), "{line}");
+        }
+    }
+}
+
+#[test]
+fn bench_rejects_bad_sizes() {
+    let out = Command::new(OUTBOARD).args(["bench", "allreduce", "--sizes", "12"]).output().unwrap();
+    assert!(!out.status.success());
+    assert!(text(&out).1.contains("not a multiple of 8"), "{}", text(&out).1);
+}
