@@ -62,6 +62,32 @@ pub fn product(ids: &[&str]) -> Option<f64> {
     ids.iter().map(|id| value(id)).product()
 }
 
+/// A value derived from quoted figures: a product of ids, optionally
+/// divided by another product after a `"/"` element (`["a", "/", "b"]` is
+/// a / b: a factor the paper gives only as two latencies).
+pub fn derived(ids: &[&str]) -> Option<f64> {
+    match ids.iter().position(|s| *s == "/") {
+        None => product(ids),
+        Some(i) => Some(product(&ids[..i])? / product(&ids[i + 1..])?),
+    }
+}
+
+/// The id string of a derived value (`a*b`, `a/b`).
+pub fn derived_id(ids: &[&str]) -> String {
+    let mut s = String::new();
+    for (i, id) in ids.iter().enumerate() {
+        if *id == "/" {
+            s.push('/');
+        } else {
+            if i > 0 && ids[i - 1] != "/" {
+                s.push('*');
+            }
+            s.push_str(id);
+        }
+    }
+    s
+}
+
 /// How the simulated value compares: (sim - paper) / paper.
 pub fn rel_diff(sim: f64, paper: f64) -> f64 {
     (sim - paper) / paper
@@ -78,5 +104,8 @@ mod tests {
         let host = product(&["barrier-gm-pe-nic-16", "barrier-gm-pe-foi-16"]).unwrap();
         assert!((host - 181.8092).abs() < 1e-9);
         assert!(value("no-such-id").is_none());
+        let f = derived(&["barrier-gm-pe-host-8-l72", "/", "barrier-gm-pe-nic-8-l72"]).unwrap();
+        assert!((f - 90.24 / 49.25).abs() < 1e-12);
+        assert_eq!(derived_id(&["a", "b", "/", "c"]), "a*b/c");
     }
 }

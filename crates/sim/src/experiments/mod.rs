@@ -12,12 +12,25 @@ use crate::plot::{Chart, Series};
 use crate::profile::Profile;
 use crate::sim::SimError;
 
+pub mod barrier;
 pub mod closed_form;
+pub mod coll;
 pub mod dissemination;
+pub mod granularity;
 pub mod pingpong;
+pub mod reduction;
 
 /// Names of the experiments, for the command line.
-pub const NAMES: &[&str] = &["closed-form", "pingpong", "dissemination"];
+pub const NAMES: &[&str] = &["closed-form", "pingpong", "dissemination", "barrier",
+    "barrier-mpi",
+    "granularity",
+    "synthetic",
+    "reduce",
+    "reduce-chain",
+    "reduce-degree",
+    "reduce-cpu",
+    "reduce-skew",
+];
 
 /// An experiment could not run.
 #[derive(Debug, Error)]
@@ -103,10 +116,11 @@ impl Row {
         self.paper.map(|p| crate::paper::rel_diff(self.value, p))
     }
 
-    /// Attaches the paper's figure (a product of the ids' values).
+    /// Attaches the paper's figure (a product of the ids' values, or a
+    /// quotient: see [`crate::paper::derived`]).
     pub fn with_paper(mut self, ids: &[&str]) -> Row {
-        self.paper = crate::paper::product(ids);
-        self.paper_id = self.paper.map(|_| ids.join("*"));
+        self.paper = crate::paper::derived(ids);
+        self.paper_id = self.paper.map(|_| crate::paper::derived_id(ids));
         self
     }
 }
@@ -227,6 +241,15 @@ pub fn run(name: &str, p: &Params, progress: &mut dyn FnMut(usize, usize)) -> Re
         "closed-form" => closed_form::run(p, progress),
         "pingpong" => pingpong::run(p, progress),
         "dissemination" => dissemination::run(p, progress),
+        "barrier" => barrier::run(p, progress),
+        "barrier-mpi" => barrier::run_mpi(p, progress),
+        "granularity" => granularity::run(p, progress),
+        "synthetic" => granularity::run_synthetic(p, progress),
+        "reduce" => reduction::run_latency(p, progress),
+        "reduce-chain" => reduction::run_chain(p, progress),
+        "reduce-degree" => reduction::run_degree(p, progress),
+        "reduce-cpu" => reduction::run_cpu(p, progress),
+        "reduce-skew" => reduction::run_skew(p, progress),
         other => Err(ExperimentError::Unknown(other.to_string())),
     }
 }
