@@ -20,12 +20,13 @@ mod port;
 pub mod postal;
 
 pub use coll::{
-    AllreduceAlgorithm, BarrierAlgorithm, CollDefaults, CollRequest, CollectiveError, Group, Mode, TreeShape,
+    AllreduceAlgorithm, BarrierAlgorithm, CollDefaults, CollRequest, CollectiveError, Group, Mode,
+    TreeShape,
 };
 pub use io::{MemoryError, PortIo, DEFAULT_COLL_MAX_LEN};
 pub use outboard_engine::{
-    CollError, Command, CommandError, Completion, Datatype, Endpoint, Event, GroupId, HostBuf, Instant, NodeId, OpError,
-    OpId, PortId, RecvMatch, ReduceOp, Reduction, Schedule,
+    CollError, Command, CommandError, Completion, Datatype, Endpoint, Event, GroupId, HostBuf,
+    Instant, NodeId, OpError, OpId, PortId, RecvMatch, ReduceOp, Reduction, Schedule,
 };
 pub use port::{HostError, Port, Request};
 

@@ -1,6 +1,8 @@
 use std::collections::BTreeMap;
 
-use outboard_engine::{Command, CommandError, Completion, Endpoint, HostBuf, OpError, OpId, RecvMatch};
+use outboard_engine::{
+    Command, CommandError, Completion, Endpoint, HostBuf, OpError, OpId, RecvMatch,
+};
 use thiserror::Error;
 
 use crate::coll::{CollState, CollectiveError};
@@ -55,7 +57,12 @@ pub struct Port<P: PortIo> {
 impl<P: PortIo> Port<P> {
     /// Wraps an open port.
     pub fn new(io: P) -> Self {
-        Port { io, next_op: 1, pending: BTreeMap::new(), coll: CollState::default() }
+        Port {
+            io,
+            next_op: 1,
+            pending: BTreeMap::new(),
+            coll: CollState::default(),
+        }
     }
 
     /// This port's endpoint.
@@ -73,7 +80,10 @@ impl<P: PortIo> Port<P> {
         &self.io
     }
 
-    pub(crate) fn start(&mut self, make: impl FnOnce(OpId) -> Command) -> Result<Request, HostError> {
+    pub(crate) fn start(
+        &mut self,
+        make: impl FnOnce(OpId) -> Command,
+    ) -> Result<Request, HostError> {
         let op = OpId(self.next_op);
         self.io.post(make(op))?;
         self.next_op += 1;
@@ -82,7 +92,12 @@ impl<P: PortIo> Port<P> {
     }
 
     /// Starts sending `buf` to `dest` with `tag`.
-    pub fn start_send(&mut self, dest: Endpoint, tag: u64, buf: HostBuf) -> Result<Request, HostError> {
+    pub fn start_send(
+        &mut self,
+        dest: Endpoint,
+        tag: u64,
+        buf: HostBuf,
+    ) -> Result<Request, HostError> {
         self.start(|op| Command::Send { op, dest, tag, buf })
     }
 
@@ -92,13 +107,37 @@ impl<P: PortIo> Port<P> {
     }
 
     /// Starts an RDMA write of `buf` into region `key` of `dest` at `offset`.
-    pub fn start_write(&mut self, dest: Endpoint, key: u64, offset: u64, buf: HostBuf) -> Result<Request, HostError> {
-        self.start(|op| Command::RdmaWrite { op, dest, key, offset, buf })
+    pub fn start_write(
+        &mut self,
+        dest: Endpoint,
+        key: u64,
+        offset: u64,
+        buf: HostBuf,
+    ) -> Result<Request, HostError> {
+        self.start(|op| Command::RdmaWrite {
+            op,
+            dest,
+            key,
+            offset,
+            buf,
+        })
     }
 
     /// Starts an RDMA read from region `key` of `dest` at `offset` into `buf`.
-    pub fn start_read(&mut self, dest: Endpoint, key: u64, offset: u64, buf: HostBuf) -> Result<Request, HostError> {
-        self.start(|op| Command::RdmaRead { op, dest, key, offset, buf })
+    pub fn start_read(
+        &mut self,
+        dest: Endpoint,
+        key: u64,
+        offset: u64,
+        buf: HostBuf,
+    ) -> Result<Request, HostError> {
+        self.start(|op| Command::RdmaRead {
+            op,
+            dest,
+            key,
+            offset,
+            buf,
+        })
     }
 
     /// Registers `buf` for remote access; returns its key.
@@ -181,7 +220,8 @@ impl<P: PortIo> Port<P> {
 
     /// Allocates a DMA-reachable buffer holding `data`.
     pub fn buffer_from(&mut self, data: &[u8]) -> Result<HostBuf, HostError> {
-        let len = u32::try_from(data.len()).map_err(|_| MemoryError::Exhausted { len: u32::MAX })?;
+        let len =
+            u32::try_from(data.len()).map_err(|_| MemoryError::Exhausted { len: u32::MAX })?;
         let b = self.io.alloc(len)?;
         self.io.write(b.addr, data)?;
         Ok(b)
@@ -213,13 +253,20 @@ impl<P: PortIo> Port<P> {
     }
 
     /// Blocking receive of at most `max` bytes: the data and who sent it.
-    pub fn recv(&mut self, matching: RecvMatch, max: u32) -> Result<(Endpoint, u64, Vec<u8>), HostError> {
+    pub fn recv(
+        &mut self,
+        matching: RecvMatch,
+        max: u32,
+    ) -> Result<(Endpoint, u64, Vec<u8>), HostError> {
         let buf = self.buffer(max)?;
         let r = self.start_recv(matching, buf).and_then(|r| self.wait(r));
         let out = match r {
             Ok(Completion::Received { src, tag, len }) => {
                 let mut v = vec![0; len as usize];
-                self.io.read(buf.addr, &mut v).map(|()| (src, tag, v)).map_err(HostError::from)
+                self.io
+                    .read(buf.addr, &mut v)
+                    .map(|()| (src, tag, v))
+                    .map_err(HostError::from)
             }
             Ok(other) => unreachable!("receive completed as {other:?}"),
             Err(e) => Err(e),

@@ -10,7 +10,9 @@
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Arc;
 
-use outboard_engine::{encode_members, CollError, Command, Endpoint, GroupId, Reduction, ScheduleId};
+use outboard_engine::{
+    encode_members, CollError, Command, Endpoint, GroupId, Reduction, ScheduleId,
+};
 
 use super::group::{IdPool, ScheduleKey};
 use super::hostbased::HostRun;
@@ -154,7 +156,12 @@ struct Spec<'a> {
 impl<P: PortIo> Port<P> {
     /// A group with an application-chosen id, checked against this port at
     /// once (see [`Group::new`]).
-    pub fn new_group(&mut self, id: GroupId, rank: u32, members: Vec<Endpoint>) -> Result<Group, HostError> {
+    pub fn new_group(
+        &mut self,
+        id: GroupId,
+        rank: u32,
+        members: Vec<Endpoint>,
+    ) -> Result<Group, HostError> {
         let g = Group::new(id, rank, members)?;
         self.register_group(&g)?;
         Ok(g)
@@ -186,10 +193,17 @@ impl<P: PortIo> Port<P> {
             return Err(CollectiveError::NotMember.into());
         }
         match self.coll.groups.get(&g.id()) {
-            Some(r) if *r.members != *g.members() => Err(CollectiveError::GroupIdInUse(g.id()).into()),
+            Some(r) if *r.members != *g.members() => {
+                Err(CollectiveError::GroupIdInUse(g.id()).into())
+            }
             Some(_) => Ok(()),
             None => {
-                self.coll.groups.insert(g.id(), Registered { members: g.members_arc() });
+                self.coll.groups.insert(
+                    g.id(),
+                    Registered {
+                        members: g.members_arc(),
+                    },
+                );
                 Ok(())
             }
         }
@@ -201,7 +215,14 @@ impl<P: PortIo> Port<P> {
         if !g.installed {
             let members = self.buffer_from(&encode_members(g.members()))?;
             let (group, rank) = (g.id(), g.rank());
-            let r = self.start(|op| Command::CreateGroup { op, group, rank, members }).and_then(|r| self.wait(r));
+            let r = self
+                .start(|op| Command::CreateGroup {
+                    op,
+                    group,
+                    rank,
+                    members,
+                })
+                .and_then(|r| self.wait(r));
             self.free(members)?;
             r?;
             g.installed = true;
@@ -212,7 +233,14 @@ impl<P: PortIo> Port<P> {
             let bytes = slot.schedule.encode();
             let buf = self.buffer_from(&bytes)?;
             let group = g.id();
-            let r = self.start(|op| Command::SetSchedule { op, group, schedule, buf }).and_then(|r| self.wait(r));
+            let r = self
+                .start(|op| Command::SetSchedule {
+                    op,
+                    group,
+                    schedule,
+                    buf,
+                })
+                .and_then(|r| self.wait(r));
             self.free(buf)?;
             r?;
             g.slot(key)?.installed = true;
@@ -220,31 +248,63 @@ impl<P: PortIo> Port<P> {
         Ok(schedule)
     }
 
-    fn start_coll(&mut self, g: &mut Group, mode: Mode, spec: Spec<'_>) -> Result<CollRequest, HostError> {
+    fn start_coll(
+        &mut self,
+        g: &mut Group,
+        mode: Mode,
+        spec: Spec<'_>,
+    ) -> Result<CollRequest, HostError> {
         self.register_group(g)?;
         if let Some(r) = spec.reduction {
             r.validate().map_err(CollectiveError::from)?;
-            r.check_len(spec.data.len()).map_err(CollectiveError::from)?;
+            r.check_len(spec.data.len())
+                .map_err(CollectiveError::from)?;
         }
         let body = match mode {
             Mode::Offloaded => {
                 let sched = self.install(g, spec.key)?;
-                Body::Off(OffRun::new(self, g.id(), sched, spec.reduction, spec.data, spec.want_result)?)
+                Body::Off(OffRun::new(
+                    self,
+                    g.id(),
+                    sched,
+                    spec.reduction,
+                    spec.data,
+                    spec.want_result,
+                )?)
             }
             Mode::HostBased => {
                 let schedule = g.slot(spec.key)?.schedule.clone();
                 let epoch = g.host_epoch;
                 g.host_epoch = g.host_epoch.wrapping_add(1);
-                let run = HostRun::new(g.id(), epoch, g.rank(), g.members_arc(), schedule, spec.reduction, spec.data.to_vec())?;
+                let run = HostRun::new(
+                    g.id(),
+                    epoch,
+                    g.rank(),
+                    g.members_arc(),
+                    schedule,
+                    spec.reduction,
+                    spec.data.to_vec(),
+                )?;
                 Body::Host(run)
             }
         };
         let id = self.coll.next_id;
         self.coll.next_id += 1;
         if let Body::Off(run) = &body {
-            self.coll.backlog.extend((0..run.chunks.len()).map(|i| (id, i)));
+            self.coll
+                .backlog
+                .extend((0..run.chunks.len()).map(|i| (id, i)));
         }
-        self.coll.ops.insert(id, CollOp { group: g.id(), mode, want_result: spec.want_result, body, result: None });
+        self.coll.ops.insert(
+            id,
+            CollOp {
+                group: g.id(),
+                mode,
+                want_result: spec.want_result,
+                body,
+                result: None,
+            },
+        );
         // Post what can be posted now: a host-based collective sends its
         // first messages at once.
         self.progress();
@@ -290,7 +350,13 @@ impl<P: PortIo> Port<P> {
                 break;
             }
         }
-        let ids: Vec<u64> = self.coll.ops.iter().filter(|(_, o)| o.result.is_none()).map(|(&k, _)| k).collect();
+        let ids: Vec<u64> = self
+            .coll
+            .ops
+            .iter()
+            .filter(|(_, o)| o.result.is_none())
+            .map(|(&k, _)| k)
+            .collect();
         for id in ids {
             let mut op = self.coll.ops.remove(&id).expect("listed above");
             let done = match &mut op.body {
@@ -317,8 +383,11 @@ impl<P: PortIo> Port<P> {
         };
         op.result.as_ref()?;
         let (group, mode) = (op.group, op.mode);
-        let earlier_open =
-            self.coll.ops.range(..req.id).any(|(_, o)| o.group == group && o.mode == mode && o.result.is_none());
+        let earlier_open = self
+            .coll
+            .ops
+            .range(..req.id)
+            .any(|(_, o)| o.group == group && o.mode == mode && o.result.is_none());
         if earlier_open {
             return None;
         }
@@ -337,14 +406,28 @@ impl<P: PortIo> Port<P> {
 
     fn check_root(g: &Group, root: u32) -> Result<(), HostError> {
         if root >= g.size() {
-            return Err(CollectiveError::RootOutOfRange { root, size: g.size() }.into());
+            return Err(CollectiveError::RootOutOfRange {
+                root,
+                size: g.size(),
+            }
+            .into());
         }
         Ok(())
     }
 
     /// Starts a barrier.
-    pub fn start_barrier(&mut self, g: &mut Group, mode: Mode, algo: BarrierAlgorithm) -> Result<CollRequest, HostError> {
-        let spec = Spec { key: ScheduleKey::Barrier(algo), reduction: None, data: &[], want_result: false };
+    pub fn start_barrier(
+        &mut self,
+        g: &mut Group,
+        mode: Mode,
+        algo: BarrierAlgorithm,
+    ) -> Result<CollRequest, HostError> {
+        let spec = Spec {
+            key: ScheduleKey::Barrier(algo),
+            reduction: None,
+            data: &[],
+            want_result: false,
+        };
         self.start_coll(g, mode, spec)
     }
 
@@ -361,7 +444,12 @@ impl<P: PortIo> Port<P> {
     ) -> Result<CollRequest, HostError> {
         Self::check_root(g, root)?;
         let want_result = g.rank() == root;
-        let spec = Spec { key: ScheduleKey::Reduce(tree, root), reduction: Some(red), data, want_result };
+        let spec = Spec {
+            key: ScheduleKey::Reduce(tree, root),
+            reduction: Some(red),
+            data,
+            want_result,
+        };
         self.start_coll(g, mode, spec)
     }
 
@@ -375,7 +463,12 @@ impl<P: PortIo> Port<P> {
         red: Reduction,
         data: &[u8],
     ) -> Result<CollRequest, HostError> {
-        let spec = Spec { key: ScheduleKey::Allreduce(algo), reduction: Some(red), data, want_result: true };
+        let spec = Spec {
+            key: ScheduleKey::Allreduce(algo),
+            reduction: Some(red),
+            data,
+            want_result: true,
+        };
         self.start_coll(g, mode, spec)
     }
 
@@ -390,12 +483,22 @@ impl<P: PortIo> Port<P> {
         data: &[u8],
     ) -> Result<CollRequest, HostError> {
         Self::check_root(g, root)?;
-        let spec = Spec { key: ScheduleKey::Bcast(tree, root), reduction: None, data, want_result: true };
+        let spec = Spec {
+            key: ScheduleKey::Bcast(tree, root),
+            reduction: None,
+            data,
+            want_result: true,
+        };
         self.start_coll(g, mode, spec)
     }
 
     /// Blocking barrier.
-    pub fn barrier(&mut self, g: &mut Group, mode: Mode, algo: BarrierAlgorithm) -> Result<(), HostError> {
+    pub fn barrier(
+        &mut self,
+        g: &mut Group,
+        mode: Mode,
+        algo: BarrierAlgorithm,
+    ) -> Result<(), HostError> {
         let r = self.start_barrier(g, mode, algo)?;
         self.coll_wait(r).map(|_| ())
     }
@@ -428,7 +531,14 @@ impl<P: PortIo> Port<P> {
     }
 
     /// Blocking broadcast: `root`'s data at every member.
-    pub fn bcast(&mut self, g: &mut Group, mode: Mode, tree: TreeShape, root: u32, data: &[u8]) -> Result<Vec<u8>, HostError> {
+    pub fn bcast(
+        &mut self,
+        g: &mut Group,
+        mode: Mode,
+        tree: TreeShape,
+        root: u32,
+        data: &[u8],
+    ) -> Result<Vec<u8>, HostError> {
         let r = self.start_bcast(g, mode, tree, root, data)?;
         self.coll_wait(r)
     }

@@ -75,7 +75,11 @@ impl Group {
         Group::build(id, rank, members)
     }
 
-    pub(crate) fn build(id: GroupId, rank: u32, members: Vec<Endpoint>) -> Result<Group, CollectiveError> {
+    pub(crate) fn build(
+        id: GroupId,
+        rank: u32,
+        members: Vec<Endpoint>,
+    ) -> Result<Group, CollectiveError> {
         let size = members.len() as u32;
         if size == 0 {
             return Err(CollectiveError::EmptyGroup);
@@ -143,10 +147,18 @@ impl Group {
     /// The schedule for `key` at this member, computed on first use.
     pub(crate) fn slot(&mut self, key: ScheduleKey) -> Result<&mut Slot, CollectiveError> {
         if !self.schedules.contains_key(&key) {
-            let id = u16::try_from(self.next_schedule).map_err(|_| CollectiveError::TooManySchedules)?;
+            let id =
+                u16::try_from(self.next_schedule).map_err(|_| CollectiveError::TooManySchedules)?;
             let schedule = Arc::new(schedule_for(key, self.rank, self.size())?);
             self.next_schedule += 1;
-            self.schedules.insert(key, Slot { id: ScheduleId(id), schedule, installed: false });
+            self.schedules.insert(
+                key,
+                Slot {
+                    id: ScheduleId(id),
+                    schedule,
+                    installed: false,
+                },
+            );
         }
         Ok(self.schedules.get_mut(&key).expect("inserted above"))
     }
@@ -162,10 +174,16 @@ pub(crate) fn tree_for(shape: TreeShape, n: u32, root: u32) -> Result<Tree, Coll
 }
 
 /// The schedule `key` names, for `rank` of `size`.
-pub(crate) fn schedule_for(key: ScheduleKey, rank: u32, size: u32) -> Result<Schedule, CollectiveError> {
+pub(crate) fn schedule_for(
+    key: ScheduleKey,
+    rank: u32,
+    size: u32,
+) -> Result<Schedule, CollectiveError> {
     Ok(match key {
         ScheduleKey::Barrier(BarrierAlgorithm::PairwiseExchange) => s::barrier_pairwise(rank, size),
-        ScheduleKey::Barrier(BarrierAlgorithm::Dissemination) => s::barrier_dissemination(rank, size),
+        ScheduleKey::Barrier(BarrierAlgorithm::Dissemination) => {
+            s::barrier_dissemination(rank, size)
+        }
         ScheduleKey::Barrier(BarrierAlgorithm::GatherBroadcast { degree: 0 }) => {
             s::barrier_gb(&Tree::binomial(size, 0)?, rank)
         }
@@ -174,8 +192,12 @@ pub(crate) fn schedule_for(key: ScheduleKey, rank: u32, size: u32) -> Result<Sch
         }
         ScheduleKey::Reduce(shape, root) => s::reduce(&tree_for(shape, size, root)?, rank),
         ScheduleKey::Bcast(shape, root) => s::bcast(&tree_for(shape, size, root)?, rank),
-        ScheduleKey::Allreduce(AllreduceAlgorithm::Tree(shape)) => s::allreduce_tree(&tree_for(shape, size, 0)?, rank),
-        ScheduleKey::Allreduce(AllreduceAlgorithm::RecursiveDoubling) => s::allreduce_recursive_doubling(rank, size),
+        ScheduleKey::Allreduce(AllreduceAlgorithm::Tree(shape)) => {
+            s::allreduce_tree(&tree_for(shape, size, 0)?, rank)
+        }
+        ScheduleKey::Allreduce(AllreduceAlgorithm::RecursiveDoubling) => {
+            s::allreduce_recursive_doubling(rank, size)
+        }
     })
 }
 
@@ -189,7 +211,9 @@ pub(crate) struct IdPool {
 
 impl Default for IdPool {
     fn default() -> Self {
-        IdPool { free: vec![u64::MAX; SPLIT_GROUP_IDS as usize / 64] }
+        IdPool {
+            free: vec![u64::MAX; SPLIT_GROUP_IDS as usize / 64],
+        }
     }
 }
 
@@ -203,12 +227,16 @@ impl IdPool {
     pub fn lowest(mask: &[u8]) -> Option<GroupId> {
         mask.chunks_exact(8).enumerate().find_map(|(i, c)| {
             let w = u64::from_ne_bytes(c.try_into().expect("8 bytes"));
-            (w != 0).then(|| GroupId(APP_GROUP_ID_LIMIT + i as u64 * 64 + u64::from(w.trailing_zeros())))
+            (w != 0).then(|| {
+                GroupId(APP_GROUP_ID_LIMIT + i as u64 * 64 + u64::from(w.trailing_zeros()))
+            })
         })
     }
 
     fn bit(id: GroupId) -> Option<(usize, u64)> {
-        let i = id.0.checked_sub(APP_GROUP_ID_LIMIT).filter(|&i| i < u64::from(SPLIT_GROUP_IDS))?;
+        let i =
+            id.0.checked_sub(APP_GROUP_ID_LIMIT)
+                .filter(|&i| i < u64::from(SPLIT_GROUP_IDS))?;
         Some(((i / 64) as usize, 1 << (i % 64)))
     }
 

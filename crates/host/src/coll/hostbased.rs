@@ -20,7 +20,9 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use outboard_engine::{CollError, Completion, Endpoint, Fold, GroupId, HostBuf, RecvMatch, Reduction, Schedule};
+use outboard_engine::{
+    CollError, Completion, Endpoint, Fold, GroupId, HostBuf, RecvMatch, Reduction, Schedule,
+};
 
 use crate::{CommandError, HostError, Port, PortIo, Request};
 
@@ -31,7 +33,10 @@ const EPOCH_BITS: u32 = 24;
 /// The tag of one message of a host-based collective.
 pub(crate) fn tag(group: GroupId, epoch: u32, round: u16) -> u64 {
     debug_assert!(group.0 < 1 << 23, "group ids fit 23 bits");
-    COLL_TAG_BIT | (group.0 << 40) | (u64::from(epoch & ((1 << EPOCH_BITS) - 1)) << 16) | u64::from(round)
+    COLL_TAG_BIT
+        | (group.0 << 40)
+        | (u64::from(epoch & ((1 << EPOCH_BITS) - 1)) << 16)
+        | u64::from(round)
 }
 
 /// A posted receive of the current step.
@@ -61,27 +66,45 @@ pub(crate) struct HostRun {
     sends: Vec<(Request, HostBuf)>,
 }
 
-fn rounds(s: &Schedule) -> Result<(Vec<Vec<u16>>, Vec<Vec<u16>>), CollError> {
+/// Per step, the round of each listed rank (as the engine numbers them).
+type Rounds = Vec<Vec<u16>>;
+
+/// The send and receive rounds of a schedule.
+fn rounds(s: &Schedule) -> Result<(Rounds, Rounds), CollError> {
     let mut sent: HashMap<u32, u32> = HashMap::new();
     let mut got: HashMap<u32, u32> = HashMap::new();
     let next = |m: &mut HashMap<u32, u32>, r: u32| {
         let c = m.entry(r).or_insert(0);
-        let v = u16::try_from(*c).map_err(|_| CollError::Malformed("more than 65,536 messages between two members"));
+        let v = u16::try_from(*c)
+            .map_err(|_| CollError::Malformed("more than 65,536 messages between two members"));
         *c += 1;
         v
     };
     let mut sr = Vec::new();
     let mut rr = Vec::new();
     for st in &s.steps {
-        sr.push(st.send_to.iter().map(|&r| next(&mut sent, r)).collect::<Result<Vec<_>, _>>()?);
-        rr.push(st.recv_from.iter().map(|&r| next(&mut got, r)).collect::<Result<Vec<_>, _>>()?);
+        sr.push(
+            st.send_to
+                .iter()
+                .map(|&r| next(&mut sent, r))
+                .collect::<Result<Vec<_>, _>>()?,
+        );
+        rr.push(
+            st.recv_from
+                .iter()
+                .map(|&r| next(&mut got, r))
+                .collect::<Result<Vec<_>, _>>()?,
+        );
     }
     Ok((sr, rr))
 }
 
 /// Whether a refusal only means "try again later".
 fn busy(e: &HostError) -> bool {
-    matches!(e, HostError::Command(CommandError::NoSendToken | CommandError::NoRecvToken))
+    matches!(
+        e,
+        HostError::Command(CommandError::NoSendToken | CommandError::NoRecvToken)
+    )
 }
 
 impl HostRun {
@@ -113,10 +136,13 @@ impl HostRun {
         })
     }
 
-    fn buf_for<P: PortIo>(port: &mut Port<P>, data: Option<&[u8]>, len: usize) -> Result<HostBuf, HostError> {
-        if len == 0 {
-            return Ok(HostBuf { addr: 0, len: 0 });
-        }
+    /// A buffer of `len` bytes (also for empty messages: the engine needs a
+    /// live address even for zero bytes).
+    fn buf_for<P: PortIo>(
+        port: &mut Port<P>,
+        data: Option<&[u8]>,
+        len: usize,
+    ) -> Result<HostBuf, HostError> {
         match data {
             Some(d) => port.buffer_from(d),
             None => port.buffer(len as u32),
@@ -124,10 +150,7 @@ impl HostRun {
     }
 
     fn free<P: PortIo>(port: &mut Port<P>, buf: HostBuf) -> Result<(), HostError> {
-        if buf.len > 0 {
-            port.free(buf)?;
-        }
-        Ok(())
+        port.free(buf)
     }
 
     /// Does whatever can be done now. `Some` once finished: the final value
@@ -183,7 +206,11 @@ impl HostRun {
                 let to = st.send_to[self.sends_posted];
                 let round = self.send_round[self.step][self.sends_posted];
                 let buf = Self::buf_for(port, Some(&self.value), self.value.len())?;
-                match port.start_send(self.members[to as usize], tag(self.group, self.epoch, round), buf) {
+                match port.start_send(
+                    self.members[to as usize],
+                    tag(self.group, self.epoch, round),
+                    buf,
+                ) {
                     Ok(req) => self.sends.push((req, buf)),
                     Err(e) => {
                         Self::free(port, buf)?;
@@ -198,7 +225,11 @@ impl HostRun {
                 let m = RecvMatch::from(from.node, from.port, tag(self.group, self.epoch, round));
                 let buf = Self::buf_for(port, None, self.value.len())?;
                 match port.start_recv(m, buf) {
-                    Ok(req) => self.recvs.push(RecvSlot { req, buf, data: None }),
+                    Ok(req) => self.recvs.push(RecvSlot {
+                        req,
+                        buf,
+                        data: None,
+                    }),
                     Err(e) => {
                         Self::free(port, buf)?;
                         return if busy(&e) { Ok(false) } else { Err(e) };
@@ -218,7 +249,11 @@ impl HostRun {
                             Completion::Received { len, .. } => len,
                             other => unreachable!("receive completed as {other:?}"),
                         };
-                        let data = if buf.len > 0 { port.read_buffer(buf)? } else { Vec::new() };
+                        let data = if buf.len > 0 {
+                            port.read_buffer(buf)?
+                        } else {
+                            Vec::new()
+                        };
                         Self::free(port, buf)?;
                         if got as usize != self.value.len() {
                             return Err(super::CollectiveError::from(CollError::LengthMismatch {
@@ -240,7 +275,10 @@ impl HostRun {
                     Fold::Ignore => {}
                     Fold::Replace => self.value = data,
                     Fold::Combine => {
-                        let red = self.reduction.ok_or(CollError::BadReduction).map_err(super::CollectiveError::from)?;
+                        let red = self
+                            .reduction
+                            .ok_or(CollError::BadReduction)
+                            .map_err(super::CollectiveError::from)?;
                         red.fold(&mut self.value, &data, st.recv_from[k] < self.rank)
                             .map_err(super::CollectiveError::from)?;
                     }

@@ -28,8 +28,8 @@ mod tests;
 use outboard_engine::{CollError, GroupId};
 use thiserror::Error;
 
-pub use api::{AllreduceAlgorithm, BarrierAlgorithm, CollDefaults, CollRequest, Mode, TreeShape};
 pub(crate) use api::CollState;
+pub use api::{AllreduceAlgorithm, BarrierAlgorithm, CollDefaults, CollRequest, Mode, TreeShape};
 pub use group::{Group, APP_GROUP_ID_LIMIT, SPLIT_GROUP_IDS, UNDEFINED};
 pub use tree::Tree;
 

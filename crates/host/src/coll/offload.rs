@@ -46,20 +46,50 @@ impl OffRun {
         let elem = reduction.map_or(1, |r| r.dtype.size());
         let max = (port.io_ref().coll_max_len() as usize / elem * elem).max(elem);
         let mut chunks = Vec::new();
-        let pieces: Vec<&[u8]> = if data.is_empty() { vec![&[][..]] } else { data.chunks(max).collect() };
+        let pieces: Vec<&[u8]> = if data.is_empty() {
+            vec![&[][..]]
+        } else {
+            data.chunks(max).collect()
+        };
         for piece in pieces {
-            let send = if piece.is_empty() { EMPTY } else { port.buffer_from(piece)? };
-            let recv = if want_result && !piece.is_empty() { port.buffer(piece.len() as u32)? } else { EMPTY };
-            chunks.push(Chunk { send, recv, req: None, done: false });
+            let send = if piece.is_empty() {
+                EMPTY
+            } else {
+                port.buffer_from(piece)?
+            };
+            let recv = if want_result && !piece.is_empty() {
+                port.buffer(piece.len() as u32)?
+            } else {
+                EMPTY
+            };
+            chunks.push(Chunk {
+                send,
+                recv,
+                req: None,
+                done: false,
+            });
         }
-        Ok(OffRun { group, schedule, reduction, chunks })
+        Ok(OffRun {
+            group,
+            schedule,
+            reduction,
+            chunks,
+        })
     }
 
     /// Posts chunk `i`. `Ok(false)`: no send token now, try later.
     pub fn post<P: PortIo>(&mut self, port: &mut Port<P>, i: usize) -> Result<bool, HostError> {
         let c = &self.chunks[i];
-        let (group, schedule, reduction, send, recv) = (self.group, self.schedule, self.reduction, c.send, c.recv);
-        match port.start(|op| Command::Collective { op, group, schedule, reduction, send, recv }) {
+        let (group, schedule, reduction, send, recv) =
+            (self.group, self.schedule, self.reduction, c.send, c.recv);
+        match port.start(|op| Command::Collective {
+            op,
+            group,
+            schedule,
+            reduction,
+            send,
+            recv,
+        }) {
             Ok(r) => {
                 self.chunks[i].req = Some(r);
                 Ok(true)
@@ -77,7 +107,7 @@ impl OffRun {
             if c.done {
                 continue;
             }
-            let Some(req) = c.req else { return None };
+            let req = c.req?;
             match port.take(req) {
                 None => return None,
                 Some(Ok(Completion::Collective { .. })) => c.done = true,

@@ -21,7 +21,10 @@ pub fn evaluate_entered(
     entered: &[bool],
 ) -> Result<Vec<Option<Vec<u8>>>, CollError> {
     let n = schedules.len();
-    assert!(inputs.len() == n && entered.len() == n, "one schedule, input and flag per rank");
+    assert!(
+        inputs.len() == n && entered.len() == n,
+        "one schedule, input and flag per rank"
+    );
     let mut queues: Vec<VecDeque<Vec<u8>>> = vec![VecDeque::new(); n * n];
     let mut value: Vec<Vec<u8>> = inputs.to_vec();
     // Per rank: (step, whether its sends went out, next receive).
@@ -34,7 +37,9 @@ pub fn evaluate_entered(
             }
             loop {
                 let (step, sent, next) = pos[r];
-                let Some(st) = schedules[r].steps.get(step) else { break };
+                let Some(st) = schedules[r].steps.get(step) else {
+                    break;
+                };
                 if !sent {
                     for &to in &st.send_to {
                         queues[r * n + to as usize].push_back(value[r].clone());
@@ -44,7 +49,9 @@ pub fn evaluate_entered(
                     continue;
                 }
                 if let Some(&from) = st.recv_from.get(next) {
-                    let Some(data) = queues[from as usize * n + r].pop_front() else { break };
+                    let Some(data) = queues[from as usize * n + r].pop_front() else {
+                        break;
+                    };
                     match st.fold() {
                         Fold::Ignore => {}
                         Fold::Replace => value[r] = data,

@@ -90,7 +90,11 @@ fn pairwise(rank: u32, size: u32, fold: Fold) -> Schedule {
     let p = pof2_below(size);
     let rem = size - p;
     let mut steps = Vec::new();
-    let post = if fold == Fold::Combine { Fold::Replace } else { Fold::Ignore };
+    let post = if fold == Fold::Combine {
+        Fold::Replace
+    } else {
+        Fold::Ignore
+    };
     if rank >= p {
         steps.push(Step::exchange([rank - p], [rank - p], post));
         return Schedule::new(steps);
@@ -144,13 +148,27 @@ mod tests {
     fn schedules_validate_for_every_size_and_root() {
         for n in 1..=40u32 {
             for r in 0..n {
-                let trees = [Tree::binomial(n, n / 3).unwrap(), Tree::kary(n, 3, n - 1).unwrap(), Tree::chain(n, 0).unwrap()];
-                let mut all = vec![barrier_pairwise(r, n), barrier_dissemination(r, n), allreduce_recursive_doubling(r, n)];
+                let trees = [
+                    Tree::binomial(n, n / 3).unwrap(),
+                    Tree::kary(n, 3, n - 1).unwrap(),
+                    Tree::chain(n, 0).unwrap(),
+                ];
+                let mut all = vec![
+                    barrier_pairwise(r, n),
+                    barrier_dissemination(r, n),
+                    allreduce_recursive_doubling(r, n),
+                ];
                 for t in &trees {
-                    all.extend([reduce(t, r), bcast(t, r), allreduce_tree(t, r), barrier_gb(t, r)]);
+                    all.extend([
+                        reduce(t, r),
+                        bcast(t, r),
+                        allreduce_tree(t, r),
+                        barrier_gb(t, r),
+                    ]);
                 }
                 for s in all {
-                    s.validate(r, n).unwrap_or_else(|e| panic!("n={n} r={r}: {e} in {s:?}"));
+                    s.validate(r, n)
+                        .unwrap_or_else(|e| panic!("n={n} r={r}: {e} in {s:?}"));
                 }
             }
         }
@@ -159,7 +177,10 @@ mod tests {
     #[test]
     fn pairwise_non_power_of_two_has_pre_and_post_steps() {
         // size 6: p = 4, ranks 4 and 5 pair with 0 and 1.
-        assert_eq!(barrier_pairwise(4, 6).steps, vec![Step::exchange([0], [0], Fold::Ignore)]);
+        assert_eq!(
+            barrier_pairwise(4, 6).steps,
+            vec![Step::exchange([0], [0], Fold::Ignore)]
+        );
         let s = barrier_pairwise(1, 6).steps;
         assert_eq!(s.first(), Some(&Step::recv([5], Fold::Ignore)));
         assert_eq!(s.last(), Some(&Step::send([5])));

@@ -22,15 +22,26 @@ impl<P: PortIo> Port<P> {
     /// new group, ranked by `key` then by their rank in `g`. Every member of
     /// `g` must call it; a member passing [`UNDEFINED`] joins no group and
     /// gets `None`. The new group inherits `g`'s defaults.
-    pub fn split(&mut self, g: &mut Group, color: u32, key: u32) -> Result<Option<Group>, HostError> {
+    pub fn split(
+        &mut self,
+        g: &mut Group,
+        color: u32,
+        key: u32,
+    ) -> Result<Option<Group>, HostError> {
         let d = g.defaults();
         let n = g.size() as usize;
         let mut slots = vec![0u8; n * 8];
         let me = (u64::from(color) << 32) | u64::from(key);
         slots[g.rank() as usize * 8..][..8].copy_from_slice(&me.to_ne_bytes());
-        let bor = Reduction { op: ReduceOp::Bor, dtype: Datatype::U64 };
+        let bor = Reduction {
+            op: ReduceOp::Bor,
+            dtype: Datatype::U64,
+        };
         let all = self.allreduce(g, d.mode, d.allreduce, bor, &slots)?;
-        let band = Reduction { op: ReduceOp::Band, dtype: Datatype::U64 };
+        let band = Reduction {
+            op: ReduceOp::Band,
+            dtype: Datatype::U64,
+        };
         let mask = self.coll.ids.mask_bytes();
         let free = self.allreduce(g, d.mode, d.allreduce, band, &mask)?;
         let id = IdPool::lowest(&free).ok_or(CollectiveError::NoFreeGroupId)?;
@@ -46,7 +57,10 @@ impl<P: PortIo> Port<P> {
             })
             .collect();
         mine.sort();
-        let rank = mine.iter().position(|&(_, r)| r == g.rank()).expect("this member is of its own color") as u32;
+        let rank = mine
+            .iter()
+            .position(|&(_, r)| r == g.rank())
+            .expect("this member is of its own color") as u32;
         let members = mine.iter().map(|&(_, r)| g.members()[r as usize]).collect();
         let mut ng = Group::build(id, rank, members)?;
         ng.set_defaults(d);

@@ -58,12 +58,21 @@ impl Tree {
                 }
             }
         }
-        Ok(Tree { root, parent, children })
+        Ok(Tree {
+            root,
+            parent,
+            children,
+        })
     }
 
     /// Builds from a relative-rank shape: `parent_of(v)` for `v` in `1..n`
     /// and children in the order `children_of(v)` lists them.
-    fn relative(n: u32, root: u32, parent_of: impl Fn(u32) -> u32, children_of: impl Fn(u32) -> Vec<u32>) -> Tree {
+    fn relative(
+        n: u32,
+        root: u32,
+        parent_of: impl Fn(u32) -> u32,
+        children_of: impl Fn(u32) -> Vec<u32>,
+    ) -> Tree {
         assert!(n > 0 && root < n, "checked by the callers");
         let abs = |v: u32| (v + root) % n;
         let mut parent = vec![None; n as usize];
@@ -74,7 +83,11 @@ impl Tree {
             }
             children[abs(v) as usize] = children_of(v).into_iter().map(abs).collect();
         }
-        Tree { root, parent, children }
+        Tree {
+            root,
+            parent,
+            children,
+        }
     }
 
     fn check(n: u32, root: u32) -> Result<(), CollectiveError> {
@@ -92,7 +105,13 @@ impl Tree {
     /// ...` below that bit (nearest first, the order MPICH's reduce folds).
     pub fn binomial(n: u32, root: u32) -> Result<Tree, CollectiveError> {
         Self::check(n, root)?;
-        let low_bit = |v: u32| if v == 0 { 1u64 << 32 } else { 1u64 << v.trailing_zeros() };
+        let low_bit = |v: u32| {
+            if v == 0 {
+                1u64 << 32
+            } else {
+                1u64 << v.trailing_zeros()
+            }
+        };
         Ok(Self::relative(
             n,
             root,
@@ -122,7 +141,9 @@ impl Tree {
             |v| (v - 1) / k,
             |v| {
                 let first = u64::from(k) * u64::from(v) + 1;
-                (first..(first + u64::from(k)).min(u64::from(n))).map(|c| c as u32).collect()
+                (first..(first + u64::from(k)).min(u64::from(n)))
+                    .map(|c| c as u32)
+                    .collect()
             },
         ))
     }
@@ -177,11 +198,28 @@ mod tests {
     fn builders_give_spanning_trees_for_every_root() {
         for n in 1..=33 {
             for root in [0, n / 2, n - 1] {
-                for t in [Tree::binomial(n, root), Tree::kary(n, 3, root), Tree::chain(n, root), Tree::kary(n, 7, root)] {
+                for t in [
+                    Tree::binomial(n, root),
+                    Tree::kary(n, 3, root),
+                    Tree::chain(n, root),
+                    Tree::kary(n, 7, root),
+                ] {
                     let t = t.unwrap();
                     let again = Tree::from_parents(root, t.parent.clone()).unwrap();
-                    let mut a: Vec<_> = (0..n).map(|r| { let mut c = t.children(r).to_vec(); c.sort(); c }).collect();
-                    let b: Vec<_> = (0..n).map(|r| { let mut c = again.children(r).to_vec(); c.sort(); c }).collect();
+                    let mut a: Vec<_> = (0..n)
+                        .map(|r| {
+                            let mut c = t.children(r).to_vec();
+                            c.sort();
+                            c
+                        })
+                        .collect();
+                    let b: Vec<_> = (0..n)
+                        .map(|r| {
+                            let mut c = again.children(r).to_vec();
+                            c.sort();
+                            c
+                        })
+                        .collect();
                     assert_eq!(a, b);
                     a.clear();
                     assert_eq!(t.root(), root);
