@@ -280,6 +280,11 @@ fn worker(kind: Kind, a: &CollArgs) -> anyhow::Result<()> {
             }
         }
     }
+    let (st, tr) = world.stats();
+    eprintln!(
+        "# rank {rank} engine: {} retransmits, {} timeouts, {} retries, {} collective refusals, {} not-ready rejections, {} send stalls",
+        st.retransmits, st.timeouts, st.retries, st.coll_refused, st.rejected_not_ready, tr.send_stalls
+    );
     // Gather every rank's figures at rank 0 and average them.
     let bytes: Vec<u8> = mine.iter().flat_map(|x| x.to_le_bytes()).collect();
     if rank == 0 {
@@ -362,6 +367,10 @@ fn run_job(kind: Kind, a: &CollArgs, n: u32) -> anyhow::Result<(Figures, Option<
         .output()
         .context("starting the benchmark job")?;
     let so = String::from_utf8_lossy(&out.stdout);
+    let se = String::from_utf8_lossy(&out.stderr);
+    for l in se.lines().filter(|l| l.contains("# rank ")) {
+        eprintln!("{l}");
+    }
     if !out.status.success() {
         bail!("the {n}-rank job failed:\n{so}{}", String::from_utf8_lossy(&out.stderr));
     }
