@@ -10,7 +10,10 @@ use outboard_sim::profile::{builtin_names, Profile};
 /// Arguments of `outboard sim`.
 #[derive(Args, Debug)]
 pub struct SimArgs {
-    /// Experiment: closed-form, pingpong or dissemination.
+    /// Experiment: closed-form, pingpong, dissemination, barrier,
+    /// barrier-mpi, granularity, synthetic, reduce, reduce-chain,
+    /// reduce-degree, reduce-cpu or reduce-skew (each prints host-based and
+    /// offloaded side by side, the factor, and the paper's figure).
     #[arg(required_unless_present = "list_profiles")]
     pub experiment: Option<String>,
     /// Hardware profile(s), comma-separated: a built-in name (fm-lanai43,
@@ -23,7 +26,7 @@ pub struct SimArgs {
     #[arg(long, value_delimiter = ',')]
     pub nodes: Vec<u32>,
     /// Message sizes in bytes, comma-separated (each experiment has a
-    /// default).
+    /// default); for reduce-skew, the maximum delays in microseconds.
     #[arg(long, value_delimiter = ',')]
     pub sizes: Vec<u32>,
     /// Seed for every random choice; the same seed gives the same figures.
