@@ -48,6 +48,14 @@ pub struct EngineConfig {
     pub unexpected_bytes: usize,
     /// Largest message or RDMA transfer accepted, in bytes.
     pub max_message: u32,
+    /// How long a lone in-order packet's acknowledgement may wait for
+    /// traffic to ride on (TCP's delayed acknowledgement). Zero (the
+    /// default) acknowledges every packet at once. A delay takes the
+    /// standalone acknowledgements of request/response and collective
+    /// traffic off the critical path (they ride on the next packet to that
+    /// peer); it delays the completion of a lone send by up to the delay.
+    /// Must stay below `rto_initial / 2`.
+    pub ack_delay: Duration,
     /// Bytes of engine memory for collective packets that arrived before
     /// their collective started (each counts its payload plus 32 bytes of
     /// bookkeeping, so barrier signals are bounded too); beyond it, senders
@@ -75,6 +83,7 @@ impl EngineConfig {
             unexpected_bytes: 16 << 20,
             max_message: 64 << 20,
             coll_unexpected_bytes: 1 << 20,
+            ack_delay: Duration::ZERO,
         }
     }
 
@@ -102,6 +111,9 @@ impl EngineConfig {
         }
         if self.retry_interval.is_zero() {
             return Err(E::Zero("retry_interval"));
+        }
+        if self.ack_delay * 2 >= self.rto_initial {
+            return Err(E::Timeouts("ack_delay must be below rto_initial / 2"));
         }
         Ok(())
     }

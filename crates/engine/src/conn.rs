@@ -122,6 +122,11 @@ pub(crate) struct Conn {
     /// Next sequence number expected from the peer.
     pub rcv_nxt: Seq,
     pub ack_needed: bool,
+    /// When a delayed acknowledgement must go out alone (see
+    /// `EngineConfig::ack_delay`).
+    pub ack_due: Option<Instant>,
+    /// In-order packets received since we last acknowledged.
+    pub rx_unacked: u32,
     /// Acknowledgements waiting for the peer's packets below their horizon.
     pub pending_confirm: VecDeque<(Seq, Seq)>,
     /// Whether the connection is in the engine's ready queue.
@@ -149,6 +154,8 @@ impl Conn {
             last_progress: now,
             rcv_nxt: Seq(0),
             ack_needed: false,
+            ack_due: None,
+            rx_unacked: 0,
             pending_confirm: VecDeque::new(),
             queued: false,
         }
@@ -207,12 +214,24 @@ impl Conn {
 
     /// Classifies an arriving sequenced packet and advances `rcv_nxt` when
     /// it is the next one.
-    pub fn receive(&mut self, seq: Seq) -> RxVerdict {
-        self.ack_needed = true;
+    ///
+    /// With an `ack_delay`, a lone in-order packet is acknowledged later
+    /// (by the next packet we send the peer, or alone when the delay runs
+    /// out); every second one, and anything duplicate or out of order, at
+    /// once, as TCP's delayed acknowledgements do.
+    pub fn receive(&mut self, seq: Seq, now: Instant, cfg: &EngineConfig) -> RxVerdict {
         if seq == self.rcv_nxt {
             self.rcv_nxt = seq.next();
-            RxVerdict::InOrder
-        } else if seq.before(self.rcv_nxt) {
+            self.rx_unacked += 1;
+            if cfg.ack_delay.is_zero() || self.rx_unacked >= 2 {
+                self.ack_needed = true;
+            } else if self.ack_due.is_none() {
+                self.ack_due = Some(now + cfg.ack_delay);
+            }
+            return RxVerdict::InOrder;
+        }
+        self.ack_needed = true;
+        if seq.before(self.rcv_nxt) {
             RxVerdict::Duplicate
         } else {
             RxVerdict::Ahead
@@ -289,12 +308,26 @@ impl Conn {
         if self.dead {
             None
         } else {
-            self.rto_deadline
+            match (self.rto_deadline, self.ack_due) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            }
         }
+    }
+
+    /// An acknowledgement (alone or riding on data) went out.
+    pub fn acked(&mut self) {
+        self.ack_needed = false;
+        self.ack_due = None;
+        self.rx_unacked = 0;
     }
 
     /// Handles the timer at `now`.
     pub fn on_timer(&mut self, now: Instant, cfg: &EngineConfig) -> TimerVerdict {
+        if self.ack_due.is_some_and(|d| d <= now) && !self.dead {
+            self.ack_due = None;
+            self.ack_needed = true;
+        }
         match self.rto_deadline {
             Some(d) if d <= now && !self.dead => {}
             _ => return TimerVerdict::Idle,
@@ -318,6 +351,6 @@ impl Conn {
 
     /// Whether every numbered packet is confirmed.
     pub fn is_quiet(&self) -> bool {
-        self.records.is_empty() && !self.ack_needed
+        self.records.is_empty() && !self.ack_needed && self.ack_due.is_none()
     }
 }

@@ -707,6 +707,7 @@ impl<D: Dma> Engine<D> {
         self.work.timers += 1;
         for ci in 0..self.conns.len() {
             match self.conns[ci].on_timer(now, &self.cfg) {
+                TimerVerdict::Idle if self.conns[ci].ack_needed => self.mark_ready(ci),
                 TimerVerdict::Idle => {}
                 TimerVerdict::Retransmit => {
                     self.stats.timeouts += 1;
@@ -754,7 +755,7 @@ impl<D: Dma> Engine<D> {
             c.dead = true;
             c.records.clear();
             c.pending_confirm.clear();
-            c.ack_needed = false;
+            c.acked();
         }
         let keys: Vec<u32> = self.ops.iter().filter(|(_, o)| o.dest.node == node).map(|(k, _)| *k).collect();
         for k in keys {

@@ -59,7 +59,7 @@ impl<D: Dma> Engine<D> {
             return;
         }
         if h.kind.is_sequenced() {
-            match self.conns[ci].receive(h.seq) {
+            match self.conns[ci].receive(h.seq, now, &self.cfg) {
                 RxVerdict::InOrder => self.process_body(now, from, pkt.body),
                 RxVerdict::Duplicate => self.stats.duplicates += 1,
                 RxVerdict::Ahead => self.stats.out_of_order += 1,

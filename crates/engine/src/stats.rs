@@ -38,6 +38,9 @@ pub struct Stats {
     pub coll_refused: u64,
     /// Collective packets no schedule step expected (dropped).
     pub coll_unmatched: u64,
+    /// Collective packets that failed (peer gone, refused too long) after
+    /// their collective had already completed here.
+    pub coll_abandoned: u64,
 }
 
 /// Work done since the last [`crate::Engine::take_work`]: what the simulator

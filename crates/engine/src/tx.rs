@@ -27,11 +27,11 @@ impl<D: Dma> Engine<D> {
                 if c.mark_sent(now, &self.cfg) {
                     self.stats.retransmits += 1;
                 }
-                c.ack_needed = false;
+                c.acked();
                 Some(len)
             } else if c.ack_needed && !c.dead {
                 let len = self.build_ack(ci, buf);
-                self.conns[ci].ack_needed = false;
+                self.conns[ci].acked();
                 Some(len)
             } else {
                 None

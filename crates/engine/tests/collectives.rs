@@ -55,6 +55,10 @@ impl Cluster {
         let mut net = Network::new(n, link, seed, |node| {
             let mut c = EngineConfig::new(node, 0xC0FFEE, 1000 + node.0);
             c.coll_unexpected_bytes = pool;
+            // Odd seeds run with delayed acknowledgements.
+            if seed % 2 == 1 {
+                c.ack_delay = Duration::from_micros(100);
+            }
             c
         });
         let eps: Vec<Endpoint> = (0..n).map(|i| net.open_port(NodeId(i), P0).unwrap()).collect();

@@ -151,8 +151,13 @@ impl Traffic {
 }
 
 fn lossy_engines(nodes: u32, seed: u64) -> Network {
-    Network::new(nodes, LinkConfig::lossy(0.30, 0.10, 0.01), seed, |node| {
+    lossy_engines_with(nodes, seed, Duration::ZERO)
+}
+
+fn lossy_engines_with(nodes: u32, seed: u64, ack_delay: Duration) -> Network {
+    Network::new(nodes, LinkConfig::lossy(0.30, 0.10, 0.01), seed, move |node| {
         let mut c = EngineConfig::new(node, 0x5EED, 0);
+        c.ack_delay = ack_delay;
         c.rto_initial = Duration::from_micros(100);
         c.rto_max = Duration::from_millis(2);
         c.peer_timeout = Duration::from_secs(10);
@@ -182,4 +187,17 @@ fn exactly_once_holds_for_many_seeds_on_a_small_cluster() {
         let mut t = Traffic::new(&mut net, 4, 400, seed);
         t.run(&mut net);
     }
+}
+
+#[test]
+fn exactly_once_holds_with_delayed_acknowledgements() {
+    for seed in 0..12 {
+        let mut net = lossy_engines_with(4, seed, Duration::from_micros(40));
+        let mut t = Traffic::new(&mut net, 4, 400, seed);
+        t.run(&mut net);
+    }
+    let seed = 77;
+    let mut net = lossy_engines_with(16, seed, Duration::from_micros(40));
+    let mut t = Traffic::new(&mut net, 16, 10_000, seed);
+    t.run(&mut net);
 }

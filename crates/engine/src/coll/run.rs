@@ -78,7 +78,12 @@ pub(crate) struct Running {
     pub sent: bool,
     pub next_recv: usize,
     pub arrived: Vec<Arrival>,
-    /// Packets sent and not yet confirmed by their receivers.
+    /// Packets sent and not yet confirmed by their receivers. The
+    /// collective does not wait for them: its value already lives in engine
+    /// memory and the connection delivers it reliably, so the host gets its
+    /// result as soon as its own steps are done (a leaf of a reduction
+    /// returns at once, as an eager send does). A packet that fails after
+    /// the collective completed is counted in `Stats::coll_abandoned`.
     pub unconfirmed: u32,
     pub outcome: Option<Result<(), OpError>>,
 }
@@ -272,9 +277,7 @@ impl<D: Dma> Engine<D> {
             loop {
                 let steps = &r.sched.schedule.steps;
                 if r.step == steps.len() {
-                    if r.unconfirmed == 0 {
-                        r.outcome = Some(Ok(()));
-                    }
+                    r.outcome = Some(Ok(()));
                     break;
                 }
                 let st = &steps[r.step];
@@ -415,14 +418,19 @@ impl<D: Dma> Engine<D> {
     fn coll_fail_packet(&mut self, _now: Instant, key: u32, err: OpError) {
         let Some(o) = self.coll.out.remove(&key) else { return };
         self.coll.parked.remove(&key);
+        let mut owner_told = false;
         if let Some(g) = self.coll.groups.get_mut(&(o.port, o.group)) {
             if g.gen == o.port_gen {
                 if let Some(r) = g.running.iter_mut().find(|r| r.epoch == o.epoch) {
                     if r.outcome.is_none() {
                         r.outcome = Some(Err(err));
+                        owner_told = true;
                     }
                 }
             }
+        }
+        if !owner_told {
+            self.stats.coll_abandoned += 1;
         }
         self.coll_complete_front(o.port, o.group);
     }
