@@ -133,6 +133,13 @@ pub struct NicCosts {
     /// routines, so this is far above the integer figure there; a DPU core
     /// has an FPU and the two are close.
     pub combine_float_cycles: f64,
+    /// How long the engine lets a lone packet's acknowledgement wait for
+    /// traffic to ride on (`EngineConfig::ack_delay`), in microseconds;
+    /// zero acknowledges at once. The GM barrier and reduction of the
+    /// dissertation sent no acknowledgements at all on the critical path
+    /// (3.4.2); a delay takes ours off it the same way.
+    #[serde(default)]
+    pub ack_delay_us: f64,
 }
 
 /// The MPI layer over the communication library (MPICH-GM in the

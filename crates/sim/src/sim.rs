@@ -96,6 +96,7 @@ impl Simulation {
         for i in 0..nodes {
             let mut cfg = EngineConfig::new(NodeId(i), job_key, rng.gen());
             cfg.mtu = mtu;
+            cfg.ack_delay = std::time::Duration::from_nanos((profile.nic.ack_delay_us * 1000.0).round() as u64);
             adjust(&mut cfg);
             v.push(Node::new(Engine::new(cfg, VecMemory::new(), Time::ZERO.to_engine())?));
         }
