@@ -59,6 +59,27 @@ pub(crate) struct OutOp {
     pub multi: Option<u32>,
 }
 
+impl OutOp {
+    /// A host operation not yet queued (`Engine::queue_out` numbers it).
+    pub(crate) fn new(port: PortId, port_gen: Generation, op: OpId, kind: OutKind, dest: Endpoint, buf: HostBuf) -> OutOp {
+        OutOp {
+            port,
+            port_gen,
+            op,
+            kind,
+            dest,
+            buf,
+            stream_seq: 0,
+            attempt: 0,
+            retry_at: None,
+            first_refused: None,
+            progress: 0,
+            shared: None,
+            multi: None,
+        }
+    }
+}
+
 /// One multi-send command: its copies complete it together.
 #[derive(Debug, Clone)]
 pub(crate) struct MultiOp {
@@ -352,36 +373,22 @@ impl<D: Dma> Engine<D> {
             return Err(CommandError::NoSendToken);
         }
         p.send_tokens -= 1;
-        let stream_seq = match kind {
-            OutKind::Send { .. } | OutKind::Write { .. } => {
-                let s = p.tx_streams.entry((dest.node, dest.port.0, dest.gen)).or_insert(0);
-                let v = *s;
-                *s = s.wrapping_add(1);
-                v
-            }
-            _ => 0,
-        };
-        let key = self.alloc_key();
-        self.ops.insert(
-            key,
-            OutOp {
-                port,
-                port_gen: gen,
-                op,
-                kind,
-                dest,
-                buf,
-                stream_seq,
-                attempt: 0,
-                retry_at: None,
-                first_refused: None,
-                progress: 0,
-                shared: None,
-                multi: None,
-            },
-        );
-        self.launch(now, key);
+        self.queue_out(now, OutOp::new(port, gen, op, kind, dest, buf));
         Ok(())
+    }
+
+    /// Gives an outgoing operation its stream position (messages and
+    /// writes), a key, and its first attempt on the wire.
+    pub(crate) fn queue_out(&mut self, now: Instant, mut out: OutOp) {
+        if matches!(out.kind, OutKind::Send { .. } | OutKind::Write { .. }) {
+            let p = &mut self.ports[usize::from(out.port.0)];
+            let s = p.tx_streams.entry((out.dest.node, out.dest.port.0, out.dest.gen)).or_insert(0);
+            out.stream_seq = *s;
+            *s = s.wrapping_add(1);
+        }
+        let key = self.alloc_key();
+        self.ops.insert(key, out);
+        self.launch(now, key);
     }
 
     /// Starts a multi-send: reads the destinations and the payload once,
@@ -434,29 +441,10 @@ impl<D: Dma> Engine<D> {
                 self.multi_part_done(id, Err(OpError::PeerUnreachable(dest.node)));
                 continue;
             }
-            let s = self.ports[usize::from(port.0)].tx_streams.entry((dest.node, dest.port.0, dest.gen)).or_insert(0);
-            let stream_seq = *s;
-            *s = s.wrapping_add(1);
-            let key = self.alloc_key();
-            self.ops.insert(
-                key,
-                OutOp {
-                    port,
-                    port_gen: gen,
-                    op,
-                    kind: OutKind::Send { tag },
-                    dest,
-                    buf,
-                    stream_seq,
-                    attempt: 0,
-                    retry_at: None,
-                    first_refused: None,
-                    progress: 0,
-                    shared: Some(shared.clone()),
-                    multi: Some(id),
-                },
-            );
-            self.launch(now, key);
+            let mut out = OutOp::new(port, gen, op, OutKind::Send { tag }, dest, buf);
+            out.shared = Some(shared.clone());
+            out.multi = Some(id);
+            self.queue_out(now, out);
         }
         Ok(())
     }

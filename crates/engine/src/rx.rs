@@ -353,26 +353,17 @@ impl<D: Dma> Engine<D> {
         match verdict {
             Err(reason) => self.reject(now, from, r.src_port, r.src_gen, r.msg_id, reason),
             Ok((addr, gen)) => {
-                let key = self.alloc_key();
-                self.ops.insert(
-                    key,
-                    crate::engine::OutOp {
-                        port: PortId(r.dst_port),
-                        port_gen: gen,
-                        op: crate::OpId(0),
-                        kind: OutKind::Serve { requester_msg_id: r.msg_id },
-                        dest: Endpoint { node: from, port: PortId(r.src_port), gen: r.src_gen },
-                        buf: crate::HostBuf { addr, len: r.len },
-                        stream_seq: 0,
-                        attempt: 0,
-                        retry_at: None,
-                        first_refused: None,
-                        progress: 0,
-                        shared: None,
-                        multi: None,
-                    },
+                let requester = Endpoint { node: from, port: PortId(r.src_port), gen: r.src_gen };
+                let serve = OutKind::Serve { requester_msg_id: r.msg_id };
+                let out = crate::engine::OutOp::new(
+                    PortId(r.dst_port),
+                    gen,
+                    crate::OpId(0),
+                    serve,
+                    requester,
+                    crate::HostBuf { addr, len: r.len },
                 );
-                self.launch(now, key);
+                self.queue_out(now, out);
             }
         }
     }
