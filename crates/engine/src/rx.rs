@@ -84,8 +84,7 @@ impl<D: Dma> Engine<D> {
         let done: Vec<TxRecord> = self.conns[ci].pop_confirmed(upto).collect();
         for rec in done {
             if let TxRecord::Coll { key, attempt } = rec {
-                let now = self.now;
-                self.on_coll_confirmed(now, key, attempt);
+                self.on_coll_confirmed(key, attempt);
                 continue;
             }
             if let TxRecord::Fragment { key, attempt, offset, len, .. } = rec {

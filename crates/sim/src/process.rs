@@ -349,48 +349,12 @@ impl SimIo {
     }
 }
 
-impl SimIo {
-    /// Group set-up (create, destroy, install a schedule) is handed to the
-    /// engine at once and completes at once. The host library waits for
-    /// these with its blocking `Port::wait`, which cannot let virtual time
-    /// pass; they are local, happen once per group before anything is
-    /// measured, and send nothing, so they are charged only the host's
-    /// event cost and no NIC time.
-    fn setup(&mut self, cmd: Command) -> Result<(), CommandError> {
-        let mut w = self.proc.world.borrow_mut();
-        let now = w.now;
-        let pid = self.proc.pid as usize;
-        let clock = w.procs[pid].clock.max(now) + w.cost.host_event;
-        w.procs[pid].clock = clock;
-        let n = &mut w.nodes[self.ep.node.0 as usize];
-        let op = cmd.op();
-        n.engine.handle_command(clock.to_engine(), self.ep.port, cmd)?;
-        let _ = n.engine.take_work();
-        let mut events = Vec::new();
-        while let Some(e) = n.engine.poll_event() {
-            events.push(e);
-        }
-        self.outstanding.insert(op, Token::None);
-        let slot = &mut n.ports[usize::from(self.ep.port.0)];
-        for e in events {
-            // Keep the queue in time order: a completion already queued for
-            // later stays behind this one.
-            let at = slot.events.iter().position(|(t, _)| *t > clock).unwrap_or(slot.events.len());
-            slot.events.insert(at, (clock, e));
-        }
-        Ok(())
-    }
-}
-
 impl PortIo for SimIo {
     fn endpoint(&self) -> Endpoint {
         self.ep
     }
 
     fn post(&mut self, cmd: Command) -> Result<(), CommandError> {
-        if matches!(cmd, Command::CreateGroup { .. } | Command::DestroyGroup { .. } | Command::SetSchedule { .. }) {
-            return self.setup(cmd);
-        }
         let cost = {
             let w = self.proc.world.borrow();
             let c = &w.cost;

@@ -66,6 +66,12 @@ pub(crate) struct Arrival {
 }
 
 /// One collective under way at one member.
+///
+/// The packets it sends are not waited for: their value lives in engine
+/// memory and the connection delivers it reliably, so the host gets its
+/// result as soon as its own steps are done (a leaf of a reduction returns
+/// at once, as an eager send does). A packet that fails after the
+/// collective completed is counted in `Stats::coll_abandoned`.
 #[derive(Debug)]
 pub(crate) struct Running {
     pub epoch: u32,
@@ -78,13 +84,6 @@ pub(crate) struct Running {
     pub sent: bool,
     pub next_recv: usize,
     pub arrived: Vec<Arrival>,
-    /// Packets sent and not yet confirmed by their receivers. The
-    /// collective does not wait for them: its value already lives in engine
-    /// memory and the connection delivers it reliably, so the host gets its
-    /// result as soon as its own steps are done (a leaf of a reduction
-    /// returns at once, as an eager send does). A packet that fails after
-    /// the collective completed is counted in `Stats::coll_abandoned`.
-    pub unconfirmed: u32,
     pub outcome: Option<Result<(), OpError>>,
 }
 
@@ -257,7 +256,6 @@ impl<D: Dma> Engine<D> {
             sent: false,
             next_recv: 0,
             arrived,
-            unconfirmed: 0,
             outcome: None,
         });
         self.coll_advance(now, port, group);
@@ -286,7 +284,6 @@ impl<D: Dma> Engine<D> {
                     if !st.send_to.is_empty() {
                         let to = st.send_to.iter().copied().zip(r.sched.send_round[r.step].iter().copied()).collect();
                         sends.push((r.epoch, Arc::from(&r.value[..]), to));
-                        r.unconfirmed += st.send_to.len() as u32;
                     }
                 }
                 while r.next_recv < st.recv_from.len() {
@@ -508,21 +505,13 @@ impl<D: Dma> Engine<D> {
         self.coll_fail_packet(now, r.msg_id, err);
     }
 
-    /// A collective packet's record was confirmed by its receiver.
-    pub(crate) fn on_coll_confirmed(&mut self, now: Instant, key: u32, attempt: u32) {
-        let Some(o) = self.coll.out.get(&key) else { return };
-        if o.attempt != attempt || o.retry_at.is_some() {
-            return;
+    /// A collective packet's record was confirmed by its receiver: it is
+    /// delivered and need not be kept.
+    pub(crate) fn on_coll_confirmed(&mut self, key: u32, attempt: u32) {
+        let live = self.coll.out.get(&key).is_some_and(|o| o.attempt == attempt && o.retry_at.is_none());
+        if live {
+            self.coll.out.remove(&key);
         }
-        let o = self.coll.out.remove(&key).expect("checked");
-        let Some(g) = self.coll.groups.get_mut(&(o.port, o.group)) else { return };
-        if g.gen != o.port_gen {
-            return;
-        }
-        if let Some(r) = g.running.iter_mut().find(|r| r.epoch == o.epoch) {
-            r.unconfirmed = r.unconfirmed.saturating_sub(1);
-        }
-        self.coll_advance(now, o.port, o.group);
     }
 
     /// The next retry deadline of a refused collective packet, or the next

@@ -11,14 +11,14 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Arc;
 
 use outboard_engine::{
-    encode_members, CollError, Command, Endpoint, GroupId, Reduction, ScheduleId,
+    encode_members, CollError, Command, Endpoint, GroupId, HostBuf, OpId, Reduction, ScheduleId,
 };
 
 use super::group::{IdPool, ScheduleKey};
 use super::hostbased::HostRun;
 use super::offload::OffRun;
 use super::{CollectiveError, Group};
-use crate::{HostError, Port, PortIo};
+use crate::{HostError, Port, PortIo, Request};
 
 /// Where a collective runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -136,6 +136,12 @@ pub(crate) struct CollState {
     backlog: VecDeque<(u64, usize)>,
     groups: HashMap<GroupId, Registered>,
     pub(crate) ids: IdPool,
+    /// Group and schedule installations posted and not yet completed, with
+    /// the buffer the engine reads (freed on completion).
+    setup: Vec<(Request, HostBuf, GroupId)>,
+    /// Why installing something of a group failed: reported by that group's
+    /// collectives instead of the engine's consequent "no such group".
+    setup_failed: HashMap<GroupId, HostError>,
 }
 
 impl CollState {
@@ -210,42 +216,68 @@ impl<P: PortIo> Port<P> {
     }
 
     /// Installs the group and the schedule `key` at the engine if not there
-    /// yet (each is a local command, waited for here).
+    /// yet. Nothing waits: the engine takes a port's commands in order, so
+    /// the collective posted next finds them installed; their completions
+    /// are collected by [`Self::reap_setup`]. (A wait here would also stop
+    /// virtual time in the simulator.)
     fn install(&mut self, g: &mut Group, key: ScheduleKey) -> Result<ScheduleId, HostError> {
         if !g.installed {
-            let members = self.buffer_from(&encode_members(g.members()))?;
             let (group, rank) = (g.id(), g.rank());
-            let r = self
-                .start(|op| Command::CreateGroup {
-                    op,
-                    group,
-                    rank,
-                    members,
-                })
-                .and_then(|r| self.wait(r));
-            self.free(members)?;
-            r?;
+            self.post_setup(group, &encode_members(g.members()), |op, members| Command::CreateGroup {
+                op,
+                group,
+                rank,
+                members,
+            })?;
             g.installed = true;
         }
         let slot = g.slot(key)?;
         let schedule = slot.id;
         if !slot.installed {
             let bytes = slot.schedule.encode();
-            let buf = self.buffer_from(&bytes)?;
             let group = g.id();
-            let r = self
-                .start(|op| Command::SetSchedule {
-                    op,
-                    group,
-                    schedule,
-                    buf,
-                })
-                .and_then(|r| self.wait(r));
-            self.free(buf)?;
-            r?;
+            self.post_setup(group, &bytes, |op, buf| Command::SetSchedule { op, group, schedule, buf })?;
             g.slot(key)?.installed = true;
         }
         Ok(schedule)
+    }
+
+    /// Posts a local set-up command that reads `bytes` from host memory.
+    fn post_setup(
+        &mut self,
+        group: GroupId,
+        bytes: &[u8],
+        make: impl FnOnce(OpId, HostBuf) -> Command,
+    ) -> Result<(), HostError> {
+        let buf = self.buffer_from(bytes)?;
+        match self.start(|op| make(op, buf)) {
+            Ok(r) => {
+                self.coll.setup.push((r, buf, group));
+                Ok(())
+            }
+            Err(e) => {
+                self.free(buf)?;
+                Err(e)
+            }
+        }
+    }
+
+    /// Frees the buffers of finished set-up commands and remembers failures.
+    fn reap_setup(&mut self) {
+        let mut i = 0;
+        while i < self.coll.setup.len() {
+            let (r, buf, group) = self.coll.setup[i];
+            match self.take(r) {
+                None => i += 1,
+                Some(result) => {
+                    let _taken = self.coll.setup.swap_remove(i);
+                    let _ = self.free(buf);
+                    if let Err(e) = result {
+                        self.coll.setup_failed.entry(group).or_insert(e);
+                    }
+                }
+            }
+        }
     }
 
     fn start_coll(
@@ -314,6 +346,7 @@ impl<P: PortIo> Port<P> {
     /// Posts backlogged offloaded chunks in order, then advances every
     /// collective under way. Called by [`Port::progress`].
     pub(crate) fn coll_advance(&mut self) {
+        self.reap_setup();
         while let Some(&(id, i)) = self.coll.backlog.front() {
             let Some(mut op) = self.coll.ops.remove(&id) else {
                 self.coll.backlog.pop_front();
@@ -366,6 +399,10 @@ impl<P: PortIo> Port<P> {
             };
             if let Some(r) = done {
                 op.body = Body::Done;
+                let r = match (r, self.coll.setup_failed.get(&op.group)) {
+                    (Err(_), Some(setup)) if op.mode == Mode::Offloaded => Err(*setup),
+                    (r, _) => r,
+                };
                 op.result = Some(r.map(|v| if op.want_result { v } else { Vec::new() }));
             }
             self.coll.ops.insert(id, op);
