@@ -28,6 +28,9 @@ impl<D: Dma> Engine<D> {
             }
         };
         let h = pkt.header;
+        if h.kind == wire::Kind::Ack {
+            self.work.acks_in += 1;
+        }
         if h.job_key != self.cfg.job_key {
             self.stats.wrong_job += 1;
             return;

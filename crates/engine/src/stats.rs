@@ -68,4 +68,10 @@ pub struct Work {
     /// Floating-point elements combined by reductions (the papers' NICs had
     /// no FPU, so these cost more there).
     pub combine_float: u64,
+    /// Of `packets_out`, acknowledgement-only datagrams: a NIC builds these
+    /// from connection state alone (no DMA, no payload), so a cost model may
+    /// charge them less than a packet that carries data.
+    pub acks_out: u64,
+    /// Of `packets_in`, acknowledgement-only datagrams (see `acks_out`).
+    pub acks_in: u64,
 }

@@ -31,6 +31,7 @@ impl<D: Dma> Engine<D> {
                 Some(len)
             } else if c.ack_needed && !c.dead {
                 let len = self.build_ack(ci, buf);
+                self.work.acks_out += 1;
                 self.conns[ci].acked();
                 Some(len)
             } else {
