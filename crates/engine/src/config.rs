@@ -61,6 +61,17 @@ pub struct EngineConfig {
     /// bookkeeping, so barrier signals are bounded too); beyond it, senders
     /// are told to retry.
     pub coll_unexpected_bytes: usize,
+    /// Bytes of engine memory a port's unconfirmed outgoing collective
+    /// packets may hold (payload plus 96 bytes of bookkeeping each). A
+    /// collective completes when its own steps are done, not when its last
+    /// packets are confirmed, so without this bound a member running ahead
+    /// of a slow receiver (a reduction leaf, a broadcast root) would pile up
+    /// refused packets without limit. At the bound, the port's next
+    /// collectives wait in order (their commands stay accepted; they start
+    /// as confirmations free room), which slows the fast member down to
+    /// the pace of its receivers. One collective always starts when the
+    /// port has nothing outstanding, whatever its size.
+    pub coll_send_bytes: usize,
 }
 
 impl EngineConfig {
@@ -83,6 +94,7 @@ impl EngineConfig {
             unexpected_bytes: 16 << 20,
             max_message: 64 << 20,
             coll_unexpected_bytes: 1 << 20,
+            coll_send_bytes: 1 << 20,
             ack_delay: Duration::ZERO,
         }
     }
@@ -108,6 +120,9 @@ impl EngineConfig {
         }
         if self.peer_timeout < self.rto_initial {
             return Err(E::Timeouts("peer_timeout must be >= rto_initial"));
+        }
+        if self.coll_send_bytes == 0 {
+            return Err(E::Zero("coll_send_bytes"));
         }
         if self.retry_interval.is_zero() {
             return Err(E::Zero("retry_interval"));

@@ -705,6 +705,7 @@ impl<D: Dma> Engine<D> {
             }
         }
         self.coll_retry_due(now);
+        self.coll_drain(now);
         let due: Vec<u32> = self
             .parked
             .iter()

@@ -18,6 +18,11 @@ impl<D: Dma> Engine<D> {
     /// never disturbs other traffic.
     pub fn handle_packet(&mut self, now: Instant, from: NodeId, bytes: &[u8]) {
         self.now = now;
+        self.receive(now, from, bytes);
+        self.coll_drain(now);
+    }
+
+    fn receive(&mut self, now: Instant, from: NodeId, bytes: &[u8]) {
         self.work.packets_in += 1;
         self.work.bytes_in += bytes.len() as u64;
         let pkt = match Packet::parse(bytes) {

@@ -52,9 +52,13 @@ struct Cluster {
 
 impl Cluster {
     fn new(n: u32, link: LinkConfig, seed: u64, pool: usize) -> Cluster {
+        Cluster::configured(n, link, seed, |c| c.coll_unexpected_bytes = pool)
+    }
+
+    fn configured(n: u32, link: LinkConfig, seed: u64, tune: impl Fn(&mut EngineConfig)) -> Cluster {
         let mut net = Network::new(n, link, seed, |node| {
             let mut c = EngineConfig::new(node, 0xC0FFEE, 1000 + node.0);
-            c.coll_unexpected_bytes = pool;
+            tune(&mut c);
             // Odd seeds run with delayed acknowledgements.
             if seed % 2 == 1 {
                 c.ack_delay = Duration::from_micros(100);
@@ -209,6 +213,70 @@ fn a_full_pool_refuses_and_the_sender_retries() {
     for r in 0..n {
         assert_eq!(c.net.engine(NodeId(r)).coll_unexpected_bytes(), 0);
     }
+}
+
+/// A reduction leaf running ahead of a root that has not started: the
+/// root's pool fills and refuses, the leaf's refused packets stay in its
+/// engine, and once they reach `coll_send_bytes` its further collectives
+/// wait (accepted, not started, not completed), so engine memory stays
+/// bounded at both ends. When the root catches up everything completes,
+/// in order and exact.
+#[test]
+fn a_leaf_running_ahead_is_held_to_the_send_bound() {
+    const REDUCE: ScheduleId = ScheduleId(3);
+    let send_bound = 4 * (32 + 96);
+    let mut c = Cluster::configured(2, LinkConfig::lossy(0.1, 0.05, 0.0), 11, |cfg| {
+        cfg.coll_unexpected_bytes = 2 * (32 + 32);
+        cfg.coll_send_bytes = send_bound;
+    });
+    for r in 0..2 {
+        c.install(r);
+        let s = if r == 0 { Schedule::new(vec![Step::recv([1], Fold::Combine)]) } else { Schedule::new(vec![Step::send([0])]) };
+        let buf = c.net.memory(NodeId(r)).alloc_with(&s.encode());
+        c.net.command(NodeId(r), P0, Command::SetSchedule { op: OpId(3), group: G, schedule: REDUCE, buf }).unwrap();
+        assert!(c.net.take_events(NodeId(r))[0].result.is_ok());
+    }
+    let sum = Reduction::new(ReduceOp::Sum, Datatype::I64).unwrap();
+    let rounds = 40u64;
+    let post = |c: &mut Cluster, r: u32, k: u64| {
+        let send = c.net.memory(NodeId(r)).alloc_with(&i64s(&[k as i64 * 10 + i64::from(r), 1, 2, 3]));
+        let recv = c.net.memory(NodeId(r)).alloc(32);
+        let cmd = Command::Collective { op: OpId(100 + k), group: G, schedule: REDUCE, reduction: Some(sum), send, recv };
+        c.net.command(NodeId(r), P0, cmd).unwrap();
+        recv
+    };
+    for k in 0..rounds {
+        post(&mut c, 1, k);
+    }
+    let mut leaf_done = Vec::new();
+    for _ in 0..40 {
+        c.net.run_for(Duration::from_micros(500)).unwrap();
+        leaf_done.extend(c.net.take_events(NodeId(1)));
+        let held = c.net.engine(NodeId(1)).coll_send_bytes(P0);
+        assert!(held <= send_bound + 32 + 96, "leaf holds {held} bytes, bound {send_bound}");
+        assert!(c.net.engine(NodeId(0)).coll_unexpected_bytes() <= 2 * (32 + 32));
+    }
+    let ahead = leaf_done.len();
+    assert!(ahead < rounds as usize, "the leaf finished all {ahead} reductions with nobody receiving");
+    assert!(c.net.engine(NodeId(1)).stats().coll_deferred > 0);
+    assert!(c.net.engine(NodeId(0)).stats().coll_refused > 0);
+    let root_bufs: Vec<HostBuf> = (0..rounds).map(|k| post(&mut c, 0, k)).collect();
+    let mut root_done = Vec::new();
+    c.net
+        .run_until("reductions", |net| {
+            leaf_done.extend(net.take_events(NodeId(1)));
+            root_done.extend(net.take_events(NodeId(0)));
+            leaf_done.len() == rounds as usize && root_done.len() == rounds as usize
+        })
+        .unwrap();
+    for (k, (l, r)) in leaf_done.iter().zip(&root_done).enumerate() {
+        assert_eq!(l.op, OpId(100 + k as u64), "leaf completion order");
+        assert_eq!(r.op, OpId(100 + k as u64), "root completion order");
+        assert_eq!(r.result, Ok(Completion::Collective { epoch: k as u32, len: 32 }));
+        let want = i64s(&[k as i64 * 20 + 1, 2, 4, 6]);
+        assert_eq!(c.net.memory(NodeId(0)).bytes(root_bufs[k]), &want[..]);
+    }
+    c.net.run_until("quiet", |net| net.engine(NodeId(1)).coll_send_bytes(P0) == 0).unwrap();
 }
 
 #[test]

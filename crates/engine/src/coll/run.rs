@@ -16,6 +16,9 @@ use crate::{Completion, Dma, Endpoint, Engine, Generation, HostBuf, Instant, Nod
 pub(crate) const COLL_KEY_BIT: u32 = 1 << 31;
 /// Pool bookkeeping charged per unexpected packet.
 const ARRIVAL_OVERHEAD: usize = 32;
+/// Bookkeeping charged per unconfirmed outgoing packet against
+/// `EngineConfig::coll_send_bytes` (about the size of a [`CollOut`]).
+const OUT_OVERHEAD: usize = 96;
 
 /// A schedule prepared for running: each send and receive knows its round
 /// (its ordinal among the packets between the same two members).
@@ -116,6 +119,18 @@ pub(crate) struct CollOut {
     pub first_refused: Option<Instant>,
 }
 
+/// A collective command accepted while its port was at its send bound;
+/// it starts, in order, when confirmations free room.
+#[derive(Debug)]
+pub(crate) struct Deferred {
+    pub op: OpId,
+    pub group: GroupId,
+    pub schedule: ScheduleId,
+    pub reduction: Option<Reduction>,
+    pub send: HostBuf,
+    pub recv: HostBuf,
+}
+
 /// Engine-wide collective state.
 #[derive(Debug, Default)]
 pub(crate) struct CollState {
@@ -129,6 +144,17 @@ pub(crate) struct CollState {
     pub parked: std::collections::BTreeSet<u32>,
     /// When to next probe the peers that running collectives wait for.
     pub keepalive_at: Option<Instant>,
+    /// Per port: bytes its entries in `out` hold (payload + bookkeeping).
+    pub out_bytes: HashMap<PortId, usize>,
+    /// Per port: collectives waiting for room under the send bound.
+    pub deferred: HashMap<PortId, VecDeque<Deferred>>,
+    /// Whether packets left `out` since deferred collectives were last
+    /// looked at.
+    pub drain_due: bool,
+}
+
+fn out_cost(o: &CollOut) -> usize {
+    o.data.len() + OUT_OVERHEAD
 }
 
 fn epoch_before(a: u32, b: u32) -> bool {
@@ -181,7 +207,8 @@ impl<D: Dma> Engine<D> {
 
     pub(crate) fn coll_destroy_group(&mut self, port: PortId, group: GroupId) -> Result<Completion, OpError> {
         let g = self.coll.groups.get(&(port, group)).ok_or(CollError::NoSuchGroup)?;
-        if !g.running.is_empty() {
+        let waiting = self.coll.deferred.get(&port).is_some_and(|q| q.iter().any(|d| d.group == group));
+        if !g.running.is_empty() || waiting {
             return Err(CollError::GroupBusy.into());
         }
         self.coll.groups.remove(&(port, group));
@@ -206,8 +233,9 @@ impl<D: Dma> Engine<D> {
         Ok(Completion::ScheduleSet)
     }
 
-    /// Starts a collective. Errors found before anything is sent complete
-    /// the command at once (with its token back).
+    /// Starts a collective, or queues it behind the port's earlier ones
+    /// while the port is at its send bound. Errors found before anything is
+    /// sent complete the command at once (with its token back).
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn coll_start(
         &mut self,
@@ -229,7 +257,59 @@ impl<D: Dma> Engine<D> {
             r.check_len(send.len as usize)?;
         }
         let g = self.coll.groups.get(&(port, group)).ok_or(CollError::NoSuchGroup)?;
+        if !g.schedules.contains_key(&schedule.0) {
+            return Err(CollError::NoSuchSchedule.into());
+        }
+        let d = Deferred { op, group, schedule, reduction, send, recv };
+        let queued = self.coll.deferred.get(&port).is_some_and(|q| !q.is_empty());
+        if queued || self.coll_port_full(port) {
+            self.stats.coll_deferred += 1;
+            self.coll.deferred.entry(port).or_default().push_back(d);
+            return Ok(());
+        }
+        self.coll_begin(now, port, d)
+    }
+
+    fn coll_port_full(&self, port: PortId) -> bool {
+        self.coll.out_bytes.get(&port).copied().unwrap_or(0) >= self.cfg.coll_send_bytes
+    }
+
+    /// Starts deferred collectives of every port with room again. Runs at
+    /// the end of an engine input, never inside the handling of a packet,
+    /// so a start cannot interleave with the bookkeeping that freed room.
+    pub(crate) fn coll_drain(&mut self, now: Instant) {
+        if !std::mem::take(&mut self.coll.drain_due) {
+            return;
+        }
+        let ports: Vec<PortId> = self.coll.deferred.iter().filter(|(_, q)| !q.is_empty()).map(|(&p, _)| p).collect();
+        for port in ports {
+            while !self.coll_port_full(port) {
+                let Some(d) = self.coll.deferred.get_mut(&port).and_then(VecDeque::pop_front) else { break };
+                let op = d.op;
+                if let Err(e) = self.coll_begin(now, port, d) {
+                    let gen = self.ports[usize::from(port.0)].gen;
+                    self.complete(port, gen, op, Err(e), false);
+                }
+            }
+        }
+        self.coll.deferred.retain(|_, q| !q.is_empty());
+    }
+
+    /// Starts a (validated) collective: reads its contribution, takes the
+    /// group's next epoch and runs it as far as it can go.
+    fn coll_begin(&mut self, now: Instant, port: PortId, d: Deferred) -> Result<(), OpError> {
+        let Deferred { op, group, schedule, reduction, send, recv } = d;
+        let g = self.coll.groups.get(&(port, group)).ok_or(CollError::NoSuchGroup)?;
         let sched = g.schedules.get(&schedule.0).cloned().ok_or(CollError::NoSuchSchedule)?;
+        // A member it must hear from may already be known dead: no packet
+        // would ever tell this collective so.
+        let awaited: Vec<NodeId> =
+            sched.schedule.steps.iter().flat_map(|s| s.recv_from.iter().map(|&r| g.members[r as usize].node)).collect();
+        for node in awaited {
+            if self.conn_index.get(&node).is_some_and(|&ci| self.conns[ci].dead) {
+                return Err(OpError::PeerUnreachable(node));
+            }
+        }
         let value = self.read_host(port, send)?;
         let g = self.coll.groups.get_mut(&(port, group)).expect("checked above");
         let epoch = g.next_epoch;
@@ -341,6 +421,7 @@ impl<D: Dma> Engine<D> {
                     retry_at: None,
                     first_refused: None,
                 };
+                *self.coll.out_bytes.entry(port).or_default() += out_cost(&out);
                 self.coll.out.insert(key, out);
                 self.coll_launch(now, key);
             }
@@ -404,8 +485,7 @@ impl<D: Dma> Engine<D> {
             };
             if result.is_err() {
                 // Its packets still in flight are of no use any more.
-                self.coll.out.retain(|_, o| !(o.port == port && o.group == group && o.epoch == r.epoch));
-                self.coll.parked.retain(|k| self.coll.out.contains_key(k));
+                self.coll_out_retain(|o| !(o.port == port && o.group == group && o.epoch == r.epoch));
             }
             self.complete(port, gen, r.op, result, false);
         }
@@ -413,8 +493,7 @@ impl<D: Dma> Engine<D> {
 
     /// Ends the collective a packet belongs to with `err`.
     fn coll_fail_packet(&mut self, _now: Instant, key: u32, err: OpError) {
-        let Some(o) = self.coll.out.remove(&key) else { return };
-        self.coll.parked.remove(&key);
+        let Some(o) = self.coll_out_remove(key) else { return };
         let mut owner_told = false;
         if let Some(g) = self.coll.groups.get_mut(&(o.port, o.group)) {
             if g.gen == o.port_gen {
@@ -510,7 +589,7 @@ impl<D: Dma> Engine<D> {
     pub(crate) fn on_coll_confirmed(&mut self, key: u32, attempt: u32) {
         let live = self.coll.out.get(&key).is_some_and(|o| o.attempt == attempt && o.retry_at.is_none());
         if live {
-            self.coll.out.remove(&key);
+            self.coll_out_remove(key);
         }
     }
 
@@ -593,8 +672,7 @@ impl<D: Dma> Engine<D> {
             }
             touched.push((port, group));
         }
-        self.coll.out.retain(|_, o| o.dest.node != node);
-        self.coll.parked.retain(|k| self.coll.out.contains_key(k));
+        self.coll_out_retain(|o| o.dest.node != node);
         for (port, group) in touched {
             self.coll_complete_front(port, group);
         }
@@ -613,8 +691,51 @@ impl<D: Dma> Engine<D> {
             }
         });
         self.coll.pool_bytes -= freed;
-        self.coll.out.retain(|_, o| o.port != port);
+        self.coll_out_retain(|o| o.port != port);
+        self.coll.out_bytes.remove(&port);
+        // Their commands died with the port: no events.
+        self.coll.deferred.remove(&port);
+    }
+
+    /// Removes outgoing packet `key`, returning its room to its port.
+    fn coll_out_remove(&mut self, key: u32) -> Option<CollOut> {
+        let o = self.coll.out.remove(&key)?;
+        self.coll.parked.remove(&key);
+        self.coll_out_freed(o.port, out_cost(&o));
+        Some(o)
+    }
+
+    /// Keeps the outgoing packets `keep` accepts.
+    fn coll_out_retain(&mut self, mut keep: impl FnMut(&CollOut) -> bool) {
+        let mut freed: Vec<(PortId, usize)> = Vec::new();
+        self.coll.out.retain(|_, o| {
+            let k = keep(o);
+            if !k {
+                freed.push((o.port, out_cost(o)));
+            }
+            k
+        });
         self.coll.parked.retain(|k| self.coll.out.contains_key(k));
+        for (port, bytes) in freed {
+            self.coll_out_freed(port, bytes);
+        }
+    }
+
+    fn coll_out_freed(&mut self, port: PortId, bytes: usize) {
+        if let Some(b) = self.coll.out_bytes.get_mut(&port) {
+            *b -= bytes;
+            if *b == 0 {
+                self.coll.out_bytes.remove(&port);
+            }
+        }
+        self.coll.drain_due = true;
+    }
+
+    /// Bytes port `port`'s unconfirmed outgoing collective packets hold
+    /// (payload plus bookkeeping), as bounded by
+    /// [`EngineConfig::coll_send_bytes`](crate::EngineConfig::coll_send_bytes).
+    pub fn coll_send_bytes(&self, port: PortId) -> usize {
+        self.coll.out_bytes.get(&port).copied().unwrap_or(0)
     }
 
     /// Builds the body of collective packet `key`, if it is still live.
@@ -638,7 +759,9 @@ impl<D: Dma> Engine<D> {
 
     /// Whether no collective is under way and nothing is pooled or queued.
     pub(crate) fn coll_is_quiet(&self) -> bool {
-        self.coll.out.is_empty() && self.coll.groups.values().all(|g| g.running.is_empty())
+        self.coll.out.is_empty()
+            && self.coll.deferred.is_empty()
+            && self.coll.groups.values().all(|g| g.running.is_empty())
     }
 
     /// Bytes held for collective packets that arrived early.
