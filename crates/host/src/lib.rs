@@ -20,7 +20,7 @@ mod port;
 pub mod postal;
 
 pub use coll::{
-    AllreduceAlgorithm, BarrierAlgorithm, CollDefaults, CollRequest, CollectiveError, Group, Mode,
+    AllreduceAlgorithm, BarrierAlgorithm, BcastMode, CollDefaults, CollRequest, CollectiveError, Group, Mode,
     TreeShape,
 };
 pub use io::{MemoryError, PortIo, DEFAULT_COLL_MAX_LEN};

@@ -16,6 +16,7 @@ use outboard_engine::{
 
 use super::group::{IdPool, ScheduleKey};
 use super::hostbased::HostRun;
+use super::nicassist::NicRun;
 use super::offload::OffRun;
 use super::{CollectiveError, Group};
 use crate::{HostError, Port, PortIo, Request};
@@ -29,6 +30,59 @@ pub enum Mode {
     /// The hosts run the same schedule over point-to-point messages,
     /// advancing only inside the library.
     HostBased,
+}
+
+/// Where a broadcast runs: the two [`Mode`]s every collective has, plus
+/// NIC-assisted broadcast, which exists for broadcast only (it is a way
+/// for the hosts to *send*, with nothing to combine). A separate type
+/// rather than a third [`Mode`] so that asking another collective to run
+/// NIC-assisted cannot be written at all, and so code matching on `Mode`
+/// is unaffected; every `Mode` converts into it, so `start_bcast` takes
+/// either.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum BcastMode {
+    /// The engines forward each chunk down the tree (NIC-based forwarding).
+    Offloaded,
+    /// The hosts send to each child separately over point-to-point.
+    HostBased,
+    /// Each host hands every piece to its NIC once, with one multi-send to
+    /// all its children (dissertation 2.2, Figure 2.4(b)); intermediate
+    /// hosts re-send each piece as it arrives. `chunk` is the piece size in
+    /// bytes: [`BcastMode::PACKET`] (0) for one packet's payload (the
+    /// dissertation's packet-wise pipelining), [`BcastMode::WHOLE`] (or any
+    /// size at least the message's) for no pipelining.
+    NicAssisted {
+        /// Bytes per pipelined piece; see above.
+        chunk: u32,
+    },
+}
+
+impl BcastMode {
+    /// `chunk` value: one packet's payload ([`crate::PortIo::coll_max_len`]).
+    pub const PACKET: u32 = 0;
+    /// `chunk` value: the whole message at once (no pipelining).
+    pub const WHOLE: u32 = u32::MAX;
+
+    /// NIC-assisted with packet-wise pipelining (the default chunk).
+    pub const fn nic_assisted() -> BcastMode {
+        BcastMode::NicAssisted {
+            chunk: Self::PACKET,
+        }
+    }
+
+    /// NIC-assisted without pipelining.
+    pub const fn nic_assisted_whole() -> BcastMode {
+        BcastMode::NicAssisted { chunk: Self::WHOLE }
+    }
+}
+
+impl From<Mode> for BcastMode {
+    fn from(m: Mode) -> BcastMode {
+        match m {
+            Mode::Offloaded => BcastMode::Offloaded,
+            Mode::HostBased => BcastMode::HostBased,
+        }
+    }
 }
 
 /// Barrier algorithms.
@@ -109,13 +163,15 @@ impl CollRequest {
 enum Body {
     Off(OffRun),
     Host(HostRun),
+    Nic(NicRun),
     Done,
 }
 
 #[derive(Debug)]
 struct CollOp {
     group: GroupId,
-    mode: Mode,
+    /// Requests hand their results back in start order per group and mode.
+    mode: BcastMode,
     want_result: bool,
     body: Body,
     result: Option<Result<Vec<u8>, HostError>>,
@@ -223,11 +279,13 @@ impl<P: PortIo> Port<P> {
     fn install(&mut self, g: &mut Group, key: ScheduleKey) -> Result<ScheduleId, HostError> {
         if !g.installed {
             let (group, rank) = (g.id(), g.rank());
-            self.post_setup(group, &encode_members(g.members()), |op, members| Command::CreateGroup {
-                op,
-                group,
-                rank,
-                members,
+            self.post_setup(group, &encode_members(g.members()), |op, members| {
+                Command::CreateGroup {
+                    op,
+                    group,
+                    rank,
+                    members,
+                }
             })?;
             g.installed = true;
         }
@@ -236,7 +294,12 @@ impl<P: PortIo> Port<P> {
         if !slot.installed {
             let bytes = slot.schedule.encode();
             let group = g.id();
-            self.post_setup(group, &bytes, |op, buf| Command::SetSchedule { op, group, schedule, buf })?;
+            self.post_setup(group, &bytes, |op, buf| Command::SetSchedule {
+                op,
+                group,
+                schedule,
+                buf,
+            })?;
             g.slot(key)?.installed = true;
         }
         Ok(schedule)
@@ -283,7 +346,7 @@ impl<P: PortIo> Port<P> {
     fn start_coll(
         &mut self,
         g: &mut Group,
-        mode: Mode,
+        mode: BcastMode,
         spec: Spec<'_>,
     ) -> Result<CollRequest, HostError> {
         self.register_group(g)?;
@@ -293,7 +356,7 @@ impl<P: PortIo> Port<P> {
                 .map_err(CollectiveError::from)?;
         }
         let body = match mode {
-            Mode::Offloaded => {
+            BcastMode::Offloaded => {
                 let sched = self.install(g, spec.key)?;
                 Body::Off(OffRun::new(
                     self,
@@ -304,7 +367,7 @@ impl<P: PortIo> Port<P> {
                     spec.want_result,
                 )?)
             }
-            Mode::HostBased => {
+            BcastMode::HostBased => {
                 let schedule = g.slot(spec.key)?.schedule.clone();
                 let epoch = g.host_epoch;
                 g.host_epoch = g.host_epoch.wrapping_add(1);
@@ -318,6 +381,30 @@ impl<P: PortIo> Port<P> {
                     spec.data.to_vec(),
                 )?;
                 Body::Host(run)
+            }
+            BcastMode::NicAssisted { chunk } => {
+                let ScheduleKey::Bcast(shape, root) = spec.key else {
+                    unreachable!("only broadcasts take BcastMode::NicAssisted")
+                };
+                let tree = super::group::tree_for(shape, g.size(), root)?;
+                let chunk = if chunk == BcastMode::PACKET {
+                    self.io_ref().coll_max_len()
+                } else {
+                    chunk
+                };
+                let epoch = g.nic_epoch;
+                g.nic_epoch = g.nic_epoch.wrapping_add(1);
+                let members = g.members_arc();
+                Body::Nic(NicRun::new(
+                    self,
+                    g.id(),
+                    epoch,
+                    g.rank(),
+                    &members,
+                    &tree,
+                    chunk,
+                    spec.data,
+                )?)
             }
         };
         let id = self.coll.next_id;
@@ -395,12 +482,13 @@ impl<P: PortIo> Port<P> {
             let done = match &mut op.body {
                 Body::Off(run) => run.advance(self),
                 Body::Host(run) => run.advance(self),
+                Body::Nic(run) => run.advance(self),
                 Body::Done => None,
             };
             if let Some(r) = done {
                 op.body = Body::Done;
                 let r = match (r, self.coll.setup_failed.get(&op.group)) {
-                    (Err(_), Some(setup)) if op.mode == Mode::Offloaded => Err(*setup),
+                    (Err(_), Some(setup)) if op.mode == BcastMode::Offloaded => Err(*setup),
                     (r, _) => r,
                 };
                 op.result = Some(r.map(|v| if op.want_result { v } else { Vec::new() }));
@@ -419,12 +507,10 @@ impl<P: PortIo> Port<P> {
             Some(op) => op,
         };
         op.result.as_ref()?;
-        let (group, mode) = (op.group, op.mode);
-        let earlier_open = self
-            .coll
-            .ops
-            .range(..req.id)
-            .any(|(_, o)| o.group == group && o.mode == mode && o.result.is_none());
+        let (group, mode) = (op.group, std::mem::discriminant(&op.mode));
+        let earlier_open = self.coll.ops.range(..req.id).any(|(_, o)| {
+            o.group == group && std::mem::discriminant(&o.mode) == mode && o.result.is_none()
+        });
         if earlier_open {
             return None;
         }
@@ -465,7 +551,7 @@ impl<P: PortIo> Port<P> {
             data: &[],
             want_result: false,
         };
-        self.start_coll(g, mode, spec)
+        self.start_coll(g, mode.into(), spec)
     }
 
     /// Starts a reduction of every member's `data` to `root` on a tree of
@@ -487,7 +573,7 @@ impl<P: PortIo> Port<P> {
             data,
             want_result,
         };
-        self.start_coll(g, mode, spec)
+        self.start_coll(g, mode.into(), spec)
     }
 
     /// Starts an allreduce: every member gets the combination of all
@@ -506,15 +592,17 @@ impl<P: PortIo> Port<P> {
             data,
             want_result: true,
         };
-        self.start_coll(g, mode, spec)
+        self.start_coll(g, mode.into(), spec)
     }
 
     /// Starts a broadcast of `root`'s `data`; the other members pass a slice
-    /// of the same length (its contents are ignored).
+    /// of the same length (its contents are ignored). `mode` is a [`Mode`]
+    /// or a [`BcastMode`] (which adds NIC-assisted broadcast); all members
+    /// must pass the same mode, chunk size and tree.
     pub fn start_bcast(
         &mut self,
         g: &mut Group,
-        mode: Mode,
+        mode: impl Into<BcastMode>,
         tree: TreeShape,
         root: u32,
         data: &[u8],
@@ -526,7 +614,7 @@ impl<P: PortIo> Port<P> {
             data,
             want_result: true,
         };
-        self.start_coll(g, mode, spec)
+        self.start_coll(g, mode.into(), spec)
     }
 
     /// Blocking barrier.
@@ -571,7 +659,7 @@ impl<P: PortIo> Port<P> {
     pub fn bcast(
         &mut self,
         g: &mut Group,
-        mode: Mode,
+        mode: impl Into<BcastMode>,
         tree: TreeShape,
         root: u32,
         data: &[u8],

@@ -60,6 +60,7 @@ pub struct Group {
     pub(crate) schedules: HashMap<ScheduleKey, Slot>,
     next_schedule: u32,
     pub(crate) host_epoch: u32,
+    pub(crate) nic_epoch: u32,
 }
 
 impl Group {
@@ -101,6 +102,7 @@ impl Group {
             schedules: HashMap::new(),
             next_schedule: 0,
             host_epoch: 0,
+            nic_epoch: 0,
         })
     }
 

@@ -28,7 +28,11 @@ use crate::{CommandError, HostError, Port, PortIo, Request};
 
 /// The tag bit reserved for collective traffic.
 pub const COLL_TAG_BIT: u64 = 1 << 63;
-const EPOCH_BITS: u32 = 24;
+const EPOCH_BITS: u32 = 23;
+/// The epoch-field bit of NIC-assisted broadcasts.
+const NIC_EPOCH_BIT: u64 = 1 << (16 + EPOCH_BITS);
+/// Rounds per epoch: the round field's 16 bits.
+pub(crate) const MAX_ROUNDS: u32 = 1 << 16;
 
 /// The tag of one message of a host-based collective.
 pub(crate) fn tag(group: GroupId, epoch: u32, round: u16) -> u64 {
@@ -37,6 +41,11 @@ pub(crate) fn tag(group: GroupId, epoch: u32, round: u16) -> u64 {
         | (group.0 << 40)
         | (u64::from(epoch & ((1 << EPOCH_BITS) - 1)) << 16)
         | u64::from(round)
+}
+
+/// The tag of chunk `round` of a NIC-assisted broadcast.
+pub(crate) fn nic_tag(group: GroupId, epoch: u32, round: u16) -> u64 {
+    tag(group, epoch, round) | NIC_EPOCH_BIT
 }
 
 /// A posted receive of the current step.

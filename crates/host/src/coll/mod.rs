@@ -9,13 +9,16 @@
 //!   broadcast, and the floating-point order they fix.
 //! - [`reference`]: a sequential evaluator of schedules, the tests' oracle.
 //! - `group`: [`Group`], its schedule cache and group-id allocation.
-//! - `hostbased` / `offload`: the two executors.
+//! - `hostbased` / `offload`: the two executors of schedules;
+//!   `nicassist`: NIC-assisted broadcast (hosts re-send with one
+//!   multi-send per piece).
 //! - `api`: the split-phase calls on [`crate::Port`].
 //! - `split`: `Port::split` (MPI_Comm_split).
 
 mod api;
 mod group;
 mod hostbased;
+mod nicassist;
 mod offload;
 pub mod reference;
 pub mod schedules;
@@ -29,7 +32,9 @@ use outboard_engine::{CollError, GroupId};
 use thiserror::Error;
 
 pub(crate) use api::CollState;
-pub use api::{AllreduceAlgorithm, BarrierAlgorithm, CollDefaults, CollRequest, Mode, TreeShape};
+pub use api::{
+    AllreduceAlgorithm, BarrierAlgorithm, BcastMode, CollDefaults, CollRequest, Mode, TreeShape,
+};
 pub use group::{Group, APP_GROUP_ID_LIMIT, SPLIT_GROUP_IDS, UNDEFINED};
 pub use tree::Tree;
 
@@ -79,6 +84,15 @@ pub enum CollectiveError {
     /// A tree that is not a spanning tree, or a degree of 0.
     #[error("bad tree: {0}")]
     BadTree(&'static str),
+    /// A NIC-assisted broadcast would need more pieces than its tags can
+    /// number: use a larger chunk.
+    #[error("{chunks} pieces, at most {max}: use a larger chunk")]
+    TooManyChunks {
+        /// Pieces the chunk size gives.
+        chunks: u32,
+        /// The most one broadcast may have.
+        max: u32,
+    },
     /// Data whose length does not fit the operation (a broadcast of a
     /// different length, a message of the wrong length in a host-based
     /// collective), or a bad reduction.

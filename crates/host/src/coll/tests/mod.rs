@@ -1,6 +1,7 @@
 //! Collective tests: schedules under the reference evaluator, and both
 //! modes through the (lossy) test network.
 
+mod bcast;
 mod harness;
 mod network;
 mod reference_checks;

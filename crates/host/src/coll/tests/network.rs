@@ -29,14 +29,15 @@ fn every_reduction() -> Vec<Reduction> {
 }
 
 /// A rank's result and whether every rank had entered when it came back.
-type Outcome = (Result<Vec<u8>, HostError>, bool);
+pub(super) type Outcome = (Result<Vec<u8>, HostError>, bool);
 
-type Start<'a> = dyn FnMut(&mut Port<super::harness::NetIo>, &mut Group) -> CollRequest + 'a;
+pub(super) type Start<'a> =
+    dyn FnMut(&mut Port<super::harness::NetIo>, &mut Group) -> CollRequest + 'a;
 
 /// Starts rank r's collective once the network has taken `skew[r]` steps,
 /// tests everyone round-robin, and records for each rank whether every rank
 /// had entered when its result came back.
-fn run_skewed(
+pub(super) fn run_skewed(
     c: &mut Cluster,
     groups: &mut [Group],
     skew: &[u32],
@@ -225,7 +226,8 @@ fn every_op_and_type_equals_the_reference_in_both_modes() {
                     .flat_map(|i| {
                         element(
                             red.dtype,
-                            r.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ i.wrapping_mul(0x1234_5678_9ABC),
+                            r.wrapping_mul(0x9E37_79B9_7F4A_7C15)
+                                ^ i.wrapping_mul(0x1234_5678_9ABC),
                             ((r * 13 + i * 5) % 50) as i8 - 25,
                         )
                     })
