@@ -20,8 +20,8 @@ mod port;
 pub mod postal;
 
 pub use coll::{
-    AllreduceAlgorithm, BarrierAlgorithm, BcastMode, CollDefaults, CollRequest, CollectiveError, Group, Mode,
-    TreeShape,
+    AllreduceAlgorithm, BarrierAlgorithm, BcastMode, CollDefaults, CollRequest, CollectiveError,
+    Group, Mode, TreeShape,
 };
 pub use io::{MemoryError, PortIo, DEFAULT_COLL_MAX_LEN};
 pub use outboard_engine::{
@@ -29,6 +29,7 @@ pub use outboard_engine::{
     Instant, NodeId, OpError, OpId, PortId, RecvMatch, ReduceOp, Reduction, Schedule,
 };
 pub use port::{HostError, Port, Request};
+pub use postal::{Lambda, LinkCosts};
 
 #[cfg(test)]
 mod tests;

@@ -18,7 +18,11 @@ struct NetIo {
 impl NetIo {
     fn open(net: &Rc<RefCell<Network>>, node: u32) -> NetIo {
         let ep = net.borrow_mut().open_port(NodeId(node), PortId(0)).unwrap();
-        NetIo { net: net.clone(), ep, events: Default::default() }
+        NetIo {
+            net: net.clone(),
+            ep,
+            events: Default::default(),
+        }
     }
 }
 
@@ -27,7 +31,9 @@ impl PortIo for NetIo {
         self.ep
     }
     fn post(&mut self, cmd: Command) -> Result<(), CommandError> {
-        self.net.borrow_mut().command(self.ep.node, self.ep.port, cmd)
+        self.net
+            .borrow_mut()
+            .command(self.ep.node, self.ep.port, cmd)
     }
     fn poll_event(&mut self) -> Option<Event> {
         // The test network queues events per node; this test opens one port
@@ -51,17 +57,31 @@ impl PortIo for NetIo {
     }
     fn read(&self, addr: u64, out: &mut [u8]) -> Result<(), MemoryError> {
         let mut net = self.net.borrow_mut();
-        net.memory(self.ep.node).read(self.ep.port, addr, out).map_err(|_| MemoryError::Invalid { addr, len: out.len() })
+        net.memory(self.ep.node)
+            .read(self.ep.port, addr, out)
+            .map_err(|_| MemoryError::Invalid {
+                addr,
+                len: out.len(),
+            })
     }
     fn write(&mut self, addr: u64, data: &[u8]) -> Result<(), MemoryError> {
         let mut net = self.net.borrow_mut();
-        net.memory(self.ep.node).write(self.ep.port, addr, data).map_err(|_| MemoryError::Invalid { addr, len: data.len() })
+        net.memory(self.ep.node)
+            .write(self.ep.port, addr, data)
+            .map_err(|_| MemoryError::Invalid {
+                addr,
+                len: data.len(),
+            })
     }
 }
 
 #[test]
 fn split_phase_send_and_receive_complete_through_test_and_wait() {
-    let net = Rc::new(RefCell::new(Network::with_defaults(2, LinkConfig::lossy(0.2, 0.05, 0.0), 1)));
+    let net = Rc::new(RefCell::new(Network::with_defaults(
+        2,
+        LinkConfig::lossy(0.2, 0.05, 0.0),
+        1,
+    )));
     let mut a = Port::new(NetIo::open(&net, 0));
     let mut b = Port::new(NetIo::open(&net, 1));
     let rbuf = b.buffer(64).unwrap();
@@ -69,15 +89,30 @@ fn split_phase_send_and_receive_complete_through_test_and_wait() {
     assert!(b.test(r).is_none());
     let sbuf = a.buffer_from(b"split phase").unwrap();
     let s = a.start_send(b.endpoint(), 3, sbuf).unwrap();
-    assert_eq!(b.wait(r).unwrap(), Completion::Received { src: a.endpoint(), tag: 3, len: 11 });
+    assert_eq!(
+        b.wait(r).unwrap(),
+        Completion::Received {
+            src: a.endpoint(),
+            tag: 3,
+            len: 11
+        }
+    );
     assert_eq!(&b.read_buffer(rbuf).unwrap()[..11], b"split phase");
     assert_eq!(a.wait(s).unwrap(), Completion::Sent);
-    assert_eq!(a.test(s), Some(Err(HostError::UnknownRequest)), "a result is handed back once");
+    assert_eq!(
+        a.test(s),
+        Some(Err(HostError::UnknownRequest)),
+        "a result is handed back once"
+    );
 }
 
 #[test]
 fn blocking_wrappers_and_rdma_work_end_to_end() {
-    let net = Rc::new(RefCell::new(Network::with_defaults(2, LinkConfig::default(), 2)));
+    let net = Rc::new(RefCell::new(Network::with_defaults(
+        2,
+        LinkConfig::default(),
+        2,
+    )));
     let mut a = Port::new(NetIo::open(&net, 0));
     let mut b = Port::new(NetIo::open(&net, 1));
     let region = b.buffer_from(&[0; 32]).unwrap();

@@ -18,7 +18,8 @@ use super::group::{IdPool, ScheduleKey};
 use super::hostbased::HostRun;
 use super::nicassist::NicRun;
 use super::offload::OffRun;
-use super::{CollectiveError, Group};
+use super::{CollectiveError, Group, Tree};
+use crate::postal::{canonical_lambda, Lambda};
 use crate::{HostError, Port, PortIo, Request};
 
 /// Where a collective runs.
@@ -112,6 +113,38 @@ pub enum TreeShape {
     Kary(u32),
     /// A chain (degree 1).
     Chain,
+    /// The postal-model optimal tree ([`Tree::postal`]; dissertation 2.3)
+    /// for a lambda given, or derived from link costs for each call's
+    /// message size - or, where the message travels in pieces (offloaded
+    /// collectives, pipelined NIC-assisted broadcast), the piece size, the
+    /// unit the tree forwards. Derived values are rounded
+    /// ([`crate::postal::canonical_lambda`]), so a group keeps few trees.
+    Postal(Lambda),
+}
+
+impl TreeShape {
+    /// The shape a call uses for messages (or pieces) of `unit` bytes in a
+    /// group of `n`: a link-derived postal lambda becomes the rounded value
+    /// for that size; other shapes are unchanged.
+    pub fn for_len(self, n: u32, unit: u32) -> TreeShape {
+        match self {
+            TreeShape::Postal(l @ Lambda::Link(_)) => {
+                TreeShape::Postal(Lambda::Given(canonical_lambda(l.value(unit), n)))
+            }
+            s => s,
+        }
+    }
+
+    /// The tree of this shape over `n` ranks rooted at `root`, for
+    /// messages (or pieces) of `unit` bytes.
+    pub fn tree(self, n: u32, root: u32, unit: u32) -> Result<Tree, CollectiveError> {
+        match self.for_len(n, unit) {
+            TreeShape::Binomial => Tree::binomial(n, root),
+            TreeShape::Kary(k) => Tree::kary(n, k, root),
+            TreeShape::Chain => Tree::chain(n, root),
+            TreeShape::Postal(l) => Tree::postal(n, root, l.value(unit)),
+        }
+    }
 }
 
 /// Allreduce algorithms.
@@ -350,6 +383,10 @@ impl<P: PortIo> Port<P> {
         spec: Spec<'_>,
     ) -> Result<CollRequest, HostError> {
         self.register_group(g)?;
+        let spec = Spec {
+            key: self.key_for_len(g.size(), mode, spec.key, spec.data.len()),
+            ..spec
+        };
         if let Some(r) = spec.reduction {
             r.validate().map_err(CollectiveError::from)?;
             r.check_len(spec.data.len())
@@ -428,6 +465,29 @@ impl<P: PortIo> Port<P> {
         // first messages at once.
         self.progress();
         Ok(CollRequest { id })
+    }
+
+    /// `key` with a link-derived postal tree resolved for the unit the
+    /// tree forwards in `mode`: the whole message host-based, one piece
+    /// offloaded or NIC-assisted.
+    fn key_for_len(&self, n: u32, mode: BcastMode, key: ScheduleKey, len: usize) -> ScheduleKey {
+        let piece = match mode {
+            BcastMode::HostBased => u32::MAX,
+            BcastMode::Offloaded => self.io_ref().coll_max_len(),
+            BcastMode::NicAssisted {
+                chunk: BcastMode::PACKET,
+            } => self.io_ref().coll_max_len(),
+            BcastMode::NicAssisted { chunk } => chunk,
+        };
+        let unit = u32::try_from(len).unwrap_or(u32::MAX).min(piece);
+        match key {
+            ScheduleKey::Reduce(s, root) => ScheduleKey::Reduce(s.for_len(n, unit), root),
+            ScheduleKey::Bcast(s, root) => ScheduleKey::Bcast(s.for_len(n, unit), root),
+            ScheduleKey::Allreduce(AllreduceAlgorithm::Tree(s)) => {
+                ScheduleKey::Allreduce(AllreduceAlgorithm::Tree(s.for_len(n, unit)))
+            }
+            k => k,
+        }
     }
 
     /// Posts backlogged offloaded chunks in order, then advances every

@@ -167,12 +167,10 @@ impl Group {
 }
 
 /// The tree of `shape` over `n` ranks rooted at `root`.
+/// (A link-derived postal lambda is resolved by the caller for the message
+/// size; one left here is taken for 0-byte messages.)
 pub(crate) fn tree_for(shape: TreeShape, n: u32, root: u32) -> Result<Tree, CollectiveError> {
-    match shape {
-        TreeShape::Binomial => Tree::binomial(n, root),
-        TreeShape::Kary(k) => Tree::kary(n, k, root),
-        TreeShape::Chain => Tree::chain(n, root),
-    }
+    shape.tree(n, root, 0)
 }
 
 /// The schedule `key` names, for `rank` of `size`.

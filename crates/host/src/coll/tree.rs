@@ -154,6 +154,37 @@ impl Tree {
         Self::kary(n, 1, root)
     }
 
+    /// The postal-model optimal tree for `lambda` (dissertation 2.3; built
+    /// by [`crate::postal::build`], the greedy algorithm with the new and
+    /// old queues), rooted at `root`. Each rank's children are in the order
+    /// the greedy algorithm gives them the message, which is the order the
+    /// broadcast sends in: the first child must be sent to first for the
+    /// tree to finish when the recurrence says.
+    pub fn postal(n: u32, root: u32, lambda: f64) -> Result<Tree, CollectiveError> {
+        Self::check(n, root)?;
+        let t = crate::postal::build(n, lambda).rooted_at(root);
+        Ok(Tree {
+            root,
+            parent: t.parent,
+            children: t.children,
+        })
+    }
+
+    /// When each rank has the message in the postal model with `lambda`,
+    /// sending to children in listed order: the `i`-th child (from 0) of a
+    /// rank that has it at `t` has it at `t + i + lambda`.
+    pub fn postal_arrivals(&self, lambda: f64) -> Vec<f64> {
+        let mut at = vec![0.0; self.size() as usize];
+        let mut stack = vec![self.root];
+        while let Some(q) = stack.pop() {
+            for (i, &c) in self.children(q).iter().enumerate() {
+                at[c as usize] = at[q as usize] + i as f64 + lambda;
+                stack.push(c);
+            }
+        }
+        at
+    }
+
     /// Number of ranks.
     pub fn size(&self) -> u32 {
         self.parent.len() as u32
@@ -238,6 +269,63 @@ mod tests {
         let t = Tree::binomial(5, 2).unwrap();
         assert_eq!(t.children(2), &[3, 4, 1]);
         assert_eq!(Tree::chain(4, 1).unwrap().depth(), 3);
+    }
+
+    /// The postal tree through the API finishes, for every root, exactly
+    /// when the recurrence says (so the children order survived rooting),
+    /// and no later than binomial, k-ary or chain trees.
+    #[test]
+    fn postal_trees_meet_the_optimum_for_every_root() {
+        for lambda in 1..=8u32 {
+            let l = f64::from(lambda);
+            for n in (1..=64).chain([100, 257, 1024]) {
+                let best = f64::from(crate::postal::optimal_time(lambda, n));
+                for root in [0, n / 2, n - 1] {
+                    let t = Tree::postal(n, root, l).unwrap();
+                    assert_eq!(t.root(), root);
+                    let done = t.postal_arrivals(l).into_iter().fold(0.0, f64::max);
+                    assert_eq!(done, best, "lambda {lambda} n {n} root {root}");
+                    for other in [
+                        Tree::binomial(n, root),
+                        Tree::kary(n, 2, root),
+                        Tree::kary(n, 4, root),
+                        Tree::chain(n, root),
+                    ] {
+                        let o = other
+                            .unwrap()
+                            .postal_arrivals(l)
+                            .into_iter()
+                            .fold(0.0, f64::max);
+                        assert!(
+                            o >= best,
+                            "lambda {lambda} n {n}: a fixed shape beat the optimum"
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    /// lambda 1 gives the binomial tree's fan-out, a lambda of at least
+    /// n - 1 a flat tree; in between the root's fan-out grows with lambda.
+    #[test]
+    fn postal_shape_changes_with_lambda() {
+        let n = 16;
+        let fanout = |l: f64| Tree::postal(n, 3, l).unwrap().children(3).len();
+        assert_eq!(fanout(1.0), 4, "binomial: log2 16 children");
+        assert_eq!(Tree::postal(n, 3, 1.0).unwrap().depth(), 4);
+        assert_eq!(fanout(15.0), 15, "flat");
+        assert_eq!(Tree::postal(n, 3, 15.0).unwrap().depth(), 1);
+        let mut last = 0;
+        for l in 1..=15 {
+            let f = fanout(f64::from(l));
+            assert!(f >= last, "fan-out never shrinks as lambda grows");
+            last = f;
+        }
+        assert_ne!(
+            Tree::postal(n, 0, 2.0).unwrap(),
+            Tree::postal(n, 0, 3.0).unwrap()
+        );
     }
 
     #[test]

@@ -11,6 +11,7 @@ use proptest::prelude::*;
 use super::harness::{Cluster, NetIo};
 use super::network::run_skewed;
 use crate::coll::api::{BcastMode, TreeShape};
+use crate::postal::{Lambda, LinkCosts};
 use crate::{CollectiveError, Group, HostError, Mode, Port};
 
 fn payload(len: usize, salt: u64) -> Vec<u8> {
@@ -297,6 +298,71 @@ fn too_many_pieces_is_refused() {
     assert!(got.iter().all(|g| g.as_deref() == Ok(&b"abc"[..])));
 }
 
+/// Costs where fixed latency dominates small messages (large lambda,
+/// flat trees) and per-byte costs large ones (lambda near 2).
+const LINK: LinkCosts = LinkCosts {
+    send_overhead_us: 1.0,
+    send_per_byte_us: 0.01,
+    latency_us: 12.0,
+    latency_per_byte_us: 0.01,
+};
+
+/// A postal shape with link-derived lambda picks its tree per message
+/// size, and broadcasts on it deliver in all three modes.
+#[test]
+fn postal_trees_follow_the_message_size_in_every_mode() {
+    let n = 9u32;
+    let shape = TreeShape::Postal(Lambda::Link(LINK));
+    let small = shape.tree(n, 0, 8).unwrap();
+    let large = shape.tree(n, 0, 1 << 16).unwrap();
+    assert_eq!(small.children(0).len(), 8, "lambda 13: flat");
+    assert!(
+        large.children(0).len() < 8 && large.depth() > 1,
+        "lambda ~2: deeper"
+    );
+    assert_eq!(
+        shape.for_len(n, 8),
+        TreeShape::Postal(Lambda::Given(8.0)),
+        "capped at n - 1"
+    );
+    let mut c = Cluster::new(n, LinkConfig::lossy(0.2, 0.1, 0.0), 77);
+    let mut groups = c.world();
+    for len in [8usize, 3000, 20_000] {
+        let data = payload(len, 3);
+        for mode in [
+            BcastMode::Offloaded,
+            BcastMode::HostBased,
+            BcastMode::nic_assisted(),
+            BcastMode::NicAssisted { chunk: 1024 },
+            BcastMode::nic_assisted_whole(),
+        ] {
+            let skew: Vec<u32> = (0..n).map(|r| r * 13 % 70).collect();
+            let got = bcast_all(&mut c, &mut groups, mode, shape, 4, &data, &skew);
+            assert!(
+                got.iter().all(|g| g.as_deref() == Ok(&data[..])),
+                "len {len} {mode:?}"
+            );
+        }
+    }
+    // Different sizes with the same rounded lambda share one schedule.
+    let before = groups[0].schedules.len();
+    let data = payload(9, 1);
+    bcast_all(
+        &mut c,
+        &mut groups,
+        BcastMode::HostBased,
+        shape,
+        4,
+        &data,
+        &[0; 9],
+    );
+    assert_eq!(
+        groups[0].schedules.len(),
+        before,
+        "8 and 9 bytes: both flat"
+    );
+}
+
 fn bcast_mode_strategy() -> impl Strategy<Value = BcastMode> {
     prop_oneof![
         Just(BcastMode::Offloaded),
@@ -315,7 +381,11 @@ proptest! {
     #[test]
     fn every_mode_delivers_random_broadcasts(
         n in 1u32..10, root in 0u32..10, len in 0usize..20_000, mode in bcast_mode_strategy(),
-        shape in prop_oneof![Just(TreeShape::Binomial), (1u32..5).prop_map(TreeShape::Kary), Just(TreeShape::Chain)],
+        shape in prop_oneof![
+            Just(TreeShape::Binomial), (1u32..5).prop_map(TreeShape::Kary), Just(TreeShape::Chain),
+            (1.0f64..9.0).prop_map(|l| TreeShape::Postal(Lambda::Given(l))),
+            Just(TreeShape::Postal(Lambda::Link(LINK))),
+        ],
         seed in any::<u64>(), skew in proptest::collection::vec(0u32..300, 10),
     ) {
         let mut c = Cluster::new(n, LinkConfig::lossy(0.2, 0.1, 0.01), seed);
