@@ -1,6 +1,6 @@
 //! The dissertation's closed-form example, through the real engine.
 
-use outboard_sim::experiments::closed_form;
+use outboard_sim::experiments::{closed_form, extra_profiles};
 use outboard_sim::{paper, Profile};
 
 #[test]
@@ -26,9 +26,48 @@ fn closed_form_scales_as_k_sends_plus_one_receive() {
     }
 }
 
+/// The multi-send half (dissertation 2.1): t_send + (k-1) x t_xmit +
+/// t_recv = 49.0199 + 5 x 12.9158 + 39.61 = 153.2089 us, a factor of 2.18.
+/// Exact only once each multi-send copy pays the NIC's per-byte transmit
+/// like a unicast packet (the cost model charging `tx_us_per_byte` on the
+/// payload bytes of every datagram sent instead of on the bytes read from
+/// host memory): until then a copy pays only the fixed part and the figure
+/// is 148.5691 us (docs/multicast.md).
 #[test]
-fn multi_send_hook_says_it_is_not_there_yet() {
+#[ignore = "needs tx_us_per_byte charged per payload byte sent (Work::payload_out), docs/multicast.md"]
+fn closed_form_multi_send_is_exact_to_four_decimals() {
     let fm = Profile::builtin("fm-lanai43");
-    let err = closed_form::multi_send(&fm, 6, 1536, 1).unwrap_err().to_string();
-    assert!(err.contains("multi-send"), "{err}");
+    let (us, _) = closed_form::multi_send(&fm, 6, 1536, 1).unwrap();
+    assert_eq!(format!("{us:.4}"), format!("{:.4}", paper::value("fm-closed-multisend").unwrap()), "simulated {us} us");
+    let wc = extra_profiles::get("fm-lanai43-wc");
+    let (us, _) = closed_form::multi_send(&wc, 6, 1536, 1).unwrap();
+    assert_eq!(
+        format!("{us:.4}"),
+        format!("{:.4}", paper::value("fm-closed-multisend-wc").unwrap()),
+        "simulated {us} us"
+    );
+}
+
+#[test]
+fn write_combining_point_to_point_is_exact_to_four_decimals() {
+    // t_send = 2.7863 + 0.0106 x 1536 = 19.0679 us: 6 x 19.0679 + 39.61.
+    let wc = extra_profiles::get("fm-lanai43-wc");
+    let (us, _) = closed_form::point_to_point(&wc, 6, 1536, 1).unwrap();
+    assert_eq!(paper::value("fm-closed-p2p-wc"), Some(154.0174));
+    assert_eq!(format!("{us:.4}"), "154.0174", "simulated {us} us");
+}
+
+#[test]
+fn multi_send_delivers_to_every_destination_and_beats_host_sends() {
+    let fm = Profile::builtin("fm-lanai43");
+    let (multi, report) = closed_form::multi_send(&fm, 6, 1536, 1).unwrap();
+    let (p2p, _) = closed_form::point_to_point(&fm, 6, 1536, 1).unwrap();
+    // One data packet per destination, each acknowledged.
+    assert_eq!(report.wire.sent, 12, "{report:?}");
+    assert!(multi < p2p / 2.0, "multi-send {multi} us vs host sends {p2p} us");
+    // The host writes once, so the NIC's copies, not the host, set the pace:
+    // each further destination adds at least the transmit's fixed part.
+    let (two, _) = closed_form::multi_send(&fm, 2, 1536, 1).unwrap();
+    let (one, _) = closed_form::multi_send(&fm, 1, 1536, 1).unwrap();
+    assert!(two - one >= 1.3958 - 1e-6, "{one} -> {two}");
 }

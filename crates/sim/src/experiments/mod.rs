@@ -16,6 +16,7 @@ pub mod barrier;
 pub mod closed_form;
 pub mod coll;
 pub mod dissemination;
+pub mod extra_profiles;
 pub mod granularity;
 pub mod pingpong;
 pub mod reduction;
