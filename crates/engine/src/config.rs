@@ -74,6 +74,10 @@ pub struct EngineConfig {
     pub coll_send_bytes: usize,
 }
 
+/// The default datagram size: fits a jumbo-frame Ethernet payload and
+/// keeps a GM-style 8 KiB page per packet.
+pub const DEFAULT_MTU: usize = 8192;
+
 impl EngineConfig {
     /// Defaults for a node, suited to a LAN or loopback: microsecond RTTs.
     pub fn new(node: NodeId, job_key: u64, boot: u32) -> Self {
@@ -81,7 +85,7 @@ impl EngineConfig {
             node,
             job_key,
             boot,
-            mtu: 8192,
+            mtu: DEFAULT_MTU,
             max_ports: 8,
             send_tokens: 64,
             recv_tokens: 256,

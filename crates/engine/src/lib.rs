@@ -42,9 +42,10 @@ mod tx;
 
 pub use api::{Command, CommandError, Completion, ConfigError, Event, OpError, OpenError, Transmit};
 pub use coll::{
-    decode_members, encode_members, CollError, Datatype, Fold, GroupId, ReduceOp, Reduction, Schedule, ScheduleId, Step,
-    MAX_FANOUT, MAX_STEPS, MEMBER_LEN,
+    decode_members, encode_members, max_collective_len_for, CollError, Datatype, Fold, GroupId, ReduceOp, Reduction,
+    Schedule, ScheduleId, Step, MAX_FANOUT, MAX_STEPS, MEMBER_LEN,
 };
+pub use config::DEFAULT_MTU;
 pub use config::EngineConfig;
 pub use dma::{Dma, DmaFault, VecMemory};
 pub use engine::Engine;

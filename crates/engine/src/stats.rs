@@ -44,6 +44,10 @@ pub struct Stats {
     /// Collectives whose start waited because their port's unconfirmed
     /// collective packets had reached `EngineConfig::coll_send_bytes`.
     pub coll_deferred: u64,
+    /// Collectives (broadcast receives) this engine started on its own from
+    /// their first packet, before its host asked: it forwards them down the
+    /// tree at once and keeps the result for the host.
+    pub coll_forwarded_early: u64,
 }
 
 /// Work done since the last [`crate::Engine::take_work`]: what the simulator

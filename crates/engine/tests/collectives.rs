@@ -377,3 +377,150 @@ fn concurrent_collectives_on_two_ports_and_groups_of_one_engine_never_mix() {
         assert_eq!(net.memory(node).bytes(recv), &i64s(&[want])[..]);
     }
 }
+
+/// Broadcast down the chain 0 -> 1 -> 2 -> 3 (rank 0 sends, the others
+/// receive whole from their parent, then send on).
+fn chain_bcast(rank: u32, n: u32) -> Schedule {
+    let mut steps = Vec::new();
+    if rank > 0 {
+        steps.push(Step::recv([rank - 1], Fold::Replace));
+    }
+    if rank + 1 < n {
+        steps.push(Step::send([rank + 1]));
+    }
+    Schedule::new(steps)
+}
+
+const BCAST: ScheduleId = ScheduleId(4);
+
+fn install_bcast(c: &mut Cluster, n: u32) {
+    for r in 0..n {
+        c.install(r);
+        let buf = c.net.memory(NodeId(r)).alloc_with(&chain_bcast(r, n).encode());
+        c.net.command(NodeId(r), P0, Command::SetSchedule { op: OpId(3), group: G, schedule: BCAST, buf }).unwrap();
+        assert!(c.net.take_events(NodeId(r))[0].result.is_ok());
+    }
+}
+
+/// An intermediate member whose host is late does not hold up its subtree:
+/// its engine starts each broadcast from its first packet, forwards it at
+/// once and keeps the value for its host (003's NIC-based forwarding).
+/// When the host finally asks, the broadcasts complete at once, in order,
+/// with the root's bytes; consecutive broadcasts are never mixed.
+#[test]
+fn an_intermediate_engine_forwards_before_its_host_asks() {
+    for seed in [5, 6] {
+        let n = 4;
+        let mut c = Cluster::new(n, LinkConfig::lossy(0.2, 0.1, 0.0), seed, 1 << 20);
+        install_bcast(&mut c, n);
+        let rounds = 6u64;
+        let value = |k: u64| -> Vec<u8> { (0..100 + k as usize * 7).map(|i| (i as u64 * 31 + k) as u8).collect() };
+        let post = |c: &mut Cluster, r: u32, k: u64| {
+            let data = if r == 0 { value(k) } else { Vec::new() };
+            let send = c.net.memory(NodeId(r)).alloc_with(&data);
+            let recv = c.net.memory(NodeId(r)).alloc(200);
+            let cmd = Command::Collective { op: OpId(100 + k), group: G, schedule: BCAST, reduction: None, send, recv };
+            c.net.command(NodeId(r), P0, cmd).unwrap();
+            recv
+        };
+        // Rank 1 (the chain's only path) posts nothing yet.
+        let mut bufs = vec![Vec::new(); n as usize];
+        for r in [0, 2, 3] {
+            bufs[r as usize] = (0..rounds).map(|k| post(&mut c, r, k)).collect();
+        }
+        let mut done = vec![Vec::new(); n as usize];
+        c.net
+            .run_until("leaves", |net| {
+                for r in 0..n {
+                    done[r as usize].extend(net.take_events(NodeId(r)));
+                }
+                done[3].len() == rounds as usize && done[2].len() == rounds as usize
+            })
+            .unwrap();
+        assert!(done[1].is_empty());
+        assert_eq!(c.net.engine(NodeId(1)).stats().coll_forwarded_early, rounds, "seed {seed}");
+        assert!(c.net.engine(NodeId(1)).coll_unexpected_bytes() > 0, "the values wait for rank 1's host");
+        bufs[1] = (0..rounds).map(|k| post(&mut c, 1, k)).collect();
+        c.net
+            .run_until("rank 1", |net| {
+                done[1].extend(net.take_events(NodeId(1)));
+                done[0].extend(net.take_events(NodeId(0)));
+                done[1].len() == rounds as usize && done[0].len() == rounds as usize
+            })
+            .unwrap();
+        for r in 0..n as usize {
+            for (k, e) in done[r].iter().enumerate() {
+                let len = value(k as u64).len() as u32;
+                assert_eq!(e.op, OpId(100 + k as u64), "rank {r}: completion order");
+                assert_eq!(e.result, Ok(Completion::Collective { epoch: k as u32, len }), "rank {r}");
+                if r > 0 {
+                    let got = c.net.memory(NodeId(r as u32)).bytes(bufs[r][k]);
+                    assert_eq!(&got[..len as usize], &value(k as u64)[..], "rank {r} broadcast {k}");
+                }
+            }
+        }
+        assert_eq!(c.net.engine(NodeId(1)).coll_unexpected_bytes(), 0);
+    }
+}
+
+/// A member whose host asks for another collective than its peers ran under
+/// the same epoch gets a clear error instead of hanging.
+#[test]
+fn a_member_calling_another_collective_gets_a_mismatch_error() {
+    let n = 4;
+    let mut c = Cluster::new(n, LinkConfig::default(), 8, 1 << 20);
+    install_bcast(&mut c, n);
+    let send = c.net.memory(NodeId(0)).alloc_with(&[7; 16]);
+    let recv = c.net.memory(NodeId(0)).alloc(16);
+    let cmd = Command::Collective { op: OpId(1), group: G, schedule: BCAST, reduction: None, send, recv };
+    c.net.command(NodeId(0), P0, cmd).unwrap();
+    c.net.run_for(Duration::from_millis(5)).unwrap();
+    assert_eq!(c.net.engine(NodeId(1)).stats().coll_forwarded_early, 1);
+    let empty = HostBuf { addr: 0, len: 0 };
+    let cmd = Command::Collective { op: OpId(2), group: G, schedule: BARRIER, reduction: None, send: empty, recv: empty };
+    c.net.command(NodeId(1), P0, cmd).unwrap();
+    let ev = c.net.take_events(NodeId(1));
+    assert_eq!(ev.len(), 1);
+    assert_eq!(
+        ev[0].result,
+        Err(OpError::Collective(CollError::ScheduleMismatch { ours: BARRIER.0, theirs: BCAST.0 }))
+    );
+}
+
+/// Forwarding without the host takes room in the bounded pool like any
+/// early packet: with no room the packet is refused (and retried), and
+/// the broadcast still completes once the host starts it.
+#[test]
+fn forwarding_without_the_host_respects_the_pool_bound() {
+    let n = 3;
+    let mut c = Cluster::new(n, LinkConfig::default(), 12, 64);
+    install_bcast(&mut c, n);
+    let data: Vec<u8> = (0..500u32).map(|i| i as u8).collect();
+    let mut bufs = Vec::new();
+    for r in [0, 2] {
+        let send = c.net.memory(NodeId(r)).alloc_with(if r == 0 { &data[..] } else { &[] });
+        let recv = c.net.memory(NodeId(r)).alloc(500);
+        let cmd = Command::Collective { op: OpId(1), group: G, schedule: BCAST, reduction: None, send, recv };
+        c.net.command(NodeId(r), P0, cmd).unwrap();
+        bufs.push(recv);
+    }
+    c.net.run_for(Duration::from_millis(2)).unwrap();
+    assert_eq!(c.net.engine(NodeId(1)).stats().coll_forwarded_early, 0);
+    assert!(c.net.engine(NodeId(1)).stats().coll_refused > 0);
+    assert!(c.net.engine(NodeId(1)).coll_unexpected_bytes() <= 64);
+    let send = c.net.memory(NodeId(1)).alloc(0);
+    let recv = c.net.memory(NodeId(1)).alloc(500);
+    let cmd = Command::Collective { op: OpId(1), group: G, schedule: BCAST, reduction: None, send, recv };
+    c.net.command(NodeId(1), P0, cmd).unwrap();
+    let mut done = 0;
+    c.net
+        .run_until("bcast", |net| {
+            for r in 0..n {
+                done += net.take_events(NodeId(r)).len();
+            }
+            done == 3
+        })
+        .unwrap();
+    assert_eq!(c.net.memory(NodeId(2)).bytes(bufs[1]), &data[..]);
+    assert_eq!(c.net.memory(NodeId(1)).bytes(recv), &data[..]);
+}

@@ -51,8 +51,8 @@ pub trait PortIo {
     /// The largest contribution one offloaded collective carries: the
     /// engine's `max_collective_len` (its MTU less the packet and collective
     /// headers). Longer offloaded data is split into consecutive
-    /// collectives of at most this size. The default is the engine's
-    /// default MTU (8192) less 84 header bytes; an implementation whose
+    /// collectives of at most this size. The default is for the engine's
+    /// default MTU ([`outboard_engine::DEFAULT_MTU`]); an implementation whose
     /// engines use another MTU must say so (all members of a group must
     /// agree, since they must split alike).
     fn coll_max_len(&self) -> u32 {
@@ -61,4 +61,5 @@ pub trait PortIo {
 }
 
 /// [`PortIo::coll_max_len`] for the engine's default configuration.
-pub const DEFAULT_COLL_MAX_LEN: u32 = 8192 - 44 - 40;
+pub const DEFAULT_COLL_MAX_LEN: u32 =
+    outboard_engine::max_collective_len_for(outboard_engine::DEFAULT_MTU);

@@ -180,6 +180,11 @@ pub struct CollHeader {
     pub total_len: u32,
     /// Offset of this packet's bytes in it.
     pub offset: u32,
+    /// The sender's schedule for this collective (ids are agreed by the
+    /// group's members, like the group id). A receiver whose host has not
+    /// started the collective yet can still run it from this - forwarding
+    /// a broadcast before, and independently of, its host.
+    pub schedule: u16,
 }
 
 /// A parsed body, borrowing its payload.
@@ -236,7 +241,7 @@ pub const DATA_FIXED_LEN: usize = 44;
 pub const READ_RESPONSE_FIXED_LEN: usize = 20;
 const ABORT_LEN: usize = 8;
 /// Bytes of a [`Kind::Coll`] body before its payload.
-pub const COLL_FIXED_LEN: usize = 40;
+pub const COLL_FIXED_LEN: usize = 42;
 
 const TARGET_TAGGED: u8 = 0;
 const TARGET_RDMA: u8 = 1;
@@ -348,6 +353,7 @@ impl<'a> Body<'a> {
                     src_rank: be32(b, 28..32),
                     total_len: be32(b, 32..36),
                     offset: be32(b, 36..40),
+                    schedule: u16::from_be_bytes([b[40], b[41]]),
                 };
                 let payload = &b[COLL_FIXED_LEN..];
                 check_fragment("coll", h.offset, payload.len(), h.total_len)?;
@@ -495,6 +501,7 @@ impl BodyRepr {
                 b[28..32].copy_from_slice(&h.src_rank.to_be_bytes());
                 b[32..36].copy_from_slice(&h.total_len.to_be_bytes());
                 b[36..40].copy_from_slice(&h.offset.to_be_bytes());
+                b[40..42].copy_from_slice(&h.schedule.to_be_bytes());
             }
         }
     }

@@ -44,10 +44,10 @@ fn arb_body() -> impl Strategy<Value = (BodyRepr, Vec<u8>)> {
         let h = ReadResponseHeader { dst_port: p, dst_gen: g, msg_id: id, total_len: off + payload.len() as u32, offset: off };
         (BodyRepr::ReadResponse(h), payload)
     });
-    let coll = (any::<(u8, u8, u16, u32, u32, u32)>(), any::<(u64, u32, u32)>(), proptest::collection::vec(any::<u8>(), 0..600), 0u32..5000).prop_map(
-        |((sp, dp, round, sg, dg, id), (group, epoch, src_rank), payload, before)| {
+    let coll = (any::<(u8, u8, u16, u32, u32, u32)>(), any::<(u64, u32, u32, u16)>(), proptest::collection::vec(any::<u8>(), 0..600), 0u32..5000).prop_map(
+        |((sp, dp, round, sg, dg, id), (group, epoch, src_rank, schedule), payload, before)| {
             let (offset, total) = if payload.is_empty() { (0, 0) } else { (before, before + payload.len() as u32) };
-            let h = CollHeader { src_port: sp, dst_port: dp, src_gen: sg, dst_gen: dg, msg_id: id, group, epoch, round, src_rank, total_len: total, offset };
+            let h = CollHeader { src_port: sp, dst_port: dp, src_gen: sg, dst_gen: dg, msg_id: id, group, epoch, round, src_rank, total_len: total, offset, schedule };
             (BodyRepr::Coll(h), payload)
         },
     );

@@ -27,6 +27,13 @@ pub use members::{decode_members, encode_members, MEMBER_LEN};
 pub use reduce::{Datatype, ReduceOp, Reduction};
 pub use schedule::{Fold, Schedule, Step, MAX_FANOUT, MAX_STEPS};
 
+/// Largest contribution one collective packet carries in datagrams of
+/// `mtu` bytes: hosts split longer data into consecutive collectives of at
+/// most this size, and all members of a group must split alike.
+pub const fn max_collective_len_for(mtu: usize) -> u32 {
+    (mtu - outboard_wire::HEADER_LEN - outboard_wire::COLL_FIXED_LEN) as u32
+}
+
 /// A group's identifier, agreed by its members (unique among the groups a
 /// port belongs to).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -65,6 +72,16 @@ pub enum CollError {
     /// The group still has collectives under way.
     #[error("the group has collectives under way")]
     GroupBusy,
+    /// This member's collective and the one its peers run under the same
+    /// epoch use different schedules: the members called different
+    /// collectives (or the same with different roots) in the same place.
+    #[error("schedule mismatch: this member runs schedule {ours}, its peers schedule {theirs}")]
+    ScheduleMismatch {
+        /// The schedule this member's host asked for.
+        ours: u16,
+        /// The schedule the peers' packets carried.
+        theirs: u16,
+    },
     /// A bitwise operation on a floating-point type.
     #[error("operation not defined for the type")]
     BadReduction,

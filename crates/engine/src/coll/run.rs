@@ -24,7 +24,16 @@ const OUT_OVERHEAD: usize = 96;
 /// (its ordinal among the packets between the same two members).
 #[derive(Debug)]
 pub(crate) struct Compiled {
+    /// Its number in the group (carried by its packets).
+    pub id: u16,
     pub schedule: Schedule,
+    /// Whether the engine may run it before the host starts it: it begins
+    /// by taking one packet's value whole (Replace) before sending
+    /// anything and never combines, so the host's contribution is never
+    /// read - a non-root member of a broadcast. Such a collective is
+    /// started by its first packet; the host's command later only collects
+    /// the result.
+    pub forwards_alone: bool,
     /// `send_round[step][i]` for `steps[step].send_to[i]`.
     pub send_round: Vec<Vec<u16>>,
     /// `recv_round[step][i]` for `steps[step].recv_from[i]`.
@@ -32,7 +41,7 @@ pub(crate) struct Compiled {
 }
 
 impl Compiled {
-    fn new(schedule: Schedule) -> Result<Compiled, CollError> {
+    fn new(id: u16, schedule: Schedule) -> Result<Compiled, CollError> {
         let mut sent: HashMap<u32, u32> = HashMap::new();
         let mut got: HashMap<u32, u32> = HashMap::new();
         let next = |m: &mut HashMap<u32, u32>, r: u32| -> Result<u16, CollError> {
@@ -47,7 +56,16 @@ impl Compiled {
             send_round.push(s.send_to.iter().map(|&r| next(&mut sent, r)).collect::<Result<Vec<_>, _>>()?);
             recv_round.push(s.recv_from.iter().map(|&r| next(&mut got, r)).collect::<Result<Vec<_>, _>>()?);
         }
-        Ok(Compiled { schedule, send_round, recv_round })
+        let forwards_alone = schedule.steps.first().is_some_and(|s| {
+            s.send_to.is_empty() && s.recv_from.len() == 1 && s.fold() == Fold::Replace
+        }) && schedule.steps.iter().all(|s| s.fold() != Fold::Combine);
+        Ok(Compiled { id, schedule, send_round, recv_round, forwards_alone })
+    }
+
+    /// Whether a packet from `src` numbered `round` can start this
+    /// collective without its host.
+    fn starts_on(&self, src: u32, round: u16) -> bool {
+        self.forwards_alone && self.schedule.steps[0].recv_from[0] == src && self.recv_round[0][0] == round
     }
 
     /// Whether some receive of this schedule expects (src, round).
@@ -65,6 +83,8 @@ impl Compiled {
 pub(crate) struct Arrival {
     pub src_rank: u32,
     pub round: u16,
+    /// The sender's schedule number.
+    pub schedule: u16,
     pub data: Vec<u8>,
 }
 
@@ -78,7 +98,9 @@ pub(crate) struct Arrival {
 #[derive(Debug)]
 pub(crate) struct Running {
     pub epoch: u32,
-    pub op: OpId,
+    /// The host's command; `None` while the engine runs it on its own
+    /// (see [`Compiled::forwards_alone`]).
+    pub op: Option<OpId>,
     pub sched: Arc<Compiled>,
     pub reduction: Option<Reduction>,
     pub value: Vec<u8>,
@@ -88,6 +110,8 @@ pub(crate) struct Running {
     pub next_recv: usize,
     pub arrived: Vec<Arrival>,
     pub outcome: Option<Result<(), OpError>>,
+    /// Pool bytes it holds while no host command owns it.
+    pub held: usize,
 }
 
 /// A group installed at one port incarnation.
@@ -97,7 +121,12 @@ pub(crate) struct Group {
     pub rank: u32,
     pub members: Vec<Endpoint>,
     pub schedules: HashMap<u16, Arc<Compiled>>,
+    /// The epoch the next collective started here takes (by the host or,
+    /// for a broadcast, by its first packet).
     pub next_epoch: u32,
+    /// The epoch the host's next collective command takes; below
+    /// `next_epoch` when the engine started collectives on its own.
+    pub host_epoch: u32,
     /// In epoch order; completed from the front.
     pub running: VecDeque<Running>,
 }
@@ -112,6 +141,7 @@ pub(crate) struct CollOut {
     pub epoch: u32,
     pub src_rank: u32,
     pub round: u16,
+    pub schedule: u16,
     pub dest: Endpoint,
     pub data: Arc<[u8]>,
     pub attempt: u32,
@@ -153,6 +183,15 @@ pub(crate) struct CollState {
     pub drain_due: bool,
 }
 
+/// Packets a collective's step sends, before they become [`CollOut`]s.
+struct PendingSends {
+    epoch: u32,
+    schedule: u16,
+    data: Arc<[u8]>,
+    /// (rank, round) of each receiver.
+    to: Vec<(u32, u16)>,
+}
+
 fn out_cost(o: &CollOut) -> usize {
     o.data.len() + OUT_OVERHEAD
 }
@@ -164,7 +203,7 @@ fn epoch_before(a: u32, b: u32) -> bool {
 impl<D: Dma> Engine<D> {
     /// Largest contribution a collective carries (one packet).
     pub fn max_collective_len(&self) -> u32 {
-        (self.cfg.mtu - wire::HEADER_LEN - wire::COLL_FIXED_LEN) as u32
+        super::max_collective_len_for(self.cfg.mtu)
     }
 
     fn read_host(&mut self, port: PortId, buf: HostBuf) -> Result<Vec<u8>, OpError> {
@@ -200,7 +239,7 @@ impl<D: Dma> Engine<D> {
         }
         self.coll.groups.insert(
             (port, group),
-            Group { gen, rank, members, schedules: HashMap::new(), next_epoch: 0, running: VecDeque::new() },
+            Group { gen, rank, members, schedules: HashMap::new(), next_epoch: 0, host_epoch: 0, running: VecDeque::new() },
         );
         Ok(Completion::GroupCreated)
     }
@@ -208,9 +247,13 @@ impl<D: Dma> Engine<D> {
     pub(crate) fn coll_destroy_group(&mut self, port: PortId, group: GroupId) -> Result<Completion, OpError> {
         let g = self.coll.groups.get(&(port, group)).ok_or(CollError::NoSuchGroup)?;
         let waiting = self.coll.deferred.get(&port).is_some_and(|q| q.iter().any(|d| d.group == group));
-        if !g.running.is_empty() || waiting {
+        if g.running.iter().any(|r| r.op.is_some()) || waiting {
             return Err(CollError::GroupBusy.into());
         }
+        // Broadcasts the engine forwarded on its own that the host never
+        // collected go with the group.
+        let held: usize = g.running.iter().map(|r| r.held).sum();
+        self.coll.pool_bytes -= held;
         self.coll.groups.remove(&(port, group));
         Ok(Completion::GroupDestroyed)
     }
@@ -229,7 +272,7 @@ impl<D: Dma> Engine<D> {
         let sched = Schedule::decode(&bytes)?;
         let g = self.coll.groups.get_mut(&(port, group)).expect("checked above");
         sched.validate(g.rank, g.members.len() as u32)?;
-        g.schedules.insert(id.0, Arc::new(Compiled::new(sched)?));
+        g.schedules.insert(id.0, Arc::new(Compiled::new(id.0, sched)?));
         Ok(Completion::ScheduleSet)
     }
 
@@ -299,7 +342,11 @@ impl<D: Dma> Engine<D> {
     /// group's next epoch and runs it as far as it can go.
     fn coll_begin(&mut self, now: Instant, port: PortId, d: Deferred) -> Result<(), OpError> {
         let Deferred { op, group, schedule, reduction, send, recv } = d;
-        let g = self.coll.groups.get(&(port, group)).ok_or(CollError::NoSuchGroup)?;
+        let g = self.coll.groups.get_mut(&(port, group)).ok_or(CollError::NoSuchGroup)?;
+        if g.host_epoch != g.next_epoch {
+            self.coll_attach(port, group, op, schedule, recv);
+            return Ok(());
+        }
         let sched = g.schedules.get(&schedule.0).cloned().ok_or(CollError::NoSuchSchedule)?;
         // A member it must hear from may already be known dead: no packet
         // would ever tell this collective so.
@@ -314,6 +361,7 @@ impl<D: Dma> Engine<D> {
         let g = self.coll.groups.get_mut(&(port, group)).expect("checked above");
         let epoch = g.next_epoch;
         g.next_epoch = g.next_epoch.wrapping_add(1);
+        g.host_epoch = g.next_epoch;
         let mut arrived = Vec::new();
         if let Some(early) = self.coll.pool.remove(&(port, group, epoch)) {
             for a in early {
@@ -327,7 +375,7 @@ impl<D: Dma> Engine<D> {
         }
         g.running.push_back(Running {
             epoch,
-            op,
+            op: Some(op),
             sched,
             reduction,
             value,
@@ -337,7 +385,87 @@ impl<D: Dma> Engine<D> {
             next_recv: 0,
             arrived,
             outcome: None,
+            held: 0,
         });
+        self.coll_advance(now, port, group);
+        Ok(())
+    }
+
+    /// The host's command for a collective its engine already started on
+    /// its own: it takes over the collective (and its result, if done).
+    fn coll_attach(&mut self, port: PortId, group: GroupId, op: OpId, schedule: ScheduleId, recv: HostBuf) {
+        let g = self.coll.groups.get_mut(&(port, group)).expect("caller checked");
+        let epoch = g.host_epoch;
+        g.host_epoch = g.host_epoch.wrapping_add(1);
+        let r = g.running.iter_mut().find(|r| r.epoch == epoch).expect("epochs below next_epoch are running or done");
+        r.op = Some(op);
+        r.recv = recv;
+        if r.sched.id != schedule.0 {
+            // The members disagree on which collective this is.
+            r.outcome = Some(Err(CollError::ScheduleMismatch { ours: schedule.0, theirs: r.sched.id }.into()));
+        }
+        let held = std::mem::take(&mut r.held);
+        self.coll.pool_bytes -= held;
+        self.coll_complete_front(port, group);
+    }
+
+    /// Starts, without its host, the group's next collective from packet
+    /// `a` if its schedule allows and there is room: a broadcast's packet
+    /// is forwarded down the tree as it arrives, whether or not this
+    /// member's host has got to the broadcast yet. Returns the packet back
+    /// if it cannot start anything. Then does the same for packets already
+    /// pooled for the collectives after it.
+    fn coll_start_early(&mut self, now: Instant, port: PortId, group: GroupId, a: Arrival) -> Result<(), Arrival> {
+        let mut a = a;
+        let mut first = true;
+        loop {
+            let full = self.coll_port_full(port);
+            let Some(g) = self.coll.groups.get_mut(&(port, group)) else { return Err(a) };
+            let sched = g.schedules.get(&a.schedule).filter(|c| c.starts_on(a.src_rank, a.round)).cloned();
+            let cost = a.data.len() + ARRIVAL_OVERHEAD;
+            // A pooled packet already holds its room.
+            let room = first && self.coll.pool_bytes + cost > self.cfg.coll_unexpected_bytes;
+            let Some(sched) = sched.filter(|_| !full && !room) else {
+                if first {
+                    return Err(a);
+                }
+                self.coll.pool.entry((port, group, g.next_epoch)).or_default().push(a);
+                break;
+            };
+            if first {
+                self.coll.pool_bytes += cost;
+            }
+            let epoch = g.next_epoch;
+            g.next_epoch = g.next_epoch.wrapping_add(1);
+            g.running.push_back(Running {
+                epoch,
+                op: None,
+                sched,
+                reduction: None,
+                value: Vec::new(),
+                recv: HostBuf { addr: 0, len: 0 },
+                step: 0,
+                sent: false,
+                next_recv: 0,
+                arrived: vec![a],
+                outcome: None,
+                held: cost,
+            });
+            self.stats.coll_forwarded_early += 1;
+            first = false;
+            // The next collective may be waiting in the pool already.
+            let next = g.next_epoch;
+            let Some(pooled) = self.coll.pool.get_mut(&(port, group, next)) else { break };
+            let Some(i) = pooled.iter().position(|p| {
+                g.schedules.get(&p.schedule).is_some_and(|c| c.starts_on(p.src_rank, p.round))
+            }) else {
+                break;
+            };
+            a = pooled.swap_remove(i);
+            if pooled.is_empty() {
+                self.coll.pool.remove(&(port, group, next));
+            }
+        }
         self.coll_advance(now, port, group);
         Ok(())
     }
@@ -347,7 +475,7 @@ impl<D: Dma> Engine<D> {
     pub(crate) fn coll_advance(&mut self, now: Instant, port: PortId, group: GroupId) {
         let Some(g) = self.coll.groups.get_mut(&(port, group)) else { return };
         let rank = g.rank;
-        let mut sends: Vec<(u32, Arc<[u8]>, Vec<(u32, u16)>)> = Vec::new();
+        let mut sends: Vec<PendingSends> = Vec::new();
         for r in g.running.iter_mut() {
             if r.outcome.is_some() {
                 continue;
@@ -363,7 +491,7 @@ impl<D: Dma> Engine<D> {
                     r.sent = true;
                     if !st.send_to.is_empty() {
                         let to = st.send_to.iter().copied().zip(r.sched.send_round[r.step].iter().copied()).collect();
-                        sends.push((r.epoch, Arc::from(&r.value[..]), to));
+                        sends.push(PendingSends { epoch: r.epoch, schedule: r.sched.id, data: Arc::from(&r.value[..]), to });
                     }
                 }
                 while r.next_recv < st.recv_from.len() {
@@ -405,7 +533,7 @@ impl<D: Dma> Engine<D> {
             }
         }
         let (gen, members) = (g.gen, g.members.clone());
-        for (epoch, data, to) in sends {
+        for PendingSends { epoch, schedule, data, to } in sends {
             for (dst_rank, round) in to {
                 let key = self.coll_alloc_key();
                 let out = CollOut {
@@ -415,6 +543,7 @@ impl<D: Dma> Engine<D> {
                     epoch,
                     src_rank: rank,
                     round,
+                    schedule,
                     dest: members[dst_rank as usize],
                     data: data.clone(),
                     attempt: 0,
@@ -465,10 +594,13 @@ impl<D: Dma> Engine<D> {
         loop {
             let Some(g) = self.coll.groups.get_mut(&(port, group)) else { return };
             let gen = g.gen;
-            if !g.running.front().is_some_and(|r| r.outcome.is_some()) {
+            // One the engine runs on its own waits, done or not, for its
+            // host's command.
+            if !g.running.front().is_some_and(|r| r.outcome.is_some() && r.op.is_some()) {
                 return;
             }
             let r = g.running.pop_front().expect("checked");
+            let op = r.op.expect("checked");
             let result = match r.outcome.expect("checked") {
                 Err(e) => Err(e),
                 Ok(()) if r.recv.len == 0 => Ok(Completion::Collective { epoch: r.epoch, len: 0 }),
@@ -487,7 +619,7 @@ impl<D: Dma> Engine<D> {
                 // Its packets still in flight are of no use any more.
                 self.coll_out_retain(|o| !(o.port == port && o.group == group && o.epoch == r.epoch));
             }
-            self.complete(port, gen, r.op, result, false);
+            self.complete(port, gen, op, result, false);
         }
     }
 
@@ -525,7 +657,7 @@ impl<D: Dma> Engine<D> {
         }
         let port = PortId(h.dst_port);
         let group = GroupId(h.group);
-        let arrival = Arrival { src_rank: h.src_rank, round: h.round, data: payload.to_vec() };
+        let arrival = Arrival { src_rank: h.src_rank, round: h.round, schedule: h.schedule, data: payload.to_vec() };
         if let Some(g) = self.coll.groups.get_mut(&(port, group)) {
             let src_ok = g.members.get(h.src_rank as usize).is_some_and(|m| {
                 m.node == from && m.port.0 == h.src_port && m.gen == h.src_gen
@@ -549,6 +681,15 @@ impl<D: Dma> Engine<D> {
                 return;
             }
         }
+        let next = self.coll.groups.get(&(port, group)).map(|g| g.next_epoch);
+        let arrival = if next == Some(h.epoch) {
+            match self.coll_start_early(now, port, group, arrival) {
+                Ok(()) => return,
+                Err(a) => a,
+            }
+        } else {
+            arrival
+        };
         let cost = arrival.data.len() + ARRIVAL_OVERHEAD;
         if self.coll.pool_bytes + cost > self.cfg.coll_unexpected_bytes {
             self.stats.coll_refused += 1;
@@ -680,8 +821,14 @@ impl<D: Dma> Engine<D> {
 
     /// The port closed: its groups, pooled packets and outgoing packets go.
     pub(crate) fn coll_port_closed(&mut self, port: PortId) {
+        let mut freed: usize = self
+            .coll
+            .groups
+            .iter()
+            .filter(|((p, _), _)| *p == port)
+            .flat_map(|(_, g)| g.running.iter().map(|r| r.held))
+            .sum();
         self.coll.groups.retain(|(p, _), _| *p != port);
-        let mut freed = 0;
         self.coll.pool.retain(|(p, _, _), v| {
             if *p == port {
                 freed += v.iter().map(|a| a.data.len() + ARRIVAL_OVERHEAD).sum::<usize>();
@@ -753,6 +900,7 @@ impl<D: Dma> Engine<D> {
             src_rank: o.src_rank,
             total_len: o.data.len() as u32,
             offset: 0,
+            schedule: o.schedule,
         };
         Some((wire::BodyRepr::Coll(h), o.data.clone()))
     }
