@@ -26,7 +26,7 @@
 use std::cell::RefCell;
 use std::rc::Rc;
 
-use outboard_engine::{encode_members, Command, Completion, Endpoint, NodeId, PortId, RecvMatch};
+use outboard_engine::{encode_members, Command, Completion, Endpoint, HostBuf, NodeId, OpId, PortId, RecvMatch};
 use outboard_host::{HostError, Port};
 
 use super::{ExperimentError, FirstError, Outcome, Params, Shared, XAxis};
@@ -145,9 +145,39 @@ pub async fn multi_send_once(
     tag: u64,
     data: &[u8],
 ) -> Result<(), HostError> {
+    let (op, bufs) = post_multi_send(port, dests, tag, data)?;
+    wait_multi_send(p, port, op, bufs).await
+}
+
+/// Posts one multi-send; returns its operation id and the two buffers the
+/// engine reads (destination list, payload), to free once it completed.
+pub fn post_multi_send(
+    port: &mut Port<SimIo>,
+    dests: &[Endpoint],
+    tag: u64,
+    data: &[u8],
+) -> Result<(OpId, [HostBuf; 2]), HostError> {
     let list = port.buffer_from(&encode_members(dests))?;
-    let buf = port.buffer_from(data)?;
-    let op = port.io().post_untracked(|op| Command::MultiSend { op, dests: list, tag, buf })?;
+    let buf = match port.buffer_from(data) {
+        Ok(b) => b,
+        Err(e) => {
+            port.free(list)?;
+            return Err(e);
+        }
+    };
+    match port.io().post_untracked(|op| Command::MultiSend { op, dests: list, tag, buf }) {
+        Ok(op) => Ok((op, [list, buf])),
+        Err(e) => {
+            port.free(buf)?;
+            port.free(list)?;
+            Err(e.into())
+        }
+    }
+}
+
+/// Waits for multi-send `op` (from [`post_multi_send`]) and frees its
+/// buffers.
+pub async fn wait_multi_send(p: &Proc, port: &mut Port<SimIo>, op: OpId, bufs: [HostBuf; 2]) -> Result<(), HostError> {
     let result = loop {
         if let Some(e) = port.io().take_event_for(op) {
             p.settle().await;
@@ -155,8 +185,9 @@ pub async fn multi_send_once(
         }
         p.idle().await;
     };
-    port.free(buf)?;
-    port.free(list)?;
+    for b in bufs {
+        port.free(b)?;
+    }
     match result {
         Ok(Completion::Sent) => Ok(()),
         Ok(other) => unreachable!("multi-send completed as {other:?}"),

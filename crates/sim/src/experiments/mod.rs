@@ -18,6 +18,7 @@ pub mod coll;
 pub mod dissemination;
 pub mod extra_profiles;
 pub mod granularity;
+pub mod multisend;
 pub mod pingpong;
 pub mod reduction;
 
@@ -31,6 +32,7 @@ pub const NAMES: &[&str] = &["closed-form", "pingpong", "dissemination", "barrie
     "reduce-degree",
     "reduce-cpu",
     "reduce-skew",
+    "multisend",
 ];
 
 /// An experiment could not run.
@@ -251,6 +253,7 @@ pub fn run(name: &str, p: &Params, progress: &mut dyn FnMut(usize, usize)) -> Re
         "reduce-degree" => reduction::run_degree(p, progress),
         "reduce-cpu" => reduction::run_cpu(p, progress),
         "reduce-skew" => reduction::run_skew(p, progress),
+        "multisend" => multisend::run(p, progress),
         other => Err(ExperimentError::Unknown(other.to_string())),
     }
 }
