@@ -1,0 +1,491 @@
+//! Broadcast test harness: every node of a lossy test network runs one port
+//! of the host library; a single-threaded, deterministic driver starts each
+//! node's broadcasts in its own order with a bounded number in flight,
+//! polls a node's library only when its engine has completions for it (or a
+//! start is due), and steps the network otherwise. A seed reproduces a run
+//! exactly.
+//!
+//! Exactly-once is checked at three levels: every member's result equals
+//! the root's bytes; no completion event reaches a host twice (the port
+//! would drop a repeat silently, so [`NetIo`] counts them); and each
+//! engine's `Work::dma_written` equals the bytes the plan says its host
+//! receives, so no duplicate packet was written into host memory either.
+//!
+//! Set `OUTBOARD_BCAST_TRACE` to print progress every 200,000 steps and,
+//! when a run stalls, each node's place in its order, its broadcasts in
+//! flight and engine statistics, and each unfinished broadcast's members
+//! (done / running / not started).
+
+#![allow(dead_code)] // each test binary uses part of the harness
+
+use std::cell::RefCell;
+use std::collections::{BTreeMap, HashSet, VecDeque};
+use std::rc::Rc;
+
+use outboard_engine::{Dma, Engine, EngineConfig, Stats, VecMemory, Work};
+use outboard_host::{
+    BcastMode, CollRequest, Command, CommandError, Endpoint, Event, GroupId, HostBuf, HostError,
+    Instant, MemoryError, NodeId, Port, PortId, PortIo, TreeShape,
+};
+use outboard_testnet::{LinkConfig, Network};
+
+/// A small deterministic generator (SplitMix64): plans and data need no
+/// statistical quality, only reproducibility from a seed.
+#[derive(Debug, Clone)]
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed ^ 0x5851_F42D_4C95_7F2D)
+    }
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    /// Uniform in `0..n` (n > 0).
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next_u64() % n
+    }
+    /// Uniform in `[0, 1)`.
+    pub fn unit(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+    }
+    /// `k` distinct values of `0..n` in random order.
+    pub fn sample(&mut self, n: u32, k: u32) -> Vec<u32> {
+        let mut all: Vec<u32> = (0..n).collect();
+        self.shuffle(&mut all);
+        all.truncate(k as usize);
+        all
+    }
+    pub fn shuffle<T>(&mut self, v: &mut [T]) {
+        for i in (1..v.len()).rev() {
+            let j = self.below(i as u64 + 1) as usize;
+            v.swap(i, j);
+        }
+    }
+    pub fn bytes(&mut self, len: usize) -> Vec<u8> {
+        let mut v = Vec::with_capacity(len + 8);
+        while v.len() < len {
+            v.extend_from_slice(&self.next_u64().to_le_bytes());
+        }
+        v.truncate(len);
+        v
+    }
+}
+
+/// One port of the shared network, seen through [`PortIo`]. Remembers
+/// every completion it handed up, to count repeats.
+pub struct NetIo {
+    net: Rc<RefCell<Network>>,
+    ep: Endpoint,
+    events: VecDeque<Event>,
+    seen: HashSet<u64>,
+    /// Completions that reached this host a second time (must stay 0).
+    pub repeated_events: u64,
+    max_coll: u32,
+}
+
+impl NetIo {
+    /// Moves the node's completions from the network into this port's
+    /// queue; whether there were any.
+    fn pull(&mut self) -> bool {
+        let evs = self.net.borrow_mut().take_events(self.ep.node);
+        let any = !evs.is_empty();
+        self.events.extend(evs);
+        any
+    }
+}
+
+impl PortIo for NetIo {
+    fn endpoint(&self) -> Endpoint {
+        self.ep
+    }
+    fn post(&mut self, cmd: Command) -> Result<(), CommandError> {
+        self.net
+            .borrow_mut()
+            .command(self.ep.node, self.ep.port, cmd)
+    }
+    fn poll_event(&mut self) -> Option<Event> {
+        if self.events.is_empty() {
+            self.pull();
+        }
+        let e = self.events.pop_front()?;
+        if !self.seen.insert(e.op.0) {
+            self.repeated_events += 1;
+        }
+        Some(e)
+    }
+    fn now(&self) -> Instant {
+        self.net.borrow().now()
+    }
+    fn idle(&mut self) {
+        self.net.borrow_mut().step();
+    }
+    fn alloc(&mut self, len: u32) -> Result<HostBuf, MemoryError> {
+        Ok(self.net.borrow_mut().memory(self.ep.node).alloc(len))
+    }
+    fn free(&mut self, buf: HostBuf) -> Result<(), MemoryError> {
+        self.net.borrow_mut().memory(self.ep.node).free(buf);
+        Ok(())
+    }
+    fn read(&self, addr: u64, out: &mut [u8]) -> Result<(), MemoryError> {
+        let mut net = self.net.borrow_mut();
+        net.memory(self.ep.node)
+            .read(self.ep.port, addr, out)
+            .map_err(|_| MemoryError::Invalid {
+                addr,
+                len: out.len(),
+            })
+    }
+    fn write(&mut self, addr: u64, data: &[u8]) -> Result<(), MemoryError> {
+        let mut net = self.net.borrow_mut();
+        net.memory(self.ep.node)
+            .write(self.ep.port, addr, data)
+            .map_err(|_| MemoryError::Invalid {
+                addr,
+                len: data.len(),
+            })
+    }
+    fn coll_max_len(&self) -> u32 {
+        self.max_coll
+    }
+}
+
+/// `n` nodes with one port each on a lossy network.
+pub struct Cluster {
+    pub net: Rc<RefCell<Network>>,
+    pub ports: Vec<Port<NetIo>>,
+}
+
+impl Cluster {
+    pub fn new(
+        n: u32,
+        link: LinkConfig,
+        seed: u64,
+        config: impl FnMut(NodeId) -> EngineConfig,
+    ) -> Cluster {
+        let net = Rc::new(RefCell::new(Network::new(n, link, seed, config)));
+        let ports = (0..n)
+            .map(|i| {
+                let mut nb = net.borrow_mut();
+                let ep = nb.open_port(NodeId(i), PortId(0)).expect("port opens");
+                let max_coll = nb.engine(NodeId(i)).max_collective_len();
+                drop(nb);
+                Port::new(NetIo {
+                    net: net.clone(),
+                    ep,
+                    events: VecDeque::new(),
+                    seen: HashSet::new(),
+                    repeated_events: 0,
+                    max_coll,
+                })
+            })
+            .collect();
+        Cluster { net, ports }
+    }
+
+    pub fn endpoints(&self) -> Vec<Endpoint> {
+        self.ports.iter().map(|p| p.endpoint()).collect()
+    }
+
+    pub fn engine_stats(&self, node: u32) -> Stats {
+        self.net.borrow_mut().engine(NodeId(node)).stats().clone()
+    }
+
+    pub fn take_work(&self, node: u32) -> Work {
+        self.net.borrow_mut().engine(NodeId(node)).take_work()
+    }
+
+    pub fn with_engine<T>(&self, node: u32, f: impl FnOnce(&mut Engine<VecMemory>) -> T) -> T {
+        f(self.net.borrow_mut().engine(NodeId(node)))
+    }
+
+    /// Live host allocations at a node (leak check).
+    pub fn live(&self, node: u32) -> usize {
+        self.net.borrow_mut().memory(NodeId(node)).live()
+    }
+}
+
+/// A group of the plan: its id and members (world node numbers, in rank
+/// order).
+#[derive(Debug, Clone)]
+pub struct GroupSpec {
+    pub id: GroupId,
+    pub nodes: Vec<u32>,
+}
+
+/// One broadcast of the plan.
+#[derive(Debug, Clone)]
+pub struct Bcast {
+    pub group: usize,
+    pub root: u32,
+    pub mode: BcastMode,
+    pub tree: TreeShape,
+    pub data: Rc<Vec<u8>>,
+}
+
+/// Everything the driver runs: groups, broadcasts, and for each node the
+/// order in which it starts the broadcasts of its groups (every member of
+/// a group must start that group's broadcasts of one mode in one order;
+/// across groups and modes each node may use its own order).
+#[derive(Debug, Clone)]
+pub struct Plan {
+    pub groups: Vec<GroupSpec>,
+    pub bcasts: Vec<Bcast>,
+    pub order: Vec<Vec<usize>>,
+    /// Per node, the broadcasts it keeps in flight before waiting for one
+    /// (1: blocking broadcasts).
+    pub window: Vec<usize>,
+    /// A node starts at most one broadcast per `pace` network steps:
+    /// process skew, so members enter a broadcast at different times.
+    pub pace: Vec<u64>,
+}
+
+impl Plan {
+    /// Each node's order: the broadcasts of its groups in plan order.
+    pub fn plan_order(groups: &[GroupSpec], bcasts: &[Bcast], n: u32) -> Vec<Vec<usize>> {
+        (0..n)
+            .map(|node| {
+                (0..bcasts.len())
+                    .filter(|&k| groups[bcasts[k].group].nodes.contains(&node))
+                    .collect()
+            })
+            .collect()
+    }
+
+    /// Bytes each node's engine must write into host memory: offloaded
+    /// broadcasts write the result at every member (root included);
+    /// host-based and NIC-assisted ones deliver the data, in messages, to
+    /// every member but the root.
+    pub fn expected_dma_written(&self, n: u32) -> Vec<u64> {
+        let mut out = vec![0u64; n as usize];
+        for b in &self.bcasts {
+            let g = &self.groups[b.group];
+            for (rank, &node) in g.nodes.iter().enumerate() {
+                let gets = b.mode == BcastMode::Offloaded || rank as u32 != b.root;
+                if gets {
+                    out[node as usize] += b.data.len() as u64;
+                }
+            }
+        }
+        out
+    }
+}
+
+/// What a run did.
+#[derive(Debug, Default)]
+pub struct Outcome {
+    /// Results handed back, per broadcast (must equal the group size).
+    pub results: Vec<u32>,
+    pub steps: u64,
+    pub virtual_time: Instant,
+}
+
+/// A broadcast the driver could not complete or that came back wrong.
+#[derive(Debug)]
+pub enum Failure {
+    Wrong {
+        bcast: usize,
+        node: u32,
+        detail: String,
+    },
+    Error {
+        bcast: usize,
+        node: u32,
+        error: HostError,
+    },
+    Stalled {
+        steps: u64,
+        done: usize,
+        total: usize,
+        seed: u64,
+    },
+}
+
+/// Runs the plan on the cluster: creates the groups with the host API,
+/// then starts, tests and checks every broadcast.
+pub fn run_plan(c: &mut Cluster, plan: &Plan, max_steps: u64) -> Result<Outcome, Failure> {
+    let n = c.ports.len() as u32;
+    let eps = c.endpoints();
+    // node -> group index -> Group
+    let mut groups: Vec<BTreeMap<usize, outboard_host::Group>> =
+        (0..n).map(|_| BTreeMap::new()).collect();
+    for (gi, g) in plan.groups.iter().enumerate() {
+        let members: Vec<Endpoint> = g.nodes.iter().map(|&x| eps[x as usize]).collect();
+        for (rank, &node) in g.nodes.iter().enumerate() {
+            let grp = c.ports[node as usize]
+                .new_group(g.id, rank as u32, members.clone())
+                .map_err(|error| Failure::Error {
+                    bcast: usize::MAX,
+                    node,
+                    error,
+                })?;
+            groups[node as usize].insert(gi, grp);
+        }
+    }
+    let total: usize = plan
+        .bcasts
+        .iter()
+        .map(|b| plan.groups[b.group].nodes.len())
+        .sum();
+    let mut done = 0usize;
+    let mut out = Outcome {
+        results: vec![0; plan.bcasts.len()],
+        ..Outcome::default()
+    };
+    let mut next: Vec<usize> = vec![0; n as usize];
+    let mut start_at: Vec<u64> = vec![0; n as usize];
+    let mut finished: HashSet<(usize, u32)> = HashSet::new();
+    let mut inflight: Vec<VecDeque<(usize, CollRequest)>> =
+        (0..n).map(|_| VecDeque::new()).collect();
+    let zeros: Vec<u8> = vec![0; plan.bcasts.iter().map(|b| b.data.len()).max().unwrap_or(0)];
+    let mut steps = 0u64;
+    let seed = c.net.borrow().seed();
+    loop {
+        for node in 0..n as usize {
+            let port = &mut c.ports[node];
+            let fresh = port.io().pull();
+            let may_start = steps >= start_at[node]
+                && inflight[node].len() < plan.window[node]
+                && next[node] < plan.order[node].len();
+            if !fresh && !may_start {
+                continue;
+            }
+            if may_start {
+                start_at[node] = steps + plan.pace[node];
+                {
+                    let k = plan.order[node][next[node]];
+                    next[node] += 1;
+                    let b = &plan.bcasts[k];
+                    let g = groups[node].get_mut(&b.group).expect("member");
+                    let data = if g.rank() == b.root {
+                        &b.data[..]
+                    } else {
+                        &zeros[..b.data.len()]
+                    };
+                    let req =
+                        port.start_bcast(g, b.mode, b.tree, b.root, data)
+                            .map_err(|error| Failure::Error {
+                                bcast: k,
+                                node: node as u32,
+                                error,
+                            })?;
+                    inflight[node].push_back((k, req));
+                }
+            }
+            // Results come back in start order per group and mode; test
+            // everything in flight (few per node).
+            let mut i = 0;
+            while i < inflight[node].len() {
+                let (k, req) = &mut inflight[node][i];
+                match port.coll_test(req) {
+                    None => i += 1,
+                    Some(r) => {
+                        let k = *k;
+                        let _ = inflight[node].remove(i);
+                        let got = r.map_err(|error| Failure::Error {
+                            bcast: k,
+                            node: node as u32,
+                            error,
+                        })?;
+                        let want = &plan.bcasts[k].data;
+                        if got != **want {
+                            let first = got.iter().zip(want.iter()).position(|(a, b)| a != b);
+                            return Err(Failure::Wrong {
+                                bcast: k,
+                                node: node as u32,
+                                detail: format!(
+                                    "{} bytes back, {} sent; first difference at {first:?}",
+                                    got.len(),
+                                    want.len()
+                                ),
+                            });
+                        }
+                        out.results[k] += 1;
+                        finished.insert((k, node as u32));
+                        done += 1;
+                    }
+                }
+            }
+        }
+        if done == total {
+            break;
+        }
+        let stepped = c.net.borrow_mut().step();
+        steps += 1;
+        if std::env::var_os("OUTBOARD_BCAST_TRACE").is_some() && steps % 200_000 == 0 {
+            eprintln!(
+                "step {steps}: {done}/{total} results, virtual {:?}, link {:?}",
+                c.net.borrow().now(),
+                c.net.borrow().link_stats()
+            );
+        }
+        let pending_starts = (0..n as usize)
+            .any(|x| next[x] < plan.order[x].len() && inflight[x].len() < plan.window[x]);
+        if steps >= max_steps || (!stepped && !pending_starts) {
+            if std::env::var_os("OUTBOARD_BCAST_TRACE").is_some() {
+                for node in 0..n {
+                    let fl: Vec<(usize, u32)> = inflight[node as usize]
+                        .iter()
+                        .map(|(k, _)| (*k, plan.bcasts[*k].data.len() as u32))
+                        .collect();
+                    eprintln!(
+                        "node {node}: next {}/{} inflight {fl:?}\n  {:?}",
+                        next[node as usize],
+                        plan.order[node as usize].len(),
+                        c.engine_stats(node)
+                    );
+                }
+                for (k, b) in plan.bcasts.iter().enumerate() {
+                    let g = &plan.groups[b.group];
+                    let started: Vec<bool> = g
+                        .nodes
+                        .iter()
+                        .map(|&x| plan.order[x as usize][..next[x as usize]].contains(&k))
+                        .collect();
+                    if out.results[k] as usize == g.nodes.len() || !started.iter().any(|s| *s) {
+                        continue;
+                    }
+                    let st: Vec<String> = g
+                        .nodes
+                        .iter()
+                        .zip(&started)
+                        .map(|(&x, &s)| {
+                            format!(
+                                "{x}{}",
+                                if finished.contains(&(k, x)) {
+                                    "=done"
+                                } else if s {
+                                    "=run"
+                                } else {
+                                    "=no"
+                                }
+                            )
+                        })
+                        .collect();
+                    eprintln!(
+                        "bcast {k} {:?} {:?} len {} root rank {} (node {}): {}",
+                        b.mode,
+                        b.tree,
+                        b.data.len(),
+                        b.root,
+                        g.nodes[b.root as usize],
+                        st.join(" ")
+                    );
+                }
+            }
+            return Err(Failure::Stalled {
+                steps,
+                done,
+                total,
+                seed,
+            });
+        }
+    }
+    out.steps = steps;
+    out.virtual_time = c.net.borrow().now();
+    Ok(out)
+}
