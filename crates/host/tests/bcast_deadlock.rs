@@ -37,6 +37,19 @@
 //! on different communicators), so a hold-and-wait design would meet
 //! exactly the crossed orders above; the pools are one or two packets, so
 //! refusals happen all the time, and the test checks they did.
+//!
+//! # Two waits that break the argument (ignored tests below)
+//!
+//! - The engine's sender-side bound (`EngineConfig::coll_send_bytes`)
+//!   defers a port's next collectives - receive side included - while its
+//!   unconfirmed packets are refused by a full pool elsewhere: a port then
+//!   holds its send room while waiting for another's pool, and crossed
+//!   roots deadlock (`the_sender_bound_and_a_full_pool_deadlock_crossed_roots`).
+//!   The tests that pass keep the bound at its default (1 MiB).
+//! - The host library: offloaded chunks waiting for data hold send tokens,
+//!   and an earlier host-based collective that needs one to forward starves
+//!   (`offloaded_chunks_holding_every_send_token_starve_an_earlier_host_based_broadcast`).
+//!   The tests that pass give every chunk a token.
 
 mod common;
 
