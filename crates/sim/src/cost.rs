@@ -6,7 +6,7 @@
 //! in integers so that a sum of charges is exact and independent of the
 //! order in which it was added up.
 
-use outboard_engine::Work;
+use outboard_engine::{Command, Work};
 
 use crate::profile::Profile;
 use crate::time::{Dur, PerByte};
@@ -44,6 +44,12 @@ pub struct CostModel {
     pub nic_tx_packet: Dur,
     /// NIC: per packet in.
     pub nic_rx_packet: Dur,
+    /// NIC: per posted receive (instead of `nic_command`).
+    pub nic_recv_post: Dur,
+    /// NIC: per acknowledgement-only packet out (instead of `nic_tx_packet`).
+    pub nic_ack_tx: Dur,
+    /// NIC: per acknowledgement-only packet in (instead of `nic_rx_packet`).
+    pub nic_ack_rx: Dur,
     /// NIC: per completion event.
     pub nic_event: Dur,
     /// NIC: per timer expiry.
@@ -88,6 +94,9 @@ impl CostModel {
             nic_command: cycles(p.nic.command_cycles, mhz),
             nic_tx_packet: cycles(p.nic.tx_packet_cycles, mhz),
             nic_rx_packet: cycles(p.nic.rx_packet_cycles, mhz),
+            nic_recv_post: cycles(p.nic.recv_post_cycles.unwrap_or(p.nic.command_cycles), mhz),
+            nic_ack_tx: cycles(p.nic.ack_tx_cycles.unwrap_or(p.nic.tx_packet_cycles), mhz),
+            nic_ack_rx: cycles(p.nic.ack_rx_cycles.unwrap_or(p.nic.rx_packet_cycles), mhz),
             nic_event: cycles(p.nic.event_cycles, mhz),
             nic_timer: cycles(p.nic.timer_cycles, mhz),
             nic_tx_byte: PerByte::from_us(p.nic.tx_us_per_byte),
@@ -103,15 +112,21 @@ impl CostModel {
     /// NIC busy time for the work of one engine call.
     ///
     /// Processor time: per command, packet and timer, and per element a
-    /// reduction combines (integer and floating point apart). Data movement: the
+    /// reduction combines (integer and floating point apart).
+    /// Acknowledgement-only packets are charged their own (smaller) price
+    /// instead of the full packet's: the engine reports them as a subset of
+    /// its packets, so each datagram is charged exactly once. Data movement: the
     /// send DMA's pace per payload byte read for transmission, the receive
     /// side per byte taken off the wire, and a bus DMA (set-up plus bytes)
     /// for payload read from or written to host memory - except send data
     /// the host already wrote by PIO.
     pub fn nic_work(&self, w: &Work) -> Dur {
+        let (acks_out, acks_in) = (w.acks_out.min(w.packets_out), w.acks_in.min(w.packets_in));
         let mut d = Dur(self.nic_command.0 * w.commands
-            + self.nic_tx_packet.0 * w.packets_out
-            + self.nic_rx_packet.0 * w.packets_in
+            + self.nic_tx_packet.0 * (w.packets_out - acks_out)
+            + self.nic_ack_tx.0 * acks_out
+            + self.nic_rx_packet.0 * (w.packets_in - acks_in)
+            + self.nic_ack_rx.0 * acks_in
             + self.nic_timer.0 * w.timers
             + self.nic_combine_int.0 * w.combine_int
             + self.nic_combine_float.0 * w.combine_float);
@@ -124,6 +139,17 @@ impl CostModel {
             }
         }
         d
+    }
+
+    /// NIC busy time for the engine call that took command `cmd`: as
+    /// [`CostModel::nic_work`], except that a posted receive is charged the
+    /// receive-token price instead of a command's.
+    pub fn nic_command_work(&self, w: &Work, cmd: &Command) -> Dur {
+        if !matches!(cmd, Command::Recv { .. }) || w.commands == 0 {
+            return self.nic_work(w);
+        }
+        let rest = Work { commands: w.commands - 1, ..*w };
+        self.nic_work(&rest) + self.nic_recv_post
     }
 
     /// Host time to start a send of `len` bytes.
@@ -148,6 +174,50 @@ mod tests {
         // 1.3958 + 0.0075 x 1536 = 12.9158 us (dissertation 2.1).
         assert_eq!(c.nic_work(&w), Dur(12_915_800));
         assert_eq!(c.send(1536), Dur(49_019_900));
+    }
+
+    #[test]
+    fn acknowledgements_are_charged_their_own_price_once() {
+        let p = Profile::builtin("gm-lanai43");
+        let c = CostModel::new(&p);
+        assert!(c.nic_ack_tx < c.nic_tx_packet && c.nic_ack_rx < c.nic_rx_packet);
+        // Three datagrams out (one an ack), two in (one an ack).
+        let w = Work { packets_out: 3, acks_out: 1, packets_in: 2, acks_in: 1, ..Work::default() };
+        let want = Dur(2 * c.nic_tx_packet.0 + c.nic_ack_tx.0 + c.nic_rx_packet.0 + c.nic_ack_rx.0);
+        assert_eq!(c.nic_work(&w), want);
+        // Only acks: no full-price packet at all.
+        let w = Work { packets_out: 2, acks_out: 2, packets_in: 1, acks_in: 1, ..Work::default() };
+        assert_eq!(c.nic_work(&w), Dur(2 * c.nic_ack_tx.0 + c.nic_ack_rx.0));
+        // A profile that does not price acks charges them as full packets.
+        let mut old = p.clone();
+        (old.nic.ack_tx_cycles, old.nic.ack_rx_cycles) = (None, None);
+        let c = CostModel::new(&old);
+        assert_eq!(c.nic_work(&w), Dur(2 * c.nic_tx_packet.0 + c.nic_rx_packet.0));
+        // An inconsistent tally (more acks than packets) never underflows.
+        let w = Work { packets_out: 1, acks_out: 2, ..Work::default() };
+        assert_eq!(c.nic_work(&w), c.nic_tx_packet);
+    }
+
+    #[test]
+    fn a_posted_receive_is_charged_the_receive_token_price() {
+        use outboard_engine::{HostBuf, OpId, RecvMatch};
+        let c = CostModel::new(&Profile::builtin("gm-lanai43"));
+        assert!(c.nic_recv_post < c.nic_command);
+        let buf = HostBuf { addr: 0, len: 8 };
+        let recv = Command::Recv { op: OpId(1), matching: RecvMatch::any(), buf };
+        let w = Work { commands: 1, ..Work::default() };
+        assert_eq!(c.nic_command_work(&w, &recv), c.nic_recv_post);
+        // The receive matched a waiting message: the delivery is charged
+        // as usual on top.
+        let w = Work { commands: 1, dma_written: 8, ..Work::default() };
+        assert_eq!(
+            c.nic_command_work(&w, &recv),
+            c.nic_recv_post + c.nic_work(&Work { dma_written: 8, ..Work::default() })
+        );
+        // Any other command keeps the command price.
+        let cancel = Command::Cancel { op: OpId(2), target: OpId(1) };
+        let w = Work { commands: 1, ..Work::default() };
+        assert_eq!(c.nic_command_work(&w, &cancel), c.nic_command);
     }
 
     #[test]

@@ -146,6 +146,7 @@ impl World {
         let mut clock = start;
         let ni = node as usize;
         let n = &mut self.nodes[ni];
+        let mut posted = None;
         let refusal = match input {
             NicInput::Packet { from, bytes } => {
                 n.engine.handle_packet(start.to_engine(), from, &bytes);
@@ -155,13 +156,20 @@ impl World {
                 n.engine.handle_timeout(start.to_engine());
                 None
             }
-            NicInput::Command { port, cmd } => n
-                .engine
-                .handle_command(start.to_engine(), port, cmd)
-                .err()
-                .map(|e| Event { port, op: cmd.op(), result: Err(refused(e)) }),
+            NicInput::Command { port, cmd } => {
+                posted = Some(cmd);
+                n.engine.handle_command(start.to_engine(), port, cmd).err().map(|e| Event {
+                    port,
+                    op: cmd.op(),
+                    result: Err(refused(e)),
+                })
+            }
         };
-        clock += self.cost.nic_work(&self.nodes[ni].engine.take_work());
+        let work = self.nodes[ni].engine.take_work();
+        clock += match &posted {
+            Some(cmd) => self.cost.nic_command_work(&work, cmd),
+            None => self.cost.nic_work(&work),
+        };
         if let Some(ev) = refusal {
             clock += self.cost.nic_event;
             self.deliver(node, ev, clock);

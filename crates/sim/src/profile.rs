@@ -140,6 +140,27 @@ pub struct NicCosts {
     /// (3.4.2); a delay takes ours off it the same way.
     #[serde(default)]
     pub ack_delay_us: f64,
+    /// Cycles to build and start one acknowledgement-only packet. A
+    /// GM-style control program builds it from the connection's state alone
+    /// (a fixed header with the cumulative sequence number: no send token,
+    /// no DMA, no payload), so it costs a small part of
+    /// `tx_packet_cycles`. Absent: charged as a full packet (the cost model
+    /// before acknowledgements were counted apart).
+    #[serde(default)]
+    pub ack_tx_cycles: Option<f64>,
+    /// Cycles to handle one incoming acknowledgement-only packet: check the
+    /// header, advance the connection's unacknowledged window and free the
+    /// send records it covers (the completion event, if any, is charged
+    /// apart as `event_cycles`). Absent: charged as a full packet.
+    #[serde(default)]
+    pub ack_rx_cycles: Option<f64>,
+    /// Cycles to take a posted receive (a receive token: the control
+    /// program links the buffer's descriptor into the port's receive list;
+    /// no DMA, no packet) instead of `command_cycles`, which prices a send
+    /// token's work (DMA set-up, header, queuing on a connection). Absent:
+    /// charged as any other command.
+    #[serde(default)]
+    pub recv_post_cycles: Option<f64>,
 }
 
 /// The MPI layer over the communication library (MPICH-GM in the
@@ -271,7 +292,7 @@ impl Profile {
 
     fn validate(&self) -> Result<(), ProfileError> {
         let name = &self.name;
-        let nonneg: [(&'static str, f64); 29] = [
+        let nonneg: [(&'static str, f64); 30] = [
             ("host.send_us", self.host.send_us),
             ("host.send_us_per_byte", self.host.send_us_per_byte),
             ("host.recv_us", self.host.recv_us),
@@ -292,6 +313,7 @@ impl Profile {
             ("nic.rx_us_per_byte", self.nic.rx_us_per_byte),
             ("nic.combine_int_cycles", self.nic.combine_int_cycles),
             ("nic.combine_float_cycles", self.nic.combine_float_cycles),
+            ("nic.ack_delay_us", self.nic.ack_delay_us),
             ("mpi.send_us", self.mpi.send_us),
             ("mpi.recv_us", self.mpi.recv_us),
             ("wire.link_us_per_byte", self.wire.link_us_per_byte),
@@ -302,7 +324,13 @@ impl Profile {
             ("faults.corrupt", self.faults.corrupt),
             ("faults.jitter_us", self.faults.jitter_us),
         ];
-        for (field, value) in nonneg {
+        let optional = [
+            ("nic.ack_tx_cycles", self.nic.ack_tx_cycles),
+            ("nic.ack_rx_cycles", self.nic.ack_rx_cycles),
+            ("nic.recv_post_cycles", self.nic.recv_post_cycles),
+        ];
+        let present = optional.into_iter().filter_map(|(f, v)| v.map(|v| (f, v)));
+        for (field, value) in nonneg.into_iter().chain(present) {
             if !value.is_finite() || value < 0.0 {
                 return Err(ProfileError::Invalid { name: name.clone(), field, value, why: "must be finite and >= 0" });
             }
