@@ -18,6 +18,7 @@ pub mod coll;
 pub mod dissemination;
 pub mod extra_profiles;
 pub mod granularity;
+pub mod multicast;
 pub mod multisend;
 pub mod pingpong;
 pub mod reduction;
@@ -33,6 +34,9 @@ pub const NAMES: &[&str] = &["closed-form", "pingpong", "dissemination", "barrie
     "reduce-cpu",
     "reduce-skew",
     "multisend",
+    "multicast",
+    "bcast",
+    "bcast-skew",
 ];
 
 /// An experiment could not run.
@@ -254,6 +258,9 @@ pub fn run(name: &str, p: &Params, progress: &mut dyn FnMut(usize, usize)) -> Re
         "reduce-cpu" => reduction::run_cpu(p, progress),
         "reduce-skew" => reduction::run_skew(p, progress),
         "multisend" => multisend::run(p, progress),
+        "multicast" => multicast::run(p, progress),
+        "bcast" => multicast::run_bcast(p, progress),
+        "bcast-skew" => multicast::run_skew(p, progress),
         other => Err(ExperimentError::Unknown(other.to_string())),
     }
 }

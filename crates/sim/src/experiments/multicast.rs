@@ -1,0 +1,375 @@
+//! Broadcast down a tree, host-based against NIC-assisted (dissertation
+//! 2.5, Figures 2.6-2.9, FM / LANai 4.3) and against NIC-based forwarding
+//! (GM-2 slides, "NIC-Based Multicast"), and the host time a broadcast
+//! costs under process skew (slides, "Impact of Process Skew").
+//!
+//! Every mode runs the real host library's broadcast
+//! ([`outboard_host::Port::start_bcast`]):
+//! - host-based: each host receives the whole message, then sends it to
+//!   each child separately (MPICH's binomial tree, or any tree);
+//! - NIC-assisted (2.2, Figure 2.4(b)): each host hands every piece to its
+//!   NIC once, with one multi-send to all its children; with packet-wise
+//!   pipelining an intermediate host forwards each packet-sized piece as
+//!   it arrives, without it only the whole message;
+//! - offloaded (NIC-based forwarding, 003): the engines forward each piece
+//!   down the tree as it arrives and hand it to their host in parallel.
+//!
+//! The latency of one broadcast is from the root's start until the last
+//! member has the whole message; broadcasts do not overlap (the root starts
+//! the next once every member has finished the last, as the dissertation's
+//! test did with a leaf's reply), and the figure is the mean over `--iters`
+//! broadcasts after one untimed one. The "optimal" tree is, as in 2.5, the
+//! best of the postal trees for integer lambda 1..n-1.
+
+use std::cell::RefCell;
+use std::rc::Rc;
+
+use outboard_host::{BcastMode, HostError, Lambda, Mode, TreeShape};
+
+use super::coll::{barrier, run_all, side_by_side};
+use super::{ExperimentError, Outcome, Params, Row, Shared, XAxis};
+use crate::profile::Profile;
+use crate::time::{Dur, Time};
+
+/// The root of every broadcast here.
+pub const ROOT: u32 = 0;
+
+/// Short name of a broadcast mode and chunking.
+pub fn mode_name(m: BcastMode) -> &'static str {
+    match m {
+        BcastMode::HostBased => "host",
+        BcastMode::Offloaded => "nic-fwd",
+        BcastMode::NicAssisted { chunk: BcastMode::WHOLE } => "na-nopipe",
+        BcastMode::NicAssisted { .. } => "na-pipe",
+    }
+}
+
+/// Short name of a tree shape.
+pub fn shape_name(s: TreeShape) -> String {
+    match s {
+        TreeShape::Binomial => "binomial".into(),
+        TreeShape::Kary(k) => format!("{k}-ary"),
+        TreeShape::Chain => "chain".into(),
+        TreeShape::Postal(Lambda::Given(l)) => format!("postal l={l}"),
+        TreeShape::Postal(Lambda::Link(_)) => "postal (link)".into(),
+    }
+}
+
+/// Mean latency, in microseconds, of a `size`-byte broadcast from rank 0
+/// to all `n` nodes in `mode` on a `shape` tree (see the module doc).
+pub fn latency(
+    profile: &Profile,
+    n: u32,
+    size: u32,
+    mode: BcastMode,
+    shape: TreeShape,
+    iters: u32,
+    seed: u64,
+) -> Result<f64, ExperimentError> {
+    if n < 2 {
+        return Err(ExperimentError::Param("a broadcast needs at least 2 nodes".into()));
+    }
+    let iters = iters.max(1);
+    let rounds = iters as usize + 1;
+    // Per round: the root's start, and when each member finished.
+    let starts: Shared<Vec<Time>> = Rc::new(RefCell::new(vec![Time::ZERO; rounds]));
+    let done: Shared<Vec<Vec<Time>>> = Rc::new(RefCell::new(vec![Vec::new(); rounds]));
+    let wrong: Shared<Option<u32>> = Rc::new(RefCell::new(None));
+    run_all(profile, n, seed, |p, rank, mut port, mut g| {
+        let (starts, done, wrong) = (starts.clone(), done.clone(), wrong.clone());
+        async move {
+            let data: Vec<u8> = (0..size).map(|i| (i % 251) as u8).collect();
+            for it in 0..rounds {
+                if rank == ROOT {
+                    if it > 0 {
+                        // Wait (outside the library) until every member has
+                        // the previous broadcast.
+                        while done.borrow()[it - 1].len() < n as usize {
+                            let t = p.now() + Dur::from_us(1.0);
+                            p.sleep_until(t).await;
+                        }
+                    }
+                    starts.borrow_mut()[it] = p.now();
+                }
+                let r = port.start_bcast(&mut g, mode, shape, ROOT, &data)?;
+                let got = p.coll_wait(&mut port, r).await?;
+                if got != data {
+                    *wrong.borrow_mut() = Some(rank);
+                }
+                done.borrow_mut()[it].push(p.now());
+            }
+            Ok(())
+        }
+    })?;
+    if let Some(rank) = *wrong.borrow() {
+        return Err(ExperimentError::Param(format!("rank {rank} got other bytes than the root broadcast ({mode:?})")));
+    }
+    let (starts, done) = (starts.borrow(), done.borrow());
+    let sum: f64 =
+        (1..rounds).map(|i| done[i].iter().copied().max().unwrap_or(Time::ZERO).since(starts[i]).as_us()).sum();
+    Ok(sum / f64::from(iters))
+}
+
+/// The best postal tree for integer lambda 1..n-1, as 2.5 chose it:
+/// (latency, lambda).
+pub fn best_postal(
+    profile: &Profile,
+    n: u32,
+    size: u32,
+    mode: BcastMode,
+    iters: u32,
+    seed: u64,
+) -> Result<(f64, u32), ExperimentError> {
+    let mut best = (f64::INFINITY, 1);
+    for l in 1..n.max(2) {
+        let us = latency(profile, n, size, mode, TreeShape::Postal(Lambda::Given(f64::from(l))), iters, seed)?;
+        if us < best.0 {
+            best = (us, l);
+        }
+    }
+    Ok(best)
+}
+
+/// Mean host time per broadcast, in microseconds, over all members, as
+/// the dissertation's skew test for broadcast (6.3) measures it: after a
+/// barrier, the root calls the broadcast at once while every other member
+/// first computes for a random time in 0..=2 x `avg_skew_us` (average
+/// `avg_skew_us`). The time counted is spent inside the (blocking)
+/// broadcast call: host-based, a member waits there for its parent, who
+/// may be late, and then sends to its children; offloaded, the engines
+/// have forwarded the message meanwhile and a late member only picks it
+/// up.
+pub fn cpu_under_skew(
+    profile: &Profile,
+    n: u32,
+    size: u32,
+    mode: BcastMode,
+    shape: TreeShape,
+    avg_skew_us: f64,
+    iters: u32,
+    seed: u64,
+) -> Result<f64, ExperimentError> {
+    let iters = iters.max(1);
+    let total: Shared<f64> = Rc::new(RefCell::new(0.0));
+    run_all(profile, n, seed, |p, rank, mut port, mut g| {
+        let total = total.clone();
+        async move {
+            let data = vec![7u8; size as usize];
+            let mut mine = 0.0;
+            for _ in 0..iters {
+                barrier(&p, &mut port, &mut g, Mode::Offloaded, outboard_host::BarrierAlgorithm::Dissemination).await?;
+                if rank != ROOT {
+                    let d = p.skew(Dur::from_us(2.0 * avg_skew_us));
+                    p.compute(d).await;
+                }
+                let t = p.now();
+                let r = port.start_bcast(&mut g, mode, shape, ROOT, &data)?;
+                p.coll_wait(&mut port, r).await?;
+                mine += p.now().since(t).as_us();
+            }
+            *total.borrow_mut() += mine;
+            Ok::<(), HostError>(())
+        }
+    })?;
+    let t = *total.borrow();
+    Ok(t / f64::from(n) / f64::from(iters))
+}
+
+fn fm_ids(n: u32, size: u32, pipelined: bool) -> Option<&'static [&'static str]> {
+    match (n, size, pipelined) {
+        (4, 16384, true) => Some(&["multicast-opt-pipe-4"]),
+        (16, 16384, true) => Some(&["multicast-opt-pipe-16"]),
+        (8, 16384, false) => Some(&["multicast-opt-nopipe-8"]),
+        (16, 16384, false) => Some(&["multicast-opt-nopipe-16"]),
+        _ => None,
+    }
+}
+
+/// `outboard sim multicast`: host-based binomial against NIC-assisted on
+/// the best postal tree, with and without packet-wise pipelining (2.5).
+pub(super) fn run(p: &Params, progress: &mut dyn FnMut(usize, usize)) -> Result<Outcome, ExperimentError> {
+    let sizes = if p.sizes.is_empty() { vec![16, 1024, 2048, 4096, 16384] } else { p.sizes.clone() };
+    let nodes = if p.nodes.is_empty() { vec![4, 8, 16] } else { p.nodes.clone() };
+    let total = p.profiles.len() * sizes.len() * nodes.len();
+    let mut rows: Vec<Row> = Vec::new();
+    let mut done = 0;
+    for prof in &p.profiles {
+        let fm = prof.name == "fm-lanai43";
+        for &n in &nodes {
+            for &size in &sizes {
+                let host = latency(prof, n, size, BcastMode::HostBased, TreeShape::Binomial, p.iters, p.seed)?;
+                for (mode, pipelined) in [(BcastMode::nic_assisted(), true), (BcastMode::nic_assisted_whole(), false)] {
+                    let (na, l) = best_postal(prof, n, size, mode, p.iters, p.seed)?;
+                    let id = if fm { fm_ids(n, size, pipelined) } else { None };
+                    let series = format!("{} {}", prof.name, mode_name(mode));
+                    let mut rs = side_by_side(&series, n, size, "latency", "us", host, na, [None, None, id]);
+                    rs[0].metric = "host binomial";
+                    rs[1].metric = "na optimal";
+                    rows.extend(rs);
+                    rows.push(Row {
+                        series,
+                        nodes: n,
+                        size,
+                        metric: "best lambda",
+                        value: f64::from(l),
+                        unit: "",
+                        paper_id: None,
+                        paper: None,
+                    });
+                }
+                done += 1;
+                progress(done, total);
+            }
+        }
+    }
+    Ok(Outcome {
+        title: "Multicast: host-based binomial vs NIC-assisted on the best postal tree, with (na-pipe) and without \
+                (na-nopipe) packet-wise pipelining (2.5, Figures 2.6-2.7)"
+            .into(),
+        x: XAxis::Size,
+        rows,
+        notes: vec![
+            "latency: root's start until the last member has the message, mean of --iters after one untimed".into(),
+            "best lambda: the integer lambda (1..n-1) whose postal tree was fastest, as 2.5 chose".into(),
+        ],
+    })
+}
+
+/// The GM-2 slides' point for the offloaded broadcast factor, if any.
+fn gm2_id(profile: &str, n: u32) -> Option<&'static [&'static str]> {
+    (profile.starts_with("gm2-lanai91") && n == 16).then_some(&["gm2-multicast-foi"][..])
+}
+
+/// `outboard sim bcast`: host-based binomial against NIC-based forwarding
+/// (offloaded) on the binomial tree and on the best postal tree, at the
+/// communication-library level and through the profile's MPI layer
+/// (the slides' GM-2 multicast and MPI_Bcast figures).
+pub(super) fn run_bcast(p: &Params, progress: &mut dyn FnMut(usize, usize)) -> Result<Outcome, ExperimentError> {
+    let sizes = if p.sizes.is_empty() { vec![4, 128, 1024, 4096, 8192, 16384, 65536] } else { p.sizes.clone() };
+    let nodes = if p.nodes.is_empty() { vec![4, 8, 16] } else { p.nodes.clone() };
+    let total = p.profiles.len() * sizes.len() * nodes.len() * 2;
+    let mut rows: Vec<Row> = Vec::new();
+    let mut done = 0;
+    for base in &p.profiles {
+        for prof in [base.clone(), base.at_mpi_level()] {
+            let mpi = prof.name.ends_with("+mpi");
+            for &n in &nodes {
+                let mut best: (f64, u32) = (0.0, 0);
+                for &size in &sizes {
+                    let host = latency(&prof, n, size, BcastMode::HostBased, TreeShape::Binomial, p.iters, p.seed)?;
+                    let nic = latency(&prof, n, size, BcastMode::Offloaded, TreeShape::Binomial, p.iters, p.seed)?;
+                    let (opt, l) = best_postal(&prof, n, size, BcastMode::Offloaded, p.iters, p.seed)?;
+                    let mut rs = side_by_side(&prof.name, n, size, "latency", "us", host, nic, [None, None, None]);
+                    rs[0].metric = "host binomial";
+                    rs[1].metric = "nic binomial";
+                    rows.extend(rs);
+                    let mut rs = side_by_side(&prof.name, n, size, "latency", "us", host, opt, [None, None, None]);
+                    rs[1].metric = "nic postal";
+                    rs[2].metric = "factor postal";
+                    rows.extend(rs.into_iter().skip(1));
+                    rows.push(Row {
+                        series: prof.name.clone(),
+                        nodes: n,
+                        size,
+                        metric: "best lambda",
+                        value: f64::from(l),
+                        unit: "",
+                        paper_id: None,
+                        paper: None,
+                    });
+                    // Like for like (the same tree both ways), as the slides compare.
+                    if host / nic > best.0 {
+                        best = (host / nic, size);
+                    }
+                    done += 1;
+                    progress(done, total);
+                }
+                let id: Option<&[&str]> = if mpi {
+                    (base.name.starts_with("gm2-lanai91") && n == 16).then_some(&["gm2-mpi-bcast-foi"][..])
+                } else {
+                    gm2_id(&base.name, n)
+                };
+                let r = Row {
+                    series: prof.name.clone(),
+                    nodes: n,
+                    size: best.1,
+                    metric: "max factor",
+                    value: best.0,
+                    unit: "x",
+                    paper_id: None,
+                    paper: None,
+                };
+                rows.push(match id {
+                    Some(ids) => r.with_paper(ids),
+                    None => r,
+                });
+            }
+        }
+    }
+    Ok(Outcome {
+        title: "Broadcast: host-based binomial vs NIC-based forwarding (binomial and best postal tree), library and \
+                MPI level (GM-2 slides)"
+            .into(),
+        x: XAxis::Size,
+        rows,
+        notes: vec![
+            "factor = host binomial / nic binomial; factor postal = host binomial / nic postal".into(),
+            "max factor: the largest binomial factor over the sizes, at the size in the bytes column".into(),
+            "+mpi: the profile's [mpi] costs added to every send, collective start and receive".into(),
+        ],
+    })
+}
+
+/// `outboard sim bcast-skew`: host time per broadcast under process skew,
+/// 16 nodes by default; `--sizes` gives the average skews in us (the
+/// message is 4 bytes at the MPI level, as the slides' skew figure).
+pub(super) fn run_skew(p: &Params, progress: &mut dyn FnMut(usize, usize)) -> Result<Outcome, ExperimentError> {
+    let skews = if p.sizes.is_empty() { vec![0, 50, 100, 200, 400] } else { p.sizes.clone() };
+    let nodes = if p.nodes.is_empty() { vec![16] } else { p.nodes.clone() };
+    let total = p.profiles.len() * skews.len() * nodes.len();
+    let mut rows: Vec<Row> = Vec::new();
+    let mut done = 0;
+    for base in &p.profiles {
+        let prof = base.at_mpi_level();
+        for &n in &nodes {
+            for &s in &skews {
+                let h = cpu_under_skew(
+                    &prof,
+                    n,
+                    4,
+                    BcastMode::HostBased,
+                    TreeShape::Binomial,
+                    f64::from(s),
+                    p.iters,
+                    p.seed,
+                )?;
+                let o = cpu_under_skew(
+                    &prof,
+                    n,
+                    4,
+                    BcastMode::Offloaded,
+                    TreeShape::Binomial,
+                    f64::from(s),
+                    p.iters,
+                    p.seed,
+                )?;
+                let id: Option<&[&str]> = match (base.name.starts_with("gm2-lanai91"), n, s) {
+                    (true, 16, 100) => Some(&["gm2-skew-100"]),
+                    (true, 16, 400) => Some(&["gm2-skew-400"]),
+                    _ => None,
+                };
+                rows.extend(side_by_side(&prof.name, n, s, "cpu", "us", h, o, [None, None, id]));
+                done += 1;
+                progress(done, total);
+            }
+        }
+    }
+    Ok(Outcome {
+        title: "Host time per MPI-level broadcast under process skew, binomial tree (GM-2 slides)".into(),
+        x: XAxis::Size,
+        rows,
+        notes: vec![
+            "the bytes column holds the average skew in us (a random delay in 0..=2 x average before each)".into()
+        ],
+    })
+}
