@@ -66,11 +66,13 @@ pub struct EngineConfig {
     /// collective completes when its own steps are done, not when its last
     /// packets are confirmed, so without this bound a member running ahead
     /// of a slow receiver (a reduction leaf, a broadcast root) would pile up
-    /// refused packets without limit. At the bound, the port's next
-    /// collectives wait in order (their commands stay accepted; they start
-    /// as confirmations free room), which slows the fast member down to
-    /// the pace of its receivers. One collective always starts when the
-    /// port has nothing outstanding, whatever its size.
+    /// refused packets without limit. At the bound, the sends of the port's
+    /// collectives wait (the collectives still take their epochs and every
+    /// packet sent to them, so no member ever waits on a refusal for a
+    /// collective its host already started) and go out as confirmations
+    /// free room, which slows the fast member down to the pace of its
+    /// receivers. A step's sends always go when the port has room left,
+    /// whatever their size.
     pub coll_send_bytes: usize,
 }
 

@@ -41,7 +41,7 @@ pub struct Stats {
     /// Collective packets that failed (peer gone, refused too long) after
     /// their collective had already completed here.
     pub coll_abandoned: u64,
-    /// Collectives whose start waited because their port's unconfirmed
+    /// Times a collective's sends waited because their port's unconfirmed
     /// collective packets had reached `EngineConfig::coll_send_bytes`.
     pub coll_deferred: u64,
     /// Collectives (broadcast receives) this engine started on its own from

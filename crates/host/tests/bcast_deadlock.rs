@@ -38,14 +38,15 @@
 //! exactly the crossed orders above; the pools are one or two packets, so
 //! refusals happen all the time, and the test checks they did.
 //!
-//! # Two waits that break the argument (ignored tests below)
+//! # Waits that broke the argument
 //!
-//! - The engine's sender-side bound (`EngineConfig::coll_send_bytes`)
-//!   defers a port's next collectives - receive side included - while its
-//!   unconfirmed packets are refused by a full pool elsewhere: a port then
-//!   holds its send room while waiting for another's pool, and crossed
-//!   roots deadlock (`the_sender_bound_and_a_full_pool_deadlock_crossed_roots`).
-//!   The tests that pass keep the bound at its default (1 MiB).
+//! - The engine's sender-side bound (`EngineConfig::coll_send_bytes`) used
+//!   to defer a port's next collectives - receive side included - while its
+//!   unconfirmed packets were refused by a full pool elsewhere: a port then
+//!   held its send room while waiting for another's pool, and crossed
+//!   roots deadlocked (`the_sender_bound_and_a_full_pool_deadlock_crossed_roots`).
+//!   Now only the *sends* wait at the bound; the collective takes its epoch
+//!   and every packet for it at once, so the first rule above holds.
 //! - The host library: offloaded chunks waiting for data hold send tokens,
 //!   and an earlier host-based collective that needs one to forward starves
 //!   (`offloaded_chunks_holding_every_send_token_starve_an_earlier_host_based_broadcast`).
@@ -222,19 +223,19 @@ fn crossed_multicasts_with_one_packet_pools_complete() {
 
 /// The same with two-packet pools and the engine's sender-side bound
 /// (`coll_send_bytes`) at two packets: a port whose unconfirmed
-/// collective packets reach the bound defers its next collectives until
-/// confirmations free room. Seed 13 stalls (see
-/// [`the_sender_bound_and_a_full_pool_deadlock_crossed_roots`]).
+/// collective packets reach the bound holds its collectives' sends until
+/// confirmations free room (seed 13 stalled while the bound deferred whole
+/// collectives, see [`the_sender_bound_and_a_full_pool_deadlock_crossed_roots`]).
 #[test]
-#[ignore = "engine bug: the sender-side bound (coll_send_bytes) defers a collective whose packets sit refused in a full pool elsewhere - hold-and-wait; seed 13 stalls"]
 fn crossed_multicasts_with_two_packet_pools_and_send_bound_complete() {
     for seed in 11..=14 {
         run_crossed(seed, 2, 2);
     }
 }
 
-/// Minimal reproduction of a hold-and-wait in the engine's sender-side
-/// bound (`coll_send_bytes`, engine commit fd91c66), no loss needed.
+/// Regression test: a hold-and-wait the engine's first sender-side bound
+/// (`coll_send_bytes`, engine commit fd91c66) had, no loss needed. Fixed
+/// by letting only sends wait at the bound.
 ///
 /// Two nodes, two groups with the same two members; X roots group A's
 /// broadcasts, Y roots group B's. X starts A1, A2, B1, B2; Y starts B1,
@@ -249,7 +250,6 @@ fn crossed_multicasts_with_two_packet_pools_and_send_bound_complete() {
 /// each port holds its send room while waiting for the other's pool, and
 /// they retry forever (until `retry_timeout` fails a collective).
 #[test]
-#[ignore = "engine bug: sender-side bound (coll_send_bytes) + full unexpected pool = hold-and-wait deadlock; reported to the lead"]
 fn the_sender_bound_and_a_full_pool_deadlock_crossed_roots() {
     let len = 100;
     let mut rng = Rng::new(7);

@@ -149,18 +149,6 @@ pub(crate) struct CollOut {
     pub first_refused: Option<Instant>,
 }
 
-/// A collective command accepted while its port was at its send bound;
-/// it starts, in order, when confirmations free room.
-#[derive(Debug)]
-pub(crate) struct Deferred {
-    pub op: OpId,
-    pub group: GroupId,
-    pub schedule: ScheduleId,
-    pub reduction: Option<Reduction>,
-    pub send: HostBuf,
-    pub recv: HostBuf,
-}
-
 /// Engine-wide collective state.
 #[derive(Debug, Default)]
 pub(crate) struct CollState {
@@ -176,10 +164,10 @@ pub(crate) struct CollState {
     pub keepalive_at: Option<Instant>,
     /// Per port: bytes its entries in `out` hold (payload + bookkeeping).
     pub out_bytes: HashMap<PortId, usize>,
-    /// Per port: collectives waiting for room under the send bound.
-    pub deferred: HashMap<PortId, VecDeque<Deferred>>,
-    /// Whether packets left `out` since deferred collectives were last
-    /// looked at.
+    /// Groups with a collective whose sends wait for room under their
+    /// port's send bound.
+    pub blocked: std::collections::BTreeSet<(PortId, GroupId)>,
+    /// Whether packets left `out` since blocked groups were last looked at.
     pub drain_due: bool,
 }
 
@@ -246,8 +234,7 @@ impl<D: Dma> Engine<D> {
 
     pub(crate) fn coll_destroy_group(&mut self, port: PortId, group: GroupId) -> Result<Completion, OpError> {
         let g = self.coll.groups.get(&(port, group)).ok_or(CollError::NoSuchGroup)?;
-        let waiting = self.coll.deferred.get(&port).is_some_and(|q| q.iter().any(|d| d.group == group));
-        if g.running.iter().any(|r| r.op.is_some()) || waiting {
+        if g.running.iter().any(|r| r.op.is_some()) {
             return Err(CollError::GroupBusy.into());
         }
         // Broadcasts the engine forwarded on its own that the host never
@@ -255,6 +242,7 @@ impl<D: Dma> Engine<D> {
         let held: usize = g.running.iter().map(|r| r.held).sum();
         self.coll.pool_bytes -= held;
         self.coll.groups.remove(&(port, group));
+        self.coll.blocked.remove(&(port, group));
         Ok(Completion::GroupDestroyed)
     }
 
@@ -276,9 +264,8 @@ impl<D: Dma> Engine<D> {
         Ok(Completion::ScheduleSet)
     }
 
-    /// Starts a collective, or queues it behind the port's earlier ones
-    /// while the port is at its send bound. Errors found before anything is
-    /// sent complete the command at once (with its token back).
+    /// Starts a collective. Errors found before anything is sent complete
+    /// the command at once (with its token back).
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn coll_start(
         &mut self,
@@ -299,54 +286,12 @@ impl<D: Dma> Engine<D> {
             r.validate()?;
             r.check_len(send.len as usize)?;
         }
-        let g = self.coll.groups.get(&(port, group)).ok_or(CollError::NoSuchGroup)?;
-        if !g.schedules.contains_key(&schedule.0) {
-            return Err(CollError::NoSuchSchedule.into());
-        }
-        let d = Deferred { op, group, schedule, reduction, send, recv };
-        let queued = self.coll.deferred.get(&port).is_some_and(|q| !q.is_empty());
-        if queued || self.coll_port_full(port) {
-            self.stats.coll_deferred += 1;
-            self.coll.deferred.entry(port).or_default().push_back(d);
-            return Ok(());
-        }
-        self.coll_begin(now, port, d)
-    }
-
-    fn coll_port_full(&self, port: PortId) -> bool {
-        self.coll.out_bytes.get(&port).copied().unwrap_or(0) >= self.cfg.coll_send_bytes
-    }
-
-    /// Starts deferred collectives of every port with room again. Runs at
-    /// the end of an engine input, never inside the handling of a packet,
-    /// so a start cannot interleave with the bookkeeping that freed room.
-    pub(crate) fn coll_drain(&mut self, now: Instant) {
-        if !std::mem::take(&mut self.coll.drain_due) {
-            return;
-        }
-        let ports: Vec<PortId> = self.coll.deferred.iter().filter(|(_, q)| !q.is_empty()).map(|(&p, _)| p).collect();
-        for port in ports {
-            while !self.coll_port_full(port) {
-                let Some(d) = self.coll.deferred.get_mut(&port).and_then(VecDeque::pop_front) else { break };
-                let op = d.op;
-                if let Err(e) = self.coll_begin(now, port, d) {
-                    let gen = self.ports[usize::from(port.0)].gen;
-                    self.complete(port, gen, op, Err(e), false);
-                }
-            }
-        }
-        self.coll.deferred.retain(|_, q| !q.is_empty());
-    }
-
-    /// Starts a (validated) collective: reads its contribution, takes the
-    /// group's next epoch and runs it as far as it can go.
-    fn coll_begin(&mut self, now: Instant, port: PortId, d: Deferred) -> Result<(), OpError> {
-        let Deferred { op, group, schedule, reduction, send, recv } = d;
         let g = self.coll.groups.get_mut(&(port, group)).ok_or(CollError::NoSuchGroup)?;
         if g.host_epoch != g.next_epoch {
             self.coll_attach(port, group, op, schedule, recv);
             return Ok(());
         }
+
         let sched = g.schedules.get(&schedule.0).cloned().ok_or(CollError::NoSuchSchedule)?;
         // A member it must hear from may already be known dead: no packet
         // would ever tell this collective so.
@@ -391,6 +336,26 @@ impl<D: Dma> Engine<D> {
         Ok(())
     }
 
+    fn coll_port_full(&self, port: PortId) -> bool {
+        self.coll.out_bytes.get(&port).copied().unwrap_or(0) >= self.cfg.coll_send_bytes
+    }
+
+    /// Runs on the collectives whose sends waited for room, for every
+    /// port that has room again. Runs at the end of an engine input, never
+    /// inside the handling of a packet, so it cannot interleave with the
+    /// bookkeeping that freed the room.
+    pub(crate) fn coll_drain(&mut self, now: Instant) {
+        if !std::mem::take(&mut self.coll.drain_due) {
+            return;
+        }
+        let ready: Vec<(PortId, GroupId)> =
+            self.coll.blocked.iter().copied().filter(|(p, _)| !self.coll_port_full(*p)).collect();
+        for (port, group) in ready {
+            self.coll.blocked.remove(&(port, group));
+            self.coll_advance(now, port, group);
+        }
+    }
+
     /// The host's command for a collective its engine already started on
     /// its own: it takes over the collective (and its result, if done).
     fn coll_attach(&mut self, port: PortId, group: GroupId, op: OpId, schedule: ScheduleId, recv: HostBuf) {
@@ -419,13 +384,12 @@ impl<D: Dma> Engine<D> {
         let mut a = a;
         let mut first = true;
         loop {
-            let full = self.coll_port_full(port);
             let Some(g) = self.coll.groups.get_mut(&(port, group)) else { return Err(a) };
             let sched = g.schedules.get(&a.schedule).filter(|c| c.starts_on(a.src_rank, a.round)).cloned();
             let cost = a.data.len() + ARRIVAL_OVERHEAD;
             // A pooled packet already holds its room.
             let room = first && self.coll.pool_bytes + cost > self.cfg.coll_unexpected_bytes;
-            let Some(sched) = sched.filter(|_| !full && !room) else {
+            let Some(sched) = sched.filter(|_| !room) else {
                 if first {
                     return Err(a);
                 }
@@ -473,9 +437,12 @@ impl<D: Dma> Engine<D> {
     /// Runs every collective of the group as far as its arrivals allow,
     /// then completes finished ones from the front, in epoch order.
     pub(crate) fn coll_advance(&mut self, now: Instant, port: PortId, group: GroupId) {
+        let mut held = self.coll.out_bytes.get(&port).copied().unwrap_or(0);
+        let bound = self.cfg.coll_send_bytes;
         let Some(g) = self.coll.groups.get_mut(&(port, group)) else { return };
         let rank = g.rank;
         let mut sends: Vec<PendingSends> = Vec::new();
+        let mut blocked = false;
         for r in g.running.iter_mut() {
             if r.outcome.is_some() {
                 continue;
@@ -488,7 +455,15 @@ impl<D: Dma> Engine<D> {
                 }
                 let st = &steps[r.step];
                 if !r.sent {
+                    if !st.send_to.is_empty() && held >= bound {
+                        // The port's unconfirmed packets fill its bound:
+                        // this step's sends (and so the collective) wait;
+                        // its receives are still taken as they come.
+                        blocked = true;
+                        break;
+                    }
                     r.sent = true;
+                    held += st.send_to.len() * (r.value.len() + OUT_OVERHEAD);
                     if !st.send_to.is_empty() {
                         let to = st.send_to.iter().copied().zip(r.sched.send_round[r.step].iter().copied()).collect();
                         sends.push(PendingSends { epoch: r.epoch, schedule: r.sched.id, data: Arc::from(&r.value[..]), to });
@@ -533,6 +508,10 @@ impl<D: Dma> Engine<D> {
             }
         }
         let (gen, members) = (g.gen, g.members.clone());
+        if blocked {
+            self.stats.coll_deferred += 1;
+            self.coll.blocked.insert((port, group));
+        }
         for PendingSends { epoch, schedule, data, to } in sends {
             for (dst_rank, round) in to {
                 let key = self.coll_alloc_key();
@@ -840,8 +819,7 @@ impl<D: Dma> Engine<D> {
         self.coll.pool_bytes -= freed;
         self.coll_out_retain(|o| o.port != port);
         self.coll.out_bytes.remove(&port);
-        // Their commands died with the port: no events.
-        self.coll.deferred.remove(&port);
+        self.coll.blocked.retain(|(p, _)| *p != port);
     }
 
     /// Removes outgoing packet `key`, returning its room to its port.
@@ -908,7 +886,6 @@ impl<D: Dma> Engine<D> {
     /// Whether no collective is under way and nothing is pooled or queued.
     pub(crate) fn coll_is_quiet(&self) -> bool {
         self.coll.out.is_empty()
-            && self.coll.deferred.is_empty()
             && self.coll.groups.values().all(|g| g.running.is_empty())
     }
 
