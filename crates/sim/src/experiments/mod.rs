@@ -18,6 +18,7 @@ pub mod coll;
 pub mod dissemination;
 pub mod extra_profiles;
 pub mod granularity;
+pub mod lambda;
 pub mod multicast;
 pub mod multisend;
 pub mod pingpong;
@@ -37,6 +38,7 @@ pub const NAMES: &[&str] = &["closed-form", "pingpong", "dissemination", "barrie
     "multicast",
     "bcast",
     "bcast-skew",
+    "lambda-sweep",
 ];
 
 /// An experiment could not run.
@@ -261,6 +263,7 @@ pub fn run(name: &str, p: &Params, progress: &mut dyn FnMut(usize, usize)) -> Re
         "multicast" => multicast::run(p, progress),
         "bcast" => multicast::run_bcast(p, progress),
         "bcast-skew" => multicast::run_skew(p, progress),
+        "lambda-sweep" => lambda::run(p, progress),
         other => Err(ExperimentError::Unknown(other.to_string())),
     }
 }

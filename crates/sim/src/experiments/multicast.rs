@@ -34,6 +34,15 @@ use crate::time::{Dur, Time};
 /// The root of every broadcast here.
 pub const ROOT: u32 = 0;
 
+/// MPICH's binomial broadcast tree *in MPICH's sending order*, the largest
+/// subtree first. The host library's [`TreeShape::Binomial`] lists a rank's
+/// children nearest first (`v+1, v+2, v+4, ...`: the order a reduction
+/// folds them), and a broadcast sends in list order, so its largest subtree
+/// is served last: at 16 nodes the last leaf waits for 7 sends instead of 4.
+/// The postal tree for lambda 1 is the binomial tree with its children in
+/// greedy order, largest subtree first, so it stands in for MPICH's.
+pub const MPICH_BINOMIAL: TreeShape = TreeShape::Postal(Lambda::Given(1.0));
+
 /// Short name of a broadcast mode and chunking.
 pub fn mode_name(m: BcastMode) -> &'static str {
     match m {
@@ -50,7 +59,8 @@ pub fn shape_name(s: TreeShape) -> String {
         TreeShape::Binomial => "binomial".into(),
         TreeShape::Kary(k) => format!("{k}-ary"),
         TreeShape::Chain => "chain".into(),
-        TreeShape::Postal(Lambda::Given(l)) => format!("postal l={l}"),
+        TreeShape::Postal(Lambda::Given(l)) if l == 1.0 => "binomial (mpich order)".into(),
+        TreeShape::Postal(Lambda::Given(l)) => format!("postal l={l:.2}"),
         TreeShape::Postal(Lambda::Link(_)) => "postal (link)".into(),
     }
 }
@@ -110,7 +120,20 @@ pub fn latency(
     Ok(sum / f64::from(iters))
 }
 
-/// The best postal tree for integer lambda 1..n-1, as 2.5 chose it:
+/// The integer lambdas tried for the best postal tree: every one of
+/// 1..n-1 up to 32 nodes, as 2.5 did; above that a geometric set (each
+/// value about 1.4 times the last) up to n-1, since neighbouring lambdas
+/// give nearly the same tree.
+pub fn lambda_candidates(n: u32) -> Vec<u32> {
+    if n <= 32 {
+        return (1..n.max(2)).collect();
+    }
+    let mut v = vec![1, 2, 3, 4, 5, 6, 8, 11, 16, 23, 32, 45, 64, 90, 128, 181, 256, 362, 512, 724];
+    v.retain(|&l| l < n);
+    v
+}
+
+/// The best postal tree over [`lambda_candidates`], as 2.5 chose it:
 /// (latency, lambda).
 pub fn best_postal(
     profile: &Profile,
@@ -121,7 +144,7 @@ pub fn best_postal(
     seed: u64,
 ) -> Result<(f64, u32), ExperimentError> {
     let mut best = (f64::INFINITY, 1);
-    for l in 1..n.max(2) {
+    for l in lambda_candidates(n) {
         let us = latency(profile, n, size, mode, TreeShape::Postal(Lambda::Given(f64::from(l))), iters, seed)?;
         if us < best.0 {
             best = (us, l);
@@ -197,7 +220,7 @@ pub(super) fn run(p: &Params, progress: &mut dyn FnMut(usize, usize)) -> Result<
         let fm = prof.name == "fm-lanai43";
         for &n in &nodes {
             for &size in &sizes {
-                let host = latency(prof, n, size, BcastMode::HostBased, TreeShape::Binomial, p.iters, p.seed)?;
+                let host = latency(prof, n, size, BcastMode::HostBased, MPICH_BINOMIAL, p.iters, p.seed)?;
                 for (mode, pipelined) in [(BcastMode::nic_assisted(), true), (BcastMode::nic_assisted_whole(), false)] {
                     let (na, l) = best_postal(prof, n, size, mode, p.iters, p.seed)?;
                     let id = if fm { fm_ids(n, size, pipelined) } else { None };
@@ -256,8 +279,8 @@ pub(super) fn run_bcast(p: &Params, progress: &mut dyn FnMut(usize, usize)) -> R
             for &n in &nodes {
                 let mut best: (f64, u32) = (0.0, 0);
                 for &size in &sizes {
-                    let host = latency(&prof, n, size, BcastMode::HostBased, TreeShape::Binomial, p.iters, p.seed)?;
-                    let nic = latency(&prof, n, size, BcastMode::Offloaded, TreeShape::Binomial, p.iters, p.seed)?;
+                    let host = latency(&prof, n, size, BcastMode::HostBased, MPICH_BINOMIAL, p.iters, p.seed)?;
+                    let nic = latency(&prof, n, size, BcastMode::Offloaded, MPICH_BINOMIAL, p.iters, p.seed)?;
                     let (opt, l) = best_postal(&prof, n, size, BcastMode::Offloaded, p.iters, p.seed)?;
                     let mut rs = side_by_side(&prof.name, n, size, "latency", "us", host, nic, [None, None, None]);
                     rs[0].metric = "host binomial";
