@@ -44,6 +44,9 @@ pub enum BenchCmd {
     /// Reduce-to-root latency by size: offloaded vs host-based vs Open
     /// MPI's MPI_Reduce over TCP.
     Reduce(crate::bench_coll::CollArgs),
+    /// Broadcast latency by size: offloaded (NIC-forwarded) vs NIC-assisted
+    /// (multi-send) vs host-based vs Open MPI's MPI_Bcast over TCP.
+    Bcast(crate::bench_coll::CollArgs),
     /// Split-phase overlap in the OSU style (start, compute for the pure
     /// latency, wait), offloaded vs host-based vs Open MPI.
     Overlap(crate::bench_coll::CollArgs),
@@ -209,7 +212,7 @@ impl EngineSide {
         Ok(EngineSide { port, peer, sbuf, rbuf, ack, posted: None, window: Vec::new() })
     }
 
-    fn from_peer(&self, tag: u64) -> RecvMatch {
+    fn peer_match(&self, tag: u64) -> RecvMatch {
         RecvMatch::from(self.peer.node, self.peer.port, tag)
     }
 
@@ -225,7 +228,7 @@ impl Side for EngineSide {
     // packet leaves first and carries the acknowledgement of what came in.
     fn ping(&mut self, size: usize) -> anyhow::Result<()> {
         let s = self.port.start_send(self.peer, TAG_LAT, HostBuf { addr: self.sbuf.addr, len: size as u32 })?;
-        let r = self.port.start_recv(self.from_peer(TAG_LAT), self.rbuf)?;
+        let r = self.port.start_recv(self.peer_match(TAG_LAT), self.rbuf)?;
         self.port.wait(s)?;
         self.port.wait(r)?;
         Ok(())
@@ -234,17 +237,17 @@ impl Side for EngineSide {
     fn pong(&mut self, size: usize) -> anyhow::Result<()> {
         let r = match self.posted.take() {
             Some(r) => r,
-            None => self.port.start_recv(self.from_peer(TAG_LAT), self.rbuf)?,
+            None => self.port.start_recv(self.peer_match(TAG_LAT), self.rbuf)?,
         };
         self.port.wait(r)?;
         let s = self.port.start_send(self.peer, TAG_LAT, HostBuf { addr: self.sbuf.addr, len: size as u32 })?;
-        self.posted = Some(self.port.start_recv(self.from_peer(TAG_LAT), self.rbuf)?);
+        self.posted = Some(self.port.start_recv(self.peer_match(TAG_LAT), self.rbuf)?);
         self.port.wait(s)?;
         Ok(())
     }
 
     fn stream(&mut self, size: usize, window: usize) -> anyhow::Result<()> {
-        let ack = self.port.start_recv(self.from_peer(TAG_ACK), self.ack)?;
+        let ack = self.port.start_recv(self.peer_match(TAG_ACK), self.ack)?;
         let buf = HostBuf { addr: self.sbuf.addr, len: size as u32 };
         let reqs: Vec<Request> = (0..window).map(|_| self.port.start_send(self.peer, TAG_BW, buf)).collect::<Result<_, _>>()?;
         for r in reqs {
@@ -257,7 +260,7 @@ impl Side for EngineSide {
     fn sink(&mut self, _size: usize, window: usize, more: bool) -> anyhow::Result<()> {
         if self.window.is_empty() {
             for _ in 0..window {
-                let r = self.port.start_recv(self.from_peer(TAG_BW), self.rbuf)?;
+                let r = self.port.start_recv(self.peer_match(TAG_BW), self.rbuf)?;
                 self.window.push(r);
             }
         }
@@ -266,7 +269,7 @@ impl Side for EngineSide {
         }
         if more {
             for _ in 0..window {
-                let r = self.port.start_recv(self.from_peer(TAG_BW), self.rbuf)?;
+                let r = self.port.start_recv(self.peer_match(TAG_BW), self.rbuf)?;
                 self.window.push(r);
             }
         }
@@ -430,6 +433,7 @@ pub fn run(cmd: BenchCmd) -> anyhow::Result<()> {
         BenchCmd::Allreduce(a) => return coll(Kind::Allreduce, a),
         BenchCmd::Reduce(a) => return coll(Kind::Reduce, a),
         BenchCmd::Overlap(a) => return coll(Kind::Overlap, a),
+        BenchCmd::Bcast(a) => return coll(Kind::Bcast, a),
         BenchCmd::Pingpong(a) => {
             let raw = a.compare == Some(Compare::RawUdp);
             (a, true, raw)

@@ -1,13 +1,16 @@
-//! `outboard bench barrier|allreduce|reduce|overlap`: collectives across
-//! real processes, offloaded beside host-based in one run, and Open MPI's
-//! over its TCP transport where `mpicc` and `mpirun` are present.
+//! `outboard bench barrier|allreduce|reduce|bcast|overlap`: collectives
+//! across real processes, offloaded beside host-based (and, for broadcast,
+//! NIC-assisted) in one run, and Open MPI's over its TCP transport where
+//! `mpicc` and `mpirun` are present.
 //!
 //! The command launches a job of its own (`outboard run -n N` of this very
 //! binary in worker mode) for every rank count asked for. Each rank times
 //! every iteration of a collective on its own, after a warm-up; the figure
 //! printed is the median of a rank's samples, averaged over the ranks.
-//! Offloaded and host-based alternate round by round, so a burst of noise
-//! on this shared machine hits both alike.
+//! The modes alternate round by round, so a burst of noise on this shared
+//! machine hits them alike. Broadcast runs on the binomial tree from rank 0
+//! in all three modes (NIC-assisted with its default packet-sized pieces),
+//! and every rank checks every result against the root's bytes.
 //!
 //! `overlap` follows OSU's `osu_ibarrier`/`osu_iallreduce`: the pure
 //! latency of start + wait (mean), then start, compute (a busy loop) for
@@ -26,7 +29,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 use outboard_engine::{Datatype, ReduceOp, Reduction};
-use outboard_host::{AllreduceAlgorithm, BarrierAlgorithm, Mode, RecvMatch, TreeShape};
+use outboard_host::{AllreduceAlgorithm, BarrierAlgorithm, BcastMode, Mode, RecvMatch, TreeShape};
 use outboard_runtime::{machine_cores, Options, Progress};
 
 /// Which collective a benchmark measures.
@@ -40,6 +43,8 @@ pub enum Kind {
     Reduce,
     /// Split-phase overlap (OSU style).
     Overlap,
+    /// Broadcast from rank 0, every size.
+    Bcast,
 }
 
 impl Kind {
@@ -49,6 +54,23 @@ impl Kind {
             Kind::Allreduce => "allreduce",
             Kind::Reduce => "reduce",
             Kind::Overlap => "overlap",
+            Kind::Bcast => "bcast",
+        }
+    }
+
+    /// The modes measured, in column order.
+    fn modes(self, a: &CollArgs) -> Vec<BcastMode> {
+        match self {
+            Kind::Bcast => a.modes.iter().map(|c| c.mode()).collect(),
+            _ => MODES.iter().map(|&m| m.into()).collect(),
+        }
+    }
+
+    /// Sizes used when `--sizes` is not given.
+    fn default_sizes(self) -> Vec<u32> {
+        match self {
+            Kind::Bcast => vec![8, 1024, 16 << 10, 256 << 10],
+            _ => vec![8, 64, 1024, 4096],
         }
     }
 }
@@ -62,17 +84,60 @@ pub enum OverlapOp {
     Allreduce,
 }
 
-/// Arguments of `outboard bench barrier|allreduce|reduce|overlap`.
+/// Broadcast modes `bench bcast` can measure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum BcastCol {
+    /// Offloaded: the engines forward each piece (NIC-based forwarding).
+    Offloaded,
+    /// NIC-assisted, pipelined in packet-sized pieces.
+    Nic,
+    /// NIC-assisted without pipelining.
+    NicWhole,
+    /// Host-based over point-to-point.
+    Host,
+}
+
+impl BcastCol {
+    fn mode(self) -> BcastMode {
+        match self {
+            BcastCol::Offloaded => BcastMode::Offloaded,
+            BcastCol::Nic => BcastMode::nic_assisted(),
+            BcastCol::NicWhole => BcastMode::nic_assisted_whole(),
+            BcastCol::Host => BcastMode::HostBased,
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            BcastCol::Offloaded => "offloaded",
+            BcastCol::Nic => "nic",
+            BcastCol::NicWhole => "nic-whole",
+            BcastCol::Host => "host",
+        }
+    }
+
+    fn header(self) -> &'static str {
+        match self {
+            BcastCol::Offloaded => "offloaded",
+            BcastCol::Nic => "nic-asst",
+            BcastCol::NicWhole => "nic-whole",
+            BcastCol::Host => "host-based",
+        }
+    }
+}
+
+/// Arguments of `outboard bench barrier|allreduce|reduce|bcast|overlap`.
 #[derive(clap::Args, Clone, Debug)]
 pub struct CollArgs {
     /// Ranks (processes on this machine); one job per value.
     #[arg(short = 'n', long = "np", value_delimiter = ',', default_value = "2,4",
           value_parser = clap::value_parser!(u32).range(2..=64))]
     ranks: Vec<u32>,
-    /// Contribution sizes in bytes for allreduce and reduce (i64 sums;
-    /// multiples of 8, at most 4096).
-    #[arg(long, value_delimiter = ',', default_value = "8,64,1024,4096")]
-    sizes: Vec<u32>,
+    /// Sizes in bytes: for allreduce and reduce, contributions (i64 sums;
+    /// multiples of 8, at most 4096; default 8,64,1024,4096); for bcast,
+    /// messages (1 B to 16 MiB; default 8,1024,16384,262144).
+    #[arg(long, value_delimiter = ',')]
+    sizes: Option<Vec<u32>>,
     /// Untimed iterations before each round.
     #[arg(long, default_value_t = 200)]
     warmup: u32,
@@ -90,6 +155,10 @@ pub struct CollArgs {
     /// Operations of `overlap`.
     #[arg(long, value_enum, value_delimiter = ',', default_value = "barrier,allreduce")]
     ops: Vec<OverlapOp>,
+    /// Broadcast modes of `bcast`, in column order (`nic-whole`: NIC-assisted
+    /// without pipelining).
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "offloaded,nic,host")]
+    modes: Vec<BcastCol>,
     /// Leave Open MPI out.
     #[arg(long)]
     no_mpi: bool,
@@ -99,6 +168,13 @@ pub struct CollArgs {
     /// Internal: this process is one rank of the benchmark's job.
     #[arg(long, hide = true)]
     worker: bool,
+}
+
+impl CollArgs {
+    /// The sizes asked for (filled in with the kind's defaults by [`run`]).
+    fn sizes(&self) -> &[u32] {
+        self.sizes.as_deref().unwrap_or(&[])
+    }
 }
 
 const MODES: [Mode; 2] = [Mode::Offloaded, Mode::HostBased];
@@ -138,15 +214,20 @@ fn cases(kind: Kind, a: &CollArgs) -> Vec<Case> {
             }
         }
         Kind::Allreduce => {
-            for &size in &a.sizes {
+            for &size in a.sizes() {
                 for (alg, _) in allreduce_algorithms() {
                     v.push(Case { op: "allreduce", alg, size });
                 }
             }
         }
         Kind::Reduce => {
-            for &size in &a.sizes {
+            for &size in a.sizes() {
                 v.push(Case { op: "reduce", alg: "binomial", size });
+            }
+        }
+        Kind::Bcast => {
+            for &size in a.sizes() {
+                v.push(Case { op: "bcast", alg: "binomial", size });
             }
         }
         Kind::Overlap => {
@@ -154,7 +235,7 @@ fn cases(kind: Kind, a: &CollArgs) -> Vec<Case> {
                 match op {
                     OverlapOp::Barrier => v.push(Case { op: "barrier", alg: "pairwise-exchange", size: 0 }),
                     OverlapOp::Allreduce => {
-                        for &size in &a.sizes {
+                        for &size in a.sizes() {
                             v.push(Case { op: "allreduce", alg: "recursive-doubling", size });
                         }
                     }
@@ -203,10 +284,26 @@ fn worker(kind: Kind, a: &CollArgs) -> anyhow::Result<()> {
     let mut g = world.group()?;
     let mut mine: Vec<f64> = Vec::new();
     for case in cases(kind, a) {
-        let data: Vec<u8> = (0..case.size / 8).flat_map(|i| (i64::from(rank) * 1000 + i64::from(i)).to_le_bytes()).collect();
+        let data: Vec<u8> = if kind == Kind::Bcast {
+            // The root's message; the others pass zeros of the same length.
+            (0..case.size).map(|i| if rank == 0 { (i.wrapping_mul(2_654_435_761) >> 13) as u8 } else { 0 }).collect()
+        } else {
+            (0..case.size / 8).flat_map(|i| (i64::from(rank) * 1000 + i64::from(i)).to_le_bytes()).collect()
+        };
+        let root_data: Vec<u8> = (0..case.size).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect();
         // Runs one blocking collective of this case in `mode`.
-        let once = |port: &mut outboard_host::Port<outboard_runtime::RtPort>, g: &mut outboard_host::Group, mode: Mode| -> anyhow::Result<()> {
+        let once = |port: &mut outboard_host::Port<outboard_runtime::RtPort>, g: &mut outboard_host::Group, bmode: BcastMode| -> anyhow::Result<()> {
+            let mode = match bmode {
+                BcastMode::Offloaded => Mode::Offloaded,
+                _ => Mode::HostBased,
+            };
             match case.op {
+                "bcast" => {
+                    let got = port.bcast(g, bmode, TreeShape::Binomial, 0, &data)?;
+                    if got != root_data {
+                        bail!("rank {rank}: {bmode:?} broadcast of {} bytes delivered other bytes", case.size);
+                    }
+                }
                 "barrier" => {
                     let alg = barrier_algorithms().into_iter().find(|x| x.0 == case.alg).expect("known").1;
                     port.barrier(g, mode, alg)?;
@@ -228,9 +325,10 @@ fn worker(kind: Kind, a: &CollArgs) -> anyhow::Result<()> {
             }
         };
         if kind != Kind::Overlap {
-            let mut samples: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
+            let modes = kind.modes(a);
+            let mut samples: Vec<Vec<f64>> = vec![Vec::new(); modes.len()];
             for _ in 0..a.rounds {
-                for (m, &mode) in MODES.iter().enumerate() {
+                for (m, &mode) in modes.iter().enumerate() {
                     world.barrier()?;
                     for _ in 0..a.warmup {
                         once(world.port(), &mut g, mode)?;
@@ -250,7 +348,7 @@ fn worker(kind: Kind, a: &CollArgs) -> anyhow::Result<()> {
             for &mode in &MODES {
                 world.barrier()?;
                 for _ in 0..a.warmup {
-                    once(world.port(), &mut g, mode)?;
+                    once(world.port(), &mut g, mode.into())?;
                 }
                 let mut pure = 0.0;
                 for _ in 0..total {
@@ -300,7 +398,7 @@ fn worker(kind: Kind, a: &CollArgs) -> anyhow::Result<()> {
             }
         }
         let avg: Vec<f64> = sum.iter().map(|s| s / f64::from(n)).collect();
-        let per = if kind == Kind::Overlap { 6 } else { 2 };
+        let per = if kind == Kind::Overlap { 6 } else { kind.modes(a).len() };
         for (case, v) in cases(kind, a).iter().zip(avg.chunks_exact(per)) {
             let vals: Vec<String> = v.iter().map(|x| format!("{x:.3}")).collect();
             println!("@ {} {} {} {}", case.op, case.alg, case.size, vals.join(" "));
@@ -344,13 +442,15 @@ fn worker_args(kind: Kind, a: &CollArgs) -> Vec<String> {
         "bench".to_string(),
         kind.name().to_string(),
         "--worker".to_string(),
-        format!("--sizes={}", a.sizes.iter().map(u32::to_string).collect::<Vec<_>>().join(",")),
+        format!("--sizes={}", a.sizes().iter().map(u32::to_string).collect::<Vec<_>>().join(",")),
         format!("--warmup={}", a.warmup),
         format!("--iters={}", a.iters),
         format!("--rounds={}", a.rounds),
     ];
     let ops: Vec<&str> = a.ops.iter().map(|o| if *o == OverlapOp::Barrier { "barrier" } else { "allreduce" }).collect();
     v.push(format!("--ops={}", ops.join(",")));
+    let modes: Vec<&str> = a.modes.iter().map(|m| m.name()).collect();
+    v.push(format!("--modes={}", modes.join(",")));
     if let Some(p) = &a.progress {
         v.push(format!("--progress={p}"));
     }
@@ -421,7 +521,7 @@ fn mpi_setup() -> Result<Mpi, String> {
 }
 
 fn run_mpi(mpi: &Mpi, op: &str, a: &CollArgs, n: u32, timeout: Duration) -> anyhow::Result<Figures> {
-    let sizes = if op.contains("barrier") { "0".to_string() } else { a.sizes.iter().map(u32::to_string).collect::<Vec<_>>().join(",") };
+    let sizes = if op.contains("barrier") { "0".to_string() } else { a.sizes().iter().map(u32::to_string).collect::<Vec<_>>().join(",") };
     let mut child = Command::new("mpirun")
         .args(["--oversubscribe", "--mca", "btl", "tcp,self", "-n", &n.to_string()])
         .arg(&mpi.exe)
@@ -467,15 +567,77 @@ fn fmt(x: Option<f64>, prec: usize) -> String {
     }
 }
 
+/// The broadcast table: one column per mode, then host-based over each
+/// other mode, Open MPI, and Open MPI over each of ours but host-based.
+fn print_bcast(a: &CollArgs, fig: &Figures, mpi_fig: &Figures) {
+    let short = |c: BcastCol| match c {
+        BcastCol::Offloaded => "offl",
+        BcastCol::Nic => "nic",
+        BcastCol::NicWhole => "nicw",
+        BcastCol::Host => "host",
+    };
+    let host = a.modes.iter().position(|&c| c == BcastCol::Host);
+    let others: Vec<usize> = (0..a.modes.len()).filter(|&i| Some(i) != host).collect();
+    let mut head = format!("{:<6} {:<9} {:>8} |", "op", "tree", "size");
+    for c in &a.modes {
+        head += &format!(" {:>10}", c.header());
+    }
+    head += " |";
+    let host = host.filter(|_| !others.is_empty());
+    if host.is_some() {
+        for &i in &others {
+            head += &format!(" {:>9}", format!("host/{}", short(a.modes[i])));
+        }
+        head += " |";
+    }
+    head += &format!(" {:>9}", "Open MPI");
+    for &i in &others {
+        head += &format!(" {:>9}", format!("MPI/{}", short(a.modes[i])));
+    }
+    println!("{head}");
+    for c in cases(Kind::Bcast, a) {
+        let v = fig.get(&(c.op.to_string(), c.alg.to_string(), c.size)).cloned().unwrap_or_default();
+        let m = mpi_fig.get(&(c.op.to_string(), "mpi".to_string(), c.size)).and_then(|m| m.first().copied());
+        let ratio = |x: Option<f64>, y: Option<f64>| x.zip(y).map(|(x, y)| x / y);
+        let mut line = format!("{:<6} {:<9} {:>8} |", c.op, c.alg, size_label(c.size));
+        for i in 0..a.modes.len() {
+            line += &format!(" {:>10}", fmt(v.get(i).copied(), 1));
+        }
+        line += " |";
+        if let Some(h) = host {
+            for &i in &others {
+                line += &format!(" {:>9}", fmt(ratio(v.get(h).copied(), v.get(i).copied()), 2));
+            }
+            line += " |";
+        }
+        line += &format!(" {:>9}", fmt(m, 1));
+        for &i in &others {
+            line += &format!(" {:>9}", fmt(ratio(m, v.get(i).copied()), 2));
+        }
+        println!("{line}");
+    }
+}
+
 fn check(kind: Kind, a: &CollArgs) -> anyhow::Result<()> {
     if kind == Kind::Allreduce || kind == Kind::Reduce || (kind == Kind::Overlap && a.ops.contains(&OverlapOp::Allreduce)) {
-        if a.sizes.is_empty() {
+        if a.sizes().is_empty() {
             bail!("--sizes: give at least one size");
         }
-        for &s in &a.sizes {
+        for &s in a.sizes() {
             if s == 0 || s % 8 != 0 || s > 4096 {
                 bail!("--sizes: {s} is not a multiple of 8 between 8 and 4096 bytes (i64 elements)");
             }
+        }
+    }
+    if kind == Kind::Bcast {
+        if a.modes.is_empty() {
+            bail!("--modes: give at least one mode");
+        }
+        if a.sizes().is_empty() {
+            bail!("--sizes: give at least one size");
+        }
+        if let Some(s) = a.sizes().iter().find(|&&s| s == 0 || s > BCAST_MAX) {
+            bail!("--sizes: {s} is not between 1 byte and 16 MiB");
         }
     }
     if !(a.timeout.is_finite() && a.timeout > 0.0) {
@@ -487,8 +649,12 @@ fn check(kind: Kind, a: &CollArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Runs `outboard bench barrier|allreduce|reduce|overlap`.
-pub fn run(kind: Kind, a: CollArgs) -> anyhow::Result<()> {
+/// The largest broadcast `bench bcast` takes.
+const BCAST_MAX: u32 = 16 << 20;
+
+/// Runs `outboard bench barrier|allreduce|reduce|bcast|overlap`.
+pub fn run(kind: Kind, mut a: CollArgs) -> anyhow::Result<()> {
+    a.sizes.get_or_insert_with(|| kind.default_sizes());
     check(kind, &a)?;
     if a.worker {
         return worker(kind, &a);
@@ -502,9 +668,11 @@ pub fn run(kind: Kind, a: CollArgs) -> anyhow::Result<()> {
     if kind == Kind::Overlap {
         println!("# OSU-style overlap: pure = mean(start + wait); then start, busy-loop for pure, wait; overlap % = max(0, 1 - (overall - compute) / pure) * 100; means over {} iterations (after {} warm-up) and over the ranks", a.iters * a.rounds, a.warmup);
     } else {
-        println!("# figure: per-iteration latency in us, median of {} x {} iterations per rank (after {} warm-up per round), mean over the ranks; offloaded and host-based alternate by round", a.rounds, a.iters, a.warmup);
+        println!("# figure: per-iteration latency in us, median of {} x {} iterations per rank (after {} warm-up per round), mean over the ranks; the modes alternate by round", a.rounds, a.iters, a.warmup);
     }
-    if kind != Kind::Barrier && !(kind == Kind::Overlap && !a.ops.contains(&OverlapOp::Allreduce)) {
+    if kind == Kind::Bcast {
+        println!("# data: bytes from rank 0, binomial tree in every mode; NIC-assisted = one multi-send per host and piece, packet-sized pieces; every result checked");
+    } else if kind != Kind::Barrier && !(kind == Kind::Overlap && !a.ops.contains(&OverlapOp::Allreduce)) {
         println!("# data: i64 elements, SUM; reduce to rank 0");
     }
     match &mpi {
@@ -523,6 +691,7 @@ pub fn run(kind: Kind, a: CollArgs) -> anyhow::Result<()> {
                 Kind::Barrier => vec!["barrier"],
                 Kind::Allreduce => vec!["allreduce"],
                 Kind::Reduce => vec!["reduce"],
+                Kind::Bcast => vec!["bcast"],
                 Kind::Overlap => a.ops.iter().map(|o| if *o == OverlapOp::Barrier { "ibarrier" } else { "iallreduce" }).collect(),
             };
             for op in ops {
@@ -561,6 +730,8 @@ pub fn run(kind: Kind, a: CollArgs) -> anyhow::Result<()> {
                     fmt(m.as_ref().and_then(|m| m.get(3).copied()), 1),
                 );
             }
+        } else if kind == Kind::Bcast {
+            print_bcast(&a, &fig, &mpi_fig);
         } else {
             println!(
                 "{:<10} {:<19} {:>7} | {:>9} {:>10} {:>9} | {:>9} {:>9}",
@@ -613,6 +784,6 @@ mod tests {
     #[test]
     fn the_mpi_program_is_embedded() {
         let src = include_str!("mpi_coll.c");
-        assert!(src.contains("MPI_Iallreduce") && src.contains("@ %s mpi %d"));
+        assert!(src.contains("MPI_Iallreduce") && src.contains("MPI_Bcast") && src.contains("@ %s mpi %d"));
     }
 }

@@ -1,13 +1,13 @@
-/* Open MPI side of `outboard bench barrier|allreduce|reduce|overlap`.
+/* Open MPI side of `outboard bench barrier|allreduce|reduce|bcast|overlap`.
  *
  * Compiled at run time with mpicc into a temporary directory and started
  * with `mpirun --oversubscribe --mca btl tcp,self -n N`, so MPI's
  * collectives run over its TCP transport, as Outboard's run over UDP.
  *
  * usage: ob_mpi_coll OP SIZES WARMUP ITERS ROUNDS
- *   OP     barrier | allreduce | reduce | ibarrier | iallreduce
- *   SIZES  comma-separated byte counts (int64 elements: 8 B = 1 element);
- *          ignored for barrier and ibarrier
+ *   OP     barrier | allreduce | reduce | bcast | ibarrier | iallreduce
+ *   SIZES  comma-separated byte counts (int64 elements: 8 B = 1 element;
+ *          bcast: bytes from rank 0); ignored for barrier and ibarrier
  *
  * Methodology, the same as the Rust side's:
  *   blocking ops: every iteration is timed on its own; each rank takes the
@@ -44,8 +44,10 @@ static void busy(double secs) {
     }
 }
 
-/* One operation of OP on `count` int64 elements; returns 0 on success. */
-static int once(const char *op, int64_t *in, int64_t *out, int count, MPI_Request *req) {
+/* One operation of OP on `count` int64 elements (`bytes` bytes for bcast);
+ * returns 0 on success. */
+static int once(const char *op, int64_t *in, int64_t *out, int count, int bytes, MPI_Request *req) {
+    if (!strcmp(op, "bcast")) return MPI_Bcast(in, bytes, MPI_BYTE, 0, MPI_COMM_WORLD);
     if (!strcmp(op, "barrier")) return MPI_Barrier(MPI_COMM_WORLD);
     if (!strcmp(op, "allreduce")) return MPI_Allreduce(in, out, count, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);
     if (!strcmp(op, "reduce")) return MPI_Reduce(in, out, count, MPI_INT64_T, MPI_SUM, 0, MPI_COMM_WORLD);
@@ -71,7 +73,7 @@ int main(int argc, char **argv) {
     double *samples = malloc(sizeof(double) * (size_t)iters * (size_t)rounds);
     for (char *tok = strtok(sizes, ","); tok; tok = strtok(NULL, ",")) {
         int bytes = atoi(tok);
-        int count = bytes / 8 > 0 ? bytes / 8 : 1;
+        int count = bytes > 0 ? (bytes + 7) / 8 : 1;
         int64_t *in = malloc(sizeof(int64_t) * count), *out = malloc(sizeof(int64_t) * count);
         for (int i = 0; i < count; i++) in[i] = rank + i;
         MPI_Request req = MPI_REQUEST_NULL;
@@ -81,7 +83,7 @@ int main(int argc, char **argv) {
                 MPI_Barrier(MPI_COMM_WORLD);
                 for (int i = 0; i < warmup + iters; i++) {
                     double t0 = MPI_Wtime();
-                    if (once(op, in, out, count, &req)) MPI_Abort(MPI_COMM_WORLD, 3);
+                    if (once(op, in, out, count, bytes, &req)) MPI_Abort(MPI_COMM_WORLD, 3);
                     double t = MPI_Wtime() - t0;
                     if (i >= warmup) samples[n++] = t;
                 }
@@ -95,7 +97,7 @@ int main(int argc, char **argv) {
             MPI_Barrier(MPI_COMM_WORLD);
             for (int i = 0; i < warmup + total; i++) {
                 double t0 = MPI_Wtime();
-                once(op, in, out, count, &req);
+                once(op, in, out, count, bytes, &req);
                 MPI_Wait(&req, MPI_STATUS_IGNORE);
                 if (i >= warmup) pure += MPI_Wtime() - t0;
             }
@@ -104,7 +106,7 @@ int main(int argc, char **argv) {
             MPI_Barrier(MPI_COMM_WORLD);
             for (int i = 0; i < warmup + total; i++) {
                 double t0 = MPI_Wtime();
-                once(op, in, out, count, &req);
+                once(op, in, out, count, bytes, &req);
                 double c0 = MPI_Wtime();
                 busy(pure);
                 double c = MPI_Wtime() - c0;

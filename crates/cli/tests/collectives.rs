@@ -130,9 +130,43 @@ fn bench_allreduce_and_overlap_report_every_size() {
     }
 }
 
+/// `bench bcast` runs all three modes at every size and prints every
+/// column: with Open MPI where `mpicc` is installed, else without it.
+#[test]
+fn bench_bcast_prints_every_mode_and_size() {
+    let _serial = serial();
+    let mpi = Command::new("mpicc").arg("--version").output().is_ok_and(|o| o.status.success());
+    let mut args = vec!["bench", "bcast", "-n", "2", "--sizes", "8,20000", "--warmup", "5", "--iters", "20", "--rounds", "1"];
+    if !mpi {
+        args.push("--no-mpi");
+    }
+    let out = Command::new(OUTBOARD).args(&args).output().unwrap();
+    let (so, se) = text(&out);
+    assert!(out.status.success(), "{so}\n{se}");
+    for col in ["offloaded", "nic-asst", "host-based", "host/offl", "host/nic", "Open MPI", "MPI/offl", "MPI/nic"] {
+        assert!(so.contains(col), "{col}:\n{so}");
+    }
+    let lines: Vec<&str> = so.lines().filter(|l| l.starts_with("bcast")).collect();
+    assert_eq!(lines.len(), 2, "{so}");
+    for (line, size) in lines.iter().zip(["8 B", "20000 B"]) {
+        assert!(line.contains(size), "{line}");
+        let cols: Vec<&str> = line.split('|').collect();
+        let nums = |part: &str| part.split_whitespace().map(|x| x.parse::<f64>().ok()).collect::<Vec<_>>();
+        for part in &cols[1..3] {
+            assert!(nums(part).iter().all(|x| x.is_some_and(|x| x.is_finite() && x > 0.0)), "{line}");
+        }
+        let m = nums(cols[3]);
+        assert_eq!(m.len(), 3, "{line}");
+        assert!(m.iter().all(|x| x.is_some() == mpi), "{line}");
+    }
+}
+
 #[test]
 fn bench_rejects_bad_sizes() {
     let out = Command::new(OUTBOARD).args(["bench", "allreduce", "--sizes", "12"]).output().unwrap();
     assert!(!out.status.success());
     assert!(text(&out).1.contains("not a multiple of 8"), "{}", text(&out).1);
+    let out = Command::new(OUTBOARD).args(["bench", "bcast", "--sizes", "0"]).output().unwrap();
+    assert!(!out.status.success());
+    assert!(text(&out).1.contains("between 1 byte and 16 MiB"), "{}", text(&out).1);
 }

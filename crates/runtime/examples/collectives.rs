@@ -19,7 +19,13 @@
 //!   between the two modes and from run to run;
 //! - 200 consecutive collectives of mixed kinds and modes, and several
 //!   split-phase allreduces started before the first is waited for, each
-//!   with its own correct result.
+//!   with its own correct result;
+//! - broadcast from every root in all three broadcast modes (offloaded,
+//!   NIC-assisted with and without pipelining, host-based), on binomial,
+//!   chain and postal-optimal trees (lambda given and derived from link
+//!   costs), of 0 bytes to several packets, and NIC-assisted broadcasts
+//!   started back to back before any is waited for: every rank gets the
+//!   root's bytes.
 //!
 //! The crate's multi-process tests (`crates/cli/tests/collectives.rs`)
 //! run this same code under `outboard run -n 4`.
@@ -28,7 +34,7 @@ use std::error::Error;
 use std::time::{Duration, Instant};
 
 use outboard_engine::{Datatype, ReduceOp, Reduction};
-use outboard_host::{AllreduceAlgorithm, BarrierAlgorithm, Group, Mode, Port, TreeShape};
+use outboard_host::{AllreduceAlgorithm, BarrierAlgorithm, BcastMode, Group, Lambda, LinkCosts, Mode, Port, TreeShape};
 use outboard_runtime::{RtPort, World};
 
 type Res<T> = Result<T, Box<dyn Error>>;
@@ -95,8 +101,14 @@ fn order_sensitive(rank: u32, len: usize) -> Vec<f64> {
     .collect()
 }
 
+/// Wall-clock time in nanoseconds (one clock for every process of the
+/// machine).
+fn now_ns() -> u128 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos())
+}
+
 /// Every barrier algorithm in both modes holds the early ranks until the
-/// late one arrives.
+/// late one arrives (30 ms after the others).
 fn barriers(port: &mut Port<RtPort>, g: &mut Group, rank: u32, n: u32) -> Res<()> {
     const LATE: Duration = Duration::from_millis(30);
     for (name, alg) in barrier_algorithms() {
@@ -106,11 +118,16 @@ fn barriers(port: &mut Port<RtPort>, g: &mut Group, rank: u32, n: u32) -> Res<()
             if rank == n - 1 {
                 std::thread::sleep(LATE);
             }
-            let t = Instant::now();
+            // The processes share the machine's clock: the late rank's
+            // entry time, broadcast afterwards, orders every exit against
+            // it exactly, however the scheduler delayed anyone.
+            let entered = now_ns();
             port.barrier(g, mode, alg)?;
-            let waited = t.elapsed();
-            if rank != n - 1 && waited < LATE * 2 / 3 {
-                return Err(format!("{name} {mode:?} barrier let rank {rank} through after {waited:?}, before the late rank entered").into());
+            let left = now_ns();
+            let late = port.bcast(g, Mode::HostBased, TreeShape::Binomial, n - 1, &entered.to_le_bytes())?;
+            let late = u128::from_le_bytes(late.try_into().map_err(|_| "entry time of 16 bytes")?);
+            if rank != n - 1 && left < late {
+                return Err(format!("{name} {mode:?} barrier let rank {rank} through {} us before the late rank entered", (late - left) / 1000).into());
             }
         }
     }
@@ -210,6 +227,44 @@ fn consecutive(port: &mut Port<RtPort>, g: &mut Group, rank: u32, n: u32) -> Res
     Ok(())
 }
 
+/// The bytes `root` broadcasts in case `k`.
+fn bcast_data(root: u32, k: usize, len: usize) -> Vec<u8> {
+    (0..len).map(|i| (i as u32).wrapping_mul(31).wrapping_add(root * 7 + k as u32) as u8).collect()
+}
+
+/// Broadcast from every root in every broadcast mode and tree, and
+/// NIC-assisted broadcasts in flight together.
+fn broadcasts(port: &mut Port<RtPort>, g: &mut Group, rank: u32, n: u32) -> Res<()> {
+    let link = LinkCosts { send_overhead_us: 2.0, send_per_byte_us: 0.002, latency_us: 10.0, latency_per_byte_us: 0.004 };
+    let shapes = [TreeShape::Binomial, TreeShape::Chain, TreeShape::Postal(Lambda::Given(2.0)), TreeShape::Postal(Lambda::Link(link))];
+    let modes = [BcastMode::Offloaded, BcastMode::nic_assisted(), BcastMode::NicAssisted { chunk: 3000 }, BcastMode::nic_assisted_whole(), BcastMode::HostBased];
+    for root in 0..n {
+        for (k, len) in [0usize, 1, 8108, 20_000].into_iter().enumerate() {
+            let want = bcast_data(root, k, len);
+            let mine = if rank == root { want.clone() } else { vec![0; len] };
+            for shape in shapes {
+                for mode in modes {
+                    let got = port.bcast(g, mode, shape, root, &mine)?;
+                    mismatch(&format!("bcast of {len} B from {root} ({shape:?}, {mode:?})"), &got, &want)?;
+                }
+            }
+        }
+    }
+    let reqs = (0..8usize)
+        .map(|k| {
+            let root = k as u32 % n;
+            let want = bcast_data(root, k, 5000 + k * 1000);
+            let mine = if rank == root { want } else { vec![0; 5000 + k * 1000] };
+            port.start_bcast(g, BcastMode::NicAssisted { chunk: 2048 }, TreeShape::Binomial, root, &mine)
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    for (k, req) in reqs.into_iter().enumerate().rev() {
+        let got = port.coll_wait(req)?;
+        mismatch(&format!("split-phase NIC-assisted bcast {k}"), &got, &bcast_data(k as u32 % n, k, 5000 + k * 1000))?;
+    }
+    Ok(())
+}
+
 /// Runs every check on `world`'s group of all ranks; returns a summary.
 pub fn check_all(world: &mut World) -> Res<String> {
     let (rank, n) = (world.rank(), world.size());
@@ -220,6 +275,7 @@ pub fn check_all(world: &mut World) -> Res<String> {
     reductions(port, &mut g, rank, n)?;
     allreduces(port, &mut g, rank, n)?;
     consecutive(port, &mut g, rank, n)?;
+    broadcasts(port, &mut g, rank, n)?;
     Ok(format!("rank {rank}: all collectives correct in both modes ({} ms)", t.elapsed().as_millis()))
 }
 
