@@ -16,7 +16,7 @@ use outboard_engine::{
 
 use super::group::{IdPool, ScheduleKey};
 use super::hostbased::HostRun;
-use super::nicassist::NicRun;
+use super::nicassist::{packet_payload, NicRun};
 use super::offload::OffRun;
 use super::{CollectiveError, Group, Tree};
 use crate::postal::{canonical_lambda, Lambda};
@@ -59,7 +59,9 @@ pub enum BcastMode {
 }
 
 impl BcastMode {
-    /// `chunk` value: one packet's payload ([`crate::PortIo::coll_max_len`]).
+    /// `chunk` value: one point-to-point packet's payload (a little less
+    /// than [`crate::PortIo::coll_max_len`]: a data packet's header is
+    /// longer than a collective packet's).
     pub const PACKET: u32 = 0;
     /// `chunk` value: the whole message at once (no pipelining).
     pub const WHOLE: u32 = u32::MAX;
@@ -425,7 +427,7 @@ impl<P: PortIo> Port<P> {
                 };
                 let tree = super::group::tree_for(shape, g.size(), root)?;
                 let chunk = if chunk == BcastMode::PACKET {
-                    self.io_ref().coll_max_len()
+                    packet_payload(self.io_ref())
                 } else {
                     chunk
                 };
@@ -476,7 +478,7 @@ impl<P: PortIo> Port<P> {
             BcastMode::Offloaded => self.io_ref().coll_max_len(),
             BcastMode::NicAssisted {
                 chunk: BcastMode::PACKET,
-            } => self.io_ref().coll_max_len(),
+            } => packet_payload(self.io_ref()),
             BcastMode::NicAssisted { chunk } => chunk,
         };
         let unit = u32::try_from(len).unwrap_or(u32::MAX).min(piece);

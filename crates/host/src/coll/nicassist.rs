@@ -31,6 +31,21 @@ use super::hostbased::{nic_tag, MAX_ROUNDS};
 use super::{CollectiveError, Tree};
 use crate::{CommandError, HostError, Port, PortIo, Request};
 
+/// How many bytes more a point-to-point data packet's header takes than a
+/// collective packet's (the engine's `DATA_FIXED_LEN - COLL_FIXED_LEN`):
+/// [`packet_payload`] derives the one from the other, and a test counts
+/// the packets to catch a header change.
+const DATA_OVER_COLL_HEADER: u32 = 2;
+
+/// The payload of one point-to-point packet for this port's engines: the
+/// default piece of a pipelined NIC-assisted broadcast, so each piece is
+/// one packet (the dissertation's packet-wise pipelining).
+pub(crate) fn packet_payload<P: PortIo>(io: &P) -> u32 {
+    io.coll_max_len()
+        .saturating_sub(DATA_OVER_COLL_HEADER)
+        .max(1)
+}
+
 /// One NIC-assisted broadcast at one member.
 #[derive(Debug)]
 pub(crate) struct NicRun {

@@ -92,6 +92,62 @@ fn nic_assisted_delivers_the_roots_bytes_at_every_member() {
     }
 }
 
+/// The default piece is exactly one packet: a broadcast of k pieces on a
+/// flat tree makes the root send k data packets per child, no more.
+#[test]
+fn a_default_piece_is_one_packet() {
+    let n = 3u32;
+    let mut c = Cluster::new(n, LinkConfig::default(), 5);
+    let mut groups = c.world();
+    let piece = super::super::nicassist::packet_payload(c.ports[0].io_ref()) as usize;
+    let flat = TreeShape::Kary(n - 1);
+    // Once to open the connections, then counted.
+    bcast_all(
+        &mut c,
+        &mut groups,
+        BcastMode::nic_assisted(),
+        flat,
+        0,
+        b"hi",
+        &[0; 3],
+    );
+    while c.step() {}
+    for k in [1usize, 3] {
+        let data = payload(k * piece, k as u64);
+        let _ = c.net.lock().unwrap().engine(NodeId(0)).take_work();
+        let got = bcast_all(
+            &mut c,
+            &mut groups,
+            BcastMode::nic_assisted(),
+            flat,
+            0,
+            &data,
+            &[0; 3],
+        );
+        assert!(got.iter().all(|g| g.as_deref() == Ok(&data[..])));
+        while c.step() {}
+        let w = c.net.lock().unwrap().engine(NodeId(0)).take_work();
+        assert_eq!(
+            w.packets_out - w.acks_out,
+            2 * k as u64,
+            "{k} pieces to 2 children"
+        );
+        // One more byte in one piece needs one more packet per child.
+        let data = payload(k * piece + 1, 9);
+        let whole = BcastMode::NicAssisted {
+            chunk: (k * piece + 1) as u32,
+        };
+        bcast_all(&mut c, &mut groups, whole, flat, 0, &data, &[0; 3]);
+        while c.step() {}
+        let w = c.net.lock().unwrap().engine(NodeId(0)).take_work();
+        assert_eq!(
+            w.packets_out - w.acks_out,
+            2 * (k as u64 + 1),
+            "{k} pieces and a byte, whole"
+        );
+    }
+}
+
 /// The default chunk is one packet: a message of a few packets is
 /// pipelined in packet-sized pieces and arrives whole.
 #[test]
