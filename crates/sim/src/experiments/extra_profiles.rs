@@ -6,7 +6,10 @@
 use crate::profile::{Profile, ProfileError};
 
 /// (name, TOML text) of each profile this module knows.
-pub const EXTRA: &[(&str, &str)] = &[("fm-lanai43-wc", include_str!("../../../../profiles/fm-lanai43-wc.toml"))];
+pub const EXTRA: &[(&str, &str)] = &[
+    ("fm-lanai43-wc", include_str!("../../../../profiles/fm-lanai43-wc.toml")),
+    ("gm2-lanai91", include_str!("../../../../profiles/gm2-lanai91.toml")),
+];
 
 /// A profile by name: one of [`EXTRA`], else whatever [`Profile::load`]
 /// finds (a built-in name or a path).

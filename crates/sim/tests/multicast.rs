@@ -1,0 +1,89 @@
+//! Multi-send and broadcast experiments (issue 5): the papers' figures
+//! that are cheap to run, and the orderings every profile must show.
+
+use outboard_host::{BcastMode, TreeShape};
+use outboard_sim::experiments::multicast::{self, MPICH_BINOMIAL};
+use outboard_sim::experiments::multisend::{self, Method};
+use outboard_sim::experiments::{extra_profiles, lambda};
+use outboard_sim::{paper, Profile};
+
+fn within(sim: f64, id: &str, tol: f64) {
+    let want = paper::value(id).unwrap_or_else(|| panic!("paper id {id}"));
+    let d = (sim - want) / want;
+    assert!(d.abs() <= tol, "{id}: simulated {sim:.4}, paper {want}, {:+.1} %", d * 100.0);
+}
+
+#[test]
+fn gm2_multi_send_to_four_destinations_is_the_calibrated_factor() {
+    // The one point gm2-lanai91 is calibrated on (profile header).
+    let gm2 = extra_profiles::get("gm2-lanai91");
+    let host = multisend::iteration(&gm2, 4, 128, Method::HostSends, 4, 1).unwrap();
+    let multi = multisend::iteration(&gm2, 4, 128, Method::MultiSend, 4, 1).unwrap();
+    within(host.last_arrival / multi.last_arrival, "gm2-multisend-foi", 0.05);
+    // The reply round trip is paid both ways: the per-iteration factor is lower.
+    assert!(host.iteration / multi.iteration < host.last_arrival / multi.last_arrival);
+}
+
+#[test]
+fn multi_send_gains_grow_with_destinations() {
+    let fm = Profile::builtin("fm-lanai43");
+    let factor = |k: u32| {
+        let h = multisend::iteration(&fm, k, 1024, Method::HostSends, 2, 1).unwrap();
+        let m = multisend::iteration(&fm, k, 1024, Method::MultiSend, 2, 1).unwrap();
+        h.iteration / m.iteration
+    };
+    let (two, four, eight) = (factor(2), factor(4), factor(8));
+    assert!(two > 1.0 && four > two && eight > four, "2: {two}, 4: {four}, 8: {eight}");
+}
+
+#[test]
+fn fm_multicast_without_pipelining_at_eight_nodes_is_within_15_percent() {
+    // 2.5, Figure 2.7: NIC-assisted on the best postal tree, no pipelining,
+    // against FM's binomial tree, 16 KiB to 8 nodes: 1.53.
+    let fm = Profile::builtin("fm-lanai43");
+    let host = multicast::latency(&fm, 8, 16384, BcastMode::HostBased, MPICH_BINOMIAL, 2, 1).unwrap();
+    let (na, _) = multicast::best_postal(&fm, 8, 16384, BcastMode::nic_assisted_whole(), 2, 1).unwrap();
+    within(host / na, "multicast-opt-nopipe-8", 0.15);
+}
+
+#[test]
+fn every_mode_delivers_and_pipelining_and_forwarding_pay_off() {
+    // `latency` fails if any member gets other bytes than the root sent.
+    let gm2 = extra_profiles::get("gm2-lanai91");
+    let size = 3 * 4096 + 17;
+    let run = |mode: BcastMode, shape: TreeShape| multicast::latency(&gm2, 16, size, mode, shape, 2, 3).unwrap();
+    let host = run(BcastMode::HostBased, MPICH_BINOMIAL);
+    let library_order = run(BcastMode::HostBased, TreeShape::Binomial);
+    let pipe = run(BcastMode::nic_assisted(), MPICH_BINOMIAL);
+    let whole = run(BcastMode::nic_assisted_whole(), MPICH_BINOMIAL);
+    let fwd = run(BcastMode::Offloaded, MPICH_BINOMIAL);
+    assert!(pipe < whole, "pipelined {pipe} vs whole {whole}");
+    assert!(fwd < host, "NIC forwarding {fwd} vs host-based {host}");
+    assert!(host < library_order, "largest subtree first {host} vs nearest first {library_order}");
+    for n in [2, 5] {
+        for size in [0, 1, 4096, 4097] {
+            for mode in [BcastMode::HostBased, BcastMode::nic_assisted(), BcastMode::Offloaded] {
+                multicast::latency(&gm2, n, size, mode, TreeShape::Binomial, 1, 5).unwrap();
+            }
+        }
+    }
+}
+
+#[test]
+fn nic_forwarded_broadcast_spares_late_hosts() {
+    let gm2 = extra_profiles::get("gm2-lanai91").at_mpi_level();
+    let host = multicast::cpu_under_skew(&gm2, 16, 4, BcastMode::HostBased, MPICH_BINOMIAL, 400.0, 4, 1).unwrap();
+    let nic = multicast::cpu_under_skew(&gm2, 16, 4, BcastMode::Offloaded, MPICH_BINOMIAL, 400.0, 4, 1).unwrap();
+    assert!(host > 3.0 * nic, "host {host} us vs offloaded {nic} us in the broadcast");
+}
+
+#[test]
+fn lambda_falls_with_size_where_bytes_cost_the_receiver_less_than_the_sender() {
+    // GM-2, NIC-assisted: the per-copy transmit grows with the link's
+    // 0.004 us/B while the fixed latency stays, so lambda shrinks.
+    let gm2 = extra_profiles::get("gm2-lanai91");
+    let small = lambda::lambda(&gm2, BcastMode::nic_assisted(), 8);
+    let large = lambda::lambda(&gm2, BcastMode::nic_assisted(), 4096);
+    assert!(small > large && large >= 1.0, "{small} -> {large}");
+    assert_eq!(lambda::lambda(&gm2, BcastMode::HostBased, 0).max(1.0), lambda::lambda(&gm2, BcastMode::HostBased, 0));
+}
