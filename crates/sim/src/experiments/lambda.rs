@@ -144,7 +144,7 @@ fn tree_metric(s: TreeShape) -> &'static str {
         TreeShape::Kary(8) => "8-ary",
         TreeShape::Kary(_) => "k-ary",
         TreeShape::Chain => "chain",
-        TreeShape::Postal(Lambda::Given(l)) if l == 1.0 => "binomial-mpich",
+        TreeShape::Postal(Lambda::Given(1.0)) => "binomial-mpich",
         TreeShape::Postal(_) => "postal",
     }
 }

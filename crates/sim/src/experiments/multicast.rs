@@ -59,7 +59,7 @@ pub fn shape_name(s: TreeShape) -> String {
         TreeShape::Binomial => "binomial".into(),
         TreeShape::Kary(k) => format!("{k}-ary"),
         TreeShape::Chain => "chain".into(),
-        TreeShape::Postal(Lambda::Given(l)) if l == 1.0 => "binomial (mpich order)".into(),
+        TreeShape::Postal(Lambda::Given(1.0)) => "binomial (mpich order)".into(),
         TreeShape::Postal(Lambda::Given(l)) => format!("postal l={l:.2}"),
         TreeShape::Postal(Lambda::Link(_)) => "postal (link)".into(),
     }
@@ -162,6 +162,7 @@ pub fn best_postal(
 /// may be late, and then sends to its children; offloaded, the engines
 /// have forwarded the message meanwhile and a late member only picks it
 /// up.
+#[allow(clippy::too_many_arguments)]
 pub fn cpu_under_skew(
     profile: &Profile,
     n: u32,

@@ -113,9 +113,9 @@ pub fn iteration(
                     for &len in &pieces {
                         p.recv(&mut port, RecvMatch::tag(DATA_TAG), len).await?;
                     }
-                    let mut a = arrivals.borrow_mut();
-                    a[it] = a[it].max(p.now());
-                    drop(a);
+                    let now = p.now();
+                    let slot = &mut arrivals.borrow_mut()[it];
+                    *slot = (*slot).max(now);
                     if d == k {
                         p.send(&mut port, first_port(0), REPLY_TAG, &[]).await?;
                     }
