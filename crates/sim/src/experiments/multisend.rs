@@ -113,9 +113,7 @@ pub fn iteration(
                     for &len in &pieces {
                         p.recv(&mut port, RecvMatch::tag(DATA_TAG), len).await?;
                     }
-                    let now = p.now();
-                    let slot = &mut arrivals.borrow_mut()[it];
-                    *slot = (*slot).max(now);
+                    record_arrival(&arrivals, it, p.now());
                     if d == k {
                         p.send(&mut port, first_port(0), REPLY_TAG, &[]).await?;
                     }
@@ -132,6 +130,12 @@ pub fn iteration(
     let last = (1..=iters as usize).map(|i| arrivals[i].since(starts[i]).as_us()).sum::<f64>() / f64::from(iters);
     let v = *span.borrow();
     Ok(Timing { iteration: v, last_arrival: last })
+}
+
+/// Keeps the latest arrival of round `it`.
+fn record_arrival(arrivals: &Shared<Vec<Time>>, it: usize, now: Time) {
+    let mut a = arrivals.borrow_mut();
+    a[it] = a[it].max(now);
 }
 
 /// The piece a host hands its NIC per send: one packet's payload where
