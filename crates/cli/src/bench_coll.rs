@@ -10,7 +10,10 @@
 //! The modes alternate round by round, so a burst of noise on this shared
 //! machine hits them alike. Broadcast runs on the binomial tree from rank 0
 //! in all three modes (NIC-assisted with its default packet-sized pieces),
-//! and every rank checks every result against the root's bytes.
+//! every rank checks every result against the root's bytes, and an untimed
+//! barrier follows every broadcast (as in OSU's `osu_bcast`): a root returns
+//! before its receivers have the data, so without it back-to-back
+//! broadcasts would time a pipeline rather than one broadcast.
 //!
 //! `overlap` follows OSU's `osu_ibarrier`/`osu_iallreduce`: the pure
 //! latency of start + wait (mean), then start, compute (a busy loop) for
@@ -318,6 +321,16 @@ fn worker(kind: Kind, a: &CollArgs) -> anyhow::Result<()> {
             }
             Ok(())
         };
+        // A broadcast's root (and Open MPI's, after an eager send) returns
+        // before its receivers have the data, so back-to-back broadcasts
+        // would time a pipeline, not a broadcast: as OSU's osu_bcast does,
+        // an untimed barrier follows every broadcast.
+        let sync = |port: &mut outboard_host::Port<outboard_runtime::RtPort>, g: &mut outboard_host::Group| -> anyhow::Result<()> {
+            if kind == Kind::Bcast {
+                port.barrier(g, Mode::Offloaded, BarrierAlgorithm::Dissemination)?;
+            }
+            Ok(())
+        };
         let start = |port: &mut outboard_host::Port<outboard_runtime::RtPort>, g: &mut outboard_host::Group, mode: Mode| {
             match case.op {
                 "barrier" => port.start_barrier(g, mode, BarrierAlgorithm::PairwiseExchange),
@@ -332,11 +345,13 @@ fn worker(kind: Kind, a: &CollArgs) -> anyhow::Result<()> {
                     world.barrier()?;
                     for _ in 0..a.warmup {
                         once(world.port(), &mut g, mode)?;
+                        sync(world.port(), &mut g)?;
                     }
                     for _ in 0..a.iters {
                         let t = Instant::now();
                         once(world.port(), &mut g, mode)?;
                         samples[m].push(t.elapsed().as_secs_f64() * 1e6);
+                        sync(world.port(), &mut g)?;
                     }
                 }
             }
@@ -671,7 +686,7 @@ pub fn run(kind: Kind, mut a: CollArgs) -> anyhow::Result<()> {
         println!("# figure: per-iteration latency in us, median of {} x {} iterations per rank (after {} warm-up per round), mean over the ranks; the modes alternate by round", a.rounds, a.iters, a.warmup);
     }
     if kind == Kind::Bcast {
-        println!("# data: bytes from rank 0, binomial tree in every mode; NIC-assisted = one multi-send per host and piece, packet-sized pieces; every result checked");
+        println!("# data: bytes from rank 0, binomial tree in every mode; NIC-assisted = one multi-send per host and piece, packet-sized pieces; every result checked; an untimed barrier after every broadcast (OSU osu_bcast style; MPI_Barrier for Open MPI)");
     } else if kind != Kind::Barrier && !(kind == Kind::Overlap && !a.ops.contains(&OverlapOp::Allreduce)) {
         println!("# data: i64 elements, SUM; reduce to rank 0");
     }

@@ -10,7 +10,8 @@
  *          bcast: bytes from rank 0); ignored for barrier and ibarrier
  *
  * Methodology, the same as the Rust side's:
- *   blocking ops: every iteration is timed on its own; each rank takes the
+ *   blocking ops: every iteration is timed on its own (bcast: followed by
+ *   an untimed MPI_Barrier, as OSU's osu_bcast does); each rank takes the
  *   median of its WARMUP-free samples (ROUNDS x ITERS of them); rank 0
  *   prints the mean of the ranks' medians.
  *   i-ops (OSU osu_ibarrier / osu_iallreduce): pure = mean time of start +
@@ -86,6 +87,9 @@ int main(int argc, char **argv) {
                     if (once(op, in, out, count, bytes, &req)) MPI_Abort(MPI_COMM_WORLD, 3);
                     double t = MPI_Wtime() - t0;
                     if (i >= warmup) samples[n++] = t;
+                    /* OSU osu_bcast: an untimed barrier after every broadcast,
+                     * so the root cannot run ahead of its receivers. */
+                    if (!strcmp(op, "bcast")) MPI_Barrier(MPI_COMM_WORLD);
                 }
             }
             double mine = median(samples, n) * 1e6, sum = 0;
