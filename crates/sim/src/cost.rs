@@ -7,6 +7,7 @@
 //! order in which it was added up.
 
 use outboard_engine::{Command, Work};
+use outboard_wire::{Body, Packet};
 
 use crate::profile::Profile;
 use crate::time::{Dur, PerByte};
@@ -46,6 +47,8 @@ pub struct CostModel {
     pub nic_rx_packet: Dur,
     /// NIC: per posted receive (instead of `nic_command`).
     pub nic_recv_post: Dur,
+    /// NIC: extra per received collective packet that carries data.
+    pub nic_coll_data_rx: Dur,
     /// NIC: per acknowledgement-only packet out (instead of `nic_tx_packet`).
     pub nic_ack_tx: Dur,
     /// NIC: per acknowledgement-only packet in (instead of `nic_rx_packet`).
@@ -95,6 +98,7 @@ impl CostModel {
             nic_tx_packet: cycles(p.nic.tx_packet_cycles, mhz),
             nic_rx_packet: cycles(p.nic.rx_packet_cycles, mhz),
             nic_recv_post: cycles(p.nic.recv_post_cycles.unwrap_or(p.nic.command_cycles), mhz),
+            nic_coll_data_rx: cycles(p.nic.coll_data_rx_cycles.unwrap_or(0.0), mhz),
             nic_ack_tx: cycles(p.nic.ack_tx_cycles.unwrap_or(p.nic.tx_packet_cycles), mhz),
             nic_ack_rx: cycles(p.nic.ack_rx_cycles.unwrap_or(p.nic.rx_packet_cycles), mhz),
             nic_event: cycles(p.nic.event_cycles, mhz),
@@ -150,6 +154,21 @@ impl CostModel {
         }
         let rest = Work { commands: w.commands - 1, ..*w };
         self.nic_work(&rest) + self.nic_recv_post
+    }
+
+    /// NIC time a received datagram costs beyond what the engine's work
+    /// tally says: a collective packet carrying data pays
+    /// `nic_coll_data_rx` (the engine counts the elements it folds, not the
+    /// packets that brought them). Packets that do not parse cost nothing
+    /// extra (the engine dropped them).
+    pub fn packet_extra(&self, bytes: &[u8]) -> Dur {
+        if self.nic_coll_data_rx == Dur::ZERO {
+            return Dur::ZERO;
+        }
+        match Packet::parse(bytes) {
+            Ok(Packet { body: Body::Coll(_, data), .. }) if !data.is_empty() => self.nic_coll_data_rx,
+            _ => Dur::ZERO,
+        }
     }
 
     /// Host time to start a send of `len` bytes.
@@ -218,6 +237,18 @@ mod tests {
         let cancel = Command::Cancel { op: OpId(2), target: OpId(1) };
         let w = Work { commands: 1, ..Work::default() };
         assert_eq!(c.nic_command_work(&w, &cancel), c.nic_command);
+    }
+
+    #[test]
+    fn only_parsed_collective_data_packets_pay_the_collective_price() {
+        let mut p = Profile::builtin("gm-lanai91");
+        let c = CostModel::new(&p);
+        assert!(c.nic_coll_data_rx > Dur::ZERO);
+        // Not a packet at all: the engine dropped it, nothing extra.
+        assert_eq!(c.packet_extra(&[0u8; 40]), Dur::ZERO);
+        assert_eq!(c.packet_extra(&[]), Dur::ZERO);
+        p.nic.coll_data_rx_cycles = None;
+        assert_eq!(CostModel::new(&p).nic_coll_data_rx, Dur::ZERO);
     }
 
     #[test]

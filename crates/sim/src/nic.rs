@@ -13,7 +13,7 @@ use std::collections::VecDeque;
 
 use outboard_engine::{Command, CommandError, Engine, Event, NodeId, OpError, PortId, VecMemory};
 
-use crate::time::Time;
+use crate::time::{Dur, Time};
 use crate::world::{Ev, World};
 
 /// Something for the NIC to do.
@@ -83,6 +83,7 @@ fn refused(err: CommandError) -> OpError {
         CommandError::PortNotOpen(_)
         | CommandError::NoSendToken
         | CommandError::NoRecvToken
+        | CommandError::NoCollToken
         | CommandError::TooLong { .. } => OpError::PortGone,
     }
 }
@@ -147,9 +148,11 @@ impl World {
         let ni = node as usize;
         let n = &mut self.nodes[ni];
         let mut posted = None;
+        let mut extra = Dur::ZERO;
         let refusal = match input {
             NicInput::Packet { from, bytes } => {
                 n.engine.handle_packet(start.to_engine(), from, &bytes);
+                extra = self.cost.packet_extra(&bytes);
                 None
             }
             NicInput::Timer => {
@@ -169,7 +172,7 @@ impl World {
         clock += match &posted {
             Some(cmd) => self.cost.nic_command_work(&work, cmd),
             None => self.cost.nic_work(&work),
-        };
+        } + extra;
         if let Some(ev) = refusal {
             clock += self.cost.nic_event;
             self.deliver(node, ev, clock);

@@ -161,6 +161,15 @@ pub struct NicCosts {
     /// charged as any other command.
     #[serde(default)]
     pub recv_post_cycles: Option<f64>,
+    /// Cycles a received collective packet that carries data (a reduction
+    /// contribution, a broadcast piece) costs on top of `rx_packet_cycles`:
+    /// finding the operation it belongs to, checking its sender, folding or
+    /// placing the value. The dissertation's NIC reduction paid this per
+    /// hop (4.3.2: "the overhead of the more complicated operation at the
+    /// slower NIC processor"). Barrier signals carry no data and do not pay
+    /// it. Absent: zero.
+    #[serde(default)]
+    pub coll_data_rx_cycles: Option<f64>,
 }
 
 /// The MPI layer over the communication library (MPICH-GM in the
@@ -328,6 +337,7 @@ impl Profile {
             ("nic.ack_tx_cycles", self.nic.ack_tx_cycles),
             ("nic.ack_rx_cycles", self.nic.ack_rx_cycles),
             ("nic.recv_post_cycles", self.nic.recv_post_cycles),
+            ("nic.coll_data_rx_cycles", self.nic.coll_data_rx_cycles),
         ];
         let present = optional.into_iter().filter_map(|(f, v)| v.map(|v| (f, v)));
         for (field, value) in nonneg.into_iter().chain(present) {

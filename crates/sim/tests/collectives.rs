@@ -96,6 +96,26 @@ fn timed_leaf_latency_does_not_depend_on_the_lead_once_the_others_are_in() {
 }
 
 #[test]
+fn only_collective_packets_with_data_pay_the_collective_receive_price() {
+    // gm-lanai91 prices a received contribution beyond a plain packet; a
+    // barrier's signals carry no data and must not pay it, and each hop of
+    // an offloaded chain reduction pays it once.
+    let with = Profile::builtin("gm-lanai91");
+    let mut without = with.clone();
+    without.nic.coll_data_rx_cycles = None;
+    let pe = BarrierAlgorithm::PairwiseExchange;
+    let a = barrier::latency(&with, 8, Mode::Offloaded, pe, 5, 1).unwrap();
+    let b = barrier::latency(&without, 8, Mode::Offloaded, pe, 5, 1).unwrap();
+    assert_eq!(a.to_bits(), b.to_bits(), "barrier {a} us vs {b} us");
+    let n = 6;
+    let chain =
+        |p: &Profile| reduction::latency_lined_up(p, n, Mode::Offloaded, TreeShape::Chain, false, 3, 1).unwrap().us;
+    let per_hop = with.nic.coll_data_rx_cycles.unwrap() / with.nic.clock_mhz;
+    let grew = chain(&with) - chain(&without);
+    assert!(within(grew, f64::from(n - 1) * per_hop, 0.01), "chain grew {grew} us, {per_hop} us per hop");
+}
+
+#[test]
 fn calibrated_and_predicted_figures_stay_within_tolerance() {
     // Predicted: the host PE barrier through the host library at 16 nodes
     // (the profile was fitted on a bare dissemination exchange), and the
