@@ -83,7 +83,6 @@ fn refused(err: CommandError) -> OpError {
         CommandError::PortNotOpen(_)
         | CommandError::NoSendToken
         | CommandError::NoRecvToken
-        | CommandError::NoCollToken
         | CommandError::TooLong { .. } => OpError::PortGone,
     }
 }
