@@ -223,7 +223,7 @@ struct Registered {
 pub(crate) struct CollState {
     next_id: u64,
     ops: BTreeMap<u64, CollOp>,
-    /// Offloaded chunks not yet posted (no send token), in start order.
+    /// Offloaded chunks not yet posted (no token), in start order.
     backlog: VecDeque<(u64, usize)>,
     groups: HashMap<GroupId, Registered>,
     pub(crate) ids: IdPool,
@@ -233,6 +233,11 @@ pub(crate) struct CollState {
     /// Why installing something of a group failed: reported by that group's
     /// collectives instead of the engine's consequent "no such group".
     setup_failed: HashMap<GroupId, HostError>,
+    /// Receives and multi-sends NIC-assisted broadcasts have posted and
+    /// not seen complete, over all of them (bounded by
+    /// [`super::nicassist`]'s port shares).
+    pub(crate) nic_recvs: u32,
+    pub(crate) nic_sends: u32,
 }
 
 impl CollState {

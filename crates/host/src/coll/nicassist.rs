@@ -46,6 +46,23 @@ pub(crate) fn packet_payload<P: PortIo>(io: &P) -> u32 {
         .max(1)
 }
 
+/// Receives one NIC-assisted broadcast keeps posted at a time; later
+/// pieces wait in the engine's unexpected store until one completes.
+const RECV_WINDOW: u32 = 64;
+/// Receives all NIC-assisted broadcasts of a port keep posted together:
+/// half the engine's default 256 receive tokens. The rest stays for
+/// host-based steps and the application, so broadcasts that wait for data
+/// from a member still busy with an earlier collective can never hold the
+/// receive tokens that earlier collective needs.
+const RECV_SHARE: u32 = 128;
+/// Multi-sends one NIC-assisted broadcast keeps posted at a time.
+const SEND_WINDOW: u32 = 16;
+/// Multi-sends all NIC-assisted broadcasts of a port keep posted together:
+/// half the engine's default 64 send tokens, for the same reason (a
+/// multi-send to a member whose unexpected store is full completes only
+/// once that member's host takes data).
+const SEND_SHARE: u32 = 32;
+
 /// One NIC-assisted broadcast at one member.
 #[derive(Debug)]
 pub(crate) struct NicRun {
@@ -193,6 +210,8 @@ impl NicRun {
     /// multi-sends forgotten; the buffers are leaked rather than freed,
     /// since the engine may still use them.
     fn abandon<P: PortIo>(&mut self, port: &mut Port<P>) {
+        port.coll.nic_recvs -= self.recvs.len() as u32;
+        port.coll.nic_sends -= self.sends.len() as u32;
         for (_, r) in self.recvs.drain(..) {
             port.forget(r);
             let target = r.op();
@@ -213,26 +232,12 @@ impl NicRun {
                 None => i += 1,
                 Some(r) => {
                     let _done = self.sends.swap_remove(i);
+                    port.coll.nic_sends -= 1;
                     r?;
                 }
             }
         }
         if let Some(from) = self.parent {
-            // Post the receives of every chunk, in order, as tokens allow.
-            while self.recvs_posted < self.chunks {
-                let c = self.recvs_posted;
-                let m = RecvMatch::from(
-                    from.node,
-                    from.port,
-                    nic_tag(self.group, self.epoch, c as u16),
-                );
-                match port.start_recv(m, self.piece(c)) {
-                    Ok(r) => self.recvs.push_back((c, r)),
-                    Err(e) if busy(&e) => break,
-                    Err(e) => return Err(e),
-                }
-                self.recvs_posted += 1;
-            }
             // Chunks that arrived (in posting order; a later one may
             // finish first, and is taken when its turn comes).
             let mut k = 0;
@@ -242,6 +247,7 @@ impl NicRun {
                     None => k += 1,
                     Some(res) => {
                         self.recvs.remove(k);
+                        port.coll.nic_recvs -= 1;
                         let got = match res? {
                             Completion::Received { len, .. } => len,
                             other => unreachable!("receive completed as {other:?}"),
@@ -261,10 +267,35 @@ impl NicRun {
                     }
                 }
             }
+            // Post the next receives, in order, as the window, the port's
+            // share and the tokens allow.
+            while self.recvs_posted < self.chunks
+                && (self.recvs.len() as u32) < RECV_WINDOW
+                && port.coll.nic_recvs < RECV_SHARE
+            {
+                let c = self.recvs_posted;
+                let m = RecvMatch::from(
+                    from.node,
+                    from.port,
+                    nic_tag(self.group, self.epoch, c as u16),
+                );
+                match port.start_recv(m, self.piece(c)) {
+                    Ok(r) => {
+                        self.recvs.push_back((c, r));
+                        port.coll.nic_recvs += 1;
+                    }
+                    Err(e) if busy(&e) => break,
+                    Err(e) => return Err(e),
+                }
+                self.recvs_posted += 1;
+            }
         }
         // Hand every chunk held to the NIC once, for all children.
         if let Some(dests) = self.dests {
             while let Some(&c) = self.to_forward.front() {
+                if self.sends.len() as u32 >= SEND_WINDOW || port.coll.nic_sends >= SEND_SHARE {
+                    break;
+                }
                 let (buf, tag) = (self.piece(c), nic_tag(self.group, self.epoch, c as u16));
                 match port.start(|op| Command::MultiSend {
                     op,
@@ -274,6 +305,7 @@ impl NicRun {
                 }) {
                     Ok(r) => {
                         self.sends.push(r);
+                        port.coll.nic_sends += 1;
                         self.to_forward.pop_front();
                     }
                     Err(e) if busy(&e) => break,
