@@ -299,6 +299,9 @@ pub enum CommandError {
     /// All receive tokens of the port are in use.
     #[error("no receive token free")]
     NoRecvToken,
+    /// All collective tokens of the port are in use.
+    #[error("no collective token free")]
+    NoCollToken,
     /// Larger than the engine's `max_message`.
     #[error("message of {len} bytes exceeds the limit of {max}")]
     TooLong {

@@ -25,6 +25,12 @@ pub struct EngineConfig {
     pub send_tokens: u32,
     /// Receive tokens per port: how many receives it may have posted.
     pub recv_tokens: u32,
+    /// Collective tokens per port: how many collectives it may have under
+    /// way. A class of its own, because a collective waits for its peers:
+    /// with shared send tokens, offloaded collectives waiting for data
+    /// could hold every token and starve the point-to-point sends (of a
+    /// host-based collective, say) that their peers wait for first.
+    pub coll_tokens: u32,
     /// Packets in flight per connection before the sender waits for
     /// acknowledgements.
     pub window: u32,
@@ -91,6 +97,7 @@ impl EngineConfig {
             max_ports: 8,
             send_tokens: 64,
             recv_tokens: 256,
+            coll_tokens: 64,
             window: 64,
             rto_initial: Duration::from_micros(500),
             rto_max: Duration::from_millis(50),
@@ -115,7 +122,7 @@ impl EngineConfig {
         if self.max_ports == 0 {
             return Err(E::Zero("max_ports"));
         }
-        if self.send_tokens == 0 || self.recv_tokens == 0 {
+        if self.send_tokens == 0 || self.recv_tokens == 0 || self.coll_tokens == 0 {
             return Err(E::Zero("tokens"));
         }
         if self.window == 0 || self.window > 1 << 20 {

@@ -227,7 +227,11 @@ impl<D: Dma> Engine<D> {
             return Err(OpenError::InUse(port));
         }
         let gen = p.gen + 1;
-        *p = Port { gen, open: true, send_tokens: cfg.send_tokens, recv_tokens: cfg.recv_tokens, ..Port::default() };
+        *p = Port { gen, open: true, send_tokens: cfg.send_tokens,
+            recv_tokens: cfg.recv_tokens,
+            coll_tokens: cfg.coll_tokens,
+            ..Port::default()
+        };
         Ok(Endpoint { node: cfg.node, port, gen })
     }
 
@@ -337,12 +341,12 @@ impl<D: Dma> Engine<D> {
             }
             Command::Collective { op, group, schedule, reduction, send, recv } => {
                 let p = &mut self.ports[pi];
-                if p.send_tokens == 0 {
-                    return Err(CommandError::NoSendToken);
+                if p.coll_tokens == 0 {
+                    return Err(CommandError::NoCollToken);
                 }
-                p.send_tokens -= 1;
+                p.coll_tokens -= 1;
                 if let Err(e) = self.coll_start(now, port, op, group, schedule, reduction, send, recv) {
-                    self.complete(port, gen, op, Err(e), false);
+                    self.complete_coll(port, gen, op, Err(e));
                 }
                 Ok(())
             }
@@ -565,6 +569,16 @@ impl<D: Dma> Engine<D> {
         } else {
             p.send_tokens += 1;
         }
+        self.events.push_back(Event { port, op, result });
+    }
+
+    /// Completes a collective: queues its event and returns its token.
+    pub(crate) fn complete_coll(&mut self, port: PortId, gen: Generation, op: OpId, result: Result<Completion, OpError>) {
+        let Some(p) = self.ports.get_mut(usize::from(port.0)) else { return };
+        if !p.open || p.gen != gen {
+            return;
+        }
+        p.coll_tokens += 1;
         self.events.push_back(Event { port, op, result });
     }
 

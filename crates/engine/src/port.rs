@@ -43,6 +43,7 @@ pub(crate) struct Port {
     pub open: bool,
     pub send_tokens: u32,
     pub recv_tokens: u32,
+    pub coll_tokens: u32,
     pub posted: VecDeque<PostedRecv>,
     pub unexpected: VecDeque<Unexpected>,
     pub regions: BTreeMap<u64, HostBuf>,

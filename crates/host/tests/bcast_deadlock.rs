@@ -47,10 +47,12 @@
 //!   roots deadlocked (`the_sender_bound_and_a_full_pool_deadlock_crossed_roots`).
 //!   Now only the *sends* wait at the bound; the collective takes its epoch
 //!   and every packet for it at once, so the first rule above holds.
-//! - The host library: offloaded chunks waiting for data hold send tokens,
-//!   and an earlier host-based collective that needs one to forward starves
+//! - Offloaded chunks waiting for data used to hold send tokens, so an
+//!   earlier host-based collective that needed one to forward starved
 //!   (`offloaded_chunks_holding_every_send_token_starve_an_earlier_host_based_broadcast`).
-//!   The tests that pass give every chunk a token.
+//!   Collectives now take tokens of their own class
+//!   (`EngineConfig::coll_tokens`), so point-to-point sends always have
+//!   theirs.
 
 mod common;
 
@@ -291,7 +293,7 @@ fn the_sender_bound_and_a_full_pool_deadlock_crossed_roots() {
     assert!(out.results.iter().all(|&r| r == 2));
 }
 
-/// Minimal reproduction of a resource deadlock in the host library, with
+/// Regression test: a resource deadlock offloaded chunks caused, with
 /// default engines and a perfect network.
 ///
 /// Nodes 0, 1, 2; group G1 = all three, group G2 = {1, 2}. Every node
@@ -302,11 +304,9 @@ fn the_sender_bound_and_a_full_pool_deadlock_crossed_roots() {
 /// from node 2; node 1's host-based G1 step then needs a send token to
 /// forward to node 2, and node 2 waits for that before it starts G2. The
 /// order of starts is the same at every node, so MPI requires this to
-/// complete. A fix belongs in `crates/host` (e.g. offloaded chunks never
-/// take the last send tokens of a port, or chunks beyond a per-port share
-/// wait in the backlog).
+/// complete. Fixed by giving collectives a token class of their own
+/// (`EngineConfig::coll_tokens`).
 #[test]
-#[ignore = "host library bug: offloaded chunks waiting for data hold every send token, so an earlier host-based collective cannot send; reported to the lead"]
 fn offloaded_chunks_holding_every_send_token_starve_an_earlier_host_based_broadcast() {
     let mut rng = Rng::new(3);
     let groups = vec![

@@ -26,6 +26,7 @@ const PARK_MAX: Duration = Duration::from_millis(10);
 enum Token {
     Send,
     Recv,
+    Coll,
 }
 
 /// A port opened on a [`crate::Node`]: commands go to the engine through a
@@ -41,6 +42,7 @@ pub struct RtPort {
     held: HashMap<OpId, Token>,
     sends: u32,
     recvs: u32,
+    colls: u32,
     /// When the current run of `idle` calls began.
     idle_since: Option<Instant>,
     idle_calls: u32,
@@ -54,7 +56,7 @@ impl RtPort {
         events: Consumer<Event>,
         shared: Arc<PortShared>,
     ) -> RtPort {
-        RtPort { node, ep, commands, events, shared, held: HashMap::new(), sends: 0, recvs: 0, idle_since: None, idle_calls: 0 }
+        RtPort { node, ep, commands, events, shared, held: HashMap::new(), sends: 0, recvs: 0, colls: 0, idle_since: None, idle_calls: 0 }
     }
 
     /// The progress policy of the node.
@@ -125,8 +127,8 @@ impl PortIo for RtPort {
                 }
                 Some(Token::Send)
             }
-            Command::Collective { .. } if self.sends >= cfg.send_tokens => return Err(CommandError::NoSendToken),
-            Command::Collective { .. } => Some(Token::Send),
+            Command::Collective { .. } if self.colls >= cfg.coll_tokens => return Err(CommandError::NoCollToken),
+            Command::Collective { .. } => Some(Token::Coll),
             Command::Recv { .. } if self.recvs >= cfg.recv_tokens => return Err(CommandError::NoRecvToken),
             Command::Recv { .. } => Some(Token::Recv),
             _ => None,
@@ -142,6 +144,7 @@ impl PortIo for RtPort {
         match token {
             Some(Token::Send) => self.sends += 1,
             Some(Token::Recv) => self.recvs += 1,
+            Some(Token::Coll) => self.colls += 1,
             None => {}
         }
         if let Some(t) = token {
@@ -157,6 +160,7 @@ impl PortIo for RtPort {
         match self.held.remove(&e.op) {
             Some(Token::Send) => self.sends -= 1,
             Some(Token::Recv) => self.recvs -= 1,
+            Some(Token::Coll) => self.colls -= 1,
             None => {}
         }
         self.idle_since = None;

@@ -83,6 +83,7 @@ fn refused(err: CommandError) -> OpError {
         CommandError::PortNotOpen(_)
         | CommandError::NoSendToken
         | CommandError::NoRecvToken
+        | CommandError::NoCollToken
         | CommandError::TooLong { .. } => OpError::PortGone,
     }
 }

@@ -79,6 +79,7 @@ impl Proc {
             ep,
             send_free: cfg.send_tokens,
             recv_free: cfg.recv_tokens,
+            coll_free: cfg.coll_tokens,
             max_message: cfg.max_message,
             outstanding: BTreeMap::new(),
             next_private_op: u64::MAX,
@@ -266,6 +267,7 @@ impl Future for Idle {
 enum Token {
     Send,
     Recv,
+    Coll,
     None,
 }
 
@@ -282,6 +284,7 @@ pub struct SimIo {
     ep: Endpoint,
     send_free: u32,
     recv_free: u32,
+    coll_free: u32,
     max_message: u32,
     outstanding: BTreeMap<OpId, Token>,
     next_private_op: u64,
@@ -334,6 +337,7 @@ impl SimIo {
             match self.outstanding.remove(&e.op) {
                 Some(Token::Send) => self.send_free += 1,
                 Some(Token::Recv) => self.recv_free += 1,
+                Some(Token::Coll) => self.coll_free += 1,
                 _ => {}
             }
             let cost = match e.result {
@@ -374,7 +378,7 @@ impl PortIo for SimIo {
                 Command::Recv { .. } => (Token::Recv, c.host_post_recv),
                 // Starting an offloaded collective is one descriptor, like a
                 // send without data to copy.
-                Command::Collective { .. } => (Token::Send, c.host_send),
+                Command::Collective { .. } => (Token::Coll, c.host_send),
                 Command::Register { .. }
                 | Command::Deregister { .. }
                 | Command::Cancel { .. }
@@ -385,11 +389,13 @@ impl PortIo for SimIo {
             match token {
                 Token::Send if self.send_free == 0 => return Err(CommandError::NoSendToken),
                 Token::Recv if self.recv_free == 0 => return Err(CommandError::NoRecvToken),
+                Token::Coll if self.coll_free == 0 => return Err(CommandError::NoCollToken),
                 _ => {}
             }
             match token {
                 Token::Send => self.send_free -= 1,
                 Token::Recv => self.recv_free -= 1,
+                Token::Coll => self.coll_free -= 1,
                 Token::None => {}
             }
             self.outstanding.insert(cmd.op(), token);

@@ -598,7 +598,7 @@ impl<D: Dma> Engine<D> {
                 // Its packets still in flight are of no use any more.
                 self.coll_out_retain(|o| !(o.port == port && o.group == group && o.epoch == r.epoch));
             }
-            self.complete(port, gen, op, result, false);
+            self.complete_coll(port, gen, op, result);
         }
     }
 
