@@ -5,7 +5,7 @@
 //! engine completes a group's collectives in start order, so chunks stay in
 //! order and every member splits alike (they must pass equal lengths).
 //!
-//! A chunk the engine refuses for lack of a send token waits in the port's
+//! A chunk the engine refuses for lack of a token waits in the port's
 //! backlog and is posted, in order, by a later `progress`.
 
 use outboard_engine::{Command, Completion, GroupId, HostBuf, Reduction, ScheduleId};
@@ -77,7 +77,8 @@ impl OffRun {
         })
     }
 
-    /// Posts chunk `i`. `Ok(false)`: no send token now, try later.
+    /// Posts chunk `i`. `Ok(false)`: no send or collective token now, try
+    /// later.
     pub fn post<P: PortIo>(&mut self, port: &mut Port<P>, i: usize) -> Result<bool, HostError> {
         let c = &self.chunks[i];
         let (group, schedule, reduction, send, recv) =
@@ -94,7 +95,9 @@ impl OffRun {
                 self.chunks[i].req = Some(r);
                 Ok(true)
             }
-            Err(HostError::Command(CommandError::NoSendToken)) => Ok(false),
+            Err(HostError::Command(CommandError::NoSendToken | CommandError::NoCollToken)) => {
+                Ok(false)
+            }
             Err(e) => Err(e),
         }
     }
