@@ -158,16 +158,7 @@ fn count() -> usize {
 fn a_thousand_lossy_broadcasts_deliver_every_byte_exactly_once() {
     let n = 24;
     let plan = random_plan(0xB0CA57, n, 8, 16, count(), 4);
-    // 1,024 send tokens instead of 64: with 64, a node's offloaded chunks
-    // (a 1 MiB broadcast is 130) can hold every token while an earlier
-    // host-based broadcast still needs one to forward, and the run
-    // deadlocks - a host-library bug, reproduced on its own by
-    // `bcast_deadlock::offloaded_chunks_holding_every_send_token_starve_an_earlier_host_based_broadcast`.
-    let mut c = Cluster::new(n, LinkConfig::lossy(0.2, 0.05, 0.01), 5, |node| {
-        let mut cfg = EngineConfig::new(node, 1, 0);
-        cfg.send_tokens = 1024;
-        cfg
-    });
+    let mut c = Cluster::new(n, LinkConfig::lossy(0.2, 0.05, 0.01), 5, |node| EngineConfig::new(node, 1, 0));
     let wall = WallClock::now();
     let out = run_plan(&mut c, &plan, 200_000_000).unwrap_or_else(|f| panic!("{f:?}"));
     let bytes: usize = plan.bcasts.iter().map(|b| b.data.len()).sum();
@@ -253,7 +244,6 @@ proptest! {
         let mut c = Cluster::new(n, link, seed, |node| {
             let mut cfg = EngineConfig::new(node, 1, 0);
             cfg.mtu = mtu;
-            cfg.send_tokens = 1024;
             cfg
         });
         let out = run_plan(&mut c, &plan, 5_000_000);
