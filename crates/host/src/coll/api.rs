@@ -238,6 +238,11 @@ pub(crate) struct CollState {
     /// [`super::nicassist`]'s port shares).
     pub(crate) nic_recvs: u32,
     pub(crate) nic_sends: u32,
+    /// Sends of finished host-based collectives not confirmed yet, with
+    /// their buffers (freed on completion).
+    trailing: Vec<(Request, HostBuf)>,
+    /// Of those, how many failed after their collective had completed.
+    pub(crate) trailing_failed: u64,
 }
 
 impl CollState {
@@ -501,6 +506,7 @@ impl<P: PortIo> Port<P> {
     /// collective under way. Called by [`Port::progress`].
     pub(crate) fn coll_advance(&mut self) {
         self.reap_setup();
+        self.reap_trailing();
         while let Some(&(id, i)) = self.coll.backlog.front() {
             let Some(mut op) = self.coll.ops.remove(&id) else {
                 self.coll.backlog.pop_front();
@@ -548,7 +554,14 @@ impl<P: PortIo> Port<P> {
             let mut op = self.coll.ops.remove(&id).expect("listed above");
             let done = match &mut op.body {
                 Body::Off(run) => run.advance(self),
-                Body::Host(run) => run.advance(self),
+                Body::Host(run) => {
+                    let r = run.advance(self);
+                    if r.is_some() {
+                        let t = run.take_trailing();
+                        self.coll.trailing.extend(t);
+                    }
+                    r
+                }
                 Body::Nic(run) => run.advance(self),
                 Body::Done => None,
             };
@@ -561,6 +574,35 @@ impl<P: PortIo> Port<P> {
                 op.result = Some(r.map(|v| if op.want_result { v } else { Vec::new() }));
             }
             self.coll.ops.insert(id, op);
+        }
+    }
+
+    /// Sends of host-based collectives that failed after their collective
+    /// had completed (the host-based twin of the engine's
+    /// `Stats::coll_abandoned`): a collective completes when its own steps
+    /// are done, before its last sends are confirmed.
+    pub fn coll_late_failures(&self) -> u64 {
+        self.coll.trailing_failed
+    }
+
+    /// Frees the buffers of finished host-based collectives' sends as they
+    /// complete.
+    fn reap_trailing(&mut self) {
+        let mut i = 0;
+        while i < self.coll.trailing.len() {
+            let (req, buf) = self.coll.trailing[i];
+            match self.take(req) {
+                None => i += 1,
+                Some(r) => {
+                    let _done = self.coll.trailing.swap_remove(i);
+                    // A buffer the library allocated; freeing it fails
+                    // only if the port's memory is gone, which the
+                    // failed send already says.
+                    if r.is_err() || self.free(buf).is_err() {
+                        self.coll.trailing_failed += 1;
+                    }
+                }
+            }
         }
     }
 

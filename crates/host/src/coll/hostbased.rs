@@ -175,6 +175,13 @@ impl HostRun {
         }
     }
 
+    /// Sends still unconfirmed when the collective finished: the port frees
+    /// their buffers as they complete (a late failure is counted, not
+    /// reported: the collective's result is already out).
+    pub fn take_trailing(&mut self) -> Vec<(Request, HostBuf)> {
+        std::mem::take(&mut self.sends)
+    }
+
     /// After a failure: receives still posted are cancelled and forgotten;
     /// their buffers are leaked rather than freed, since the engine may
     /// still write them until the cancel takes effect.
@@ -207,8 +214,12 @@ impl HostRun {
             }
         }
         loop {
+            // Done when its own steps are: sends still unconfirmed are
+            // handed to the port (`take_trailing`), as the engine keeps an
+            // offloaded collective's last packets, so both forms complete
+            // at the same point of the protocol.
             let Some(st) = self.schedule.steps.get(self.step) else {
-                return Ok(self.sends.is_empty());
+                return Ok(true);
             };
             let st = st.clone();
             while self.sends_posted < st.send_to.len() {

@@ -203,8 +203,21 @@ impl Cluster {
         f(self.net.borrow_mut().engine(NodeId(node)))
     }
 
-    /// Live host allocations at a node (leak check).
-    pub fn live(&self, node: u32) -> usize {
+    /// Live host allocations at a node (leak check), once the network is
+    /// quiet: a finished host-based collective's last sends free their
+    /// buffers only when they are confirmed.
+    pub fn live(&mut self, node: u32) -> usize {
+        loop {
+            for p in &mut self.ports {
+                p.progress();
+            }
+            if !self.net.borrow_mut().step() {
+                break;
+            }
+        }
+        for p in &mut self.ports {
+            p.progress();
+        }
         self.net.borrow_mut().memory(NodeId(node)).live()
     }
 }

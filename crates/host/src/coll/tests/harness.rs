@@ -113,8 +113,21 @@ impl Cluster {
             .collect()
     }
 
-    /// Live allocations at a node (for leak checks).
-    pub fn live(&self, node: u32) -> usize {
+    /// Live allocations at a node (for leak checks), once the network is
+    /// quiet: a finished host-based collective's last sends free their
+    /// buffers only when they are confirmed.
+    pub fn live(&mut self, node: u32) -> usize {
+        loop {
+            for p in &mut self.ports {
+                p.progress();
+            }
+            if !self.step() {
+                break;
+            }
+        }
+        for p in &mut self.ports {
+            p.progress();
+        }
         self.net.lock().unwrap().memory(NodeId(node)).live()
     }
 
