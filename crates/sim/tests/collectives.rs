@@ -149,4 +149,54 @@ fn calibrated_and_predicted_figures_stay_within_tolerance() {
     let o = reduction::latency(&p91, 16, Mode::Offloaded, TreeShape::Binomial, false, 5, 1).unwrap().us;
     let want = paper::value("reduce-int-foi-16").unwrap();
     assert!(within(h / o, want, 0.15), "reduce factor 16 nodes {} vs {want}", h / o);
+    let h = reduction::latency(&p91, 16, Mode::HostBased, TreeShape::Binomial, true, 5, 1).unwrap().us;
+    let o = reduction::latency(&p91, 16, Mode::Offloaded, TreeShape::Binomial, true, 5, 1).unwrap().us;
+    let want = paper::value("reduce-float-foi-16").unwrap();
+    assert!(within(h / o, want, 0.15), "float reduce factor 16 nodes {} vs {want}", h / o);
+    // Calibrated: the depth-1 trees' mean gap (offloaded - host).
+    let gaps: Vec<f64> = (2u32..=16)
+        .map(|n| {
+            let lat = |m| reduction::latency(&p91, n, m, TreeShape::Kary(n - 1), false, 3, 1).unwrap().us;
+            lat(Mode::Offloaded) - lat(Mode::HostBased)
+        })
+        .collect();
+    let gap = gaps.iter().sum::<f64>() / gaps.len() as f64;
+    let want = paper::value("reduce-degree-int-gap").unwrap();
+    assert!(within(gap, want, 0.15), "depth-1 gap {gap} us vs {want} us");
+    // Predicted: host CPU time under a skew of up to 200 us.
+    let h = reduction::cpu(&p91, 16, Mode::HostBased, false, 200.0, 200, 1).unwrap();
+    let o = reduction::cpu(&p91, 16, Mode::Offloaded, false, 200.0, 200, 1).unwrap();
+    let want = paper::value("reduce-skew-foi-200").unwrap();
+    assert!(within(h / o, want, 0.15), "skew 200 us factor {} vs {want}", h / o);
+}
+
+#[test]
+fn paced_latency_iterations_see_no_other_traffic() {
+    // Each latency iteration starts at a set time once the previous one is
+    // over, so every level of a chain adds the same time: with a barrier
+    // between iterations, members that were done sent its packets to NICs
+    // still on the timed path and some levels cost more.
+    let p = Profile::builtin("gm-lanai91");
+    for mode in [Mode::HostBased, Mode::Offloaded] {
+        let lat: Vec<f64> =
+            (2u32..=9).map(|n| reduction::latency(&p, n, mode, TreeShape::Chain, false, 3, 1).unwrap().us).collect();
+        let steps: Vec<f64> = lat.windows(2).map(|w| w[1] - w[0]).collect();
+        for s in &steps {
+            assert!(within(*s, steps[0], 0.001), "{mode:?}: per-level steps {steps:?}");
+        }
+    }
+}
+
+#[test]
+fn host_time_per_reduction_is_a_steady_state_figure() {
+    // Without skew every timed iteration costs the same: the untimed first
+    // one pays the group's set-up and the last offloaded contributions are
+    // collected after a barrier like the others, so the iteration count
+    // does not move the mean.
+    let p = Profile::builtin("gm-lanai91");
+    for mode in [Mode::HostBased, Mode::Offloaded] {
+        let a = reduction::cpu(&p, 16, mode, false, 0.0, 3, 1).unwrap();
+        let b = reduction::cpu(&p, 16, mode, false, 0.0, 12, 1).unwrap();
+        assert!(within(b, a, 0.001), "{mode:?}: {a} us with 3 iterations, {b} us with 12");
+    }
 }

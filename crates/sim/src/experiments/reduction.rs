@@ -7,24 +7,29 @@
 //!   in a loop where every other member ran free and only that leaf waited
 //!   for the root's reply before starting again, so in its steady state the
 //!   other contributions were in before the timed leaf started and only the
-//!   timed leaf's path was critical. We reproduce that steady state: an
-//!   offloaded barrier lines the processes up, the others start at once and
-//!   the timed leaf starts a lead later, the lead being twice the latency
-//!   of the same reduction with everybody starting together (by then
-//!   everything that does not wait for the timed leaf is done: a longer
-//!   lead gives the same figure, which a test checks). [`latency_lined_up`]
-//!   gives the all-start-together figure.
+//!   timed leaf's path was critical. We reproduce that steady state: every
+//!   iteration starts at a set simulated time, once everything of the one
+//!   before is over (no barrier, whose packets would meet the reduction
+//!   still under way: see [`latency_with_lead`]); the others start at once
+//!   and the timed leaf starts a lead later, the lead being twice the
+//!   latency of the same reduction with everybody starting together (by
+//!   then everything that does not wait for the timed leaf is done: a
+//!   longer lead gives the same figure, which a test checks).
+//!   [`latency_lined_up`] gives the all-start-together figure.
 //! - `reduce-chain` (4.3.2, Figure 4.4): the same on a chain of depth
 //!   nodes-1; the slope of (host - offloaded) per level.
 //! - `reduce-degree` (4.3.2, Figure 4.5): depth-1 trees of degree
 //!   nodes-1; the mean gap (offloaded - host) and the offloaded latency's
 //!   growth per degree.
 //! - `reduce-cpu` (4.3.3, Figure 4.6): host time per reduction, averaged
-//!   over processes: the time inside the library. A host-based member is
-//!   inside it until its part is done; an offloaded non-root member only
-//!   posts its contribution and collects the completion later (after the
-//!   next barrier), as the dissertation's non-root hosts did; the
-//!   offloaded root waits for the result.
+//!   over processes: the time inside the library, in the paper's loop of a
+//!   barrier followed by a reduction. A host-based member is inside it
+//!   until its part is done; an offloaded non-root member only posts its
+//!   contribution and collects the completion later (after the next
+//!   barrier, the last one too), as the dissertation's non-root hosts did;
+//!   the offloaded root waits for the result. A first, untimed iteration
+//!   sets the group up, so that without skew the figure does not depend
+//!   on the iteration count (the paper averaged 10,000).
 //! - `reduce-skew` (4.3.4, Figure 4.7): the same on 16 nodes with a random
 //!   delay in 0..=max before each reduction (drawn from the seed).
 
@@ -88,9 +93,8 @@ pub fn latency(
     latency_with_lead(profile, n, mode, shape, float, iters, seed, lead)
 }
 
-/// Reduction latency when every member starts at the same time, right
-/// after the barrier: the timed leaf's contribution then queues behind its
-/// siblings' at their parent.
+/// Reduction latency when every member starts at the same time: the timed
+/// leaf's contribution then queues behind its siblings' at their parent.
 pub fn latency_lined_up(
     profile: &Profile,
     n: u32,
@@ -103,8 +107,48 @@ pub fn latency_lined_up(
     latency_with_lead(profile, n, mode, shape, float, iters, seed, Dur::ZERO)
 }
 
+/// Poll step of a member waiting for the next iteration's start.
+const PACE_POLL: Dur = Dur::from_ns(1_000);
+
+/// Out-of-band pacing of the latency runs' iterations (no traffic): every
+/// member reports when its part of an iteration is done; the last one to
+/// report fixes when the trailing completions are taken in and when the
+/// next iteration starts, each one iteration length later. A barrier
+/// between iterations would not do: a member that is done enters it while
+/// the reduction still runs, and its barrier packets queue at NICs on the
+/// timed path (the paper's timed leaf waited for the root's message and
+/// sent nothing meanwhile).
+struct Pace {
+    n: u32,
+    left: u32,
+    last: Time,
+    /// Per iteration: (take completions in, start the next iteration).
+    next: Vec<Option<(Time, Time)>>,
+}
+
+impl Pace {
+    fn new(n: u32, iters: u32) -> Self {
+        Self { n, left: n, last: Time::ZERO, next: vec![None; iters as usize] }
+    }
+
+    /// Member done with iteration `it`, which started at `start`.
+    fn done(&mut self, it: usize, start: Time, now: Time) {
+        self.last = self.last.max(now);
+        self.left -= 1;
+        if self.left == 0 {
+            let d = Dur(self.last.since(start).0.max(PACE_POLL.0));
+            self.next[it] = Some((self.last + d, self.last + d + d));
+            self.left = self.n;
+            self.last = Time::ZERO;
+        }
+    }
+}
+
 /// Reduction latency with the timed leaf starting `lead` after the others;
-/// the latency is counted from the timed leaf's start.
+/// the latency is counted from the timed leaf's start. Every member starts
+/// an iteration at the same simulated time, once everything of the one
+/// before is over ([`Pace`]); one untimed iteration first installs the
+/// group and its schedule (the paper averaged 10,000 iterations).
 #[allow(clippy::too_many_arguments)]
 pub fn latency_with_lead(
     profile: &Profile,
@@ -117,25 +161,43 @@ pub fn latency_with_lead(
     lead: Dur,
 ) -> Result<LatencyRun, ExperimentError> {
     let iters = iters.max(1);
+    let runs = iters + 1;
     let leaf = furthest_leaf(&tree(shape, n));
     let starts: Shared<Vec<Time>> = Rc::new(RefCell::new(vec![Time::ZERO; iters as usize]));
     let ends: Shared<Vec<Time>> = Rc::new(RefCell::new(vec![Time::ZERO; iters as usize]));
     let results: Shared<Vec<Vec<u8>>> = Rc::new(RefCell::new(Vec::new()));
+    let pace: Shared<Pace> = Rc::new(RefCell::new(Pace::new(n, runs)));
     let red = sum_of(float);
     run_all(profile, n, seed, |p, rank, mut port, mut g| {
-        let (starts, ends, results) = (starts.clone(), ends.clone(), results.clone());
+        let (starts, ends, results, pace) = (starts.clone(), ends.clone(), results.clone(), pace.clone());
         async move {
-            for it in 0..iters {
-                barrier(&p, &mut port, &mut g, Mode::Offloaded, SYNC).await?;
+            let mut start = p.now();
+            // The untimed first run contributes as iteration `iters` would.
+            for (i, timed) in std::iter::once(None).chain((0..iters).map(Some)).enumerate() {
+                p.sleep_until(start).await;
                 if rank == leaf {
                     p.compute(lead).await;
-                    starts.borrow_mut()[it as usize] = p.now();
+                    if let Some(k) = timed {
+                        starts.borrow_mut()[k as usize] = p.now();
+                    }
                 }
-                let v = reduce(&p, &mut port, &mut g, mode, shape, ROOT, red, &contribution(float, rank, it)).await?;
-                if rank == ROOT {
-                    ends.borrow_mut()[it as usize] = p.now();
+                let data = contribution(float, rank, timed.unwrap_or(iters));
+                let v = reduce(&p, &mut port, &mut g, mode, shape, ROOT, red, &data).await?;
+                if let (ROOT, Some(k)) = (rank, timed) {
+                    ends.borrow_mut()[k as usize] = p.now();
                     results.borrow_mut().push(v);
                 }
+                pace.borrow_mut().done(i, start, p.now());
+                let (reap, next) = loop {
+                    let next = pace.borrow().next[i];
+                    match next {
+                        Some(t) => break t,
+                        None => p.sleep_until(p.now() + PACE_POLL).await,
+                    }
+                };
+                p.sleep_until(reap).await;
+                port.progress();
+                start = next;
             }
             Ok(())
         }
@@ -164,28 +226,36 @@ pub fn cpu(
     run_all(profile, n, seed, |p, rank, mut port, mut g| {
         let total = total.clone();
         async move {
-            let mut pending: Option<CollRequest> = None;
+            // (request, whether its iteration is timed)
+            let mut pending: Option<(CollRequest, bool)> = None;
             let mut mine = 0.0;
-            for it in 0..iters {
+            // Iteration 0 is untimed: it installs the group and schedule.
+            for it in 0..=iters {
                 barrier(&p, &mut port, &mut g, Mode::Offloaded, SYNC).await?;
-                if let Some(r) = pending.take() {
+                if let Some((r, timed)) = pending.take() {
                     let t = p.now();
                     p.coll_wait(&mut port, r).await?;
-                    mine += p.now().since(t).as_us();
+                    if timed {
+                        mine += p.now().since(t).as_us();
+                    }
                 }
                 let d = p.skew(Dur::from_us(max_delay_us));
                 p.compute(d).await;
                 let t = p.now();
                 let data = contribution(float, rank, it);
                 if mode == Mode::Offloaded && rank != ROOT {
-                    pending = Some(port.start_reduce(&mut g, mode, shape, ROOT, red, &data)?);
+                    pending = Some((port.start_reduce(&mut g, mode, shape, ROOT, red, &data)?, it > 0));
                     p.settle().await;
                 } else {
                     reduce(&p, &mut port, &mut g, mode, shape, ROOT, red, &data).await?;
                 }
-                mine += p.now().since(t).as_us();
+                if it > 0 {
+                    mine += p.now().since(t).as_us();
+                }
             }
-            if let Some(r) = pending.take() {
+            // The last contribution is collected after a barrier too.
+            barrier(&p, &mut port, &mut g, Mode::Offloaded, SYNC).await?;
+            if let Some((r, _)) = pending.take() {
                 let t = p.now();
                 p.coll_wait(&mut port, r).await?;
                 mine += p.now().since(t).as_us();
