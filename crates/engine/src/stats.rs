@@ -81,4 +81,10 @@ pub struct Work {
     pub acks_out: u64,
     /// Of `packets_in`, acknowledgement-only datagrams (see `acks_out`).
     pub acks_in: u64,
+    /// Payload bytes carried by the datagrams produced (message and write
+    /// fragments, read responses, collective packets), wherever the engine
+    /// took them from: host memory, or its own memory for a multi-send's
+    /// copies and forwarded collective data. A NIC's send DMA moves these
+    /// from NIC memory to the wire once per datagram.
+    pub payload_out: u64,
 }

@@ -90,6 +90,7 @@ impl<D: Dma> Engine<D> {
         let off = wire::emit_prefix(&h, &body, data.len(), buf).expect("contribution sized to the MTU");
         let end = off + data.len();
         buf[off..end].copy_from_slice(&data);
+        self.work.payload_out += data.len() as u64;
         wire::seal(&mut buf[..end]);
         end
     }
@@ -141,6 +142,7 @@ impl<D: Dma> Engine<D> {
         if let Some(data) = shared {
             // Multi-send: the payload is already in engine memory.
             buf[off..end].copy_from_slice(&data[offset as usize..(offset + len) as usize]);
+            self.work.payload_out += u64::from(len);
             wire::seal(&mut buf[..end]);
             return end;
         }
@@ -159,6 +161,7 @@ impl<D: Dma> Engine<D> {
             return self.build_control(ci, seq, BodyRepr::Abort(abort), buf);
         }
         self.work.dma_read += u64::from(len);
+        self.work.payload_out += u64::from(len);
         wire::seal(&mut buf[..end]);
         end
     }

@@ -134,7 +134,7 @@ impl CostModel {
             + self.nic_timer.0 * w.timers
             + self.nic_combine_int.0 * w.combine_int
             + self.nic_combine_float.0 * w.combine_float);
-        d += self.nic_tx_byte.for_bytes(w.dma_read);
+        d += self.nic_tx_byte.for_bytes(w.payload_out);
         d += self.nic_rx_byte.for_bytes(w.bytes_in);
         let bus_read = if self.pio_send { 0 } else { w.dma_read };
         for bytes in [bus_read, w.dma_written] {
@@ -189,7 +189,7 @@ mod tests {
     #[test]
     fn fm_transmit_of_one_packet_is_the_papers_xmit() {
         let c = CostModel::new(&Profile::builtin("fm-lanai43"));
-        let w = Work { packets_out: 1, bytes_out: 1536 + 88, dma_read: 1536, ..Work::default() };
+        let w = Work { packets_out: 1, bytes_out: 1536 + 88, dma_read: 1536, payload_out: 1536, ..Work::default() };
         // 1.3958 + 0.0075 x 1536 = 12.9158 us (dissertation 2.1).
         assert_eq!(c.nic_work(&w), Dur(12_915_800));
         assert_eq!(c.send(1536), Dur(49_019_900));

@@ -28,13 +28,11 @@ fn closed_form_scales_as_k_sends_plus_one_receive() {
 
 /// The multi-send half (dissertation 2.1): t_send + (k-1) x t_xmit +
 /// t_recv = 49.0199 + 5 x 12.9158 + 39.61 = 153.2089 us, a factor of 2.18.
-/// Exact only once each multi-send copy pays the NIC's per-byte transmit
-/// like a unicast packet (the cost model charging `tx_us_per_byte` on the
-/// payload bytes of every datagram sent instead of on the bytes read from
-/// host memory): until then a copy pays only the fixed part and the figure
-/// is 148.5691 us (docs/multicast.md).
+/// Each multi-send copy pays the NIC's per-byte transmit like a unicast
+/// packet: the cost model charges `tx_us_per_byte` on the payload bytes of
+/// every datagram sent (`Work::payload_out`), not on the bytes read from
+/// host memory.
 #[test]
-#[ignore = "needs tx_us_per_byte charged per payload byte sent (Work::payload_out), docs/multicast.md"]
 fn closed_form_multi_send_is_exact_to_four_decimals() {
     let fm = Profile::builtin("fm-lanai43");
     let (us, _) = closed_form::multi_send(&fm, 6, 1536, 1).unwrap();
