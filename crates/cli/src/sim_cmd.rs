@@ -19,10 +19,9 @@ pub struct SimArgs {
     #[arg(required_unless_present = "list_profiles")]
     pub experiment: Option<String>,
     /// Hardware profile(s), comma-separated: a built-in name (fm-lanai43,
-    /// gm-lanai43, gm-lanai72, gm-lanai91, elan3, dpu400) or a path to a
-    /// profile TOML file. Each profile is one series.
-    /// The multicast profiles go by path: profiles/fm-lanai43-wc.toml,
-    /// profiles/gm2-lanai91.toml.
+    /// fm-lanai43-wc, gm-lanai43, gm-lanai72, gm-lanai91, gm2-lanai91,
+    /// elan3, dpu400) or a path to a profile TOML file. Each profile is one
+    /// series.
     #[arg(long, default_value = "fm-lanai43", value_delimiter = ',')]
     pub profile: Vec<String>,
     /// Node counts to sweep, comma-separated (each experiment has a

@@ -251,9 +251,11 @@ pub struct Profile {
 /// The built-in profiles: (name, TOML text).
 pub const BUILTIN: &[(&str, &str)] = &[
     ("fm-lanai43", include_str!("../../../profiles/fm-lanai43.toml")),
+    ("fm-lanai43-wc", include_str!("../../../profiles/fm-lanai43-wc.toml")),
     ("gm-lanai43", include_str!("../../../profiles/gm-lanai43.toml")),
     ("gm-lanai72", include_str!("../../../profiles/gm-lanai72.toml")),
     ("gm-lanai91", include_str!("../../../profiles/gm-lanai91.toml")),
+    ("gm2-lanai91", include_str!("../../../profiles/gm2-lanai91.toml")),
     ("elan3", include_str!("../../../profiles/elan3.toml")),
     ("dpu400", include_str!("../../../profiles/dpu400.toml")),
 ];

@@ -1,6 +1,6 @@
 //! The dissertation's closed-form example, through the real engine.
 
-use outboard_sim::experiments::{closed_form, extra_profiles};
+use outboard_sim::experiments::closed_form;
 use outboard_sim::{paper, Profile};
 
 #[test]
@@ -37,7 +37,7 @@ fn closed_form_multi_send_is_exact_to_four_decimals() {
     let fm = Profile::builtin("fm-lanai43");
     let (us, _) = closed_form::multi_send(&fm, 6, 1536, 1).unwrap();
     assert_eq!(format!("{us:.4}"), format!("{:.4}", paper::value("fm-closed-multisend").unwrap()), "simulated {us} us");
-    let wc = extra_profiles::get("fm-lanai43-wc");
+    let wc = Profile::builtin("fm-lanai43-wc");
     let (us, _) = closed_form::multi_send(&wc, 6, 1536, 1).unwrap();
     assert_eq!(
         format!("{us:.4}"),
@@ -49,7 +49,7 @@ fn closed_form_multi_send_is_exact_to_four_decimals() {
 #[test]
 fn write_combining_point_to_point_is_exact_to_four_decimals() {
     // t_send = 2.7863 + 0.0106 x 1536 = 19.0679 us: 6 x 19.0679 + 39.61.
-    let wc = extra_profiles::get("fm-lanai43-wc");
+    let wc = Profile::builtin("fm-lanai43-wc");
     let (us, _) = closed_form::point_to_point(&wc, 6, 1536, 1).unwrap();
     assert_eq!(paper::value("fm-closed-p2p-wc"), Some(154.0174));
     assert_eq!(format!("{us:.4}"), "154.0174", "simulated {us} us");

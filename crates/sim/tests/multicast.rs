@@ -4,7 +4,7 @@
 use outboard_host::{BcastMode, TreeShape};
 use outboard_sim::experiments::multicast::{self, MPICH_BINOMIAL};
 use outboard_sim::experiments::multisend::{self, Method};
-use outboard_sim::experiments::{extra_profiles, lambda};
+use outboard_sim::experiments::lambda;
 use outboard_sim::{paper, Profile};
 
 fn within(sim: f64, id: &str, tol: f64) {
@@ -16,7 +16,7 @@ fn within(sim: f64, id: &str, tol: f64) {
 #[test]
 fn gm2_multi_send_to_four_destinations_is_the_calibrated_factor() {
     // The one point gm2-lanai91 is calibrated on (profile header).
-    let gm2 = extra_profiles::get("gm2-lanai91");
+    let gm2 = Profile::builtin("gm2-lanai91");
     let host = multisend::iteration(&gm2, 4, 128, Method::HostSends, 4, 1).unwrap();
     let multi = multisend::iteration(&gm2, 4, 128, Method::MultiSend, 4, 1).unwrap();
     within(host.last_arrival / multi.last_arrival, "gm2-multisend-foi", 0.05);
@@ -49,7 +49,7 @@ fn fm_multicast_without_pipelining_at_eight_nodes_is_within_15_percent() {
 #[test]
 fn every_mode_delivers_and_pipelining_and_forwarding_pay_off() {
     // `latency` fails if any member gets other bytes than the root sent.
-    let gm2 = extra_profiles::get("gm2-lanai91");
+    let gm2 = Profile::builtin("gm2-lanai91");
     let size = 3 * 4096 + 17;
     let run = |mode: BcastMode, shape: TreeShape| multicast::latency(&gm2, 16, size, mode, shape, 2, 3).unwrap();
     let host = run(BcastMode::HostBased, MPICH_BINOMIAL);
@@ -73,7 +73,7 @@ fn every_mode_delivers_and_pipelining_and_forwarding_pay_off() {
 
 #[test]
 fn nic_forwarded_broadcast_spares_late_hosts() {
-    let gm2 = extra_profiles::get("gm2-lanai91").at_mpi_level();
+    let gm2 = Profile::builtin("gm2-lanai91").at_mpi_level();
     let host = multicast::cpu_under_skew(&gm2, 16, 4, BcastMode::HostBased, MPICH_BINOMIAL, 400.0, 4, 1).unwrap();
     let nic = multicast::cpu_under_skew(&gm2, 16, 4, BcastMode::Offloaded, MPICH_BINOMIAL, 400.0, 4, 1).unwrap();
     assert!(host > 3.0 * nic, "host {host} us vs offloaded {nic} us in the broadcast");
@@ -83,7 +83,7 @@ fn nic_forwarded_broadcast_spares_late_hosts() {
 fn lambda_falls_with_size_where_bytes_cost_the_receiver_less_than_the_sender() {
     // GM-2, NIC-assisted: the per-copy transmit grows with the link's
     // 0.004 us/B while the fixed latency stays, so lambda shrinks.
-    let gm2 = extra_profiles::get("gm2-lanai91");
+    let gm2 = Profile::builtin("gm2-lanai91");
     let small = lambda::lambda(&gm2, BcastMode::nic_assisted(), 8);
     let large = lambda::lambda(&gm2, BcastMode::nic_assisted(), 4096);
     assert!(small > large && large >= 1.0, "{small} -> {large}");

@@ -198,7 +198,7 @@ pub async fn wait_multi_send(p: &Proc, port: &mut Port<SimIo>, op: OpId, bufs: [
 /// The write-combining variant the text pairs with `profile`, if any
 /// (fm-lanai43 -> fm-lanai43-wc).
 fn write_combining_twin(profile: &Profile) -> Option<Profile> {
-    (profile.name == "fm-lanai43").then(|| super::extra_profiles::get("fm-lanai43-wc"))
+    (profile.name == "fm-lanai43").then(|| Profile::builtin("fm-lanai43-wc"))
 }
 
 /// Paper ids of (host sends, multi-send, factor) for a profile at the

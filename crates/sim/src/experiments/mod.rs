@@ -16,7 +16,6 @@ pub mod barrier;
 pub mod closed_form;
 pub mod coll;
 pub mod dissemination;
-pub mod extra_profiles;
 pub mod granularity;
 pub mod lambda;
 pub mod multicast;
