@@ -125,9 +125,9 @@ impl NicRun {
         }
         let parent = tree.parent(rank).map(|p| members[p as usize]);
         let kids: Vec<Endpoint> = tree
-            .children(rank)
-            .iter()
-            .map(|&c| members[c as usize])
+            .send_order(rank)
+            .into_iter()
+            .map(|c| members[c as usize])
             .collect();
         let buf = if parent.is_none() {
             port.buffer_from(data)?

@@ -47,7 +47,7 @@ fn scatter(tree: &Tree, rank: u32, fold: Fold, steps: &mut Vec<Step>) {
     if let Some(p) = tree.parent(rank) {
         push(steps, Step::recv([p], fold));
     }
-    push(steps, Step::send(tree.children(rank).iter().copied()));
+    push(steps, Step::send(tree.send_order(rank)));
 }
 
 /// Reduction to `tree.root()`: the root ends with the combined value.
