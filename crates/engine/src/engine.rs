@@ -280,6 +280,12 @@ impl<D: Dma> Engine<D> {
     pub fn handle_command(&mut self, now: Instant, port: PortId, cmd: Command) -> Result<(), CommandError> {
         self.now = now;
         self.work.commands += 1;
+        let r = self.command(now, port, cmd);
+        self.coll_drain(now);
+        r
+    }
+
+    fn command(&mut self, now: Instant, port: PortId, cmd: Command) -> Result<(), CommandError> {
         let pi = usize::from(port.0);
         let gen = match self.ports.get(pi) {
             Some(p) if p.open => p.gen,

@@ -75,7 +75,7 @@ fn tiny(
     let mut c = EngineConfig::new(node, 1, 0);
     c.mtu = 512;
     c.window = 2;
-    let packet = c.mtu - 44 - 40 + 32; // payload + pool bookkeeping
+    let packet = outboard_engine::max_collective_len_for(c.mtu) as usize + 32; // payload + pool bookkeeping
     c.coll_unexpected_bytes = pool_packets * packet;
     c.coll_send_bytes = send_packets * (c.mtu + 96);
     c.unexpected_bytes = c.mtu; // host-based messages: one packet of room

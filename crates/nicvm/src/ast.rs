@@ -305,9 +305,11 @@ impl fmt::Display for Expr {
                 f.write_str(")")
             }
             // `-1` would reparse as the literal -1, so a negated literal keeps
-            // its own parentheses.
+            // its own parentheses. NaN and infinities print as a parenthesised
+            // division already (`(0.0 / 0.0)`), which reparses as one, so they
+            // take the general form.
             ExprKind::Unary(UnOp::Neg, e)
-                if matches!(e.kind, ExprKind::Int(_) | ExprKind::Float(_)) =>
+                if matches!(e.kind, ExprKind::Int(_)) || matches!(e.kind, ExprKind::Float(v) if v.is_finite()) =>
             {
                 write!(f, "(-({e}))")
             }

@@ -176,9 +176,10 @@ impl Node {
         let ep = d.engine.open_port(self.shared.clock.now(), port)?;
         let cfg = &self.shared.config;
         // Every accepted command completes with one event, and tokens bound
-        // the commands under way; register, deregister and cancel come on
-        // top, hence the slack.
-        let cap = (cfg.send_tokens + cfg.recv_tokens) as usize + 64;
+        // the commands under way (send, receive and collective tokens);
+        // register, deregister, cancel and group set-up come on top, hence
+        // the slack.
+        let cap = (cfg.send_tokens + cfg.recv_tokens + cfg.coll_tokens) as usize + 64;
         let (cmd_tx, cmd_rx) = ring::channel(cap);
         let (ev_tx, ev_rx) = ring::channel(cap);
         let shared = Arc::new(PortShared::default());

@@ -242,6 +242,17 @@ impl<D: Dma> Engine<D> {
         let held: usize = g.running.iter().map(|r| r.held).sum();
         self.coll.pool_bytes -= held;
         self.coll.groups.remove(&(port, group));
+        // Early packets for it would otherwise wait for a group of the same
+        // id created later.
+        let mut freed = 0;
+        self.coll.pool.retain(|(p, gr, _), v| {
+            let gone = *p == port && *gr == group;
+            if gone {
+                freed += v.iter().map(|a| a.data.len() + ARRIVAL_OVERHEAD).sum::<usize>();
+            }
+            !gone
+        });
+        self.coll.pool_bytes -= freed;
         self.coll.blocked.remove(&(port, group));
         Ok(Completion::GroupDestroyed)
     }
@@ -261,6 +272,8 @@ impl<D: Dma> Engine<D> {
         let g = self.coll.groups.get_mut(&(port, group)).expect("checked above");
         sched.validate(g.rank, g.members.len() as u32)?;
         g.schedules.insert(id.0, Arc::new(Compiled::new(id.0, sched)?));
+        // Broadcast packets that came before their schedule can start now.
+        self.coll_start_pooled(self.now, port, group);
         Ok(Completion::ScheduleSet)
     }
 
@@ -293,31 +306,29 @@ impl<D: Dma> Engine<D> {
         }
 
         let sched = g.schedules.get(&schedule.0).cloned().ok_or(CollError::NoSuchSchedule)?;
+        // From here on the collective takes its epoch whatever happens, so
+        // this member stays in step with its peers.
+        let mut outcome = None;
         // A member it must hear from may already be known dead: no packet
         // would ever tell this collective so.
         let awaited: Vec<NodeId> =
             sched.schedule.steps.iter().flat_map(|s| s.recv_from.iter().map(|&r| g.members[r as usize].node)).collect();
-        for node in awaited {
-            if self.conn_index.get(&node).is_some_and(|&ci| self.conns[ci].dead) {
-                return Err(OpError::PeerUnreachable(node));
-            }
+        if let Some(node) = awaited.into_iter().find(|n| self.conn_index.get(n).is_some_and(|&ci| self.conns[ci].dead)) {
+            outcome = Some(Err(OpError::PeerUnreachable(node)));
         }
-        let value = self.read_host(port, send)?;
+        let value = match outcome {
+            Some(_) => Vec::new(),
+            None => self.read_host(port, send).unwrap_or_else(|e| {
+                outcome = Some(Err(e));
+                Vec::new()
+            }),
+        };
         let g = self.coll.groups.get_mut(&(port, group)).expect("checked above");
         let epoch = g.next_epoch;
         g.next_epoch = g.next_epoch.wrapping_add(1);
         g.host_epoch = g.next_epoch;
-        let mut arrived = Vec::new();
-        if let Some(early) = self.coll.pool.remove(&(port, group, epoch)) {
-            for a in early {
-                self.coll.pool_bytes -= a.data.len() + ARRIVAL_OVERHEAD;
-                if sched.expects(a.src_rank, a.round) {
-                    arrived.push(a);
-                } else {
-                    self.stats.coll_unmatched += 1;
-                }
-            }
-        }
+        let arrived = self.coll_take_pooled(port, group, epoch, &sched, &mut outcome);
+        let g = self.coll.groups.get_mut(&(port, group)).expect("checked above");
         g.running.push_back(Running {
             epoch,
             op: Some(op),
@@ -329,11 +340,39 @@ impl<D: Dma> Engine<D> {
             sent: false,
             next_recv: 0,
             arrived,
-            outcome: None,
+            outcome,
             held: 0,
         });
         self.coll_advance(now, port, group);
+        // Packets pooled for the next epochs may start them now.
+        self.coll_start_pooled(now, port, group);
         Ok(())
+    }
+
+    /// Takes the packets pooled for `epoch` of the group into the
+    /// collective that now runs it. One sent under another schedule means
+    /// the members disagree on what this collective is: it fails.
+    fn coll_take_pooled(
+        &mut self,
+        port: PortId,
+        group: GroupId,
+        epoch: u32,
+        sched: &Compiled,
+        outcome: &mut Option<Result<(), OpError>>,
+    ) -> Vec<Arrival> {
+        let mut arrived = Vec::new();
+        for a in self.coll.pool.remove(&(port, group, epoch)).unwrap_or_default() {
+            self.coll.pool_bytes -= a.data.len() + ARRIVAL_OVERHEAD;
+            if a.schedule != sched.id {
+                let err = CollError::ScheduleMismatch { ours: sched.id, theirs: a.schedule };
+                outcome.get_or_insert(Err(err.into()));
+            } else if sched.expects(a.src_rank, a.round) {
+                arrived.push(a);
+            } else {
+                self.stats.coll_unmatched += 1;
+            }
+        }
+        arrived
     }
 
     fn coll_port_full(&self, port: PortId) -> bool {
@@ -345,14 +384,15 @@ impl<D: Dma> Engine<D> {
     /// inside the handling of a packet, so it cannot interleave with the
     /// bookkeeping that freed the room.
     pub(crate) fn coll_drain(&mut self, now: Instant) {
-        if !std::mem::take(&mut self.coll.drain_due) {
-            return;
-        }
-        let ready: Vec<(PortId, GroupId)> =
-            self.coll.blocked.iter().copied().filter(|(p, _)| !self.coll_port_full(*p)).collect();
-        for (port, group) in ready {
-            self.coll.blocked.remove(&(port, group));
-            self.coll_advance(now, port, group);
+        // Advancing can free room again (a send to a dead peer fails at
+        // once), so look until nothing changes.
+        while std::mem::take(&mut self.coll.drain_due) {
+            let ready: Vec<(PortId, GroupId)> =
+                self.coll.blocked.iter().copied().filter(|(p, _)| !self.coll_port_full(*p)).collect();
+            for (port, group) in ready {
+                self.coll.blocked.remove(&(port, group));
+                self.coll_advance(now, port, group);
+            }
         }
     }
 
@@ -381,57 +421,68 @@ impl<D: Dma> Engine<D> {
     /// if it cannot start anything. Then does the same for packets already
     /// pooled for the collectives after it.
     fn coll_start_early(&mut self, now: Instant, port: PortId, group: GroupId, a: Arrival) -> Result<(), Arrival> {
-        let mut a = a;
-        let mut first = true;
-        loop {
-            let Some(g) = self.coll.groups.get_mut(&(port, group)) else { return Err(a) };
-            let sched = g.schedules.get(&a.schedule).filter(|c| c.starts_on(a.src_rank, a.round)).cloned();
-            let cost = a.data.len() + ARRIVAL_OVERHEAD;
-            // A pooled packet already holds its room.
-            let room = first && self.coll.pool_bytes + cost > self.cfg.coll_unexpected_bytes;
-            let Some(sched) = sched.filter(|_| !room) else {
-                if first {
-                    return Err(a);
-                }
-                self.coll.pool.entry((port, group, g.next_epoch)).or_default().push(a);
-                break;
-            };
-            if first {
-                self.coll.pool_bytes += cost;
-            }
-            let epoch = g.next_epoch;
-            g.next_epoch = g.next_epoch.wrapping_add(1);
-            g.running.push_back(Running {
-                epoch,
-                op: None,
-                sched,
-                reduction: None,
-                value: Vec::new(),
-                recv: HostBuf { addr: 0, len: 0 },
-                step: 0,
-                sent: false,
-                next_recv: 0,
-                arrived: vec![a],
-                outcome: None,
-                held: cost,
-            });
-            self.stats.coll_forwarded_early += 1;
-            first = false;
-            // The next collective may be waiting in the pool already.
-            let next = g.next_epoch;
-            let Some(pooled) = self.coll.pool.get_mut(&(port, group, next)) else { break };
-            let Some(i) = pooled.iter().position(|p| {
-                g.schedules.get(&p.schedule).is_some_and(|c| c.starts_on(p.src_rank, p.round))
-            }) else {
-                break;
-            };
-            a = pooled.swap_remove(i);
-            if pooled.is_empty() {
-                self.coll.pool.remove(&(port, group, next));
-            }
+        let Some(g) = self.coll.groups.get(&(port, group)) else { return Err(a) };
+        let Some(sched) = g.schedules.get(&a.schedule).filter(|c| c.starts_on(a.src_rank, a.round)).cloned() else {
+            return Err(a);
+        };
+        let cost = a.data.len() + ARRIVAL_OVERHEAD;
+        if self.coll.pool_bytes + cost > self.cfg.coll_unexpected_bytes {
+            return Err(a);
         }
+        self.coll.pool_bytes += cost;
+        self.coll_run_early(port, group, sched, a);
+        self.coll_start_pooled(now, port, group);
         self.coll_advance(now, port, group);
         Ok(())
+    }
+
+    /// Starts the group's next collectives from packets already pooled for
+    /// them (they hold their room already), as long as one of them can
+    /// start one: after the host started the epoch before, or after the
+    /// schedule they name was installed.
+    pub(crate) fn coll_start_pooled(&mut self, now: Instant, port: PortId, group: GroupId) {
+        let mut started = false;
+        while let Some(g) = self.coll.groups.get(&(port, group)) {
+            let next = g.next_epoch;
+            let Some(pooled) = self.coll.pool.get_mut(&(port, group, next)) else { break };
+            let starter = pooled.iter().position(|p| g.schedules.get(&p.schedule).is_some_and(|c| c.starts_on(p.src_rank, p.round)));
+            let Some(i) = starter else { break };
+            let a = pooled.swap_remove(i);
+            let sched = g.schedules.get(&a.schedule).cloned().expect("checked by position");
+            self.coll_run_early(port, group, sched, a);
+            started = true;
+        }
+        if started {
+            self.coll_advance(now, port, group);
+        }
+    }
+
+    /// Runs `sched` as the group's next collective, started by packet `a`
+    /// (whose pool room it keeps until the host takes it over).
+    fn coll_run_early(&mut self, port: PortId, group: GroupId, sched: Arc<Compiled>, a: Arrival) {
+        let held = a.data.len() + ARRIVAL_OVERHEAD;
+        let g = self.coll.groups.get_mut(&(port, group)).expect("caller checked");
+        let epoch = g.next_epoch;
+        g.next_epoch = g.next_epoch.wrapping_add(1);
+        let mut outcome = None;
+        let mut arrived = self.coll_take_pooled(port, group, epoch, &sched, &mut outcome);
+        arrived.push(a);
+        let g = self.coll.groups.get_mut(&(port, group)).expect("caller checked");
+        g.running.push_back(Running {
+            epoch,
+            op: None,
+            sched,
+            reduction: None,
+            value: Vec::new(),
+            recv: HostBuf { addr: 0, len: 0 },
+            step: 0,
+            sent: false,
+            next_recv: 0,
+            arrived,
+            outcome,
+            held,
+        });
+        self.stats.coll_forwarded_early += 1;
     }
 
     /// Runs every collective of the group as far as its arrivals allow,
@@ -443,10 +494,23 @@ impl<D: Dma> Engine<D> {
         let rank = g.rank;
         let mut sends: Vec<PendingSends> = Vec::new();
         let mut blocked = false;
+        let mut front = true;
         for r in g.running.iter_mut() {
             if r.outcome.is_some() {
                 continue;
             }
+            // The oldest unfinished collective of a group does not wait for
+            // room taken by packets of later epochs or other groups: those
+            // may be refused by receivers that wait for this very
+            // collective (every member runs a group's epochs in order).
+            // Room taken by its own earlier epochs it does wait for - that
+            // is a member running ahead. So the bound is exceeded by at most
+            // one step per group.
+            let is_front = std::mem::take(&mut front);
+            let out = &self.coll.out;
+            let behind_others = |epoch: u32| {
+                out.values().any(|o| o.port == port && (o.group != group || epoch_before(epoch, o.epoch)))
+            };
             loop {
                 let steps = &r.sched.schedule.steps;
                 if r.step == steps.len() {
@@ -455,7 +519,7 @@ impl<D: Dma> Engine<D> {
                 }
                 let st = &steps[r.step];
                 if !r.sent {
-                    if !st.send_to.is_empty() && held >= bound {
+                    if !st.send_to.is_empty() && held >= bound && !(is_front && behind_others(r.epoch)) {
                         // The port's unconfirmed packets fill its bound:
                         // this step's sends (and so the collective) wait;
                         // its receives are still taken as they come.
@@ -646,7 +710,12 @@ impl<D: Dma> Engine<D> {
                 return;
             }
             if let Some(r) = g.running.iter_mut().find(|r| r.epoch == h.epoch) {
-                if r.outcome.is_none() && r.sched.expects(h.src_rank, h.round) {
+                if r.outcome.is_none() && h.schedule != r.sched.id {
+                    // The members disagree on what this collective is.
+                    let err = CollError::ScheduleMismatch { ours: r.sched.id, theirs: h.schedule };
+                    r.outcome = Some(Err(err.into()));
+                    self.coll_advance(now, port, group);
+                } else if r.outcome.is_none() && r.sched.expects(h.src_rank, h.round) {
                     r.arrived.push(arrival);
                     self.coll_advance(now, port, group);
                 } else {
