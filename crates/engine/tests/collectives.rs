@@ -524,3 +524,45 @@ fn forwarding_without_the_host_respects_the_pool_bound() {
     assert_eq!(c.net.memory(NodeId(2)).bytes(bufs[1]), &data[..]);
     assert_eq!(c.net.memory(NodeId(1)).bytes(recv), &data[..]);
 }
+
+/// A broadcast packet that arrives before its schedule is installed waits
+/// in the pool; installing the schedule starts the forwarding at once,
+/// still without the host asking (host libraries install schedules lazily,
+/// so the first broadcast of each kind meets this).
+#[test]
+fn pooled_broadcast_packets_start_forwarding_when_their_schedule_arrives() {
+    let n = 3;
+    let mut c = Cluster::new(n, LinkConfig::default(), 13, 1 << 20);
+    for r in 0..n {
+        c.install(r);
+    }
+    for r in [0, 2] {
+        let buf = c.net.memory(NodeId(r)).alloc_with(&chain_bcast(r, n).encode());
+        c.net.command(NodeId(r), P0, Command::SetSchedule { op: OpId(3), group: G, schedule: BCAST, buf }).unwrap();
+        assert!(c.net.take_events(NodeId(r))[0].result.is_ok());
+    }
+    let data: Vec<u8> = (0..300u32).map(|i| (i * 7) as u8).collect();
+    let mut recv2 = None;
+    for r in [0, 2] {
+        let send = c.net.memory(NodeId(r)).alloc_with(if r == 0 { &data[..] } else { &[] });
+        let recv = c.net.memory(NodeId(r)).alloc(300);
+        let cmd = Command::Collective { op: OpId(9), group: G, schedule: BCAST, reduction: None, send, recv };
+        c.net.command(NodeId(r), P0, cmd).unwrap();
+        recv2 = Some(recv);
+    }
+    c.net.run_for(Duration::from_millis(2)).unwrap();
+    assert!(c.net.take_events(NodeId(2)).is_empty(), "rank 2 cannot have it: rank 1 has no schedule yet");
+    assert!(c.net.engine(NodeId(1)).coll_unexpected_bytes() > 0);
+    let buf = c.net.memory(NodeId(1)).alloc_with(&chain_bcast(1, n).encode());
+    c.net.command(NodeId(1), P0, Command::SetSchedule { op: OpId(3), group: G, schedule: BCAST, buf }).unwrap();
+    let mut got = Vec::new();
+    c.net
+        .run_until("rank 2", |net| {
+            got.extend(net.take_events(NodeId(2)));
+            !got.is_empty()
+        })
+        .unwrap();
+    assert_eq!(got[0].result, Ok(Completion::Collective { epoch: 0, len: 300 }));
+    assert_eq!(c.net.memory(NodeId(2)).bytes(recv2.unwrap()), &data[..]);
+    assert_eq!(c.net.engine(NodeId(1)).stats().coll_forwarded_early, 1);
+}
