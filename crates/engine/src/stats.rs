@@ -87,4 +87,8 @@ pub struct Work {
     /// copies and forwarded collective data. A NIC's send DMA moves these
     /// from NIC memory to the wire once per datagram.
     pub payload_out: u64,
+    /// Of `packets_out`, collective packets that repeat a value their step
+    /// already sent to another rank: a NIC keeps the prepared packet and
+    /// only rewrites its destination, so a cost model may charge them less.
+    pub coll_copies_out: u64,
 }

@@ -83,7 +83,7 @@ impl<D: Dma> Engine<D> {
     }
 
     fn build_coll(&mut self, ci: usize, seq: wire::Seq, key: u32, attempt: u32, buf: &mut [u8]) -> usize {
-        let Some((body, data)) = self.coll_body(key, attempt) else {
+        let Some((body, data, copy)) = self.coll_body(key, attempt) else {
             return self.build_control(ci, seq, BodyRepr::Nop, buf);
         };
         let h = self.header(ci, body.kind(), seq);
@@ -91,6 +91,9 @@ impl<D: Dma> Engine<D> {
         let end = off + data.len();
         buf[off..end].copy_from_slice(&data);
         self.work.payload_out += data.len() as u64;
+        if copy {
+            self.work.coll_copies_out += 1;
+        }
         wire::seal(&mut buf[..end]);
         end
     }

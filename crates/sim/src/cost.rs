@@ -51,6 +51,8 @@ pub struct CostModel {
     pub nic_coll_data_rx: Dur,
     /// NIC: per acknowledgement-only packet out (instead of `nic_tx_packet`).
     pub nic_ack_tx: Dur,
+    /// NIC: per collective packet that repeats its step's value to another rank.
+    pub nic_copy_tx: Dur,
     /// NIC: per acknowledgement-only packet in (instead of `nic_rx_packet`).
     pub nic_ack_rx: Dur,
     /// NIC: per completion event.
@@ -100,6 +102,7 @@ impl CostModel {
             nic_recv_post: cycles(p.nic.recv_post_cycles.unwrap_or(p.nic.command_cycles), mhz),
             nic_coll_data_rx: cycles(p.nic.coll_data_rx_cycles.unwrap_or(0.0), mhz),
             nic_ack_tx: cycles(p.nic.ack_tx_cycles.unwrap_or(p.nic.tx_packet_cycles), mhz),
+            nic_copy_tx: cycles(p.nic.copy_tx_cycles.unwrap_or(p.nic.tx_packet_cycles), mhz),
             nic_ack_rx: cycles(p.nic.ack_rx_cycles.unwrap_or(p.nic.rx_packet_cycles), mhz),
             nic_event: cycles(p.nic.event_cycles, mhz),
             nic_timer: cycles(p.nic.timer_cycles, mhz),
@@ -117,18 +120,21 @@ impl CostModel {
     ///
     /// Processor time: per command, packet and timer, and per element a
     /// reduction combines (integer and floating point apart).
-    /// Acknowledgement-only packets are charged their own (smaller) price
-    /// instead of the full packet's: the engine reports them as a subset of
-    /// its packets, so each datagram is charged exactly once. Data movement: the
+    /// Acknowledgement-only packets, and collective packets repeating their
+    /// step's value to a further rank, are charged their own (smaller)
+    /// prices instead of the full packet's: the engine reports them as
+    /// subsets of its packets, so each datagram is charged exactly once. Data movement: the
     /// send DMA's pace per payload byte read for transmission, the receive
     /// side per byte taken off the wire, and a bus DMA (set-up plus bytes)
     /// for payload read from or written to host memory - except send data
     /// the host already wrote by PIO.
     pub fn nic_work(&self, w: &Work) -> Dur {
         let (acks_out, acks_in) = (w.acks_out.min(w.packets_out), w.acks_in.min(w.packets_in));
+        let copies = w.coll_copies_out.min(w.packets_out - acks_out);
         let mut d = Dur(self.nic_command.0 * w.commands
-            + self.nic_tx_packet.0 * (w.packets_out - acks_out)
+            + self.nic_tx_packet.0 * (w.packets_out - acks_out - copies)
             + self.nic_ack_tx.0 * acks_out
+            + self.nic_copy_tx.0 * copies
             + self.nic_rx_packet.0 * (w.packets_in - acks_in)
             + self.nic_ack_rx.0 * acks_in
             + self.nic_timer.0 * w.timers
@@ -185,6 +191,17 @@ impl CostModel {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn repeated_collective_packets_pay_the_copy_price() {
+        let c = CostModel::new(&Profile::builtin("gm-lanai43"));
+        assert!(c.nic_copy_tx < c.nic_tx_packet);
+        let w = Work { packets_out: 3, coll_copies_out: 2, ..Work::default() };
+        assert_eq!(c.nic_work(&w), Dur(c.nic_tx_packet.0 + 2 * c.nic_copy_tx.0));
+        // Absent from a profile: the full price, as before.
+        let fm = CostModel::new(&Profile::builtin("fm-lanai43"));
+        assert_eq!(fm.nic_copy_tx, fm.nic_tx_packet);
+    }
 
     #[test]
     fn fm_transmit_of_one_packet_is_the_papers_xmit() {

@@ -148,6 +148,13 @@ pub struct NicCosts {
     /// before acknowledgements were counted apart).
     #[serde(default)]
     pub ack_tx_cycles: Option<f64>,
+    /// Cycles to send a collective packet that repeats the value its step
+    /// already sent to another rank (a tree node releasing its second and
+    /// further children): the control program keeps the prepared packet
+    /// and rewrites its destination and sequence number, no new DMA from
+    /// host memory. Absent: charged as a full packet.
+    #[serde(default)]
+    pub copy_tx_cycles: Option<f64>,
     /// Cycles to handle one incoming acknowledgement-only packet: check the
     /// header, advance the connection's unacknowledged window and free the
     /// send records it covers (the completion event, if any, is charged
@@ -337,6 +344,7 @@ impl Profile {
         ];
         let optional = [
             ("nic.ack_tx_cycles", self.nic.ack_tx_cycles),
+            ("nic.copy_tx_cycles", self.nic.copy_tx_cycles),
             ("nic.ack_rx_cycles", self.nic.ack_rx_cycles),
             ("nic.recv_post_cycles", self.nic.recv_post_cycles),
             ("nic.coll_data_rx_cycles", self.nic.coll_data_rx_cycles),

@@ -142,6 +142,10 @@ pub(crate) struct CollOut {
     pub src_rank: u32,
     pub round: u16,
     pub schedule: u16,
+    /// Not the first packet of its step: the same value the step already
+    /// sent to another rank (a NIC re-sends a prepared packet with another
+    /// destination).
+    pub copy: bool,
     pub dest: Endpoint,
     pub data: Arc<[u8]>,
     pub attempt: u32,
@@ -577,7 +581,7 @@ impl<D: Dma> Engine<D> {
             self.coll.blocked.insert((port, group));
         }
         for PendingSends { epoch, schedule, data, to } in sends {
-            for (dst_rank, round) in to {
+            for (i, (dst_rank, round)) in to.into_iter().enumerate() {
                 let key = self.coll_alloc_key();
                 let out = CollOut {
                     port,
@@ -587,6 +591,7 @@ impl<D: Dma> Engine<D> {
                     src_rank: rank,
                     round,
                     schedule,
+                    copy: i > 0,
                     dest: members[dst_rank as usize],
                     data: data.clone(),
                     attempt: 0,
@@ -933,7 +938,7 @@ impl<D: Dma> Engine<D> {
     }
 
     /// Builds the body of collective packet `key`, if it is still live.
-    pub(crate) fn coll_body(&self, key: u32, attempt: u32) -> Option<(wire::BodyRepr, Arc<[u8]>)> {
+    pub(crate) fn coll_body(&self, key: u32, attempt: u32) -> Option<(wire::BodyRepr, Arc<[u8]>, bool)> {
         let o = self.coll.out.get(&key).filter(|o| o.attempt == attempt && o.retry_at.is_none())?;
         let h = wire::CollHeader {
             src_port: o.port.0,
@@ -949,7 +954,7 @@ impl<D: Dma> Engine<D> {
             offset: 0,
             schedule: o.schedule,
         };
-        Some((wire::BodyRepr::Coll(h), o.data.clone()))
+        Some((wire::BodyRepr::Coll(h), o.data.clone(), o.copy))
     }
 
     /// Whether no collective is under way and nothing is pooled or queued.
