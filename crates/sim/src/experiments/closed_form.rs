@@ -40,35 +40,18 @@ pub(crate) fn first_port(node: u32) -> Endpoint {
     Endpoint { node: NodeId(node), port: PortId(0), gen: 1 }
 }
 
-/// Sends one `size`-byte message from node 0 to nodes 1..=k by k host
-/// sends; returns when the last destination's host has it, in
-/// microseconds, and the run's report.
-pub fn point_to_point(profile: &Profile, k: u32, size: u32, seed: u64) -> Result<(f64, RunReport), ExperimentError> {
+/// The simulation both halves run in: node 0 sends, nodes 1..=k receive.
+fn setup(profile: &Profile, k: u32, seed: u64) -> Result<(Simulation, FirstError), ExperimentError> {
     if k == 0 {
         return Err(ExperimentError::Param("closed-form needs at least one destination (2 nodes)".into()));
     }
-    let mut sim = Simulation::with_config(profile, k + 1, seed, |c| c.max_ports = 1)?;
+    Ok((Simulation::with_config(profile, k + 1, seed, |c| c.max_ports = 1)?, FirstError::default()))
+}
+
+/// Spawns the k receivers, runs the simulation and returns when the last
+/// destination's host had the message, in microseconds, and the report.
+fn finish(mut sim: Simulation, k: u32, size: u32, err: FirstError) -> Result<(f64, RunReport), ExperimentError> {
     let done: Shared<Vec<Time>> = Rc::new(RefCell::new(Vec::new()));
-    let err = FirstError::default();
-    {
-        let err = err.clone();
-        sim.spawn(0, move |p| async move {
-            let r: Result<(), HostError> = async {
-                let mut port = p.open_port(0).expect("fresh port");
-                let buf = port.buffer_from(&vec![0xab; size as usize])?;
-                let mut reqs = Vec::new();
-                for d in 1..=k {
-                    reqs.push(port.start_send(first_port(d), 1, buf)?);
-                }
-                for r in p.wait_all(&mut port, &reqs).await {
-                    r?;
-                }
-                Ok(())
-            }
-            .await;
-            err.record(r);
-        });
-    }
     for d in 1..=k {
         let (done, err) = (done.clone(), err.clone());
         sim.spawn(d, move |p| async move {
@@ -90,17 +73,39 @@ pub fn point_to_point(profile: &Profile, k: u32, size: u32, seed: u64) -> Result
     Ok((last.as_us(), report))
 }
 
+/// Sends one `size`-byte message from node 0 to nodes 1..=k by k host
+/// sends; returns when the last destination's host has it, in
+/// microseconds, and the run's report.
+pub fn point_to_point(profile: &Profile, k: u32, size: u32, seed: u64) -> Result<(f64, RunReport), ExperimentError> {
+    let (mut sim, err) = setup(profile, k, seed)?;
+    {
+        let err = err.clone();
+        sim.spawn(0, move |p| async move {
+            let r: Result<(), HostError> = async {
+                let mut port = p.open_port(0).expect("fresh port");
+                let buf = port.buffer_from(&vec![0xab; size as usize])?;
+                let mut reqs = Vec::new();
+                for d in 1..=k {
+                    reqs.push(port.start_send(first_port(d), 1, buf)?);
+                }
+                for r in p.wait_all(&mut port, &reqs).await {
+                    r?;
+                }
+                Ok(())
+            }
+            .await;
+            err.record(r);
+        });
+    }
+    finish(sim, k, size, err)
+}
+
 /// Sends one `size`-byte message from node 0 to nodes 1..=k with one
 /// engine multi-send (the host hands the payload over once, the NIC sends a
 /// copy to each destination); returns when the last destination's host has
 /// it, in microseconds, and the run's report.
 pub fn multi_send(profile: &Profile, k: u32, size: u32, seed: u64) -> Result<(f64, RunReport), ExperimentError> {
-    if k == 0 {
-        return Err(ExperimentError::Param("closed-form needs at least one destination (2 nodes)".into()));
-    }
-    let mut sim = Simulation::with_config(profile, k + 1, seed, |c| c.max_ports = 1)?;
-    let done: Shared<Vec<Time>> = Rc::new(RefCell::new(Vec::new()));
-    let err = FirstError::default();
+    let (mut sim, err) = setup(profile, k, seed)?;
     {
         let err = err.clone();
         sim.spawn(0, move |p| async move {
@@ -113,25 +118,7 @@ pub fn multi_send(profile: &Profile, k: u32, size: u32, seed: u64) -> Result<(f6
             err.record(r);
         });
     }
-    for d in 1..=k {
-        let (done, err) = (done.clone(), err.clone());
-        sim.spawn(d, move |p| async move {
-            let r: Result<(), HostError> = async {
-                let mut port = p.open_port(0).expect("fresh port");
-                let buf = port.buffer(size)?;
-                let req = port.start_recv(RecvMatch::tag(1), buf)?;
-                p.wait(&mut port, req).await?;
-                done.borrow_mut().push(p.now());
-                Ok(())
-            }
-            .await;
-            err.record(r);
-        });
-    }
-    let report = sim.run()?;
-    err.check()?;
-    let last = done.borrow().iter().copied().max().unwrap_or(Time::ZERO);
-    Ok((last.as_us(), report))
+    finish(sim, k, size, err)
 }
 
 /// One engine multi-send of `data` to `dests` with `tag`, waited for. The
