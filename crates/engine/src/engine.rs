@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use outboard_wire::{self as wire, AbortWhat, BodyRepr};
 
 use crate::conn::{Conn, TimerVerdict, TxRecord};
-use crate::port::{Port, PostedRecv};
+use crate::port::{Port, PostedRecv, Token};
 use crate::{
     Command, CommandError, Completion, ConfigError, Dma, Endpoint, EngineConfig, Event, Generation, HostBuf, Instant,
     NodeId, OpError, OpId, OpenError, PortId, Stats, Work,
@@ -352,7 +352,7 @@ impl<D: Dma> Engine<D> {
                 }
                 p.coll_tokens -= 1;
                 if let Err(e) = self.coll_start(now, port, op, group, schedule, reduction, send, recv) {
-                    self.complete_coll(port, gen, op, Err(e));
+                    self.complete(port, gen, op, Err(e), Token::Coll);
                 }
                 Ok(())
             }
@@ -430,14 +430,14 @@ impl<D: Dma> Engine<D> {
         let read = (dests.len == 0 || self.dma.read(port, dests.addr, &mut list).is_ok())
             && (buf.len == 0 || self.dma.read(port, buf.addr, &mut data).is_ok());
         if !read {
-            self.complete(port, gen, op, Err(OpError::DmaFault), false);
+            self.complete(port, gen, op, Err(OpError::DmaFault), Token::Send);
             return Ok(());
         }
         self.work.dma_read += u64::from(dests.len) + u64::from(buf.len);
         let dests = match crate::decode_members(&list) {
             Ok(d) => d,
             Err(e) => {
-                self.complete(port, gen, op, Err(e.into()), false);
+                self.complete(port, gen, op, Err(e.into()), Token::Send);
                 return Ok(());
             }
         };
@@ -472,7 +472,7 @@ impl<D: Dma> Engine<D> {
                 Some(e) => Err(e),
                 None => Ok(Completion::Sent),
             };
-            self.complete(m.port, m.port_gen, m.op, result, false);
+            self.complete(m.port, m.port_gen, m.op, result, Token::Send);
         }
     }
 
@@ -481,7 +481,7 @@ impl<D: Dma> Engine<D> {
     fn op_result(&mut self, op: &OutOp, result: Result<Completion, OpError>) {
         match op.multi {
             Some(id) => self.multi_part_done(id, result),
-            None => self.complete(op.port, op.port_gen, op.op, result, false),
+            None => self.complete(op.port, op.port_gen, op.op, result, Token::Send),
         }
     }
 
@@ -564,27 +564,25 @@ impl<D: Dma> Engine<D> {
         }
     }
 
-    /// Completes a host operation: queues its event and returns its token.
-    pub(crate) fn complete(&mut self, port: PortId, gen: Generation, op: OpId, result: Result<Completion, OpError>, recv: bool) {
+    /// Completes a host operation: queues its event and returns its token
+    /// of class `token`.
+    pub(crate) fn complete(
+        &mut self,
+        port: PortId,
+        gen: Generation,
+        op: OpId,
+        result: Result<Completion, OpError>,
+        token: Token,
+    ) {
         let Some(p) = self.ports.get_mut(usize::from(port.0)) else { return };
         if !p.open || p.gen != gen {
             return;
         }
-        if recv {
-            p.recv_tokens += 1;
-        } else {
-            p.send_tokens += 1;
+        match token {
+            Token::Send => p.send_tokens += 1,
+            Token::Recv => p.recv_tokens += 1,
+            Token::Coll => p.coll_tokens += 1,
         }
-        self.events.push_back(Event { port, op, result });
-    }
-
-    /// Completes a collective: queues its event and returns its token.
-    pub(crate) fn complete_coll(&mut self, port: PortId, gen: Generation, op: OpId, result: Result<Completion, OpError>) {
-        let Some(p) = self.ports.get_mut(usize::from(port.0)) else { return };
-        if !p.open || p.gen != gen {
-            return;
-        }
-        p.coll_tokens += 1;
         self.events.push_back(Event { port, op, result });
     }
 
@@ -658,14 +656,14 @@ impl<D: Dma> Engine<D> {
             Ok(()) => Ok(Completion::Received { src, tag, len }),
         };
         self.work.dma_written += n as u64;
-        self.complete(port, gen, recv.op, result, true);
+        self.complete(port, gen, recv.op, result, Token::Recv);
     }
 
     fn cancel(&mut self, port: PortId, gen: Generation, target: OpId) -> Result<Completion, OpError> {
         let p = &mut self.ports[usize::from(port.0)];
         if let Some(i) = p.posted.iter().position(|r| r.op == target) {
             p.posted.remove(i);
-            self.complete(port, gen, target, Err(OpError::Cancelled), true);
+            self.complete(port, gen, target, Err(OpError::Cancelled), Token::Recv);
             return Ok(Completion::Cancelled);
         }
         let parked = self
@@ -792,7 +790,7 @@ impl<D: Dma> Engine<D> {
                 !only_peer
             });
             for op in failed {
-                self.complete(PortId(pi as u8), gen, op, Err(OpError::PeerUnreachable(node)), true);
+                self.complete(PortId(pi as u8), gen, op, Err(OpError::PeerUnreachable(node)), Token::Recv);
             }
         }
     }
