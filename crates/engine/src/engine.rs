@@ -5,7 +5,8 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use outboard_wire::{self as wire, AbortWhat, BodyRepr};
 
 use crate::conn::{Conn, TimerVerdict, TxRecord};
-use crate::port::{Port, PostedRecv, Token};
+use crate::port::{Port, PostedRecv};
+use crate::TokenClass;
 use crate::{
     Command, CommandError, Completion, ConfigError, Dma, Endpoint, EngineConfig, Event, Generation, HostBuf, Instant,
     NodeId, OpError, OpId, OpenError, PortId, Stats, Work,
@@ -352,7 +353,7 @@ impl<D: Dma> Engine<D> {
                 }
                 p.coll_tokens -= 1;
                 if let Err(e) = self.coll_start(now, port, op, group, schedule, reduction, send, recv) {
-                    self.complete(port, gen, op, Err(e), Token::Coll);
+                    self.complete(port, gen, op, Err(e), TokenClass::Coll);
                 }
                 Ok(())
             }
@@ -430,14 +431,14 @@ impl<D: Dma> Engine<D> {
         let read = (dests.len == 0 || self.dma.read(port, dests.addr, &mut list).is_ok())
             && (buf.len == 0 || self.dma.read(port, buf.addr, &mut data).is_ok());
         if !read {
-            self.complete(port, gen, op, Err(OpError::DmaFault), Token::Send);
+            self.complete(port, gen, op, Err(OpError::DmaFault), TokenClass::Send);
             return Ok(());
         }
         self.work.dma_read += u64::from(dests.len) + u64::from(buf.len);
         let dests = match crate::decode_members(&list) {
             Ok(d) => d,
             Err(e) => {
-                self.complete(port, gen, op, Err(e.into()), Token::Send);
+                self.complete(port, gen, op, Err(e.into()), TokenClass::Send);
                 return Ok(());
             }
         };
@@ -472,7 +473,7 @@ impl<D: Dma> Engine<D> {
                 Some(e) => Err(e),
                 None => Ok(Completion::Sent),
             };
-            self.complete(m.port, m.port_gen, m.op, result, Token::Send);
+            self.complete(m.port, m.port_gen, m.op, result, TokenClass::Send);
         }
     }
 
@@ -481,7 +482,7 @@ impl<D: Dma> Engine<D> {
     fn op_result(&mut self, op: &OutOp, result: Result<Completion, OpError>) {
         match op.multi {
             Some(id) => self.multi_part_done(id, result),
-            None => self.complete(op.port, op.port_gen, op.op, result, Token::Send),
+            None => self.complete(op.port, op.port_gen, op.op, result, TokenClass::Send),
         }
     }
 
@@ -572,16 +573,16 @@ impl<D: Dma> Engine<D> {
         gen: Generation,
         op: OpId,
         result: Result<Completion, OpError>,
-        token: Token,
+        token: TokenClass,
     ) {
         let Some(p) = self.ports.get_mut(usize::from(port.0)) else { return };
         if !p.open || p.gen != gen {
             return;
         }
         match token {
-            Token::Send => p.send_tokens += 1,
-            Token::Recv => p.recv_tokens += 1,
-            Token::Coll => p.coll_tokens += 1,
+            TokenClass::Send => p.send_tokens += 1,
+            TokenClass::Recv => p.recv_tokens += 1,
+            TokenClass::Coll => p.coll_tokens += 1,
         }
         self.events.push_back(Event { port, op, result });
     }
@@ -656,14 +657,14 @@ impl<D: Dma> Engine<D> {
             Ok(()) => Ok(Completion::Received { src, tag, len }),
         };
         self.work.dma_written += n as u64;
-        self.complete(port, gen, recv.op, result, Token::Recv);
+        self.complete(port, gen, recv.op, result, TokenClass::Recv);
     }
 
     fn cancel(&mut self, port: PortId, gen: Generation, target: OpId) -> Result<Completion, OpError> {
         let p = &mut self.ports[usize::from(port.0)];
         if let Some(i) = p.posted.iter().position(|r| r.op == target) {
             p.posted.remove(i);
-            self.complete(port, gen, target, Err(OpError::Cancelled), Token::Recv);
+            self.complete(port, gen, target, Err(OpError::Cancelled), TokenClass::Recv);
             return Ok(Completion::Cancelled);
         }
         let parked = self
@@ -790,7 +791,7 @@ impl<D: Dma> Engine<D> {
                 !only_peer
             });
             for op in failed {
-                self.complete(PortId(pi as u8), gen, op, Err(OpError::PeerUnreachable(node)), Token::Recv);
+                self.complete(PortId(pi as u8), gen, op, Err(OpError::PeerUnreachable(node)), TokenClass::Recv);
             }
         }
     }

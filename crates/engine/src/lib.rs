@@ -38,6 +38,7 @@ mod port;
 mod rx;
 mod stats;
 mod time;
+mod tokens;
 mod tx;
 
 pub use api::{Command, CommandError, Completion, ConfigError, Event, OpError, OpenError, Transmit};
@@ -52,4 +53,5 @@ pub use engine::Engine;
 pub use ids::{Endpoint, Generation, HostBuf, NodeId, OpId, PortId, RecvMatch};
 pub use stats::{Stats, Work};
 pub use time::Instant;
+pub use tokens::{TokenClass, TokenMirror};
 pub use core::time::Duration;

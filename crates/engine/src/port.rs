@@ -36,16 +36,6 @@ impl Unexpected {
 /// The key of a message stream: the far port's node, port and incarnation.
 pub(crate) type StreamKey = (NodeId, u8, Generation);
 
-/// The class of token an operation holds until it completes: sends,
-/// receives and collectives are bounded apart (a collective waits for its
-/// peers and must not starve the point-to-point traffic they wait on).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Token {
-    Send,
-    Recv,
-    Coll,
-}
-
 #[derive(Debug, Default)]
 pub(crate) struct Port {
     /// Current incarnation if open, last one if closed (0: never opened).

@@ -5,7 +5,8 @@ use outboard_wire::{self as wire, AbortWhat, Body, BodyRepr, Packet, RejectReaso
 
 use crate::conn::{RxVerdict, TxRecord};
 use crate::engine::{Inbound, OutKind, Sink};
-use crate::port::{Admission, Token, Unexpected};
+use crate::port::{Admission, Unexpected};
+use crate::TokenClass;
 use crate::{Completion, Dma, Endpoint, Engine, Instant, NodeId, OpError, PortId};
 
 impl<D: Dma> Engine<D> {
@@ -287,7 +288,7 @@ impl<D: Dma> Engine<D> {
                 } else {
                     Ok(Completion::Received { src: m.src, tag: m.tag, len: m.total })
                 };
-                self.complete(m.port, gen, r.op, result, Token::Recv);
+                self.complete(m.port, gen, r.op, result, TokenClass::Recv);
             }
             Sink::Unexpected => {
                 let p = &mut self.ports[usize::from(m.port.0)];

@@ -1,12 +1,11 @@
 //! The host's handle to a port on the local engine: the runtime's
 //! implementation of the host library's [`PortIo`].
 
-use std::collections::HashMap;
 use std::sync::atomic::{fence, Ordering};
 use std::sync::{Arc, PoisonError};
 use std::time::Duration;
 
-use outboard_engine::{Command, CommandError, Endpoint, Event, HostBuf, Instant, OpId, Stats};
+use outboard_engine::{Command, CommandError, Endpoint, Event, HostBuf, Instant, Stats, TokenMirror};
 use outboard_host::{MemoryError, PortIo};
 
 use crate::driver::{PortShared, TransportStats, Turn};
@@ -18,17 +17,6 @@ use crate::ring::{Consumer, Producer};
 /// (a safety net: the engine unparks it when events arrive).
 const PARK_MAX: Duration = Duration::from_millis(10);
 
-/// Token classes the host tracks so that a command the engine would refuse
-/// for want of tokens is refused at `post`, synchronously, as
-/// [`PortIo::post`] promises, even though the engine sees the command only
-/// later through the ring.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Token {
-    Send,
-    Recv,
-    Coll,
-}
-
 /// A port opened on a [`crate::Node`]: commands go to the engine through a
 /// ring, completions come back through another, buffers live in the node's
 /// DMA-reachable memory.
@@ -38,11 +26,11 @@ pub struct RtPort {
     commands: Producer<Command>,
     events: Consumer<Event>,
     shared: Arc<PortShared>,
-    /// Operations holding a token, until their event comes back.
-    held: HashMap<OpId, Token>,
-    sends: u32,
-    recvs: u32,
-    colls: u32,
+    /// The port's tokens as the host sees them, so that a command the
+    /// engine would refuse for want of one is refused at `post`,
+    /// synchronously, as [`PortIo::post`] promises, even though the engine
+    /// sees the command only later through the ring.
+    tokens: TokenMirror,
     /// When the current run of `idle` calls began.
     idle_since: Option<Instant>,
     idle_calls: u32,
@@ -56,7 +44,8 @@ impl RtPort {
         events: Consumer<Event>,
         shared: Arc<PortShared>,
     ) -> RtPort {
-        RtPort { node, ep, commands, events, shared, held: HashMap::new(), sends: 0, recvs: 0, colls: 0, idle_since: None, idle_calls: 0 }
+        let tokens = TokenMirror::new(&node.config);
+        RtPort { node, ep, commands, events, shared, tokens, idle_since: None, idle_calls: 0 }
     }
 
     /// The progress policy of the node.
@@ -113,26 +102,7 @@ impl PortIo for RtPort {
     }
 
     fn post(&mut self, cmd: Command) -> Result<(), CommandError> {
-        let cfg = &self.node.config;
-        let token = match cmd {
-            Command::Send { buf, .. }
-            | Command::RdmaWrite { buf, .. }
-            | Command::RdmaRead { buf, .. }
-            | Command::MultiSend { buf, .. } => {
-                if buf.len > cfg.max_message {
-                    return Err(CommandError::TooLong { len: u64::from(buf.len), max: cfg.max_message });
-                }
-                if self.sends >= cfg.send_tokens {
-                    return Err(CommandError::NoSendToken);
-                }
-                Some(Token::Send)
-            }
-            Command::Collective { .. } if self.colls >= cfg.coll_tokens => return Err(CommandError::NoCollToken),
-            Command::Collective { .. } => Some(Token::Coll),
-            Command::Recv { .. } if self.recvs >= cfg.recv_tokens => return Err(CommandError::NoRecvToken),
-            Command::Recv { .. } => Some(Token::Recv),
-            _ => None,
-        };
+        self.tokens.take(&cmd)?;
         let mut cmd = cmd;
         // The ring holds more than the tokens allow under way, so it is
         // full only while the engine is behind: help it along.
@@ -141,15 +111,6 @@ impl PortIo for RtPort {
             self.after_post();
             std::thread::yield_now();
         }
-        match token {
-            Some(Token::Send) => self.sends += 1,
-            Some(Token::Recv) => self.recvs += 1,
-            Some(Token::Coll) => self.colls += 1,
-            None => {}
-        }
-        if let Some(t) = token {
-            self.held.insert(cmd.op(), t);
-        }
         self.idle_since = None;
         self.after_post();
         Ok(())
@@ -157,12 +118,7 @@ impl PortIo for RtPort {
 
     fn poll_event(&mut self) -> Option<Event> {
         let e = self.events.pop()?;
-        match self.held.remove(&e.op) {
-            Some(Token::Send) => self.sends -= 1,
-            Some(Token::Recv) => self.recvs -= 1,
-            Some(Token::Coll) => self.colls -= 1,
-            None => {}
-        }
+        self.tokens.give_back(e.op);
         self.idle_since = None;
         Some(e)
     }

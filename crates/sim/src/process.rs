@@ -18,13 +18,13 @@
 //! algorithms sensitive to skew.
 
 use std::cell::RefCell;
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::VecDeque;
 use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
 use std::task::{Context, Poll};
 
-use outboard_engine::{
+use outboard_engine::{TokenMirror, 
     Command, CommandError, Completion, Dma, Endpoint, Event, HostBuf, Instant, OpId, OpenError, PortId, RecvMatch,
 };
 use outboard_host::{CollRequest, HostError, MemoryError, Port, PortIo, Request};
@@ -77,11 +77,7 @@ impl Proc {
         let io = SimIo {
             proc: self.clone(),
             ep,
-            send_free: cfg.send_tokens,
-            recv_free: cfg.recv_tokens,
-            coll_free: cfg.coll_tokens,
-            max_message: cfg.max_message,
-            outstanding: BTreeMap::new(),
+            tokens: TokenMirror::new(cfg),
             next_private_op: u64::MAX,
             stash: VecDeque::new(),
         };
@@ -262,15 +258,6 @@ impl Future for Idle {
     }
 }
 
-/// Which token an outstanding operation holds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Token {
-    Send,
-    Recv,
-    Coll,
-    None,
-}
-
 /// The host library's port interface over a simulated NIC.
 ///
 /// Commands travel to the NIC after the doorbell latency; the engine takes
@@ -282,11 +269,7 @@ enum Token {
 pub struct SimIo {
     proc: Proc,
     ep: Endpoint,
-    send_free: u32,
-    recv_free: u32,
-    coll_free: u32,
-    max_message: u32,
-    outstanding: BTreeMap<OpId, Token>,
+    tokens: TokenMirror,
     next_private_op: u64,
     stash: VecDeque<Event>,
 }
@@ -334,12 +317,7 @@ impl SimIo {
         let visible = slot.events.front().is_some_and(|(t, _)| *t <= clock);
         let (cost, ev) = if visible {
             let (_, e) = slot.events.pop_front().expect("checked");
-            match self.outstanding.remove(&e.op) {
-                Some(Token::Send) => self.send_free += 1,
-                Some(Token::Recv) => self.recv_free += 1,
-                Some(Token::Coll) => self.coll_free += 1,
-                _ => {}
-            }
+            self.tokens.give_back(e.op);
             let cost = match e.result {
                 Ok(Completion::Received { len, .. }) => w.cost.recv(len),
                 _ => w.cost.host_event,
@@ -362,44 +340,24 @@ impl PortIo for SimIo {
         let cost = {
             let w = self.proc.world.borrow();
             let c = &w.cost;
-            let (token, cost) = match cmd {
+            // Tokens and lengths first: a refused command costs nothing.
+            self.tokens.take(&cmd)?;
+            match cmd {
                 Command::Send { buf, .. } | Command::RdmaWrite { buf, .. } | Command::MultiSend { buf, .. } => {
-                    if buf.len > self.max_message {
-                        return Err(CommandError::TooLong { len: u64::from(buf.len), max: self.max_message });
-                    }
-                    (Token::Send, c.send(buf.len))
+                    c.send(buf.len)
                 }
-                Command::RdmaRead { buf, .. } => {
-                    if buf.len > self.max_message {
-                        return Err(CommandError::TooLong { len: u64::from(buf.len), max: self.max_message });
-                    }
-                    (Token::Send, c.host_send)
-                }
-                Command::Recv { .. } => (Token::Recv, c.host_post_recv),
+                Command::RdmaRead { .. } => c.host_send,
+                Command::Recv { .. } => c.host_post_recv,
                 // Starting an offloaded collective is one descriptor, like a
                 // send without data to copy.
-                Command::Collective { .. } => (Token::Coll, c.host_send),
+                Command::Collective { .. } => c.host_send,
                 Command::Register { .. }
                 | Command::Deregister { .. }
                 | Command::Cancel { .. }
                 | Command::CreateGroup { .. }
                 | Command::DestroyGroup { .. }
-                | Command::SetSchedule { .. } => (Token::None, c.host_event),
-            };
-            match token {
-                Token::Send if self.send_free == 0 => return Err(CommandError::NoSendToken),
-                Token::Recv if self.recv_free == 0 => return Err(CommandError::NoRecvToken),
-                Token::Coll if self.coll_free == 0 => return Err(CommandError::NoCollToken),
-                _ => {}
+                | Command::SetSchedule { .. } => c.host_event,
             }
-            match token {
-                Token::Send => self.send_free -= 1,
-                Token::Recv => self.recv_free -= 1,
-                Token::Coll => self.coll_free -= 1,
-                Token::None => {}
-            }
-            self.outstanding.insert(cmd.op(), token);
-            cost
         };
         self.proc.charge(cost);
         let mut w = self.proc.world.borrow_mut();

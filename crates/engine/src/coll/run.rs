@@ -667,7 +667,7 @@ impl<D: Dma> Engine<D> {
                 // Its packets still in flight are of no use any more.
                 self.coll_out_retain(|o| !(o.port == port && o.group == group && o.epoch == r.epoch));
             }
-            self.complete(port, gen, op, result, crate::port::Token::Coll);
+            self.complete(port, gen, op, result, crate::TokenClass::Coll);
         }
     }
 

@@ -176,7 +176,7 @@ impl Tree {
     /// order ([`Tree::children`]) stays the order reductions fold in.
     pub fn send_order(&self, rank: u32) -> Vec<u32> {
         let mut kids: Vec<(u32, u32)> = self.children(rank).iter().map(|&c| (self.subtree_size(c), c)).collect();
-        kids.sort_by(|a, b| b.0.cmp(&a.0));
+        kids.sort_by_key(|k| std::cmp::Reverse(k.0));
         kids.into_iter().map(|(_, c)| c).collect()
     }
 

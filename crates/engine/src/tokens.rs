@@ -1,0 +1,130 @@
+//! Token classes, and the host side's mirror of a port's tokens.
+//!
+//! A driver that hands commands to the engine asynchronously (through a
+//! ring, or after a simulated doorbell) cannot get the engine's verdict at
+//! `post` time; it keeps its own count of the port's tokens so that a
+//! command the engine would refuse for want of one is refused at once.
+//! Which command takes which token is the engine's rule, so it lives here
+//! once rather than in every driver.
+
+use std::collections::HashMap;
+
+use crate::{Command, CommandError, EngineConfig, OpId};
+
+/// The class of token an operation holds until it completes: sends,
+/// receives and collectives are bounded apart (a collective waits for its
+/// peers and must not starve the point-to-point traffic they wait on).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TokenClass {
+    /// Send, RDMA write, RDMA read, multi-send.
+    Send,
+    /// A posted receive.
+    Recv,
+    /// An offloaded collective.
+    Coll,
+}
+
+impl Command {
+    /// The token this command holds until it completes, if any.
+    pub fn token_class(&self) -> Option<TokenClass> {
+        match self {
+            Command::Send { .. } | Command::RdmaWrite { .. } | Command::RdmaRead { .. } | Command::MultiSend { .. } => {
+                Some(TokenClass::Send)
+            }
+            Command::Recv { .. } => Some(TokenClass::Recv),
+            Command::Collective { .. } => Some(TokenClass::Coll),
+            Command::Register { .. }
+            | Command::Deregister { .. }
+            | Command::Cancel { .. }
+            | Command::CreateGroup { .. }
+            | Command::DestroyGroup { .. }
+            | Command::SetSchedule { .. } => None,
+        }
+    }
+}
+
+/// A host-side count of one port's free tokens (see the module doc).
+#[derive(Debug, Clone)]
+pub struct TokenMirror {
+    free: [u32; 3],
+    max_message: u32,
+    held: HashMap<OpId, TokenClass>,
+}
+
+fn slot(t: TokenClass) -> usize {
+    match t {
+        TokenClass::Send => 0,
+        TokenClass::Recv => 1,
+        TokenClass::Coll => 2,
+    }
+}
+
+impl TokenMirror {
+    /// All of a freshly opened port's tokens free.
+    pub fn new(cfg: &EngineConfig) -> TokenMirror {
+        TokenMirror {
+            free: [cfg.send_tokens, cfg.recv_tokens, cfg.coll_tokens],
+            max_message: cfg.max_message,
+            held: HashMap::new(),
+        }
+    }
+
+    /// Takes the token `cmd` needs, or says why the engine would refuse it
+    /// (no token of its class free, or a message longer than the engine
+    /// takes).
+    pub fn take(&mut self, cmd: &Command) -> Result<(), CommandError> {
+        if let Command::Send { buf, .. }
+        | Command::RdmaWrite { buf, .. }
+        | Command::RdmaRead { buf, .. }
+        | Command::MultiSend { buf, .. } = cmd
+        {
+            if buf.len > self.max_message {
+                return Err(CommandError::TooLong { len: u64::from(buf.len), max: self.max_message });
+            }
+        }
+        let Some(t) = cmd.token_class() else { return Ok(()) };
+        let free = &mut self.free[slot(t)];
+        if *free == 0 {
+            return Err(match t {
+                TokenClass::Send => CommandError::NoSendToken,
+                TokenClass::Recv => CommandError::NoRecvToken,
+                TokenClass::Coll => CommandError::NoCollToken,
+            });
+        }
+        *free -= 1;
+        self.held.insert(cmd.op(), t);
+        Ok(())
+    }
+
+    /// Operation `op` completed: its token (if it held one) is free again.
+    pub fn give_back(&mut self, op: OpId) {
+        if let Some(t) = self.held.remove(&op) {
+            self.free[slot(t)] += 1;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{HostBuf, NodeId, RecvMatch};
+
+    #[test]
+    fn each_class_is_counted_apart_and_returned_on_completion() {
+        let mut cfg = EngineConfig::new(NodeId(0), 1, 1);
+        (cfg.send_tokens, cfg.recv_tokens, cfg.coll_tokens) = (1, 1, 1);
+        let mut m = TokenMirror::new(&cfg);
+        let buf = HostBuf { addr: 0, len: 8 };
+        let recv = |op| Command::Recv { op: OpId(op), matching: RecvMatch::tag(1), buf };
+        m.take(&recv(1)).unwrap();
+        assert_eq!(m.take(&recv(2)), Err(CommandError::NoRecvToken));
+        let big = HostBuf { addr: 0, len: cfg.max_message + 1 };
+        let dest = crate::Endpoint { node: NodeId(1), port: crate::PortId(0), gen: 1 };
+        assert!(matches!(m.take(&Command::Send { op: OpId(3), dest, tag: 0, buf: big }), Err(CommandError::TooLong { .. })));
+        m.take(&Command::Send { op: OpId(4), dest, tag: 0, buf }).unwrap();
+        m.give_back(OpId(1));
+        m.take(&recv(5)).unwrap();
+        m.give_back(OpId(99)); // not held: nothing changes
+        assert_eq!(m.take(&recv(6)), Err(CommandError::NoRecvToken));
+    }
+}
