@@ -20,6 +20,7 @@ pub mod granularity;
 pub mod lambda;
 pub mod multicast;
 pub mod multisend;
+pub mod overlap;
 pub mod pingpong;
 pub mod reduction;
 
@@ -38,6 +39,7 @@ pub const NAMES: &[&str] = &["closed-form", "pingpong", "dissemination", "barrie
     "bcast",
     "bcast-skew",
     "lambda-sweep",
+    "overlap",
 ];
 
 /// An experiment could not run.
@@ -258,6 +260,7 @@ pub fn run(name: &str, p: &Params, progress: &mut dyn FnMut(usize, usize)) -> Re
         "reduce-degree" => reduction::run_degree(p, progress),
         "reduce-cpu" => reduction::run_cpu(p, progress),
         "reduce-skew" => reduction::run_skew(p, progress),
+        "overlap" => overlap::run(p, progress),
         "multisend" => multisend::run(p, progress),
         "multicast" => multicast::run(p, progress),
         "bcast" => multicast::run_bcast(p, progress),
