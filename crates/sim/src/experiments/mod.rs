@@ -38,6 +38,7 @@ pub const NAMES: &[&str] = &["closed-form", "pingpong", "dissemination", "barrie
     "multicast",
     "bcast",
     "bcast-skew",
+    "bcast-skew-size",
     "lambda-sweep",
     "overlap",
 ];
@@ -265,6 +266,7 @@ pub fn run(name: &str, p: &Params, progress: &mut dyn FnMut(usize, usize)) -> Re
         "multicast" => multicast::run(p, progress),
         "bcast" => multicast::run_bcast(p, progress),
         "bcast-skew" => multicast::run_skew(p, progress),
+        "bcast-skew-size" => multicast::run_skew_size(p, progress),
         "lambda-sweep" => lambda::run(p, progress),
         other => Err(ExperimentError::Unknown(other.to_string())),
     }
