@@ -14,8 +14,8 @@ pub struct SimArgs {
     /// barrier-mpi, granularity, synthetic, reduce, reduce-chain,
     /// reduce-degree, reduce-cpu or reduce-skew (each prints host-based and
     /// offloaded side by side, the factor, and the paper's figure).
-    /// Multicast (issue 5): multisend, multicast, bcast, bcast-skew and
-    /// lambda-sweep (docs/multicast.md).
+    /// Multicast (issue 5): multisend, multicast, bcast, bcast-skew,
+    /// bcast-skew-size and lambda-sweep (docs/multicast.md).
     #[arg(required_unless_present = "list_profiles")]
     pub experiment: Option<String>,
     /// Hardware profile(s), comma-separated: a built-in name (fm-lanai43,
@@ -29,7 +29,8 @@ pub struct SimArgs {
     #[arg(long, value_delimiter = ',')]
     pub nodes: Vec<u32>,
     /// Message sizes in bytes, comma-separated (each experiment has a
-    /// default); for reduce-skew, the maximum delays in microseconds.
+    /// default); for reduce-skew, the maximum delays in microseconds; for
+    /// bcast-skew, the average skews in microseconds.
     #[arg(long, value_delimiter = ',')]
     pub sizes: Vec<u32>,
     /// Seed for every random choice; the same seed gives the same figures.
