@@ -12,8 +12,9 @@ use outboard_sim::profile::{builtin_names, Profile};
 pub struct SimArgs {
     /// Experiment: closed-form, pingpong, dissemination, barrier,
     /// barrier-mpi, granularity, synthetic, reduce, reduce-chain,
-    /// reduce-degree, reduce-cpu or reduce-skew (each prints host-based and
-    /// offloaded side by side, the factor, and the paper's figure).
+    /// reduce-degree, reduce-cpu, reduce-skew (each prints host-based and
+    /// offloaded side by side, the factor, and the paper's figure) or
+    /// overlap (OSU-style split-phase overlap, both forms).
     /// Multicast (issue 5): multisend, multicast, bcast, bcast-skew,
     /// bcast-skew-size and lambda-sweep (docs/multicast.md).
     #[arg(required_unless_present = "list_profiles")]
