@@ -83,6 +83,8 @@ impl<D: Dma> Engine<D> {
     }
 
     fn build_coll(&mut self, ci: usize, seq: wire::Seq, key: u32, attempt: u32, buf: &mut [u8]) -> usize {
+        let now = self.now;
+        self.coll_fill(now, key);
         let Some((body, data, copy)) = self.coll_body(key, attempt) else {
             return self.build_control(ci, seq, BodyRepr::Nop, buf);
         };

@@ -566,3 +566,114 @@ fn pooled_broadcast_packets_start_forwarding_when_their_schedule_arrives() {
     assert_eq!(c.net.memory(NodeId(2)).bytes(recv2.unwrap()), &data[..]);
     assert_eq!(c.net.engine(NodeId(1)).stats().coll_forwarded_early, 1);
 }
+
+/// A broadcast longer than one packet is one command: its pieces run as
+/// consecutive epochs down the chain under loss, every member gets the
+/// root's bytes once and one completion (with the first piece's epoch and
+/// the whole length), and the next command takes the epochs after them.
+#[test]
+fn a_multi_piece_broadcast_is_one_command_with_one_completion() {
+    for seed in [7, 8] {
+        let n = 4;
+        let mut c = Cluster::new(n, LinkConfig::lossy(0.1, 0.05, 0.0), seed, 1 << 20);
+        install_bcast(&mut c, n);
+        let piece = c.net.engine(NodeId(0)).max_collective_len() as usize;
+        let lens = [3 * piece + 17, 5];
+        let value = |k: usize| -> Vec<u8> { (0..lens[k]).map(|i| (i * 13 + k) as u8).collect() };
+        let mut recvs = vec![Vec::new(); n as usize];
+        for k in 0..lens.len() {
+            for r in 0..n {
+                let send = if r == 0 { c.net.memory(NodeId(r)).alloc_with(&value(k)) } else { HostBuf { addr: 0, len: 0 } };
+                let recv = if r == 0 { HostBuf { addr: 0, len: 0 } } else { c.net.memory(NodeId(r)).alloc(lens[k] as u32) };
+                let cmd = Command::Collective { op: OpId(50 + k as u64), group: G, schedule: BCAST, reduction: None, send, recv };
+                c.net.command(NodeId(r), P0, cmd).unwrap();
+                recvs[r as usize].push(recv);
+            }
+        }
+        let mut done = vec![Vec::new(); n as usize];
+        c.net
+            .run_until("broadcasts", |net| {
+                for r in 0..n {
+                    done[r as usize].extend(net.take_events(NodeId(r)));
+                }
+                done.iter().all(|d| d.len() == lens.len())
+            })
+            .unwrap();
+        for r in 0..n as usize {
+            let e0 = Completion::Collective { epoch: 0, len: if r == 0 { 0 } else { lens[0] as u32 } };
+            let e1 = Completion::Collective { epoch: 4, len: if r == 0 { 0 } else { lens[1] as u32 } };
+            assert_eq!(done[r][0].result, Ok(e0), "seed {seed} rank {r}");
+            assert_eq!(done[r][1].result, Ok(e1), "seed {seed} rank {r}");
+            if r > 0 {
+                for k in 0..lens.len() {
+                    assert_eq!(c.net.memory(NodeId(r as u32)).bytes(recvs[r][k]), &value(k)[..], "seed {seed} rank {r}");
+                }
+            }
+        }
+        c.net.run_until_quiet().unwrap();
+        for r in 0..n {
+            assert_eq!(c.net.engine(NodeId(r)).coll_unexpected_bytes(), 0);
+            assert_eq!(c.net.engine(NodeId(r)).coll_send_bytes(P0), 0);
+        }
+    }
+}
+
+/// The root of a multi-piece broadcast reads each piece from host memory
+/// as its packet goes out, not the whole value at command time: piece i+1
+/// is read and on the wire before anything of piece i is acknowledged, so
+/// the pieces pipeline (the root's bus read overlaps the link). Its command
+/// completes only once every piece was read (the host may then reuse its
+/// buffer), and a receiver's command, whose value the first packet
+/// replaces, reads nothing.
+#[test]
+fn a_root_reads_each_piece_as_it_goes_out() {
+    let t0 = Instant::ZERO;
+    let mut engines: Vec<Engine<VecMemory>> = (0..2)
+        .map(|i| Engine::new(EngineConfig::new(NodeId(i), 0xC0FFEE, 1000 + i), VecMemory::new(), t0).unwrap())
+        .collect();
+    let eps: Vec<Endpoint> = engines.iter_mut().map(|e| e.open_port(t0, P0).unwrap()).collect();
+    for (r, e) in engines.iter_mut().enumerate() {
+        let members = e.dma_mut().alloc_with(&encode_members(&eps));
+        e.handle_command(t0, P0, Command::CreateGroup { op: OpId(1), group: G, rank: r as u32, members }).unwrap();
+        let buf = e.dma_mut().alloc_with(&chain_bcast(r as u32, 2).encode());
+        e.handle_command(t0, P0, Command::SetSchedule { op: OpId(2), group: G, schedule: BCAST, buf }).unwrap();
+        assert!(e.poll_event().unwrap().result.is_ok() && e.poll_event().unwrap().result.is_ok());
+    }
+    let piece = engines[0].max_collective_len() as usize;
+    let data: Vec<u8> = (0..3 * piece).map(|i| (i * 7) as u8).collect();
+    let send = engines[0].dma_mut().alloc_with(&data);
+    let none = HostBuf { addr: 0, len: 0 };
+    let _ = engines[0].take_work();
+    let cmd = Command::Collective { op: OpId(9), group: G, schedule: BCAST, reduction: None, send, recv: none };
+    engines[0].handle_command(t0, P0, cmd).unwrap();
+    assert_eq!(engines[0].take_work().dma_read, 0, "nothing read at command time");
+    let mut buf = vec![0u8; engines[0].config().mtu];
+    let mut out = Vec::new();
+    while let Some(tx) = engines[0].poll_transmit(t0, &mut buf) {
+        // Each piece is read in the call that sends it, and the command
+        // completes only after its last piece was read.
+        assert_eq!(engines[0].take_work().dma_read, piece as u64, "packet {}", out.len());
+        let done = engines[0].poll_event();
+        assert_eq!(done.is_some(), out.len() == 2, "packet {}: {done:?}", out.len());
+        if let Some(e) = done {
+            assert_eq!(e.result, Ok(Completion::Collective { epoch: 0, len: 0 }));
+        }
+        out.push((tx.dst, buf[..tx.len].to_vec()));
+    }
+    // Three pieces out, none acknowledged yet.
+    assert_eq!(out.len(), 3);
+    // The receiver's command reads nothing; its packets deliver the bytes.
+    let recv = engines[1].dma_mut().alloc(data.len() as u32);
+    let cmd = Command::Collective { op: OpId(9), group: G, schedule: BCAST, reduction: None, send: none, recv };
+    let _ = engines[1].take_work();
+    engines[1].handle_command(t0, P0, cmd).unwrap();
+    assert_eq!(engines[1].take_work().dma_read, 0);
+    for (dst, bytes) in &out {
+        assert_eq!(*dst, NodeId(1));
+        engines[1].handle_packet(t0, NodeId(0), bytes);
+    }
+    let e = engines[1].poll_event().expect("the receiver's one completion");
+    assert_eq!(e.result, Ok(Completion::Collective { epoch: 0, len: data.len() as u32 }));
+    assert!(engines[1].poll_event().is_none());
+    assert_eq!(engines[1].dma_mut().bytes(recv), &data[..]);
+}

@@ -28,10 +28,24 @@ pub use reduce::{Datatype, ReduceOp, Reduction};
 pub use schedule::{Fold, Schedule, Step, MAX_FANOUT, MAX_STEPS};
 
 /// Largest contribution one collective packet carries in datagrams of
-/// `mtu` bytes: hosts split longer data into consecutive collectives of at
-/// most this size, and all members of a group must split alike.
+/// `mtu` bytes: a longer command runs as consecutive collectives of at most
+/// this size (its pieces), and all members of a group must split alike.
 pub const fn max_collective_len_for(mtu: usize) -> u32 {
     (mtu - outboard_wire::HEADER_LEN - outboard_wire::COLL_FIXED_LEN) as u32
+}
+
+/// Most packets one `Collective` command carries: a longer contribution
+/// runs as that many consecutive one-packet collectives under one command,
+/// token and completion (see `Engine::max_collective_command_len`). It
+/// bounds the engine memory one command can hold (one packet per piece).
+/// Hosts cut longer data into several commands; all members of a group
+/// must cut alike.
+pub const MAX_COLL_PIECES: u32 = 64;
+
+/// Largest contribution one `Collective` command takes in datagrams of
+/// `mtu` bytes.
+pub const fn max_collective_command_len_for(mtu: usize) -> u32 {
+    max_collective_len_for(mtu) * MAX_COLL_PIECES
 }
 
 /// A group's identifier, agreed by its members (unique among the groups a

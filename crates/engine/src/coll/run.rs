@@ -3,7 +3,7 @@
 //! completing in order.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use outboard_wire::{self as wire, RejectReason};
 
@@ -34,6 +34,11 @@ pub(crate) struct Compiled {
     /// started by its first packet; the host's command later only collects
     /// the result.
     pub forwards_alone: bool,
+    /// Whether its value is sent exactly as the host gave it: it sends
+    /// first and never takes a packet's value (a broadcast root). Such a
+    /// member's pieces of a multi-piece command are read from host memory
+    /// packet by packet ([`Lazy`]).
+    pub sends_host_value: bool,
     /// `send_round[step][i]` for `steps[step].send_to[i]`.
     pub send_round: Vec<Vec<u16>>,
     /// `recv_round[step][i]` for `steps[step].recv_from[i]`.
@@ -59,7 +64,9 @@ impl Compiled {
         let forwards_alone = schedule.steps.first().is_some_and(|s| {
             s.send_to.is_empty() && s.recv_from.len() == 1 && s.fold() == Fold::Replace
         }) && schedule.steps.iter().all(|s| s.fold() != Fold::Combine);
-        Ok(Compiled { id, schedule, send_round, recv_round, forwards_alone })
+        let sends_host_value = schedule.steps.first().is_some_and(|s| !s.send_to.is_empty())
+            && schedule.steps.iter().all(|s| s.recv_from.is_empty() || s.fold() == Fold::Ignore);
+        Ok(Compiled { id, schedule, send_round, recv_round, forwards_alone, sends_host_value })
     }
 
     /// Whether a packet from `src` numbered `round` can start this
@@ -88,6 +95,44 @@ pub(crate) struct Arrival {
     pub data: Vec<u8>,
 }
 
+/// A piece's value still in host memory: the engine reads it when its
+/// first packet is transmitted (not at command time), so a root's piece
+/// i+1 is read while piece i is on the wire. Every copy of the piece shares
+/// the cell, so the host buffer is read once.
+#[derive(Debug, Clone)]
+pub(crate) struct Lazy {
+    pub buf: HostBuf,
+    pub cell: Arc<OnceLock<Arc<[u8]>>>,
+}
+
+/// An outgoing packet's payload: in engine memory, or still in the host's
+/// (see [`Lazy`]).
+#[derive(Debug, Clone)]
+pub(crate) enum OutData {
+    Ready(Arc<[u8]>),
+    Host(Lazy),
+}
+
+impl OutData {
+    fn len(&self) -> usize {
+        match self {
+            OutData::Ready(d) => d.len(),
+            OutData::Host(l) => l.buf.len as usize,
+        }
+    }
+}
+
+/// What the earlier pieces of a multi-piece command came to, kept until its
+/// last piece completes (pieces complete in epoch order, so one per group).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Partial {
+    pub op: OpId,
+    /// The first piece's epoch (the one the completion reports).
+    pub epoch: u32,
+    pub len: u32,
+    pub err: Option<OpError>,
+}
+
 /// One collective under way at one member.
 ///
 /// The packets it sends are not waited for: their value lives in engine
@@ -112,6 +157,13 @@ pub(crate) struct Running {
     pub outcome: Option<Result<(), OpError>>,
     /// Pool bytes it holds while no host command owns it.
     pub held: usize,
+    /// Whether it is the last piece of its host command (a command longer
+    /// than one packet runs as consecutive collectives, one per piece, and
+    /// completes once, with its last piece).
+    pub last: bool,
+    /// Its value, when it is sent unchanged from host memory and read per
+    /// packet (the pieces of a multi-piece command's root).
+    pub lazy: Option<Lazy>,
 }
 
 /// A group installed at one port incarnation.
@@ -129,6 +181,8 @@ pub(crate) struct Group {
     pub host_epoch: u32,
     /// In epoch order; completed from the front.
     pub running: VecDeque<Running>,
+    /// The earlier pieces of the multi-piece command now completing.
+    pub partial: Option<Partial>,
 }
 
 /// An outgoing collective packet, kept (payload included: it lives in
@@ -147,7 +201,7 @@ pub(crate) struct CollOut {
     /// destination).
     pub copy: bool,
     pub dest: Endpoint,
-    pub data: Arc<[u8]>,
+    pub data: OutData,
     pub attempt: u32,
     pub retry_at: Option<Instant>,
     pub first_refused: Option<Instant>,
@@ -179,7 +233,7 @@ pub(crate) struct CollState {
 struct PendingSends {
     epoch: u32,
     schedule: u16,
-    data: Arc<[u8]>,
+    data: OutData,
     /// (rank, round) of each receiver.
     to: Vec<(u32, u16)>,
 }
@@ -196,6 +250,12 @@ impl<D: Dma> Engine<D> {
     /// Largest contribution a collective carries (one packet).
     pub fn max_collective_len(&self) -> u32 {
         super::max_collective_len_for(self.cfg.mtu)
+    }
+
+    /// Largest contribution one `Collective` command takes: that many
+    /// packets' worth, run as consecutive one-packet collectives.
+    pub fn max_collective_command_len(&self) -> u32 {
+        self.max_collective_len() * super::MAX_COLL_PIECES
     }
 
     fn read_host(&mut self, port: PortId, buf: HostBuf) -> Result<Vec<u8>, OpError> {
@@ -231,7 +291,16 @@ impl<D: Dma> Engine<D> {
         }
         self.coll.groups.insert(
             (port, group),
-            Group { gen, rank, members, schedules: HashMap::new(), next_epoch: 0, host_epoch: 0, running: VecDeque::new() },
+            Group {
+                gen,
+                rank,
+                members,
+                schedules: HashMap::new(),
+                next_epoch: 0,
+                host_epoch: 0,
+                running: VecDeque::new(),
+                partial: None,
+            },
         );
         Ok(Completion::GroupCreated)
     }
@@ -283,6 +352,14 @@ impl<D: Dma> Engine<D> {
 
     /// Starts a collective. Errors found before anything is sent complete
     /// the command at once (with its token back).
+    ///
+    /// A command longer than one packet (up to [`super::MAX_COLL_PIECES`]
+    /// packets) runs as consecutive collectives, one per piece of at most
+    /// one packet (a whole number of elements), each taking the group's
+    /// next epoch; the command completes once, when its last piece does.
+    /// So one command, one token and one completion carry a whole
+    /// broadcast, and its pieces pipeline: piece i+1 is read (at a root) or
+    /// forwarded (at an inner member) while piece i is on the wire.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn coll_start(
         &mut self,
@@ -295,21 +372,55 @@ impl<D: Dma> Engine<D> {
         send: HostBuf,
         recv: HostBuf,
     ) -> Result<(), OpError> {
-        let max = self.max_collective_len();
-        if send.len > max {
-            return Err(CollError::TooLong { len: send.len, max }.into());
+        let one = self.max_collective_len();
+        let max = self.max_collective_command_len();
+        if send.len > max || recv.len > max {
+            return Err(CollError::TooLong { len: send.len.max(recv.len), max }.into());
         }
         if let Some(r) = reduction {
             r.validate()?;
             r.check_len(send.len as usize)?;
         }
-        let g = self.coll.groups.get_mut(&(port, group)).ok_or(CollError::NoSuchGroup)?;
-        if g.host_epoch != g.next_epoch {
-            self.coll_attach(port, group, op, schedule, recv);
-            return Ok(());
+        let g = self.coll.groups.get(&(port, group)).ok_or(CollError::NoSuchGroup)?;
+        if !g.schedules.contains_key(&schedule.0) {
+            return Err(CollError::NoSuchSchedule.into());
         }
+        let elem = reduction.map_or(1, |r| r.dtype.size() as u32);
+        let piece = (one / elem * elem).max(elem);
+        let pieces = send.len.max(recv.len).div_ceil(piece).max(1);
+        let slice = |b: HostBuf, j: u32| {
+            let off = j * piece;
+            HostBuf { addr: b.addr + u64::from(off.min(b.len)), len: b.len.saturating_sub(off).min(piece) }
+        };
+        for j in 0..pieces {
+            let last = j + 1 == pieces;
+            self.coll_start_piece(now, port, op, group, schedule, reduction, slice(send, j), slice(recv, j), last, pieces > 1);
+        }
+        Ok(())
+    }
 
-        let sched = g.schedules.get(&schedule.0).cloned().ok_or(CollError::NoSuchSchedule)?;
+    /// Starts (or, if its engine started it already, takes over) one piece
+    /// of a host command as the group's next collective.
+    #[allow(clippy::too_many_arguments)]
+    fn coll_start_piece(
+        &mut self,
+        now: Instant,
+        port: PortId,
+        op: OpId,
+        group: GroupId,
+        schedule: ScheduleId,
+        reduction: Option<Reduction>,
+        send: HostBuf,
+        recv: HostBuf,
+        last: bool,
+        multi: bool,
+    ) {
+        let g = self.coll.groups.get_mut(&(port, group)).expect("checked by the caller");
+        if g.host_epoch != g.next_epoch {
+            self.coll_attach(port, group, op, schedule, recv, last);
+            return;
+        }
+        let sched = g.schedules.get(&schedule.0).cloned().expect("checked by the caller");
         // From here on the collective takes its epoch whatever happens, so
         // this member stays in step with its peers.
         let mut outcome = None;
@@ -320,12 +431,17 @@ impl<D: Dma> Engine<D> {
         if let Some(node) = awaited.into_iter().find(|n| self.conn_index.get(n).is_some_and(|&ci| self.conns[ci].dead)) {
             outcome = Some(Err(OpError::PeerUnreachable(node)));
         }
-        let value = match outcome {
-            Some(_) => Vec::new(),
-            None => self.read_host(port, send).unwrap_or_else(|e| {
+        // A piece sent unchanged is read per packet as it goes out; a value
+        // the first packet replaces is never read at all.
+        let lazy = (multi && sched.sends_host_value && send.len > 0 && outcome.is_none())
+            .then(|| Lazy { buf: send, cell: Arc::new(OnceLock::new()) });
+        let value = if outcome.is_some() || lazy.is_some() || sched.forwards_alone {
+            Vec::new()
+        } else {
+            self.read_host(port, send).unwrap_or_else(|e| {
                 outcome = Some(Err(e));
                 Vec::new()
-            }),
+            })
         };
         let g = self.coll.groups.get_mut(&(port, group)).expect("checked above");
         let epoch = g.next_epoch;
@@ -346,11 +462,12 @@ impl<D: Dma> Engine<D> {
             arrived,
             outcome,
             held: 0,
+            last,
+            lazy,
         });
         self.coll_advance(now, port, group);
         // Packets pooled for the next epochs may start them now.
         self.coll_start_pooled(now, port, group);
-        Ok(())
     }
 
     /// Takes the packets pooled for `epoch` of the group into the
@@ -402,13 +519,14 @@ impl<D: Dma> Engine<D> {
 
     /// The host's command for a collective its engine already started on
     /// its own: it takes over the collective (and its result, if done).
-    fn coll_attach(&mut self, port: PortId, group: GroupId, op: OpId, schedule: ScheduleId, recv: HostBuf) {
+    fn coll_attach(&mut self, port: PortId, group: GroupId, op: OpId, schedule: ScheduleId, recv: HostBuf, last: bool) {
         let g = self.coll.groups.get_mut(&(port, group)).expect("caller checked");
         let epoch = g.host_epoch;
         g.host_epoch = g.host_epoch.wrapping_add(1);
         let r = g.running.iter_mut().find(|r| r.epoch == epoch).expect("epochs below next_epoch are running or done");
         r.op = Some(op);
         r.recv = recv;
+        r.last = last;
         if r.sched.id != schedule.0 {
             // The members disagree on which collective this is.
             r.outcome = Some(Err(CollError::ScheduleMismatch { ours: schedule.0, theirs: r.sched.id }.into()));
@@ -485,6 +603,8 @@ impl<D: Dma> Engine<D> {
             arrived,
             outcome,
             held,
+            last: false,
+            lazy: None,
         });
         self.stats.coll_forwarded_early += 1;
     }
@@ -531,10 +651,15 @@ impl<D: Dma> Engine<D> {
                         break;
                     }
                     r.sent = true;
-                    held += st.send_to.len() * (r.value.len() + OUT_OVERHEAD);
+                    let len = r.lazy.as_ref().map_or(r.value.len(), |l| l.buf.len as usize);
+                    held += st.send_to.len() * (len + OUT_OVERHEAD);
                     if !st.send_to.is_empty() {
                         let to = st.send_to.iter().copied().zip(r.sched.send_round[r.step].iter().copied()).collect();
-                        sends.push(PendingSends { epoch: r.epoch, schedule: r.sched.id, data: Arc::from(&r.value[..]), to });
+                        let data = match &r.lazy {
+                            Some(l) => OutData::Host(l.clone()),
+                            None => OutData::Ready(Arc::from(&r.value[..])),
+                        };
+                        sends.push(PendingSends { epoch: r.epoch, schedule: r.sched.id, data, to });
                     }
                 }
                 while r.next_recv < st.recv_from.len() {
@@ -637,28 +762,43 @@ impl<D: Dma> Engine<D> {
         }
     }
 
-    /// Completes the group's finished collectives from the front.
+    /// Completes the group's finished collectives from the front. A piece
+    /// read per packet ([`Lazy`]) is finished only once it has been read:
+    /// until then the host must keep its buffer. A multi-piece command's
+    /// earlier pieces only add to its [`Partial`]; its last completes it.
     fn coll_complete_front(&mut self, port: PortId, group: GroupId) {
         loop {
             let Some(g) = self.coll.groups.get_mut(&(port, group)) else { return };
             let gen = g.gen;
             // One the engine runs on its own waits, done or not, for its
             // host's command.
-            if !g.running.front().is_some_and(|r| r.outcome.is_some() && r.op.is_some()) {
+            let ready = g.running.front().is_some_and(|r| {
+                r.op.is_some()
+                    && match &r.outcome {
+                        None => false,
+                        Some(Err(_)) => true,
+                        Some(Ok(())) => r.lazy.as_ref().is_none_or(|l| l.cell.get().is_some()),
+                    }
+            });
+            if !ready {
                 return;
             }
             let r = g.running.pop_front().expect("checked");
             let op = r.op.expect("checked");
+            let value: &[u8] = match &r.lazy {
+                Some(l) => l.cell.get().map_or(&[][..], |d| &d[..]),
+                None => &r.value,
+            };
             let result = match r.outcome.expect("checked") {
                 Err(e) => Err(e),
-                Ok(()) if r.recv.len == 0 => Ok(Completion::Collective { epoch: r.epoch, len: 0 }),
-                Ok(()) if r.value.len() > r.recv.len as usize => {
-                    Err(OpError::Collective(CollError::LengthMismatch { expected: r.recv.len, got: r.value.len() as u32 }))
+                Ok(()) if r.recv.len == 0 => Ok(0),
+                Ok(()) if value.len() > r.recv.len as usize => {
+                    Err(OpError::Collective(CollError::LengthMismatch { expected: r.recv.len, got: value.len() as u32 }))
                 }
-                Ok(()) => match self.dma.write(port, r.recv.addr, &r.value) {
+                Ok(()) => match self.dma.write(port, r.recv.addr, value) {
                     Ok(()) => {
-                        self.work.dma_written += r.value.len() as u64;
-                        Ok(Completion::Collective { epoch: r.epoch, len: r.value.len() as u32 })
+                        self.work.dma_written += value.len() as u64;
+                        Ok(value.len() as u32)
                     }
                     Err(_) => Err(OpError::DmaFault),
                 },
@@ -667,8 +807,45 @@ impl<D: Dma> Engine<D> {
                 // Its packets still in flight are of no use any more.
                 self.coll_out_retain(|o| !(o.port == port && o.group == group && o.epoch == r.epoch));
             }
+            let g = self.coll.groups.get_mut(&(port, group)).expect("looked up above");
+            let mut acc = g.partial.take().filter(|p| p.op == op).unwrap_or(Partial { op, epoch: r.epoch, len: 0, err: None });
+            match result {
+                Ok(n) => acc.len += n,
+                Err(e) => {
+                    acc.err.get_or_insert(e);
+                }
+            }
+            if !r.last {
+                g.partial = Some(acc);
+                continue;
+            }
+            let result = match acc.err {
+                Some(e) => Err(e),
+                None => Ok(Completion::Collective { epoch: acc.epoch, len: acc.len }),
+            };
             self.complete(port, gen, op, result, crate::TokenClass::Coll);
         }
+    }
+
+    /// Reads the payload of packet `key` from host memory if it is still
+    /// there (its first copy going out): see [`Lazy`]. A fault fails its
+    /// collective. Called by the transmit path just before it builds the
+    /// packet, so the read is charged with the packet it goes out in.
+    pub(crate) fn coll_fill(&mut self, now: Instant, key: u32) {
+        let Some(o) = self.coll.out.get(&key) else { return };
+        let OutData::Host(l) = &o.data else { return };
+        if l.cell.get().is_some() {
+            return;
+        }
+        let (port, group, buf, cell) = (o.port, o.group, l.buf, l.cell.clone());
+        let mut v = vec![0; buf.len as usize];
+        if self.dma.read(port, buf.addr, &mut v).is_err() {
+            self.coll_fail_packet(now, key, OpError::DmaFault);
+            return;
+        }
+        self.work.dma_read += u64::from(buf.len);
+        let _first = cell.set(Arc::from(v));
+        self.coll_complete_front(port, group);
     }
 
     /// Ends the collective a packet belongs to with `err`.
@@ -678,7 +855,10 @@ impl<D: Dma> Engine<D> {
         if let Some(g) = self.coll.groups.get_mut(&(o.port, o.group)) {
             if g.gen == o.port_gen {
                 if let Some(r) = g.running.iter_mut().find(|r| r.epoch == o.epoch) {
-                    if r.outcome.is_none() {
+                    // A piece still to be read from host memory is not
+                    // finished even if its steps are.
+                    let unread = r.lazy.as_ref().is_some_and(|l| l.cell.get().is_none());
+                    if r.outcome.is_none() || (unread && r.outcome == Some(Ok(()))) {
                         r.outcome = Some(Err(err));
                         owner_told = true;
                     }
@@ -940,6 +1120,10 @@ impl<D: Dma> Engine<D> {
     /// Builds the body of collective packet `key`, if it is still live.
     pub(crate) fn coll_body(&self, key: u32, attempt: u32) -> Option<(wire::BodyRepr, Arc<[u8]>, bool)> {
         let o = self.coll.out.get(&key).filter(|o| o.attempt == attempt && o.retry_at.is_none())?;
+        let data = match &o.data {
+            OutData::Ready(d) => d.clone(),
+            OutData::Host(l) => l.cell.get()?.clone(),
+        };
         let h = wire::CollHeader {
             src_port: o.port.0,
             dst_port: o.dest.port.0,
@@ -954,7 +1138,7 @@ impl<D: Dma> Engine<D> {
             offset: 0,
             schedule: o.schedule,
         };
-        Some((wire::BodyRepr::Coll(h), o.data.clone(), o.copy))
+        Some((wire::BodyRepr::Coll(h), data, o.copy))
     }
 
     /// Whether no collective is under way and nothing is pooled or queued.

@@ -407,6 +407,10 @@ impl<P: PortIo> Port<P> {
         let body = match mode {
             BcastMode::Offloaded => {
                 let sched = self.install(g, spec.key)?;
+                let bcast_root = match spec.key {
+                    ScheduleKey::Bcast(_, root) => Some(root == g.rank()),
+                    _ => None,
+                };
                 Body::Off(OffRun::new(
                     self,
                     g.id(),
@@ -414,6 +418,7 @@ impl<P: PortIo> Port<P> {
                     spec.reduction,
                     spec.data,
                     spec.want_result,
+                    bcast_root,
                 )?)
             }
             BcastMode::HostBased => {

@@ -1,14 +1,23 @@
 //! Offloaded execution: a collective becomes one engine `Collective`
-//! command per chunk of at most [`crate::PortIo::coll_max_len`] bytes (a
-//! whole number of elements for reductions). All chunks are posted at once
-//! (pipelined) and the request finishes when the last one completed; the
-//! engine completes a group's collectives in start order, so chunks stay in
-//! order and every member splits alike (they must pass equal lengths).
+//! command per chunk. A reduction's chunk is at most
+//! [`crate::PortIo::coll_max_len`] bytes (one packet, a whole number of
+//! elements); a broadcast's is up to [`MAX_COLL_PIECES`] packets, which the
+//! engine runs as consecutive one-packet pieces under one command, so the
+//! pieces pipeline through the tree for one command's price. All chunks
+//! are posted at once and the request finishes when the last one
+//! completed; the engine completes a group's collectives in start order,
+//! so chunks stay in order and every member splits alike (they must pass
+//! equal lengths).
+//!
+//! A broadcast's root hands the engine no result buffer (its result is its
+//! own data: no write back over the bus) and its other members no send
+//! buffer (the root's packet replaces their value, the engine never reads
+//! it).
 //!
 //! A chunk the engine refuses for lack of a token waits in the port's
 //! backlog and is posted, in order, by a later `progress`.
 
-use outboard_engine::{Command, Completion, GroupId, HostBuf, Reduction, ScheduleId};
+use outboard_engine::{Command, Completion, GroupId, HostBuf, Reduction, ScheduleId, MAX_COLL_PIECES};
 
 use crate::{CommandError, HostError, Port, PortIo, Request};
 
@@ -28,6 +37,8 @@ pub(crate) struct OffRun {
     pub schedule: ScheduleId,
     pub reduction: Option<Reduction>,
     pub chunks: Vec<Chunk>,
+    /// The result known without the engine (a broadcast root's own data).
+    pub own: Option<Vec<u8>>,
 }
 
 const EMPTY: HostBuf = HostBuf { addr: 0, len: 0 };
@@ -35,6 +46,7 @@ const EMPTY: HostBuf = HostBuf { addr: 0, len: 0 };
 impl OffRun {
     /// Splits `data` into chunks and allocates their buffers (not posted
     /// yet). `want_result`: whether this member receives the value.
+    /// `bcast_root`: for a broadcast, whether this member is its root.
     pub fn new<P: PortIo>(
         port: &mut Port<P>,
         group: GroupId,
@@ -42,9 +54,19 @@ impl OffRun {
         reduction: Option<Reduction>,
         data: &[u8],
         want_result: bool,
+        bcast_root: Option<bool>,
     ) -> Result<OffRun, HostError> {
         let elem = reduction.map_or(1, |r| r.dtype.size());
-        let max = (port.io_ref().coll_max_len() as usize / elem * elem).max(elem);
+        let packet = (port.io_ref().coll_max_len() as usize / elem * elem).max(elem);
+        let max = match bcast_root {
+            Some(_) => packet * MAX_COLL_PIECES as usize,
+            None => packet,
+        };
+        let (sends, receives) = match bcast_root {
+            Some(true) => (true, false),
+            Some(false) => (false, want_result),
+            None => (true, want_result),
+        };
         let mut chunks = Vec::new();
         let pieces: Vec<&[u8]> = if data.is_empty() {
             vec![&[][..]]
@@ -52,12 +74,12 @@ impl OffRun {
             data.chunks(max).collect()
         };
         for piece in pieces {
-            let send = if piece.is_empty() {
+            let send = if piece.is_empty() || !sends {
                 EMPTY
             } else {
                 port.buffer_from(piece)?
             };
-            let recv = if want_result && !piece.is_empty() {
+            let recv = if receives && !piece.is_empty() {
                 port.buffer(piece.len() as u32)?
             } else {
                 EMPTY
@@ -74,6 +96,7 @@ impl OffRun {
             schedule,
             reduction,
             chunks,
+            own: (bcast_root == Some(true) && want_result).then(|| data.to_vec()),
         })
     }
 
@@ -121,7 +144,7 @@ impl OffRun {
                 }
             }
         }
-        let mut out = Vec::new();
+        let mut out = self.own.take().unwrap_or_default();
         for c in &self.chunks {
             if c.recv.len > 0 && failed.is_none() {
                 match port.read_buffer(c.recv) {

@@ -269,16 +269,18 @@ impl Plan {
             .collect()
     }
 
-    /// Bytes each node's engine must write into host memory: offloaded
-    /// broadcasts write the result at every member (root included);
-    /// host-based and NIC-assisted ones deliver the data, in messages, to
-    /// every member but the root.
+    /// Bytes each node's engine must write into host memory: every
+    /// broadcast delivers the data once to every member but the root
+    /// (offloaded ones as their result, host-based and NIC-assisted ones in
+    /// messages).
     pub fn expected_dma_written(&self, n: u32) -> Vec<u64> {
         let mut out = vec![0u64; n as usize];
         for b in &self.bcasts {
             let g = &self.groups[b.group];
             for (rank, &node) in g.nodes.iter().enumerate() {
-                let gets = b.mode == BcastMode::Offloaded || rank as u32 != b.root;
+                // A root's result is its own data, in every mode (an
+                // offloaded root hands its engine no result buffer).
+                let gets = rank as u32 != b.root;
                 if gets {
                     out[node as usize] += b.data.len() as u64;
                 }

@@ -329,6 +329,7 @@ fn long_offloaded_data_is_split_into_chunks() {
         Some(red),
         &data,
         true,
+        None,
     )
     .unwrap();
     assert_eq!(run.chunks.len(), 3);
