@@ -39,6 +39,9 @@ pub struct CostModel {
     pub dma_byte: PerByte,
     /// Whether send data crosses by host PIO (no DMA read charged).
     pub pio_send: bool,
+    /// Payload bytes of one packet: the unit in which a PIO host hands a
+    /// send to its NIC (see [`CostModel::send_visible`]).
+    pub packet_payload: u32,
     /// NIC: per command.
     pub nic_command: Dur,
     /// NIC: per packet out.
@@ -96,6 +99,7 @@ impl CostModel {
             dma_setup: Dur::from_us(p.host_nic.dma_setup_us),
             dma_byte: PerByte::from_us(p.host_nic.dma_us_per_byte),
             pio_send: p.host_nic.pio_send,
+            packet_payload: p.nic.max_payload,
             nic_command: cycles(p.nic.command_cycles, mhz),
             nic_tx_packet: cycles(p.nic.tx_packet_cycles, mhz),
             nic_rx_packet: cycles(p.nic.rx_packet_cycles, mhz),
@@ -180,6 +184,34 @@ impl CostModel {
     /// Host time to start a send of `len` bytes.
     pub fn send(&self, len: u32) -> Dur {
         self.host_send + self.host_send_byte.for_bytes(u64::from(len))
+    }
+
+    /// Time from the start of a host send of `len` bytes until the NIC can
+    /// take it (before the doorbell). A host that DMA-describes its send
+    /// hands it over whole, after [`CostModel::send`]. A PIO host (FM)
+    /// writes the data into the NIC a packet at a time and the NIC may start
+    /// once the first packet is written; its later packets wait for the
+    /// host's writes (`nic::NicMemory`), which go on at
+    /// `host_send_byte` while the NIC transmits.
+    pub fn send_visible(&self, len: u32) -> Dur {
+        if self.pio_send {
+            self.send(len.min(self.packet_payload))
+        } else {
+            self.send(len)
+        }
+    }
+
+    /// The part of [`CostModel::recv`] for a `len`-byte message that a PIO
+    /// host (FM, whose handler copies each packet out as it lands) did
+    /// while it waited `window` for the message to arrive: the per-byte
+    /// copy of the packets before the last, as far as the window covered
+    /// it. Zero for hosts that take whole messages.
+    pub fn recv_overlap(&self, len: u32, window: Dur) -> Dur {
+        if !self.pio_send || len <= self.packet_payload || self.packet_payload == 0 {
+            return Dur::ZERO;
+        }
+        let before_last = (len - 1) / self.packet_payload * self.packet_payload;
+        self.host_recv_byte.for_bytes(u64::from(before_last)).min(window)
     }
 
     /// Host time to take a received message of `len` bytes.

@@ -8,10 +8,19 @@
 //! each one before the next starts. Inputs that arrive meanwhile wait: that
 //! queueing is what makes a slow NIC processor a bottleneck, as on a 33 MHz
 //! LANai.
+//!
+//! The engine reaches host memory through [`NicMemory`]: bytes a host is
+//! still writing by PIO are not there yet, and the NIC starts the work
+//! that read them (a packet's transmission, a multi-send's copy) only once
+//! they are.
+
+mod memory;
 
 use std::collections::VecDeque;
 
-use outboard_engine::{Command, CommandError, Engine, Event, NodeId, OpError, PortId, VecMemory};
+use outboard_engine::{Command, CommandError, Engine, Event, NodeId, OpError, PortId};
+
+pub(crate) use memory::{NicMemory, PioPace};
 
 use crate::time::{Dur, Time};
 use crate::world::{Ev, World};
@@ -21,8 +30,9 @@ use crate::world::{Ev, World};
 pub(crate) enum NicInput {
     /// A datagram arrived from `from`.
     Packet { from: NodeId, bytes: Vec<u8> },
-    /// A port posted a command.
-    Command { port: PortId, cmd: Command },
+    /// A port posted a command (with the pace of the host's PIO writes of
+    /// its data, if it is still writing them).
+    Command { port: PortId, cmd: Command, pio: Option<PioPace> },
     /// The engine's timer is due.
     Timer,
 }
@@ -38,7 +48,7 @@ pub(crate) struct PortSlot {
 
 /// One node: its NIC (engine plus queue) and its ports' completion queues.
 pub(crate) struct Node {
-    pub engine: Engine<VecMemory>,
+    pub engine: Engine<NicMemory>,
     pub inputs: VecDeque<NicInput>,
     pub busy_until: Time,
     pub free_scheduled: bool,
@@ -56,7 +66,7 @@ pub(crate) struct Node {
 }
 
 impl Node {
-    pub fn new(engine: Engine<VecMemory>) -> Node {
+    pub fn new(engine: Engine<NicMemory>) -> Node {
         let ports = (0..engine.config().max_ports).map(|_| PortSlot::default()).collect();
         Node {
             engine,
@@ -147,6 +157,7 @@ impl World {
         let mut clock = start;
         let ni = node as usize;
         let n = &mut self.nodes[ni];
+        n.engine.dma_mut().set_now(start);
         let mut posted = None;
         let mut extra = Dur::ZERO;
         let refusal = match input {
@@ -159,16 +170,32 @@ impl World {
                 n.engine.handle_timeout(start.to_engine());
                 None
             }
-            NicInput::Command { port, cmd } => {
+            NicInput::Command { port, cmd, pio } => {
                 posted = Some(cmd);
-                n.engine.handle_command(start.to_engine(), port, cmd).err().map(|e| Event {
+                if let (Some(pace), Command::Send { buf, .. } | Command::RdmaWrite { buf, .. } | Command::MultiSend { buf, .. }) =
+                    (pio, cmd)
+                {
+                    n.engine.dma_mut().pio_write(start, buf, pace);
+                }
+                let refusal = n.engine.handle_command(start.to_engine(), port, cmd).err().map(|e| Event {
                     port,
                     op: cmd.op(),
                     result: Err(refused(e)),
-                })
+                });
+                // The engine reads a multi-send's payload whole here; FM's
+                // NIC sent it packet by packet as the host wrote it.
+                if let (Some(pace), Command::MultiSend { buf, .. }) = (pio, cmd) {
+                    n.engine.dma_mut().pio_shared(start, port, buf, pace);
+                }
+                refusal
             }
         };
-        let work = self.nodes[ni].engine.take_work();
+        let n = &mut self.nodes[ni];
+        let work = n.engine.take_work();
+        // Work on send data the host is still writing waits for it.
+        if let Some(ready) = n.engine.dma_mut().take_ready() {
+            clock = clock.max(ready);
+        }
         clock += match &posted {
             Some(cmd) => self.cost.nic_command_work(&work, cmd),
             None => self.cost.nic_work(&work),
@@ -180,9 +207,14 @@ impl World {
         clock = self.drain_events(node, clock);
         loop {
             let n = &mut self.nodes[ni];
-            let begin = clock;
-            let Some(tx) = n.engine.poll_transmit(begin.to_engine(), &mut self.tx_buf) else { break };
-            clock += self.cost.nic_work(&n.engine.take_work());
+            n.engine.dma_mut().set_now(clock);
+            let Some(tx) = n.engine.poll_transmit(clock.to_engine(), &mut self.tx_buf) else { break };
+            // A packet of a send the host is still writing by PIO leaves
+            // once the host has written it (FM's streams).
+            let mem = n.engine.dma_mut();
+            let ready = mem.take_ready().or_else(|| mem.packet_ready(&self.tx_buf[..tx.len]));
+            let begin = ready.map_or(clock, |r| clock.max(r));
+            clock = begin + self.cost.nic_work(&n.engine.take_work());
             let bytes = self.tx_buf[..tx.len].to_vec();
             self.transmit(node, tx.dst, bytes, begin, clock);
             clock = self.drain_events(node, clock);

@@ -31,6 +31,7 @@ use outboard_host::{CollRequest, HostError, MemoryError, Port, PortIo, Request};
 use rand::Rng;
 
 use crate::time::{Dur, Time};
+use crate::nic::PioPace;
 use crate::world::{Ev, World};
 
 /// A process's handle on the simulation: its clock, its node, its ports.
@@ -64,6 +65,7 @@ impl Proc {
         let now = w.now;
         let p = &mut w.procs[self.pid as usize];
         p.clock = p.clock.max(now) + d;
+        p.idle_from = None;
     }
 
     /// Opens port slot `port` on this process's node.
@@ -80,6 +82,7 @@ impl Proc {
             tokens: TokenMirror::new(cfg),
             next_private_op: u64::MAX,
             stash: VecDeque::new(),
+            recv_bufs: Vec::new(),
         };
         Ok(Port::new(io))
     }
@@ -92,12 +95,20 @@ impl Proc {
 
     /// Waits out the host time charged so far.
     pub fn settle(&self) -> Sleep {
+        self.leave_library();
         Sleep { proc: self.clone(), until: None }
     }
 
     /// Sleeps until `t` (no-op if it is past).
     pub fn sleep_until(&self, t: Time) -> Sleep {
+        self.leave_library();
         Sleep { proc: self.clone(), until: Some(t) }
+    }
+
+    /// The process stops waiting inside the library (its handlers no
+    /// longer run).
+    fn leave_library(&self) {
+        self.world.borrow_mut().procs[self.pid as usize].idle_from = None;
     }
 
     /// Waits until a completion is there for one of this process's ports
@@ -244,17 +255,15 @@ impl Future for Idle {
             .filter(|s| s.owner == Some(pid))
             .filter_map(|s| s.events.front().map(|(t, _)| *t))
             .min();
-        match first {
-            Some(t) if t <= now => Poll::Ready(()),
-            Some(t) => {
-                w.wake(pid, t);
-                Poll::Pending
-            }
-            None => {
-                w.procs[pid as usize].waiting = true;
-                Poll::Pending
-            }
+        if first.is_some_and(|t| t <= now) {
+            return Poll::Ready(());
         }
+        w.procs[pid as usize].idle_from.get_or_insert(now);
+        match first {
+            Some(t) => w.wake(pid, t),
+            None => w.procs[pid as usize].waiting = true,
+        }
+        Poll::Pending
     }
 }
 
@@ -272,6 +281,9 @@ pub struct SimIo {
     tokens: TokenMirror,
     next_private_op: u64,
     stash: VecDeque<Event>,
+    /// Posted receives whose buffers the NIC watches (PIO hosts only; see
+    /// [`SimIo::take_visible`]).
+    recv_bufs: Vec<(OpId, HostBuf)>,
 }
 
 impl SimIo {
@@ -308,25 +320,44 @@ impl SimIo {
 
     /// Takes the next visible completion from the NIC, charging the host
     /// its cost (or the cost of an empty poll).
+    ///
+    /// A PIO host (FM) handles a message packet by packet as it lands
+    /// (2.4: the handler reassembles it "packet by packet"): while the
+    /// process waited inside the library and the message arrived, its
+    /// handler copied the packets before the last, so taking the message
+    /// charges only what that window did not cover. A host that gets
+    /// whole messages (DMA profiles) pays the whole receive here.
     fn take_visible(&mut self) -> Option<Event> {
         let mut w = self.proc.world.borrow_mut();
         let now = w.now;
         let pid = self.proc.pid as usize;
         let clock = w.procs[pid].clock.max(now);
-        let slot = &mut w.nodes[self.ep.node.0 as usize].ports[usize::from(self.ep.port.0)];
+        let node = self.ep.node.0 as usize;
+        let slot = &mut w.nodes[node].ports[usize::from(self.ep.port.0)];
         let visible = slot.events.front().is_some_and(|(t, _)| *t <= clock);
         let (cost, ev) = if visible {
-            let (_, e) = slot.events.pop_front().expect("checked");
+            let (at, e) = slot.events.pop_front().expect("checked");
             self.tokens.give_back(e.op);
+            let first = match self.recv_bufs.iter().position(|(op, _)| *op == e.op) {
+                Some(i) => w.nodes[node].engine.dma_mut().unwatch(self.recv_bufs.swap_remove(i).1),
+                None => None,
+            };
             let cost = match e.result {
-                Ok(Completion::Received { len, .. }) => w.cost.recv(len),
+                Ok(Completion::Received { len, .. }) => {
+                    let arrived = first.zip(w.procs[pid].idle_from).map(|(f, i)| f.max(i));
+                    Dur(w.cost.recv(len).0 - w.cost.recv_overlap(len, arrived.map_or(Dur::ZERO, |a| at.since(a))).0)
+                }
                 _ => w.cost.host_event,
             };
             (cost, Some(e))
         } else {
             (w.cost.host_poll, None)
         };
-        w.procs[pid].clock = clock + cost;
+        let p = &mut w.procs[pid];
+        p.clock = clock + cost;
+        if cost > Dur::ZERO {
+            p.idle_from = None;
+        }
         ev
     }
 }
@@ -337,6 +368,18 @@ impl PortIo for SimIo {
     }
 
     fn post(&mut self, cmd: Command) -> Result<(), CommandError> {
+        // Send data written by PIO reaches the NIC as the host writes it
+        // (packet by packet, FM's streams): the command is visible once
+        // the first packet is, and the rest of the buffer becomes readable
+        // at the host's PIO pace (see `nic::NicMemory`).
+        let pio = match cmd {
+            Command::Send { buf, .. } | Command::RdmaWrite { buf, .. } | Command::MultiSend { buf, .. }
+                if self.proc.world.borrow().cost.pio_send =>
+            {
+                Some(buf)
+            }
+            _ => None,
+        };
         let cost = {
             let w = self.proc.world.borrow();
             let c = &w.cost;
@@ -359,10 +402,24 @@ impl PortIo for SimIo {
                 | Command::SetSchedule { .. } => c.host_event,
             }
         };
+        let start = self.proc.now();
         self.proc.charge(cost);
         let mut w = self.proc.world.borrow_mut();
-        let at = w.procs[self.proc.pid as usize].clock + w.cost.doorbell;
-        w.queue.push(at, Ev::Command { node: self.ep.node.0, port: self.ep.port, cmd });
+        if let Command::Recv { op, buf, .. } = cmd {
+            if w.cost.pio_send && buf.len > w.cost.packet_payload {
+                w.nodes[self.ep.node.0 as usize].engine.dma_mut().watch(buf);
+                self.recv_bufs.push((op, buf));
+            }
+        }
+        let c = &w.cost;
+        let (at, pio) = match pio {
+            Some(buf) => {
+                let pace = PioPace { start: start + c.host_send + c.doorbell, per_byte: c.host_send_byte };
+                (start + c.send_visible(buf.len) + c.doorbell, Some(pace))
+            }
+            None => (w.procs[self.proc.pid as usize].clock + c.doorbell, None),
+        };
+        w.queue.push(at, Ev::Command { node: self.ep.node.0, port: self.ep.port, cmd, pio });
         Ok(())
     }
 
@@ -390,12 +447,12 @@ impl PortIo for SimIo {
 
     fn alloc(&mut self, len: u32) -> Result<HostBuf, MemoryError> {
         let mut w = self.proc.world.borrow_mut();
-        Ok(w.nodes[self.ep.node.0 as usize].engine.dma_mut().alloc(len))
+        Ok(w.nodes[self.ep.node.0 as usize].engine.dma_mut().host().alloc(len))
     }
 
     fn free(&mut self, buf: HostBuf) -> Result<(), MemoryError> {
         let mut w = self.proc.world.borrow_mut();
-        w.nodes[self.ep.node.0 as usize].engine.dma_mut().free(buf);
+        w.nodes[self.ep.node.0 as usize].engine.dma_mut().host().free(buf);
         Ok(())
     }
 
@@ -404,6 +461,7 @@ impl PortIo for SimIo {
         w.nodes[self.ep.node.0 as usize]
             .engine
             .dma_mut()
+            .host()
             .read(self.ep.port, addr, out)
             .map_err(|_| MemoryError::Invalid { addr, len: out.len() })
     }
@@ -413,6 +471,7 @@ impl PortIo for SimIo {
         w.nodes[self.ep.node.0 as usize]
             .engine
             .dma_mut()
+            .host()
             .write(self.ep.port, addr, data)
             .map_err(|_| MemoryError::Invalid { addr, len: data.len() })
     }

@@ -13,13 +13,13 @@ use std::pin::Pin;
 use std::rc::Rc;
 use std::task::{Context, Poll, Waker};
 
-use outboard_engine::{Engine, EngineConfig, NodeId, VecMemory};
+use outboard_engine::{Engine, EngineConfig, NodeId};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use thiserror::Error;
 
 use crate::cost::CostModel;
-use crate::nic::Node;
+use crate::nic::{NicMemory, Node};
 use crate::process::Proc;
 use crate::profile::Profile;
 use crate::queue::EventQueue;
@@ -98,7 +98,7 @@ impl Simulation {
             cfg.mtu = mtu;
             cfg.ack_delay = std::time::Duration::from_nanos((profile.nic.ack_delay_us * 1000.0).round() as u64);
             adjust(&mut cfg);
-            v.push(Node::new(Engine::new(cfg, VecMemory::new(), Time::ZERO.to_engine())?));
+            v.push(Node::new(Engine::new(cfg, NicMemory::new(), Time::ZERO.to_engine())?));
         }
         let world = World {
             now: Time::ZERO,
@@ -136,7 +136,7 @@ impl Simulation {
             let mut w = self.world.borrow_mut();
             assert!((node as usize) < w.nodes.len(), "spawn on node {node} of {}", w.nodes.len());
             let now = w.now;
-            w.procs.push(ProcState { node, clock: now, waiting: false, wake_at: None, alive: true });
+            w.procs.push(ProcState { node, clock: now, waiting: false, wake_at: None, idle_from: None, alive: true });
             now
         };
         let proc = Proc { world: self.world.clone(), pid, node };

@@ -10,7 +10,7 @@ use outboard_engine::NodeId;
 use rand_chacha::ChaCha8Rng;
 
 use crate::cost::CostModel;
-use crate::nic::{NicInput, Node};
+use crate::nic::{NicInput, Node, PioPace};
 use crate::queue::EventQueue;
 use crate::time::Time;
 use crate::wire::Wire;
@@ -20,8 +20,10 @@ use crate::wire::Wire;
 pub(crate) enum Ev {
     /// A packet reaches a NIC.
     Arrive { node: u32, from: NodeId, bytes: Vec<u8> },
-    /// A command posted by a port reaches its NIC (after the doorbell).
-    Command { node: u32, port: outboard_engine::PortId, cmd: outboard_engine::Command },
+    /// A command posted by a port reaches its NIC (after the doorbell);
+    /// `pio`: how the host is still writing its send data, for `pio_send`
+    /// profiles.
+    Command { node: u32, port: outboard_engine::PortId, cmd: outboard_engine::Command, pio: Option<PioPace> },
     /// A NIC's previous work is done; it takes its next input.
     NicFree(u32),
     /// A NIC's engine timer is due.
@@ -57,6 +59,10 @@ pub(crate) struct ProcState {
     pub waiting: bool,
     /// When its pending wake-up is due, if one is scheduled.
     pub wake_at: Option<Time>,
+    /// Since when it has been waiting inside the library without doing
+    /// anything else (cleared by any host charge): the time an FM host's
+    /// per-packet handler could copy a message out as it arrived.
+    pub idle_from: Option<Time>,
     pub alive: bool,
 }
 
@@ -88,7 +94,7 @@ impl World {
     pub(crate) fn handle(&mut self, ev: Ev) {
         match ev {
             Ev::Arrive { node, from, bytes } => self.nic_arrive(node, NicInput::Packet { from, bytes }),
-            Ev::Command { node, port, cmd } => self.nic_arrive(node, NicInput::Command { port, cmd }),
+            Ev::Command { node, port, cmd, pio } => self.nic_arrive(node, NicInput::Command { port, cmd, pio }),
             Ev::NicFree(node) => self.nic_free(node),
             Ev::Timer(node) => self.nic_timer(node),
             Ev::Kill(node) => self.kill(node),
