@@ -13,9 +13,19 @@
 //! today's switches cut through): a packet's head goes on as soon as it is
 //! routed, so an uncontended path adds only latency, and a link's
 //! serialisation time shows only where a packet is slower on the link than
-//! the NIC fed it, or when the link is busy with another packet. Link
-//! reservations are made when a packet leaves its NIC, in global event
-//! order: with equal path lengths that is the order packets reach a switch.
+//! the NIC fed it, or when the link is busy with another packet.
+//!
+//! Reservations are made when a packet leaves its NIC, in global event
+//! order. An uplink serves one NIC, so that is its order. A downlink is
+//! shared: a packet handed over later may reach the switch earlier (its
+//! sender's uplink was idle while another sender's was backlogged), and a
+//! switch serves its output port in arrival order, so a downlink keeps its
+//! reserved intervals and a packet takes the earliest gap at or after its
+//! arrival rather than the slot after the latest reservation. (A root that
+//! queues sixty packets on its uplink must not delay, by a millisecond, an
+//! acknowledgement another node sends to one of its children.)
+
+use std::collections::BTreeMap;
 
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
@@ -57,7 +67,7 @@ pub struct Wire {
     /// empty when one switch holds everybody.
     group: Vec<u64>,
     uplink_free: Vec<Time>,
-    downlink_free: Vec<Time>,
+    downlinks: Vec<Downlink>,
     faults: FaultRates,
     jitter: Dur,
     stats: WireStats,
@@ -80,7 +90,7 @@ impl Wire {
             nodes,
             group,
             uplink_free: vec![Time::ZERO; nodes as usize],
-            downlink_free: vec![Time::ZERO; nodes as usize],
+            downlinks: (0..nodes).map(|_| Downlink::default()).collect(),
             faults,
             jitter,
             stats: WireStats::default(),
@@ -135,9 +145,7 @@ impl Wire {
         *up = tail_up;
         let at_switch = tail_up + cost.cable;
         let through = at_switch + Dur(cost.switch_hop.0 * u64::from(self.hops(src, dst)));
-        let down = &mut self.downlink_free[dst as usize];
-        let tail_down = through.max(*down + ser);
-        *down = tail_down;
+        let tail_down = self.downlinks[dst as usize].reserve(through, ser, start);
         let mut at = tail_down + cost.cable;
         if self.jitter.0 > 0 {
             at += Dur(rng.gen_range(0..=self.jitter.0));
@@ -156,6 +164,42 @@ impl Wire {
             None
         };
         Some(Delivery { at, duplicate_at, corrupt_at })
+    }
+}
+
+/// A switch port towards one node: the intervals its link is reserved
+/// for, keyed by start.
+#[derive(Debug, Default)]
+struct Downlink {
+    busy: BTreeMap<Time, Time>,
+}
+
+impl Downlink {
+    /// Reserves `ser` of link time for a packet whose tail could leave the
+    /// switch at `tail` at the earliest: the earliest gap that holds it.
+    /// Returns when its tail leaves. Intervals that ended before `now` (the
+    /// current event's time: every later packet arrives after it) are
+    /// dropped.
+    fn reserve(&mut self, tail: Time, ser: Dur, now: Time) -> Time {
+        while let Some((&s, &e)) = self.busy.first_key_value() {
+            if e > now {
+                break;
+            }
+            self.busy.remove(&s);
+        }
+        let mut begin = Time(tail.0.saturating_sub(ser.0));
+        // The interval starting at or before `begin` may still cover it.
+        if let Some((_, &e)) = self.busy.range(..=begin).next_back() {
+            begin = begin.max(e);
+        }
+        for (&s, &e) in self.busy.range(begin..) {
+            if s >= begin + ser {
+                break;
+            }
+            begin = begin.max(e);
+        }
+        self.busy.insert(begin, begin + ser);
+        begin + ser
     }
 }
 
@@ -188,5 +232,33 @@ mod tests {
         assert_eq!(b.at, a.at + ser, "second packet waits for the first on the shared downlink");
         let c = w.send(&cost, &mut rng, 3, 1, 1000, t, t).unwrap();
         assert_eq!(c.at, a.at, "another destination is not delayed");
+    }
+
+    #[test]
+    fn a_backlogged_sender_does_not_hold_the_downlink_for_an_earlier_arrival() {
+        let cost = CostModel::new(&Profile::builtin("gm2-lanai91"));
+        let mut rng = ChaCha8Rng::seed_from_u64(1);
+        let mut w = Wire::new(4, 8, FaultRates::default());
+        let t = Time::ZERO;
+        let ser = cost.link_byte.for_bytes(4096);
+        // Node 0 (a broadcast root) hands 30 packets for its children 1, 2
+        // and 3 in turn to its uplink at once: they reach the switch one
+        // serialisation time apart, so node 1's downlink is reserved one
+        // slot in three, far into the future.
+        let last = (0..30).map(|i| w.send(&cost, &mut rng, 0, 1 + i % 3, 4096, t, t).unwrap().at).last().unwrap();
+        assert!(last.0 >= t.0 + 30 * ser.0);
+        // Node 3's small packet to node 1, handed over just after, reaches
+        // the switch long before the backlog's tail: it fits between two of
+        // node 0's packets instead of queueing behind all of them.
+        let ack = w.send(&cost, &mut rng, 3, 1, 44, t + ser, t + ser).unwrap();
+        assert!(ack.at.0 < t.0 + 4 * ser.0, "ack at {:?}, backlog ends at {last:?}", ack.at);
+        // And it never overlaps a reserved interval: the downlink still
+        // carries every byte one at a time.
+        let d = &w.downlinks[1];
+        let mut prev_end = Time::ZERO;
+        for (&s, &e) in &d.busy {
+            assert!(s >= prev_end, "overlap at {s:?}");
+            prev_end = e;
+        }
     }
 }
