@@ -150,6 +150,17 @@ impl World {
     }
 
     /// Processes the next input of an idle NIC, starting now.
+    ///
+    /// The whole call's work (the DMA of a received payload into host
+    /// memory and its completion included) is charged before the packets
+    /// the call sends leave. GM-2's NIC forwarded a broadcast packet
+    /// before handing it to its host; charging the host write after the
+    /// forwards for collective data packets was tried (gm2-lanai91, 16
+    /// nodes: MPI-level factor 1.20 -> 1.51 at 8 KiB, 2.39 -> 2.56 at 4 B)
+    /// and left out: from the packet alone the simulator cannot tell a
+    /// forward from an acknowledgement, so reduction roots, which only
+    /// acknowledge, were delayed too. The engine would have to report
+    /// which packets forward (docs/multicast.md, "What is still open").
     fn nic_run(&mut self, node: u32) {
         let Some(input) = self.nodes[node as usize].inputs.pop_front() else { return };
         self.stats.nic_inputs += 1;
