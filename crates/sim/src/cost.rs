@@ -70,6 +70,18 @@ pub struct CostModel {
     pub nic_combine_int: Dur,
     /// NIC: per floating-point element combined.
     pub nic_combine_float: Dur,
+    /// NIC pipeline latency, not busy time: a host command's packets leave
+    /// this much later (the send data's DMA from host memory).
+    pub nic_command_lat: Dur,
+    /// NIC pipeline latency: every packet leaves this much after its
+    /// processor charge (the packet interface's send DMA).
+    pub nic_tx_lat: Dur,
+    /// NIC pipeline latency: every packet reaches the processor this much
+    /// after it arrives (the packet interface's receive DMA).
+    pub nic_rx_lat: Dur,
+    /// NIC pipeline latency: every completion reaches the host this much
+    /// after the processor wrote it (the DMA into host memory).
+    pub nic_event_lat: Dur,
     /// Wire: per byte on a link.
     pub link_byte: PerByte,
     /// Wire: one cable.
@@ -114,6 +126,10 @@ impl CostModel {
             nic_rx_byte: PerByte::from_us(p.nic.rx_us_per_byte),
             nic_combine_int: cycles(p.nic.combine_int_cycles, mhz),
             nic_combine_float: cycles(p.nic.combine_float_cycles, mhz),
+            nic_command_lat: cycles(p.nic.pipeline.command, mhz),
+            nic_tx_lat: cycles(p.nic.pipeline.tx, mhz),
+            nic_rx_lat: cycles(p.nic.pipeline.rx, mhz),
+            nic_event_lat: cycles(p.nic.pipeline.event, mhz),
             link_byte: PerByte::from_us(p.wire.link_us_per_byte),
             cable: Dur::from_us(p.wire.cable_latency_us),
             switch_hop: Dur::from_us(p.wire.switch_latency_us),

@@ -9,6 +9,14 @@
 //! queueing is what makes a slow NIC processor a bottleneck, as on a 33 MHz
 //! LANai.
 //!
+//! Part of a message's NIC time may be pipeline latency instead of busy
+//! time (`CostModel::nic_command_lat`, `nic_tx_lat`, `nic_rx_lat`,
+//! `nic_event_lat`): a DMA engine or the packet interface works on it while
+//! the processor takes the next input, so a packet leaves, reaches the
+//! processor, or its completion reaches the host that much later, and
+//! back-to-back messages overlap in it. Packets still leave in the order
+//! the NIC handed them over (the uplink is a FIFO in hand-over order).
+//!
 //! The engine reaches host memory through [`NicMemory`]: bytes a host is
 //! still writing by PIO are not there yet, and the NIC starts the work
 //! that read them (a packet's transmission, a multi-send's copy) only once
@@ -213,8 +221,11 @@ impl World {
         } + extra;
         if let Some(ev) = refusal {
             clock += self.cost.nic_event;
-            self.deliver(node, ev, clock);
+            self.deliver(node, ev, clock + self.cost.nic_event_lat);
         }
+        // A command's packets wait for the DMA of its data from the host
+        // (besides the send pipeline every packet passes).
+        let pipeline = self.cost.nic_tx_lat + if posted.is_some() { self.cost.nic_command_lat } else { Dur::ZERO };
         clock = self.drain_events(node, clock);
         loop {
             let n = &mut self.nodes[ni];
@@ -227,7 +238,7 @@ impl World {
             let begin = ready.map_or(clock, |r| clock.max(r));
             clock = begin + self.cost.nic_work(&n.engine.take_work());
             let bytes = self.tx_buf[..tx.len].to_vec();
-            self.transmit(node, tx.dst, bytes, begin, clock);
+            self.transmit(node, tx.dst, bytes, begin + pipeline, clock + pipeline);
             clock = self.drain_events(node, clock);
         }
         let n = &mut self.nodes[ni];
@@ -253,7 +264,7 @@ impl World {
     fn drain_events(&mut self, node: u32, mut clock: Time) -> Time {
         while let Some(e) = self.nodes[node as usize].engine.poll_event() {
             clock += self.cost.nic_event;
-            self.deliver(node, e, clock);
+            self.deliver(node, e, clock + self.cost.nic_event_lat);
         }
         clock
     }
@@ -270,11 +281,12 @@ impl World {
         }
     }
 
-    /// Puts a packet on the wire (or loops it back to this NIC).
+    /// Puts a packet on the wire (or loops it back to this NIC); it reaches
+    /// the receiving NIC's processor after the receive pipeline.
     fn transmit(&mut self, src: u32, dst: NodeId, bytes: Vec<u8>, begin: Time, end: Time) {
         self.stats.packets += 1;
         if dst.0 == src {
-            self.queue.push(end, Ev::Arrive { node: src, from: NodeId(src), bytes });
+            self.queue.push(end + self.cost.nic_rx_lat, Ev::Arrive { node: src, from: NodeId(src), bytes });
             return;
         }
         if dst.0 >= self.wire.nodes() {
@@ -287,8 +299,8 @@ impl World {
             bytes[i] ^= 0x5a;
         }
         if let Some(t) = d.duplicate_at {
-            self.queue.push(t, Ev::Arrive { node: dst.0, from: NodeId(src), bytes: bytes.clone() });
+            self.queue.push(t + self.cost.nic_rx_lat, Ev::Arrive { node: dst.0, from: NodeId(src), bytes: bytes.clone() });
         }
-        self.queue.push(d.at, Ev::Arrive { node: dst.0, from: NodeId(src), bytes });
+        self.queue.push(d.at + self.cost.nic_rx_lat, Ev::Arrive { node: dst.0, from: NodeId(src), bytes });
     }
 }

@@ -177,6 +177,43 @@ pub struct NicCosts {
     /// it. Absent: zero.
     #[serde(default)]
     pub coll_data_rx_cycles: Option<f64>,
+    /// Pipeline latencies, in cycles at `clock_mhz`: time a message spends
+    /// in the NIC that does not hold up its processor, because a DMA engine
+    /// or the packet interface does the work while the processor goes on
+    /// with the next input. A LANai's MCP starts a DMA and returns to its
+    /// state-machine loop; the message moves on when the DMA is done
+    /// (dissertation 3.4.1: SDMA, SEND, RECV and RDMA state machines). The
+    /// per-message cycle counts above are then the processor's share only.
+    /// Absent: zero (all of a message's NIC time is busy time, as before).
+    #[serde(default)]
+    pub pipeline: PipelineCycles,
+}
+
+/// Per-message NIC latency that does not occupy the NIC processor (see
+/// [`NicCosts::pipeline`]). Each is added once on the path of the message
+/// it names and never to the NIC's busy time, so back-to-back messages
+/// overlap in it.
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct PipelineCycles {
+    /// A host command's packets leave this much later (GM's SDMA state
+    /// machine: the DMA of the send from host memory into a NIC buffer).
+    #[serde(default)]
+    pub command: f64,
+    /// Every packet leaves this much after its processor charge (the
+    /// packet interface's send DMA, NIC memory to the wire).
+    #[serde(default)]
+    pub tx: f64,
+    /// Every packet off the wire reaches the processor this much after it
+    /// arrives (the packet interface's receive DMA into a NIC buffer and
+    /// the RECV state machine's hand-off).
+    #[serde(default)]
+    pub rx: f64,
+    /// Every completion becomes visible to the host this much after the
+    /// processor wrote it (GM's RDMA state machine: the DMA of the data and
+    /// of the receive token into host memory).
+    #[serde(default)]
+    pub event: f64,
 }
 
 /// The MPI layer over the communication library (MPICH-GM in the
@@ -348,6 +385,10 @@ impl Profile {
             ("nic.ack_rx_cycles", self.nic.ack_rx_cycles),
             ("nic.recv_post_cycles", self.nic.recv_post_cycles),
             ("nic.coll_data_rx_cycles", self.nic.coll_data_rx_cycles),
+            ("nic.pipeline.command", Some(self.nic.pipeline.command)),
+            ("nic.pipeline.tx", Some(self.nic.pipeline.tx)),
+            ("nic.pipeline.rx", Some(self.nic.pipeline.rx)),
+            ("nic.pipeline.event", Some(self.nic.pipeline.event)),
         ];
         let present = optional.into_iter().filter_map(|(f, v)| v.map(|v| (f, v)));
         for (field, value) in nonneg.into_iter().chain(present) {
