@@ -110,6 +110,13 @@ pub(crate) struct Conn {
     /// Next sequence number to assign: the horizon.
     pub next_seq: Seq,
     pub rto: Duration,
+    /// Smoothed round-trip time and its mean deviation (RFC 6298), from
+    /// one timed packet at a time; `None` until the first sample.
+    pub srtt: Option<Duration>,
+    pub rttvar: Duration,
+    /// The packet being timed and when it was first sent. Karn's rule: a
+    /// timeout drops it, so a retransmitted packet is never timed.
+    pub rtt_probe: Option<(Seq, Instant)>,
     /// Congestion window in packets (additive increase per acknowledged
     /// round, halved on timeout, never above the configured window): under
     /// heavy loss Go-Back-N then resends a few packets per timeout instead
@@ -147,6 +154,9 @@ impl Conn {
             high_sent: Seq(0),
             next_seq: Seq(0),
             rto: cfg.rto_initial,
+            srtt: None,
+            rttvar: Duration::ZERO,
+            rtt_probe: None,
             cwnd: cfg.window.min(INITIAL_CWND),
             cwnd_credit: 0,
             ssthresh: cfg.window,
@@ -198,6 +208,9 @@ impl Conn {
     /// retransmission.
     pub fn mark_sent(&mut self, now: Instant, cfg: &EngineConfig) -> bool {
         let retrans = self.snd_nxt.before(self.high_sent);
+        if !retrans && self.rtt_probe.is_none() {
+            self.rtt_probe = Some((self.snd_nxt, now));
+        }
         self.snd_nxt = self.snd_nxt.next();
         self.high_sent = self.high_sent.max(self.snd_nxt);
         if self.rto_deadline.is_none() {
@@ -260,11 +273,44 @@ impl Conn {
         if self.snd_nxt.before(ack) {
             self.snd_nxt = ack;
         }
-        self.rto = cfg.rto_initial;
+        if let Some((seq, sent)) = self.rtt_probe {
+            if ack.after(seq) {
+                self.rtt_probe = None;
+                self.rtt_sample(now.saturating_since(sent));
+            }
+        }
+        self.rto = self.base_rto(cfg);
         self.last_progress = now;
         self.rto_deadline = None;
         if self.snd_una != self.high_sent {
             self.arm(now, cfg);
+        }
+    }
+
+    /// Folds one round-trip sample into the estimate (RFC 6298, 2.2-2.3).
+    fn rtt_sample(&mut self, r: Duration) {
+        match self.srtt {
+            None => {
+                self.srtt = Some(r);
+                self.rttvar = r / 2;
+            }
+            Some(srtt) => {
+                let dev = if srtt > r { srtt - r } else { r - srtt };
+                self.rttvar = (self.rttvar * 3 + dev) / 4;
+                self.srtt = Some((srtt * 7 + r) / 8);
+            }
+        }
+    }
+
+    /// The timeout after progress: SRTT + 4 x RTTVAR, never below the
+    /// configured first timeout (which is the floor, as RFC 6298's one
+    /// second is: a peer whose engine answers late - its host computing
+    /// while no core drives it - raises the timeout instead of drawing
+    /// spurious retransmissions) nor above `rto_max`.
+    pub fn base_rto(&self, cfg: &EngineConfig) -> Duration {
+        match self.srtt {
+            None => cfg.rto_initial,
+            Some(srtt) => (srtt + self.rttvar * 4).clamp(cfg.rto_initial, cfg.rto_max),
         }
     }
 
@@ -341,6 +387,7 @@ impl Conn {
             return TimerVerdict::PeerDead;
         }
         self.snd_nxt = self.snd_una;
+        self.rtt_probe = None;
         self.cwnd = (self.cwnd / 2).max(1);
         self.ssthresh = self.cwnd.max(2);
         self.cwnd_credit = 0;
@@ -352,5 +399,59 @@ impl Conn {
     /// Whether every numbered packet is confirmed.
     pub fn is_quiet(&self) -> bool {
         self.records.is_empty() && !self.ack_needed && self.ack_due.is_none()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn conn() -> (Conn, EngineConfig) {
+        let cfg = EngineConfig::new(NodeId(0), 1, 1);
+        (Conn::new(NodeId(1), &cfg, Instant::from_nanos(0)), cfg)
+    }
+
+    fn send_one(c: &mut Conn, cfg: &EngineConfig, at: Instant) -> Seq {
+        let s = c.push(TxRecord::Coll { key: 0, attempt: 0 }, at);
+        assert!(c.can_send(cfg.window));
+        c.mark_sent(at, cfg);
+        s
+    }
+
+    #[test]
+    fn slow_acknowledgements_raise_the_timeout_and_fast_ones_keep_the_floor() {
+        let (mut c, cfg) = conn();
+        let mut t = Instant::from_nanos(0);
+        for _ in 0..8 {
+            let s = send_one(&mut c, &cfg, t);
+            t = t + Duration::from_micros(2_000);
+            c.on_ack(s.next(), t, &cfg);
+        }
+        assert!(c.rto >= Duration::from_micros(2_000), "rto {:?} after 2 ms round trips", c.rto);
+        assert!(c.rto <= cfg.rto_max);
+        let (mut fast, cfg) = conn();
+        let mut t = Instant::from_nanos(0);
+        for _ in 0..8 {
+            let s = send_one(&mut fast, &cfg, t);
+            t = t + Duration::from_micros(20);
+            fast.on_ack(s.next(), t, &cfg);
+        }
+        assert_eq!(fast.rto, cfg.rto_initial, "a fast peer keeps the configured first timeout");
+        assert!(fast.srtt.unwrap() < Duration::from_micros(40));
+    }
+
+    #[test]
+    fn a_retransmitted_packet_is_not_timed() {
+        let (mut c, cfg) = conn();
+        let t0 = Instant::from_nanos(0);
+        let s = send_one(&mut c, &cfg, t0);
+        let t1 = t0 + cfg.rto_initial;
+        assert_eq!(c.on_timer(t1, &cfg), TimerVerdict::Retransmit);
+        assert!(c.mark_sent(t1, &cfg), "the resend is a retransmission");
+        // The ack arrives long after the first send: timing it would take
+        // the whole timeout as a round trip.
+        c.on_ack(s.next(), t1 + Duration::from_micros(10), &cfg);
+        assert_eq!(c.srtt, None);
+        assert_eq!(c.rto, cfg.rto_initial);
     }
 }
