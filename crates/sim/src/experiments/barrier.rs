@@ -178,7 +178,7 @@ pub(super) fn run_mpi(p: &Params, progress: &mut dyn FnMut(usize, usize)) -> Res
             rows.extend(side_by_side(&format!("{} PE", mpi.name), n, 0, "latency", "us", h, o, mpi_ids(&prof.name, n)));
             let gm = latency(prof, n, Mode::Offloaded, pe, p.iters, p.seed)?;
             let mut over =
-                Row { series: format!("{} PE", mpi.name), nodes: n, size: 0, metric: "mpi overhead", value: o - gm, unit: "us", paper_id: None, paper: None };
+                Row::new(format!("{} PE", mpi.name), n, 0, "mpi overhead", o - gm, "us");
             match (prof.name.as_str(), n) {
                 ("gm-lanai43", 16) => over = over.with_paper(&["barrier-mpi-overhead-16-l43"]),
                 ("gm-lanai72", 8) => over = over.with_paper(&["barrier-mpi-overhead-8-l72"]),

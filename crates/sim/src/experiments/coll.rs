@@ -123,7 +123,7 @@ pub fn side_by_side(
     ids: [Option<&[&str]>; 3],
 ) -> Vec<Row> {
     let row = |metric: &'static str, value: f64, unit: &'static str, id: Option<&[&str]>| {
-        let r = Row { series: series.to_string(), nodes, size, metric, value, unit, paper_id: None, paper: None };
+        let r = Row::new(series, nodes, size, metric, value, unit);
         match id {
             Some(ids) => r.with_paper(ids),
             None => r,

@@ -110,16 +110,7 @@ pub(super) fn run(p: &Params, progress: &mut dyn FnMut(usize, usize)) -> Result<
                 return Err(ExperimentError::Param(format!("dissemination needs at least 2 nodes, got {n}")));
             }
             let (us, _) = exchange(prof, n, size, p.iters, p.seed)?;
-            let mut row = Row {
-                series: prof.name.clone(),
-                nodes: n,
-                size,
-                metric: "latency",
-                value: us,
-                unit: "us",
-                paper_id: None,
-                paper: None,
-            };
+            let mut row = Row::new(prof.name.clone(), n, size, "latency", us, "us");
             if let Some(ids) = paper_ids(&prof.name, n) {
                 row = row.with_paper(ids);
             }

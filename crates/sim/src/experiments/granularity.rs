@@ -217,16 +217,7 @@ pub(super) fn run_synthetic(p: &Params, progress: &mut dyn FnMut(usize, usize)) 
                 let series = format!("{} {compute}us app", mpi.name);
                 rows.extend(side_by_side(&series, n, compute, "time", "us", t[0], t[1], [None, None, id]));
                 let c = f64::from(compute);
-                rows.push(Row {
-                    series,
-                    nodes: n,
-                    size: compute,
-                    metric: "sync factor",
-                    value: (t[0] - c) / (t[1] - c),
-                    unit: "x",
-                    paper_id: None,
-                    paper: None,
-                });
+                rows.push(Row::new(series, n, compute, "sync factor", (t[0] - c) / (t[1] - c), "x"));
                 done += 1;
                 progress(done, total);
             }

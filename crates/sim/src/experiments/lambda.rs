@@ -86,32 +86,14 @@ pub(super) fn run(p: &Params, progress: &mut dyn FnMut(usize, usize)) -> Result<
                         _ => size.min(prof.nic.max_payload),
                     };
                     let lambda = lambda(prof, mode, unit);
-                    rows.push(Row {
-                        series: series.clone(),
-                        nodes: n,
-                        size,
-                        metric: "lambda",
-                        value: lambda,
-                        unit: "",
-                        paper_id: None,
-                        paper: None,
-                    });
+                    rows.push(Row::new(series.clone(), n, size, "lambda", lambda, ""));
                     let mut best: Option<(f64, String)> = None;
                     let mut line = Vec::new();
                     for shape in shapes(lambda) {
                         let us = latency(prof, n, size, mode, shape, p.iters, p.seed)?;
                         let name = shape_name(shape);
                         line.push(format!("{name} {us:.1}"));
-                        rows.push(Row {
-                            series: series.clone(),
-                            nodes: n,
-                            size,
-                            metric: tree_metric(shape),
-                            value: us,
-                            unit: "us",
-                            paper_id: None,
-                            paper: None,
-                        });
+                        rows.push(Row::new(series.clone(), n, size, tree_metric(shape), us, "us"));
                         if best.as_ref().is_none_or(|(b, _)| us < *b) {
                             best = Some((us, name));
                         }

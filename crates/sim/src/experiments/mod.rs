@@ -122,6 +122,11 @@ pub struct Row {
 }
 
 impl Row {
+    /// A result with no paper figure (attach one with [`Row::with_paper`]).
+    pub fn new(series: impl Into<String>, nodes: u32, size: u32, metric: &'static str, value: f64, unit: &'static str) -> Row {
+        Row { series: series.into(), nodes, size, metric, value, unit, paper_id: None, paper: None }
+    }
+
     /// (sim - paper) / paper, where the paper has a value.
     pub fn rel_diff(&self) -> Option<f64> {
         self.paper.map(|p| crate::paper::rel_diff(self.value, p))

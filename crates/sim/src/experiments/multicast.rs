@@ -298,16 +298,7 @@ pub(super) fn run(p: &Params, progress: &mut dyn FnMut(usize, usize)) -> Result<
                     rs[0].metric = "host binomial";
                     rs[1].metric = "na optimal";
                     rows.extend(rs);
-                    rows.push(Row {
-                        series,
-                        nodes: n,
-                        size,
-                        metric: "best lambda",
-                        value: f64::from(l),
-                        unit: "",
-                        paper_id: None,
-                        paper: None,
-                    });
+                    rows.push(Row::new(series, n, size, "best lambda", f64::from(l), ""));
                 }
                 done += 1;
                 progress(done, total);
@@ -359,16 +350,7 @@ pub(super) fn run_bcast(p: &Params, progress: &mut dyn FnMut(usize, usize)) -> R
                     rs[1].metric = "nic postal";
                     rs[2].metric = "factor postal";
                     rows.extend(rs.into_iter().skip(1));
-                    rows.push(Row {
-                        series: prof.name.clone(),
-                        nodes: n,
-                        size,
-                        metric: "best lambda",
-                        value: f64::from(l),
-                        unit: "",
-                        paper_id: None,
-                        paper: None,
-                    });
+                    rows.push(Row::new(prof.name.clone(), n, size, "best lambda", f64::from(l), ""));
                     // Like for like (the same tree both ways), as the slides compare.
                     if host / nic > best.0 {
                         best = (host / nic, size);
@@ -381,16 +363,7 @@ pub(super) fn run_bcast(p: &Params, progress: &mut dyn FnMut(usize, usize)) -> R
                 } else {
                     gm2_id(&base.name, n)
                 };
-                let r = Row {
-                    series: prof.name.clone(),
-                    nodes: n,
-                    size: best.1,
-                    metric: "max factor",
-                    value: best.0,
-                    unit: "x",
-                    paper_id: None,
-                    paper: None,
-                };
+                let r = Row::new(prof.name.clone(), n, best.1, "max factor", best.0, "x");
                 rows.push(match id {
                     Some(ids) => r.with_paper(ids),
                     None => r,
@@ -530,16 +503,7 @@ pub(super) fn run_skew_size(p: &Params, progress: &mut dyn FnMut(usize, usize)) 
                         let (h, o) = skew_pair(&prof, n, size, s, skewed, p.iters, p.seed)?;
                         let id = skew_id(&base.name, n, size, s, skewed);
                         rows.extend(side_by_side(&series, n, size, "cpu", "us", h.all, o.all, [None, None, id]));
-                        rows.push(Row {
-                            series: series.clone(),
-                            nodes: n,
-                            size,
-                            metric: "factor w/o root",
-                            value: h.non_root / o.non_root,
-                            unit: "x",
-                            paper_id: None,
-                            paper: None,
-                        });
+                        rows.push(Row::new(series.clone(), n, size, "factor w/o root", h.non_root / o.non_root, "x"));
                         done += 1;
                         progress(done, total);
                     }

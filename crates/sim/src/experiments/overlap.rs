@@ -16,7 +16,7 @@ use std::rc::Rc;
 
 use outboard_host::{AllreduceAlgorithm, BarrierAlgorithm, HostError, Mode};
 
-use super::coll::{contribution, mode_name, run_all, sum_of, MODES};
+use super::coll::{contribution, run_all, sum_of, MODES};
 use super::{ExperimentError, Outcome, Params, Row, Shared, XAxis};
 use crate::profile::Profile;
 use crate::time::Dur;
@@ -107,27 +107,17 @@ pub(super) fn run(p: &Params, progress: &mut dyn FnMut(usize, usize)) -> Result<
         for &n in &nodes {
             for op in ops {
                 let series = format!("{} {}", profile.name, op.name());
+                let size = if op == Op::Allreduce { 8 } else { 0 };
                 for mode in MODES {
                     let pure = per_iteration(profile, n, mode, op, Dur::ZERO, p.iters, p.seed)?;
                     let overall = per_iteration(profile, n, mode, op, Dur::from_us(pure), p.iters, p.seed)?;
-                    let m = mode_name(mode);
-                    let row = |metric: &'static str, value: f64, unit: &'static str| Row {
-                        series: series.clone(),
-                        nodes: n,
-                        size: if op == Op::Allreduce { 8 } else { 0 },
-                        metric,
-                        value,
-                        unit,
-                        paper_id: None,
-                        paper: None,
+                    let [pm, om, vm] = match mode {
+                        Mode::HostBased => ["host pure", "host overall", "host overlap"],
+                        Mode::Offloaded => ["nic pure", "nic overall", "nic overlap"],
                     };
-                    let (pm, om, vm) = match m {
-                        "host" => ("host pure", "host overall", "host overlap"),
-                        _ => ("nic pure", "nic overall", "nic overlap"),
-                    };
-                    rows.push(row(pm, pure, "us"));
-                    rows.push(row(om, overall, "us"));
-                    rows.push(row(vm, overlap_percent(pure, overall), "%"));
+                    rows.push(Row::new(series.clone(), n, size, pm, pure, "us"));
+                    rows.push(Row::new(series.clone(), n, size, om, overall, "us"));
+                    rows.push(Row::new(series.clone(), n, size, vm, overlap_percent(pure, overall), "%"));
                 }
                 done += 1;
                 progress(done, total);

@@ -75,31 +75,13 @@ pub(super) fn run(p: &Params, progress: &mut dyn FnMut(usize, usize)) -> Result<
         let largest = sizes.iter().copied().max().unwrap_or(0);
         for &size in &sizes {
             let us = one_way(prof, size, p.iters, p.seed)?;
-            let mut lat = Row {
-                series: prof.name.clone(),
-                nodes: 2,
-                size,
-                metric: "one-way",
-                value: us,
-                unit: "us",
-                paper_id: None,
-                paper: None,
-            };
+            let mut lat = Row::new(prof.name.clone(), 2, size, "one-way", us, "us");
             if prof.name == "elan3" && size == 0 {
                 lat = lat.with_paper(&["elan3-lat"]);
             }
             rows.push(lat);
             if size > 0 {
-                let mut bw = Row {
-                    series: prof.name.clone(),
-                    nodes: 2,
-                    size,
-                    metric: "bandwidth",
-                    value: f64::from(size) / us,
-                    unit: "MB/s",
-                    paper_id: None,
-                    paper: None,
-                };
+                let mut bw = Row::new(prof.name.clone(), 2, size, "bandwidth", f64::from(size) / us, "MB/s");
                 if prof.name == "elan3" && size == largest && size >= 1 << 20 {
                     bw = bw.with_paper(&["elan3-bw-main"]);
                 }

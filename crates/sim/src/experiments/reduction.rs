@@ -312,7 +312,7 @@ pub fn slope(points: &[(f64, f64)]) -> f64 {
 }
 
 fn extra(series: String, n: u32, metric: &'static str, value: f64, unit: &'static str, id: Option<&str>) -> Row {
-    let r = Row { series, nodes: n, size: 8, metric, value, unit, paper_id: None, paper: None };
+    let r = Row::new(series, n, 8, metric, value, unit);
     match id {
         Some(id) => r.with_paper(&[id]),
         None => r,
