@@ -295,7 +295,7 @@ impl Conn {
                 self.rttvar = r / 2;
             }
             Some(srtt) => {
-                let dev = if srtt > r { srtt - r } else { r - srtt };
+                let dev = srtt.abs_diff(r);
                 self.rttvar = (self.rttvar * 3 + dev) / 4;
                 self.srtt = Some((srtt * 7 + r) / 8);
             }
