@@ -91,4 +91,14 @@ pub struct Work {
     /// already sent to another rank: a NIC keeps the prepared packet and
     /// only rewrites its destination, so a cost model may charge them less.
     pub coll_copies_out: u64,
+    /// Collective packets this call queued that pass on a value which
+    /// arrived from the network (an inner member forwarding a broadcast
+    /// piece to its children, a partial result going up a tree), counted
+    /// once per destination. Why it is reported: a NIC can send these
+    /// before it writes the same value into its host's memory - GM-2's NIC
+    /// forwarded a multicast packet "before, and independently of, handing
+    /// it to its host" - so a cost model may charge this call's DMA to the
+    /// host after its transmissions instead of before. Acknowledgements and
+    /// a root's own data are not relays.
+    pub coll_relays_out: u64,
 }

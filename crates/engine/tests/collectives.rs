@@ -677,3 +677,61 @@ fn a_root_reads_each_piece_as_it_goes_out() {
     assert!(engines[1].poll_event().is_none());
     assert_eq!(engines[1].dma_mut().bytes(recv), &data[..]);
 }
+
+/// The engine reports which of its collective packets pass on a value that
+/// came from the network (`Work::coll_relays_out`), so that a cost model can
+/// let a NIC forward before it writes the value to its host (GM-2): an
+/// inner member's forward is one relay per child, in the call that took
+/// the packet; the root's own data and the leaf's acknowledgement are not.
+#[test]
+fn an_inner_members_forward_is_reported_as_a_relay() {
+    let t0 = Instant::ZERO;
+    let n = 3u32;
+    let mut engines: Vec<Engine<VecMemory>> = (0..n)
+        .map(|i| Engine::new(EngineConfig::new(NodeId(i), 0xC0FFEE, 1000 + i), VecMemory::new(), t0).unwrap())
+        .collect();
+    let eps: Vec<Endpoint> = engines.iter_mut().map(|e| e.open_port(t0, P0).unwrap()).collect();
+    for (r, e) in engines.iter_mut().enumerate() {
+        let members = e.dma_mut().alloc_with(&encode_members(&eps));
+        e.handle_command(t0, P0, Command::CreateGroup { op: OpId(1), group: G, rank: r as u32, members }).unwrap();
+        let buf = e.dma_mut().alloc_with(&chain_bcast(r as u32, n).encode());
+        e.handle_command(t0, P0, Command::SetSchedule { op: OpId(2), group: G, schedule: BCAST, buf }).unwrap();
+        assert!(e.poll_event().unwrap().result.is_ok() && e.poll_event().unwrap().result.is_ok());
+    }
+    let data: Vec<u8> = (0..300u32).map(|i| (i * 13) as u8).collect();
+    let none = HostBuf { addr: 0, len: 0 };
+    let mut recvs = vec![none; n as usize];
+    for r in 0..n as usize {
+        let e = &mut engines[r];
+        let send = if r == 0 { e.dma_mut().alloc_with(&data) } else { none };
+        if r > 0 {
+            recvs[r] = e.dma_mut().alloc(data.len() as u32);
+        }
+        let cmd = Command::Collective { op: OpId(9), group: G, schedule: BCAST, reduction: None, send, recv: recvs[r] };
+        e.handle_command(t0, P0, cmd).unwrap();
+    }
+    let mut buf = vec![0u8; engines[0].config().mtu];
+    let mut drain = |e: &mut Engine<VecMemory>| {
+        let mut out = Vec::new();
+        while let Some(tx) = e.poll_transmit(t0, &mut buf) {
+            out.push((tx.dst, buf[..tx.len].to_vec()));
+        }
+        out
+    };
+    let from_root = drain(&mut engines[0]);
+    assert_eq!(engines[0].take_work().coll_relays_out, 0, "the root sends its own data");
+    assert_eq!(from_root.len(), 1);
+    let _ = engines[1].take_work();
+    engines[1].handle_packet(t0, NodeId(0), &from_root[0].1);
+    let w = engines[1].take_work();
+    assert_eq!(w.coll_relays_out, 1, "one child to forward to");
+    assert_eq!(w.dma_written, data.len() as u64, "and the value written to its host in the same call");
+    let from_inner: Vec<_> = drain(&mut engines[1]).into_iter().filter(|(d, _)| *d == NodeId(2)).collect();
+    assert_eq!(from_inner.len(), 1);
+    let _ = engines[2].take_work();
+    engines[2].handle_packet(t0, NodeId(1), &from_inner[0].1);
+    let w = engines[2].take_work();
+    assert_eq!(w.coll_relays_out, 0, "a leaf only delivers");
+    assert_eq!(w.dma_written, data.len() as u64);
+    assert_eq!(engines[2].dma_mut().bytes(recvs[2]), &data[..]);
+}

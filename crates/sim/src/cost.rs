@@ -23,6 +23,10 @@ pub struct CostModel {
     pub host_recv: Dur,
     /// Host: per byte of a received message.
     pub host_recv_byte: PerByte,
+    /// Host: per byte of the message layer's copy (eager protocol).
+    pub host_copy_byte: PerByte,
+    /// Host: messages this long or longer are not copied.
+    pub host_copy_below: u32,
     /// Host: posting a receive.
     pub host_post_recv: Dur,
     /// Host: taking another completion.
@@ -103,6 +107,8 @@ impl CostModel {
             host_send_byte: PerByte::from_us(p.host.send_us_per_byte),
             host_recv: Dur::from_us(p.host.recv_us),
             host_recv_byte: PerByte::from_us(p.host.recv_us_per_byte),
+            host_copy_byte: PerByte::from_us(p.host.copy_us_per_byte),
+            host_copy_below: p.host.copy_below_bytes,
             host_post_recv: Dur::from_us(p.host.post_recv_us),
             host_event: Dur::from_us(p.host.event_us),
             host_poll: Dur::from_us(p.host.poll_us),
@@ -199,7 +205,19 @@ impl CostModel {
 
     /// Host time to start a send of `len` bytes.
     pub fn send(&self, len: u32) -> Dur {
-        self.host_send + self.host_send_byte.for_bytes(u64::from(len))
+        self.host_send + self.host_send_byte.for_bytes(u64::from(len)) + self.copy(len)
+    }
+
+    /// Host time the message layer spends copying a `len`-byte message
+    /// between the user's buffer and a pinned one (at the sender, and again
+    /// at each receiver): MPICH-GM's eager protocol below its limit, nothing
+    /// above it or at the communication-library level.
+    pub fn copy(&self, len: u32) -> Dur {
+        if len < self.host_copy_below {
+            self.host_copy_byte.for_bytes(u64::from(len))
+        } else {
+            Dur::ZERO
+        }
     }
 
     /// Time from the start of a host send of `len` bytes until the NIC can
@@ -232,7 +250,7 @@ impl CostModel {
 
     /// Host time to take a received message of `len` bytes.
     pub fn recv(&self, len: u32) -> Dur {
-        self.host_recv + self.host_recv_byte.for_bytes(u64::from(len))
+        self.host_recv + self.host_recv_byte.for_bytes(u64::from(len)) + self.copy(len)
     }
 }
 

@@ -26,7 +26,7 @@ mod memory;
 
 use std::collections::VecDeque;
 
-use outboard_engine::{Command, CommandError, Engine, Event, NodeId, OpError, PortId};
+use outboard_engine::{Command, CommandError, Engine, Event, NodeId, OpError, PortId, Work};
 
 pub(crate) use memory::{NicMemory, PioPace};
 
@@ -52,6 +52,10 @@ pub(crate) struct PortSlot {
     pub events: VecDeque<(Time, Event)>,
     /// The process that opened the port.
     pub owner: Option<u32>,
+    /// Receives completed from messages the engine held because they came
+    /// before the receive was posted: an MPI layer copies such a message
+    /// twice (into its unexpected queue, then to the user's buffer).
+    pub unexpected: Vec<outboard_engine::OpId>,
 }
 
 /// One node: its NIC (engine plus queue) and its ports' completion queues.
@@ -159,16 +163,14 @@ impl World {
 
     /// Processes the next input of an idle NIC, starting now.
     ///
-    /// The whole call's work (the DMA of a received payload into host
-    /// memory and its completion included) is charged before the packets
-    /// the call sends leave. GM-2's NIC forwarded a broadcast packet
-    /// before handing it to its host; charging the host write after the
-    /// forwards for collective data packets was tried (gm2-lanai91, 16
-    /// nodes: MPI-level factor 1.20 -> 1.51 at 8 KiB, 2.39 -> 2.56 at 4 B)
-    /// and left out: from the packet alone the simulator cannot tell a
-    /// forward from an acknowledgement, so reduction roots, which only
-    /// acknowledge, were delayed too. The engine would have to report
-    /// which packets forward (docs/multicast.md, "What is still open").
+    /// The call's work is charged before the packets it sends leave, with
+    /// one exception: a received packet whose value the engine passes on
+    /// (`Work::coll_relays_out`: an inner member forwarding a broadcast
+    /// piece) is forwarded first and written into host memory after, its
+    /// completions following that write. GM-2's NIC forwarded a multicast
+    /// packet "before, and independently of, handing it to its host" (003).
+    /// The engine reports relays itself: from the packet alone the
+    /// simulator could not tell a forward from an acknowledgement.
     fn nic_run(&mut self, node: u32) {
         let Some(input) = self.nodes[node as usize].inputs.pop_front() else { return };
         self.stats.nic_inputs += 1;
@@ -178,6 +180,7 @@ impl World {
         let n = &mut self.nodes[ni];
         n.engine.dma_mut().set_now(start);
         let mut posted = None;
+        let mut posted_port = PortId(0);
         let mut extra = Dur::ZERO;
         let refusal = match input {
             NicInput::Packet { from, bytes } => {
@@ -191,6 +194,7 @@ impl World {
             }
             NicInput::Command { port, cmd, pio } => {
                 posted = Some(cmd);
+                posted_port = port;
                 if let (Some(pace), Command::Send { buf, .. } | Command::RdmaWrite { buf, .. } | Command::MultiSend { buf, .. }) =
                     (pio, cmd)
                 {
@@ -210,11 +214,25 @@ impl World {
             }
         };
         let n = &mut self.nodes[ni];
-        let work = n.engine.take_work();
+        let mut work = n.engine.take_work();
+        // A posted receive that wrote data at once took a held message.
+        if let Some(Command::Recv { op, .. }) = posted {
+            if work.dma_written > 0 {
+                if let Some(slot) = n.ports.get_mut(usize::from(posted_port.0)) {
+                    slot.unexpected.push(op);
+                }
+            }
+        }
         // Work on send data the host is still writing waits for it.
         if let Some(ready) = n.engine.dma_mut().take_ready() {
             clock = clock.max(ready);
         }
+        // A relayed packet goes out before its value is written to the host.
+        let deferred_write = if posted.is_none() && work.coll_relays_out > 0 {
+            std::mem::take(&mut work.dma_written)
+        } else {
+            0
+        };
         clock += match &posted {
             Some(cmd) => self.cost.nic_command_work(&work, cmd),
             None => self.cost.nic_work(&work),
@@ -226,7 +244,10 @@ impl World {
         // A command's packets wait for the DMA of its data from the host
         // (besides the send pipeline every packet passes).
         let pipeline = self.cost.nic_tx_lat + if posted.is_some() { self.cost.nic_command_lat } else { Dur::ZERO };
-        clock = self.drain_events(node, clock);
+        let defer_events = deferred_write > 0;
+        if !defer_events {
+            clock = self.drain_events(node, clock);
+        }
         loop {
             let n = &mut self.nodes[ni];
             n.engine.dma_mut().set_now(clock);
@@ -239,6 +260,12 @@ impl World {
             clock = begin + self.cost.nic_work(&n.engine.take_work());
             let bytes = self.tx_buf[..tx.len].to_vec();
             self.transmit(node, tx.dst, bytes, begin + pipeline, clock + pipeline);
+            if !defer_events {
+                clock = self.drain_events(node, clock);
+            }
+        }
+        if defer_events {
+            clock += self.cost.nic_work(&Work { dma_written: deferred_write, ..Work::default() });
             clock = self.drain_events(node, clock);
         }
         let n = &mut self.nodes[ni];

@@ -345,8 +345,21 @@ impl SimIo {
             let cost = match e.result {
                 Ok(Completion::Received { len, .. }) => {
                     let arrived = first.zip(w.procs[pid].idle_from).map(|(f, i)| f.max(i));
-                    Dur(w.cost.recv(len).0 - w.cost.recv_overlap(len, arrived.map_or(Dur::ZERO, |a| at.since(a))).0)
+                    let slot = &mut w.nodes[node].ports[usize::from(self.ep.port.0)];
+                    // A message that waited for its receive: the message
+                    // layer's extra copy through its unexpected queue.
+                    let late = match slot.unexpected.iter().position(|op| *op == e.op) {
+                        Some(i) => {
+                            slot.unexpected.swap_remove(i);
+                            w.cost.copy(len)
+                        }
+                        None => Dur::ZERO,
+                    };
+                    Dur(w.cost.recv(len).0 - w.cost.recv_overlap(len, arrived.map_or(Dur::ZERO, |a| at.since(a))).0) + late
                 }
+                // An offloaded collective's result: the event, and the
+                // message layer's copy out of the pinned buffer (MPI level).
+                Ok(Completion::Collective { len, .. }) => w.cost.host_event + w.cost.copy(len),
                 _ => w.cost.host_event,
             };
             (cost, Some(e))
@@ -392,8 +405,9 @@ impl PortIo for SimIo {
                 Command::RdmaRead { .. } => c.host_send,
                 Command::Recv { .. } => c.host_post_recv,
                 // Starting an offloaded collective is one descriptor, like a
-                // send without data to copy.
-                Command::Collective { .. } => c.host_send,
+                // send without data to copy (but the message layer's copy of
+                // the contribution into a pinned buffer, at the MPI level).
+                Command::Collective { send, .. } => c.host_send + c.copy(send.len),
                 Command::Register { .. }
                 | Command::Deregister { .. }
                 | Command::Cancel { .. }

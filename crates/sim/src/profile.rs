@@ -79,6 +79,20 @@ pub struct HostCosts {
     /// Cost of delivering an interrupt or signal into the process (for
     /// selective interrupts, application bypass).
     pub interrupt_us: f64,
+    /// Per byte the host's message layer copies between the user's buffer
+    /// and pinned communication buffers, once at the sender and once at
+    /// each receiver, for messages shorter than `copy_below_bytes`: the
+    /// eager protocol of MPICH over GM (dissertation 6.2). Unlike the
+    /// per-byte costs above it also applies to offloaded collectives (the
+    /// root copies its data in, every receiver copies the result out).
+    /// Zero at the communication-library level; set by
+    /// [`Profile::at_mpi_level`] from `[mpi]`.
+    #[serde(default)]
+    pub copy_us_per_byte: f64,
+    /// Messages of this many bytes or more are not copied (MPICH-GM's
+    /// rendezvous protocol pins the user's buffers instead).
+    #[serde(default)]
+    pub copy_below_bytes: u32,
 }
 
 /// Crossing between host and NIC: the I/O bus.
@@ -231,6 +245,17 @@ pub struct MpiCosts {
     /// `MPID_DeviceCheck`).
     #[serde(default)]
     pub recv_us: f64,
+    /// Per byte of the eager protocol's copies (see
+    /// `HostCosts::copy_us_per_byte`): "the data for the message is copied
+    /// into a send buffer ... [and] must then be copied out of this buffer
+    /// to its final location" (dissertation 6.2).
+    #[serde(default)]
+    pub copy_us_per_byte: f64,
+    /// The eager limit: messages of this many bytes or more go by
+    /// rendezvous, without copies ("less than 16KB" for MPICH over GM,
+    /// 6.2). The rendezvous handshake itself is not modelled.
+    #[serde(default)]
+    pub eager_below_bytes: u32,
 }
 
 /// Links and switches.
@@ -329,11 +354,14 @@ impl Profile {
 
     /// The same machine seen through its MPI layer: the `[mpi]` costs are
     /// added to the host's send (which also starts offloaded collectives)
-    /// and receive costs. The name gets an `+mpi` suffix.
+    /// and receive costs, and its eager copies become the host's. The name
+    /// gets an `+mpi` suffix.
     pub fn at_mpi_level(&self) -> Profile {
         let mut p = self.clone();
         p.host.send_us += p.mpi.send_us;
         p.host.recv_us += p.mpi.recv_us;
+        p.host.copy_us_per_byte += p.mpi.copy_us_per_byte;
+        p.host.copy_below_bytes = p.host.copy_below_bytes.max(p.mpi.eager_below_bytes);
         p.mpi = MpiCosts::default();
         p.name = format!("{}+mpi", self.name);
         p
@@ -347,7 +375,7 @@ impl Profile {
 
     fn validate(&self) -> Result<(), ProfileError> {
         let name = &self.name;
-        let nonneg: [(&'static str, f64); 30] = [
+        let nonneg: [(&'static str, f64); 32] = [
             ("host.send_us", self.host.send_us),
             ("host.send_us_per_byte", self.host.send_us_per_byte),
             ("host.recv_us", self.host.recv_us),
@@ -371,6 +399,8 @@ impl Profile {
             ("nic.ack_delay_us", self.nic.ack_delay_us),
             ("mpi.send_us", self.mpi.send_us),
             ("mpi.recv_us", self.mpi.recv_us),
+            ("mpi.copy_us_per_byte", self.mpi.copy_us_per_byte),
+            ("host.copy_us_per_byte", self.host.copy_us_per_byte),
             ("wire.link_us_per_byte", self.wire.link_us_per_byte),
             ("wire.cable_latency_us", self.wire.cable_latency_us),
             ("wire.switch_latency_us", self.wire.switch_latency_us),

@@ -89,3 +89,46 @@ fn lambda_falls_with_size_where_bytes_cost_the_receiver_less_than_the_sender() {
     assert!(small > large && large >= 1.0, "{small} -> {large}");
     assert_eq!(lambda::lambda(&gm2, BcastMode::HostBased, 0).max(1.0), lambda::lambda(&gm2, BcastMode::HostBased, 0));
 }
+
+/// An inner NIC forwards a broadcast piece before it writes the piece to
+/// its host (GM-2: "before, and independently of, handing it to its
+/// host"). With a host bus so slow that one DMA of the message dwarfs
+/// everything else, a broadcast down a chain of 4 costs the root's read
+/// and the last member's write - not a write at every inner member too.
+#[test]
+fn an_inner_nic_forwards_before_its_host_dma() {
+    let mut slow_bus = Profile::builtin("gm2-lanai91");
+    slow_bus.host_nic.dma_us_per_byte = 1.0;
+    let size = 1000;
+    let dma = f64::from(size) * slow_bus.host_nic.dma_us_per_byte;
+    let t = multicast::latency(&slow_bus, 4, size, BcastMode::Offloaded, TreeShape::Chain, 2, 1).unwrap();
+    assert!(t > 2.0 * dma, "a read and a write: {t} us");
+    assert!(t < 2.5 * dma, "inner members' writes are off the path: {t} us against {dma} us per DMA");
+}
+
+/// MPICH-GM's eager copies (`[mpi] copy_us_per_byte`): a host-based
+/// broadcast copies at every hop (out at the receiver, in again for each
+/// send), an offloaded one at the root and at each member only; above the
+/// eager limit nothing is copied.
+#[test]
+fn eager_copies_cost_host_based_hops_more_than_offloaded_members() {
+    let base = Profile::builtin("gm2-lanai91").at_mpi_level();
+    let mut copying = Profile::builtin("gm2-lanai91");
+    copying.mpi.copy_us_per_byte = 0.004;
+    copying.mpi.eager_below_bytes = 16384;
+    let copying = copying.at_mpi_level();
+    let run = |p: &Profile, size: u32, mode: BcastMode| multicast::latency(p, 16, size, mode, MPICH_BINOMIAL, 2, 1).unwrap();
+    let size = 8192;
+    let copy = f64::from(size) * 0.004;
+    let host = run(&copying, size, BcastMode::HostBased) - run(&base, size, BcastMode::HostBased);
+    let nic = run(&copying, size, BcastMode::Offloaded) - run(&base, size, BcastMode::Offloaded);
+    // Offloaded: the root's copy in and the last member's copy out.
+    assert!((nic - 2.0 * copy).abs() < 0.05 * copy, "offloaded pays two copies: +{nic} us, one copy {copy} us");
+    // Host-based: a copy in at the root, out and in again at each of the
+    // 3 inner levels, out at the leaf: 8 on the deepest path of 16 nodes.
+    assert!(host >= 8.0 * copy - 0.05 * copy, "host-based pays copies at every hop: +{host} us, one copy {copy} us");
+    // At the eager limit and above: rendezvous, no copies.
+    for mode in [BcastMode::HostBased, BcastMode::Offloaded] {
+        assert_eq!(run(&copying, 16384, mode), run(&base, 16384, mode), "{mode:?}");
+    }
+}

@@ -236,6 +236,8 @@ struct PendingSends {
     data: OutData,
     /// (rank, round) of each receiver.
     to: Vec<(u32, u16)>,
+    /// The value came (in part) from the network: see `Work::coll_relays_out`.
+    relay: bool,
 }
 
 fn out_cost(o: &CollOut) -> usize {
@@ -659,7 +661,8 @@ impl<D: Dma> Engine<D> {
                             Some(l) => OutData::Host(l.clone()),
                             None => OutData::Ready(Arc::from(&r.value[..])),
                         };
-                        sends.push(PendingSends { epoch: r.epoch, schedule: r.sched.id, data, to });
+                        let relay = steps[..r.step].iter().any(|s| !s.recv_from.is_empty());
+                        sends.push(PendingSends { epoch: r.epoch, schedule: r.sched.id, data, to, relay });
                     }
                 }
                 while r.next_recv < st.recv_from.len() {
@@ -705,7 +708,10 @@ impl<D: Dma> Engine<D> {
             self.stats.coll_deferred += 1;
             self.coll.blocked.insert((port, group));
         }
-        for PendingSends { epoch, schedule, data, to } in sends {
+        for PendingSends { epoch, schedule, data, to, relay } in sends {
+            if relay {
+                self.work.coll_relays_out += to.len() as u64;
+            }
             for (i, (dst_rank, round)) in to.into_iter().enumerate() {
                 let key = self.coll_alloc_key();
                 let out = CollOut {
