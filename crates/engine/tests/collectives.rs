@@ -402,6 +402,23 @@ fn install_bcast(c: &mut Cluster, n: u32) {
     }
 }
 
+/// `n` engines driven by hand (no network between them), one group of all,
+/// the chain broadcast installed on each.
+fn chain_engines(n: u32, t0: Instant) -> Vec<Engine<VecMemory>> {
+    let mut engines: Vec<Engine<VecMemory>> = (0..n)
+        .map(|i| Engine::new(EngineConfig::new(NodeId(i), 0xC0FFEE, 1000 + i), VecMemory::new(), t0).unwrap())
+        .collect();
+    let eps: Vec<Endpoint> = engines.iter_mut().map(|e| e.open_port(t0, P0).unwrap()).collect();
+    for (r, e) in engines.iter_mut().enumerate() {
+        let members = e.dma_mut().alloc_with(&encode_members(&eps));
+        e.handle_command(t0, P0, Command::CreateGroup { op: OpId(1), group: G, rank: r as u32, members }).unwrap();
+        let buf = e.dma_mut().alloc_with(&chain_bcast(r as u32, n).encode());
+        e.handle_command(t0, P0, Command::SetSchedule { op: OpId(2), group: G, schedule: BCAST, buf }).unwrap();
+        assert!(e.poll_event().unwrap().result.is_ok() && e.poll_event().unwrap().result.is_ok());
+    }
+    engines
+}
+
 /// An intermediate member whose host is late does not hold up its subtree:
 /// its engine starts each broadcast from its first packet, forwards it at
 /// once and keeps the value for its host (003's NIC-based forwarding).
@@ -628,17 +645,7 @@ fn a_multi_piece_broadcast_is_one_command_with_one_completion() {
 #[test]
 fn a_root_reads_each_piece_as_it_goes_out() {
     let t0 = Instant::ZERO;
-    let mut engines: Vec<Engine<VecMemory>> = (0..2)
-        .map(|i| Engine::new(EngineConfig::new(NodeId(i), 0xC0FFEE, 1000 + i), VecMemory::new(), t0).unwrap())
-        .collect();
-    let eps: Vec<Endpoint> = engines.iter_mut().map(|e| e.open_port(t0, P0).unwrap()).collect();
-    for (r, e) in engines.iter_mut().enumerate() {
-        let members = e.dma_mut().alloc_with(&encode_members(&eps));
-        e.handle_command(t0, P0, Command::CreateGroup { op: OpId(1), group: G, rank: r as u32, members }).unwrap();
-        let buf = e.dma_mut().alloc_with(&chain_bcast(r as u32, 2).encode());
-        e.handle_command(t0, P0, Command::SetSchedule { op: OpId(2), group: G, schedule: BCAST, buf }).unwrap();
-        assert!(e.poll_event().unwrap().result.is_ok() && e.poll_event().unwrap().result.is_ok());
-    }
+    let mut engines = chain_engines(2, t0);
     let piece = engines[0].max_collective_len() as usize;
     let data: Vec<u8> = (0..3 * piece).map(|i| (i * 7) as u8).collect();
     let send = engines[0].dma_mut().alloc_with(&data);
@@ -687,17 +694,7 @@ fn a_root_reads_each_piece_as_it_goes_out() {
 fn an_inner_members_forward_is_reported_as_a_relay() {
     let t0 = Instant::ZERO;
     let n = 3u32;
-    let mut engines: Vec<Engine<VecMemory>> = (0..n)
-        .map(|i| Engine::new(EngineConfig::new(NodeId(i), 0xC0FFEE, 1000 + i), VecMemory::new(), t0).unwrap())
-        .collect();
-    let eps: Vec<Endpoint> = engines.iter_mut().map(|e| e.open_port(t0, P0).unwrap()).collect();
-    for (r, e) in engines.iter_mut().enumerate() {
-        let members = e.dma_mut().alloc_with(&encode_members(&eps));
-        e.handle_command(t0, P0, Command::CreateGroup { op: OpId(1), group: G, rank: r as u32, members }).unwrap();
-        let buf = e.dma_mut().alloc_with(&chain_bcast(r as u32, n).encode());
-        e.handle_command(t0, P0, Command::SetSchedule { op: OpId(2), group: G, schedule: BCAST, buf }).unwrap();
-        assert!(e.poll_event().unwrap().result.is_ok() && e.poll_event().unwrap().result.is_ok());
-    }
+    let mut engines = chain_engines(n, t0);
     let data: Vec<u8> = (0..300u32).map(|i| (i * 13) as u8).collect();
     let none = HostBuf { addr: 0, len: 0 };
     let mut recvs = vec![none; n as usize];
