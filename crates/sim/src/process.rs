@@ -342,19 +342,22 @@ impl SimIo {
                 Some(i) => w.nodes[node].engine.dma_mut().unwatch(self.recv_bufs.swap_remove(i).1),
                 None => None,
             };
+            // Whether the completion took a message the engine held (any
+            // outcome: the mark goes with the completion).
+            let slot = &mut w.nodes[node].ports[usize::from(self.ep.port.0)];
+            let held = match slot.unexpected.iter().position(|op| *op == e.op) {
+                Some(i) => {
+                    slot.unexpected.swap_remove(i);
+                    true
+                }
+                None => false,
+            };
             let cost = match e.result {
                 Ok(Completion::Received { len, .. }) => {
                     let arrived = first.zip(w.procs[pid].idle_from).map(|(f, i)| f.max(i));
-                    let slot = &mut w.nodes[node].ports[usize::from(self.ep.port.0)];
                     // A message that waited for its receive: the message
                     // layer's extra copy through its unexpected queue.
-                    let late = match slot.unexpected.iter().position(|op| *op == e.op) {
-                        Some(i) => {
-                            slot.unexpected.swap_remove(i);
-                            w.cost.copy(len)
-                        }
-                        None => Dur::ZERO,
-                    };
+                    let late = if held { w.cost.copy(len) } else { Dur::ZERO };
                     Dur(w.cost.recv(len).0 - w.cost.recv_overlap(len, arrived.map_or(Dur::ZERO, |a| at.since(a))).0) + late
                 }
                 // An offloaded collective's result: the event, and the
