@@ -229,7 +229,9 @@ impl CostModel {
     /// `host_send_byte` while the NIC transmits.
     pub fn send_visible(&self, len: u32) -> Dur {
         if self.pio_send {
-            self.send(len.min(self.packet_payload))
+            // The message layer's copy (if any) is of the whole message,
+            // before the first packet is written.
+            self.host_send + self.copy(len) + self.host_send_byte.for_bytes(u64::from(len.min(self.packet_payload)))
         } else {
             self.send(len)
         }

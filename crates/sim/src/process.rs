@@ -431,7 +431,7 @@ impl PortIo for SimIo {
         let c = &w.cost;
         let (at, pio) = match pio {
             Some(buf) => {
-                let pace = PioPace { start: start + c.host_send + c.doorbell, per_byte: c.host_send_byte };
+                let pace = PioPace { start: start + c.host_send + c.copy(buf.len) + c.doorbell, per_byte: c.host_send_byte };
                 (start + c.send_visible(buf.len) + c.doorbell, Some(pace))
             }
             None => (w.procs[self.proc.pid as usize].clock + c.doorbell, None),
