@@ -582,6 +582,19 @@ fn fmt(x: Option<f64>, prec: usize) -> String {
     }
 }
 
+/// A ratio of two latencies: two decimals, or as many as its first two
+/// significant digits need, so a ratio far below one (one mode stalled on
+/// a loaded machine) still reads as what it is, never as "0.00".
+fn fmt_ratio(x: Option<f64>) -> String {
+    match x {
+        Some(v) if v.is_finite() && v > 0.0 && v < 0.1 => {
+            let prec = (1 - v.log10().floor() as i32).clamp(2, 12) as usize;
+            format!("{v:.prec$}")
+        }
+        _ => fmt(x, 2),
+    }
+}
+
 /// The broadcast table: one column per mode, then host-based over each
 /// other mode, Open MPI, and Open MPI over each of ours but host-based.
 fn print_bcast(a: &CollArgs, fig: &Figures, mpi_fig: &Figures) {
@@ -621,13 +634,13 @@ fn print_bcast(a: &CollArgs, fig: &Figures, mpi_fig: &Figures) {
         line += " |";
         if let Some(h) = host {
             for &i in &others {
-                line += &format!(" {:>9}", fmt(ratio(v.get(h).copied(), v.get(i).copied()), 2));
+                line += &format!(" {:>9}", fmt_ratio(ratio(v.get(h).copied(), v.get(i).copied())));
             }
             line += " |";
         }
         line += &format!(" {:>9}", fmt(m, 1));
         for &i in &others {
-            line += &format!(" {:>9}", fmt(ratio(m, v.get(i).copied()), 2));
+            line += &format!(" {:>9}", fmt_ratio(ratio(m, v.get(i).copied())));
         }
         println!("{line}");
     }
@@ -763,9 +776,9 @@ pub fn run(kind: Kind, mut a: CollArgs) -> anyhow::Result<()> {
                     size_label(c.size),
                     fmt(o, 1),
                     fmt(h, 1),
-                    fmt(o.zip(h).map(|(o, h)| h / o), 2),
+                    fmt_ratio(o.zip(h).map(|(o, h)| h / o)),
                     fmt(m, 1),
-                    fmt(o.zip(m).map(|(o, m)| m / o), 2),
+                    fmt_ratio(o.zip(m).map(|(o, m)| m / o)),
                 );
             }
         }
@@ -794,6 +807,17 @@ mod tests {
     fn median_of_even_and_odd() {
         assert_eq!(median(&mut [3.0, 1.0, 2.0]), 2.0);
         assert_eq!(median(&mut [4.0, 1.0, 2.0, 3.0]), 2.5);
+    }
+
+    #[test]
+    fn a_small_ratio_keeps_two_significant_digits() {
+        assert_eq!(fmt_ratio(Some(1.234)), "1.23");
+        assert_eq!(fmt_ratio(Some(0.5)), "0.50");
+        // 8.8 us host-based over a stalled 1,997.8 us offloaded (a CI run).
+        assert_eq!(fmt_ratio(Some(8.8 / 1997.8)), "0.0044");
+        assert_eq!(fmt_ratio(Some(0.0)), "0.00");
+        assert_eq!(fmt_ratio(None), "-");
+        assert_eq!(fmt_ratio(Some(f64::INFINITY)), "-");
     }
 
     #[test]
