@@ -395,8 +395,8 @@ fn worker(kind: Kind, a: &CollArgs) -> anyhow::Result<()> {
     }
     let (st, tr) = world.stats();
     eprintln!(
-        "# rank {rank} engine: {} retransmits, {} timeouts, {} retries, {} collective refusals, {} not-ready rejections, {} send stalls",
-        st.retransmits, st.timeouts, st.retries, st.coll_refused, st.rejected_not_ready, tr.send_stalls
+        "# rank {rank} engine: {} retransmits, {} timeouts, {} retries, {} collective refusals, {} not-ready rejections, {} send stalls, {} host sleeps (preempted waits)",
+        st.retransmits, st.timeouts, st.retries, st.coll_refused, st.rejected_not_ready, tr.send_stalls, tr.host_sleeps
     );
     // Gather every rank's figures at rank 0 and average them.
     let bytes: Vec<u8> = mine.iter().flat_map(|x| x.to_le_bytes()).collect();

@@ -55,6 +55,10 @@ pub struct TransportStats {
     pub refused_commands: u64,
     /// Events for a port that was closed meanwhile.
     pub orphan_events: u64,
+    /// Host-assisted waits that handed the engine back to its thread and
+    /// slept, because the kernel had lately preempted the waiting host (a
+    /// machine loaded by other work; see [`crate::Progress`]).
+    pub host_sleeps: u64,
 }
 
 /// What a host thread and the engine share about one port besides its rings.

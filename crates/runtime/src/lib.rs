@@ -15,6 +15,8 @@
 //!   non-blocking UDP socket and the rings;
 //! - [`Node`]: the engine thread and its [`Progress`] policy (dedicated,
 //!   spin-then-block, host-assisted);
+//! - `wait_pacer`: when a waiting host under host-assisted progress stops
+//!   spinning and sleeps (after the kernel preempted it: a loaded machine);
 //! - [`RtPort`]: the host library's [`outboard_host::PortIo`] over the rings,
 //!   so the same host code runs here and in the simulator;
 //! - [`bootstrap`]: the PMI-style exchange and the launcher environments;
@@ -46,6 +48,7 @@ mod node;
 mod port;
 mod progress;
 pub mod ring;
+mod wait_pacer;
 mod world;
 
 pub use clock::Clock;

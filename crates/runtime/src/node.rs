@@ -3,8 +3,8 @@
 
 use std::net::{IpAddr, SocketAddr, UdpSocket};
 use std::sync::atomic::{fence, AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::thread::JoinHandle;
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
+use std::thread::{JoinHandle, Thread};
 use std::time::Duration;
 
 use mio::{Events, Interest, Poll, Token, Waker};
@@ -79,6 +79,18 @@ pub(crate) struct NodeShared {
     /// Host-assisted: when a host thread last waited inside the library
     /// (nanoseconds on `clock`).
     pub host_seen: AtomicU64,
+    /// Host-assisted: a waiting host gave up driving the engine (it was
+    /// preempted lately and nothing happened for its short spin; see
+    /// `wait_pacer`) and sleeps until the engine thread wakes it; the
+    /// engine thread then blocks as soon as it is idle instead of spinning
+    /// first.
+    pub host_away: AtomicBool,
+    /// Waits that handed the engine back (reported as
+    /// [`TransportStats::host_sleeps`]).
+    pub host_sleeps: AtomicU64,
+    /// The engine thread, so a host that hands the engine back can wake it
+    /// out of its hand-over nap at once.
+    pub engine_thread: OnceLock<Thread>,
     pub memory: Arc<HostMemory>,
     pub clock: Clock,
     pub config: EngineConfig,
@@ -90,6 +102,14 @@ impl NodeShared {
         self.driver.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// The engine's counters and the transport's.
+    pub fn stats(&self) -> (Stats, TransportStats) {
+        let d = self.lock();
+        let mut t = d.stats.clone();
+        t.host_sleeps = self.host_sleeps.load(Ordering::Relaxed);
+        (d.engine.stats().clone(), t)
+    }
+
     /// Wakes the engine thread if it sleeps. The SeqCst fence pairs with
     /// the one the engine thread issues between setting `sleeping` and its
     /// last look at the command rings, so a command is never left behind a
@@ -98,6 +118,26 @@ impl NodeShared {
         fence(Ordering::SeqCst);
         if self.sleeping.load(Ordering::SeqCst) {
             let _ = self.waker.wake();
+        }
+    }
+
+    /// Host-assisted: a waiting host stops driving the engine and leaves it
+    /// to the engine thread, which takes over at once (not after the
+    /// hand-over period) and blocks in epoll when idle.
+    pub fn hand_back(&self) {
+        self.host_sleeps.fetch_add(1, Ordering::Relaxed);
+        self.host_away.store(true, Ordering::SeqCst);
+        self.host_seen.store(0, Ordering::SeqCst);
+        if let Some(t) = self.engine_thread.get() {
+            t.unpark();
+        }
+    }
+
+    /// Host-assisted: a host drives the engine again.
+    pub fn host_back(&self, now_nanos: u64) {
+        self.host_seen.store(now_nanos, Ordering::Relaxed);
+        if self.host_away.load(Ordering::Relaxed) {
+            self.host_away.store(false, Ordering::Relaxed);
         }
     }
 }
@@ -133,6 +173,9 @@ impl Node {
             stop: AtomicBool::new(false),
             progress,
             host_seen: AtomicU64::new(0),
+            host_away: AtomicBool::new(false),
+            host_sleeps: AtomicU64::new(0),
+            engine_thread: OnceLock::new(),
             memory,
             clock,
             config: config.clone(),
@@ -142,6 +185,7 @@ impl Node {
         let thread = std::thread::Builder::new()
             .name(format!("outboard-engine-{}", config.node.0))
             .spawn(move || engine_thread(&s, poll))?;
+        let _ = shared.engine_thread.set(thread.thread().clone());
         Ok(Node { shared, thread: Some(thread) })
     }
 
@@ -191,8 +235,7 @@ impl Node {
 
     /// The engine's counters and the transport's.
     pub fn stats(&self) -> (Stats, TransportStats) {
-        let d = self.shared.lock();
-        (d.engine.stats().clone(), d.stats.clone())
+        self.shared.stats()
     }
 
     /// Whether the engine has nothing under way (every send confirmed).
@@ -260,7 +303,10 @@ fn engine_thread(shared: &NodeShared, mut poll: Poll) {
                 }
                 let now = shared.clock.now();
                 let since = *idle_since.get_or_insert(now);
-                if now - since < spin {
+                // A host that handed the engine back has spun already: block
+                // at once, so that a datagram wakes this thread (a runnable
+                // thread that yields waits for other work's time slice).
+                if now - since < spin && !shared.host_away.load(Ordering::Relaxed) {
                     // Yield rather than spin: this policy serves machines
                     // with fewer cores than threads, where a spinning thread
                     // keeps the one with work off the core for a whole

@@ -12,10 +12,14 @@ use crate::driver::{PortShared, TransportStats, Turn};
 use crate::node::NodeShared;
 use crate::progress::Progress;
 use crate::ring::{Consumer, Producer};
+use crate::wait_pacer::{WaitPacer, WaitStep};
 
 /// Longest a host thread parks before it looks at its ring again on its own
 /// (a safety net: the engine unparks it when events arrive).
 const PARK_MAX: Duration = Duration::from_millis(10);
+
+/// Host-assisted: how long one preemption keeps this port's waits short.
+const LOADED_FOR: Duration = Duration::from_millis(100);
 
 /// A port opened on a [`crate::Node`]: commands go to the engine through a
 /// ring, completions come back through another, buffers live in the node's
@@ -34,6 +38,8 @@ pub struct RtPort {
     /// When the current run of `idle` calls began.
     idle_since: Option<Instant>,
     idle_calls: u32,
+    /// Host-assisted: when a wait stops driving the engine and sleeps.
+    pacer: WaitPacer,
 }
 
 impl RtPort {
@@ -45,7 +51,11 @@ impl RtPort {
         shared: Arc<PortShared>,
     ) -> RtPort {
         let tokens = TokenMirror::new(&node.config);
-        RtPort { node, ep, commands, events, shared, tokens, idle_since: None, idle_calls: 0 }
+        let pacer = match node.progress {
+            Progress::HostAssisted { preempted_spin, preempted_gap, .. } => WaitPacer::new(preempted_spin, preempted_gap, LOADED_FOR),
+            _ => WaitPacer::new(Duration::MAX, Duration::MAX, Duration::ZERO),
+        };
+        RtPort { node, ep, commands, events, shared, tokens, idle_since: None, idle_calls: 0, pacer }
     }
 
     /// The progress policy of the node.
@@ -55,8 +65,7 @@ impl RtPort {
 
     /// The node's engine and transport counters.
     pub fn stats(&self) -> (Stats, TransportStats) {
-        let d = self.node.lock();
-        (d.engine.stats().clone(), d.stats.clone())
+        self.node.stats()
     }
 
     /// Whether the node's engine has nothing under way.
@@ -112,6 +121,7 @@ impl PortIo for RtPort {
             std::thread::yield_now();
         }
         self.idle_since = None;
+        self.pacer.progressed();
         self.after_post();
         Ok(())
     }
@@ -120,6 +130,7 @@ impl PortIo for RtPort {
         let e = self.events.pop()?;
         self.tokens.give_back(e.op);
         self.idle_since = None;
+        self.pacer.progressed();
         Some(e)
     }
 
@@ -148,16 +159,24 @@ impl PortIo for RtPort {
             }
             Progress::HostAssisted { .. } => {
                 let now = self.node.clock.now();
-                self.node.host_seen.store(now.as_nanos(), Ordering::Relaxed);
-                match self.node.driver.try_lock() {
-                    Ok(mut d) => {
-                        d.turn(Turn::Host);
-                    }
-                    Err(std::sync::TryLockError::Poisoned(p)) => {
-                        p.into_inner().turn(Turn::Host);
-                    }
-                    Err(std::sync::TryLockError::WouldBlock) => std::hint::spin_loop(),
+                if self.pacer.step(now) == WaitStep::Sleep {
+                    // Other work wants this core and nothing came for a
+                    // while: leave the engine to its thread and sleep until
+                    // it delivers an event here.
+                    self.node.hand_back();
+                    self.park();
+                    return;
                 }
+                self.node.host_back(now.as_nanos());
+                let busy = match self.node.driver.try_lock() {
+                    Ok(mut d) => d.turn(Turn::Host),
+                    Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner().turn(Turn::Host),
+                    Err(std::sync::TryLockError::WouldBlock) => {
+                        std::hint::spin_loop();
+                        false
+                    }
+                };
+                self.pacer.looked(self.node.clock.now(), busy);
             }
         }
     }

@@ -10,7 +10,7 @@
 //! | policy | engine thread | waiting host thread | default when |
 //! | --- | --- | --- | --- |
 //! | dedicated | polls forever (the NIC/DPU model: a core of its own) | spins on its completion ring | >= 2 cores per rank |
-//! | host-assisted | blocks in epoll while the host is inside a wait; runs when the host is away computing | drives the engine itself (the engine's code still does the work) | >= 1 core per rank |
+//! | host-assisted | naps while the host is inside a wait; runs (then blocks in epoll) when the host is away computing or asleep | drives the engine itself (the engine's code still does the work); once the kernel has preempted it (other work on the machine), sleeps after 50 us of nothing until the engine thread wakes it | >= 1 core per rank |
 //! | spin-then-block | spins briefly, then blocks in epoll on the socket and an eventfd doorbell | spins briefly, then parks until the engine wakes it | fewer cores than ranks |
 //!
 //! Set `OUTBOARD_PROGRESS` to `dedicated`, `host-assisted` or
@@ -43,6 +43,22 @@ pub enum Progress {
         spin: Duration,
         /// How long after a host's last wait the engine thread takes over.
         handover: Duration,
+        /// How long a waiting host that was preempted within the last
+        /// 100 ms drives the engine while nothing happens before it hands
+        /// the engine back to its thread and sleeps until an event wakes it.
+        /// A host that is never preempted spins for as long as it waits.
+        /// On a machine that other work also loads, a host that spins on
+        /// keeps the peer it waits for off the cores for whole time slices
+        /// (milliseconds per message); one that sleeps is woken, ahead of
+        /// that work, by the datagram it waits for.
+        preempted_spin: Duration,
+        /// A gap at least this long between two consecutive looks of one
+        /// wait counts as a preemption (a time slice of other work is
+        /// milliseconds; the engine thread's own brief turns on the host's
+        /// core stay well below 500 us). Zero counts every look: each wait
+        /// then sleeps after `preempted_spin` (what the tests use to drive
+        /// the sleeping path).
+        preempted_gap: Duration,
     },
 }
 
@@ -58,9 +74,15 @@ impl Progress {
     /// Host-assisted with a 50 us spin and a 200 us hand-over: the engine
     /// thread checks back every 200 us while the host is busy in the
     /// library, which costs nothing measurable, and takes over within
-    /// 200 us once the host goes away to compute.
-    pub const HOST_ASSISTED: Progress =
-        Progress::HostAssisted { spin: Duration::from_micros(50), handover: Duration::from_micros(200) };
+    /// 200 us once the host goes away to compute. A waiting host that the
+    /// kernel preempted (a 500 us gap) within the last 100 ms sleeps after
+    /// 50 us without a datagram or an event (two kernel wake-ups' worth).
+    pub const HOST_ASSISTED: Progress = Progress::HostAssisted {
+        spin: Duration::from_micros(50),
+        handover: Duration::from_micros(200),
+        preempted_spin: Duration::from_micros(50),
+        preempted_gap: Duration::from_micros(500),
+    };
 
     /// Parses a policy name.
     pub fn parse(s: &str) -> Result<Progress, ParseProgressError> {
