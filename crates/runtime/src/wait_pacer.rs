@@ -103,6 +103,15 @@ mod tests {
         WaitPacer::new(Duration::from_micros(50), Duration::from_micros(500), Duration::from_millis(100))
     }
 
+    /// A pacer whose first wait was preempted for 1 ms (so it slept at once).
+    fn preempted() -> WaitPacer {
+        let mut p = pacer();
+        p.step(at(0));
+        p.looked(at(1), false);
+        assert_eq!(p.step(at(1_000)), WaitStep::Sleep);
+        p
+    }
+
     /// Drives a wait that looks every `every` us from `from` to `to`
     /// (nothing happening); returns when it chose to sleep, if it did.
     fn wait(p: &mut WaitPacer, from: u64, to: u64, every: u64) -> Option<u64> {
@@ -144,10 +153,7 @@ mod tests {
 
     #[test]
     fn a_loaded_port_sleeps_in_later_waits_until_the_load_is_forgotten() {
-        let mut p = pacer();
-        p.step(at(0));
-        p.looked(at(1), false);
-        assert_eq!(p.step(at(1_000)), WaitStep::Sleep);
+        let mut p = preempted();
         // A new wait 10 ms later: short, as the machine was loaded lately.
         p.progressed();
         assert_eq!(wait(&mut p, 10_000, 20_000, 2), Some(10_050));
@@ -158,11 +164,7 @@ mod tests {
 
     #[test]
     fn progress_restarts_the_spin_and_is_not_a_gap() {
-        let mut p = pacer();
-        // Loaded by a preemption.
-        p.step(at(0));
-        p.looked(at(1), false);
-        assert_eq!(p.step(at(1_000)), WaitStep::Sleep);
+        let mut p = preempted();
         // A wait whose looks find datagrams every 30 us never sleeps.
         let mut t = 2_000;
         while t < 3_000 {

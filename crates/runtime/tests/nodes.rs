@@ -29,35 +29,43 @@ fn policies() -> [Progress; 3] {
     [Progress::Dedicated, Progress::SPIN_THEN_BLOCK, Progress::HOST_ASSISTED]
 }
 
+/// `rounds` messages from node 0 to node 1, message `i` of `len(i)` bytes,
+/// each answered with its first 8 bytes; every one checked for source, tag,
+/// order and content. `pause(i)` is slept before each message and reply.
+fn exchange(nodes: &[Node], rounds: u32, len: fn(u32) -> usize, pause: fn(u32) -> Duration) {
+    let mut a = Port::new(nodes[0].open_port(PortId(0)).unwrap());
+    let mut b = Port::new(nodes[1].open_port(PortId(0)).unwrap());
+    let (ea, eb) = (a.endpoint(), b.endpoint());
+    let t = std::thread::spawn(move || {
+        for i in 0..rounds {
+            let (src, tag, data) = b.recv(RecvMatch::any(), 100_000).unwrap();
+            assert_eq!((src, tag), (ea, u64::from(i)));
+            assert_eq!(data.len(), len(i));
+            assert!(data.iter().enumerate().all(|(j, &x)| x == (j as u32 ^ i) as u8));
+            std::thread::sleep(pause(i));
+            b.send(ea, u64::from(i), &data[..data.len().min(8)]).unwrap();
+        }
+        b
+    });
+    for i in 0..rounds {
+        let data: Vec<u8> = (0..len(i)).map(|j| (j as u32 ^ i) as u8).collect();
+        std::thread::sleep(pause(i + 1));
+        a.send(eb, u64::from(i), &data).unwrap();
+        let (_, tag, back) = a.recv(RecvMatch::from(eb.node, eb.port, u64::from(i)), 8).unwrap();
+        assert_eq!((tag, back.as_slice()), (u64::from(i), &data[..data.len().min(8)]));
+    }
+    let b = t.join().unwrap();
+    drop((a, b));
+}
+
 #[test]
 fn messages_cross_in_both_directions_under_every_policy() {
     for p in policies() {
         let nodes = cluster(2, p, |_| {});
-        let mut a = Port::new(nodes[0].open_port(PortId(0)).unwrap());
-        let mut b = Port::new(nodes[1].open_port(PortId(0)).unwrap());
-        let (ea, eb) = (a.endpoint(), b.endpoint());
-        let t = std::thread::spawn(move || {
-            for i in 0..200u32 {
-                let (src, tag, data) = b.recv(RecvMatch::any(), 100_000).unwrap();
-                assert_eq!((src, tag), (ea, u64::from(i)));
-                assert_eq!(data.len(), (i as usize * 397) % 70_000);
-                assert!(data.iter().enumerate().all(|(j, &x)| x == (j as u32 ^ i) as u8));
-                b.send(ea, u64::from(i), &data[..data.len().min(8)]).unwrap();
-            }
-            b
-        });
-        for i in 0..200u32 {
-            let len = (i as usize * 397) % 70_000;
-            let data: Vec<u8> = (0..len).map(|j| (j as u32 ^ i) as u8).collect();
-            a.send(eb, u64::from(i), &data).unwrap();
-            let (_, tag, back) = a.recv(RecvMatch::from(eb.node, eb.port, u64::from(i)), 8).unwrap();
-            assert_eq!((tag, back.as_slice()), (u64::from(i), &data[..len.min(8)]), "policy {p}");
-        }
-        let b = t.join().unwrap();
-        drop((a, b));
+        exchange(&nodes, 200, |i| (i as usize * 397) % 70_000, |_| Duration::ZERO);
         let (s, t) = nodes[1].stats();
-        assert_eq!((s.malformed, s.wrong_job), (0, 0));
-        assert!(t.datagrams_in > 200, "{t:?}");
+        assert_eq!((s.malformed, s.wrong_job), (0, 0), "policy {p}");
+        assert!(t.datagrams_in > 200, "policy {p}: {t:?}");
     }
 }
 
@@ -75,32 +83,9 @@ fn host_assisted_waits_that_sleep_still_get_every_message() {
         preempted_gap: Duration::ZERO,
     };
     let nodes = cluster(2, sleepy, |_| {});
-    let mut a = Port::new(nodes[0].open_port(PortId(0)).unwrap());
-    let mut b = Port::new(nodes[1].open_port(PortId(0)).unwrap());
-    let (ea, eb) = (a.endpoint(), b.endpoint());
-    // Delays in us before each reply: none, short, longer than a wake-up.
-    let pause = |i: u32| Duration::from_micros([0, 30, 700][(i % 3) as usize]);
-    let t = std::thread::spawn(move || {
-        for i in 0..120u32 {
-            let (src, tag, data) = b.recv(RecvMatch::any(), 20_000).unwrap();
-            assert_eq!((src, tag), (ea, u64::from(i)));
-            assert_eq!(data.len(), (i as usize * 211) % 20_000);
-            assert!(data.iter().enumerate().all(|(j, &x)| x == (j as u32 ^ i) as u8));
-            std::thread::sleep(pause(i));
-            b.send(ea, u64::from(i), &data[..data.len().min(8)]).unwrap();
-        }
-        b
-    });
-    for i in 0..120u32 {
-        let len = (i as usize * 211) % 20_000;
-        let data: Vec<u8> = (0..len).map(|j| (j as u32 ^ i) as u8).collect();
-        std::thread::sleep(pause(i + 1));
-        a.send(eb, u64::from(i), &data).unwrap();
-        let (_, tag, back) = a.recv(RecvMatch::from(eb.node, eb.port, u64::from(i)), 8).unwrap();
-        assert_eq!((tag, back.as_slice()), (u64::from(i), &data[..len.min(8)]));
-    }
-    let b = t.join().unwrap();
-    drop((a, b));
+    // Pauses before each message and reply: none, short, longer than a
+    // kernel wake-up.
+    exchange(&nodes, 120, |i| (i as usize * 211) % 20_000, |i| Duration::from_micros([0, 30, 700][(i % 3) as usize]));
     for n in &nodes {
         let (s, t) = n.stats();
         assert_eq!((s.malformed, s.wrong_job, s.peers_failed), (0, 0, 0));
