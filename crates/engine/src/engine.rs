@@ -352,7 +352,7 @@ impl<D: Dma> Engine<D> {
                     return Err(CommandError::NoCollToken);
                 }
                 p.coll_tokens -= 1;
-                if let Err(e) = self.coll_start(now, port, op, group, schedule, reduction, send, recv) {
+                if let Err(e) = self.coll_start(now, port, crate::coll::run::CollRequest { op, group, schedule, reduction, send, recv }) {
                     self.complete(port, gen, op, Err(e), TokenClass::Coll);
                 }
                 Ok(())

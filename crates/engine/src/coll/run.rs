@@ -95,6 +95,19 @@ pub(crate) struct Arrival {
     pub data: Vec<u8>,
 }
 
+/// A host's `Collective` command as the engine starts it: the fields of
+/// [`crate::Command::Collective`], passed whole (and, per piece, with the
+/// piece's slices of `send` and `recv`).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct CollRequest {
+    pub op: OpId,
+    pub group: GroupId,
+    pub schedule: ScheduleId,
+    pub reduction: Option<Reduction>,
+    pub send: HostBuf,
+    pub recv: HostBuf,
+}
+
 /// A piece's value still in host memory: the engine reads it when its
 /// first packet is transmitted (not at command time), so a root's piece
 /// i+1 is read while piece i is on the wire. Every copy of the piece shares
@@ -362,18 +375,8 @@ impl<D: Dma> Engine<D> {
     /// So one command, one token and one completion carry a whole
     /// broadcast, and its pieces pipeline: piece i+1 is read (at a root) or
     /// forwarded (at an inner member) while piece i is on the wire.
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn coll_start(
-        &mut self,
-        now: Instant,
-        port: PortId,
-        op: OpId,
-        group: GroupId,
-        schedule: ScheduleId,
-        reduction: Option<Reduction>,
-        send: HostBuf,
-        recv: HostBuf,
-    ) -> Result<(), OpError> {
+    pub(crate) fn coll_start(&mut self, now: Instant, port: PortId, req: CollRequest) -> Result<(), OpError> {
+        let CollRequest { group, schedule, reduction, send, recv, .. } = req;
         let one = self.max_collective_len();
         let max = self.max_collective_command_len();
         if send.len > max || recv.len > max {
@@ -396,27 +399,16 @@ impl<D: Dma> Engine<D> {
         };
         for j in 0..pieces {
             let last = j + 1 == pieces;
-            self.coll_start_piece(now, port, op, group, schedule, reduction, slice(send, j), slice(recv, j), last, pieces > 1);
+            self.coll_start_piece(now, port, CollRequest { send: slice(send, j), recv: slice(recv, j), ..req }, last, pieces > 1);
         }
         Ok(())
     }
 
     /// Starts (or, if its engine started it already, takes over) one piece
-    /// of a host command as the group's next collective.
-    #[allow(clippy::too_many_arguments)]
-    fn coll_start_piece(
-        &mut self,
-        now: Instant,
-        port: PortId,
-        op: OpId,
-        group: GroupId,
-        schedule: ScheduleId,
-        reduction: Option<Reduction>,
-        send: HostBuf,
-        recv: HostBuf,
-        last: bool,
-        multi: bool,
-    ) {
+    /// of a host command as the group's next collective: `req` carries the
+    /// piece's own slices of the command's buffers.
+    fn coll_start_piece(&mut self, now: Instant, port: PortId, req: CollRequest, last: bool, multi: bool) {
+        let CollRequest { op, group, schedule, reduction, send, recv } = req;
         let g = self.coll.groups.get_mut(&(port, group)).expect("checked by the caller");
         if g.host_epoch != g.next_epoch {
             self.coll_attach(port, group, op, schedule, recv, last);

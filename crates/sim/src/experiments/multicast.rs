@@ -250,23 +250,6 @@ pub fn skew_times(
     Ok(SkewTimes { all, non_root })
 }
 
-/// Mean host time per broadcast, in microseconds, over all members, with
-/// the root on time ([`Skewed::AllButRoot`], the dissertation's 6.3 test):
-/// [`skew_times`]' `all`.
-#[allow(clippy::too_many_arguments)]
-pub fn cpu_under_skew(
-    profile: &Profile,
-    n: u32,
-    size: u32,
-    mode: BcastMode,
-    shape: TreeShape,
-    avg_skew_us: f64,
-    iters: u32,
-    seed: u64,
-) -> Result<f64, ExperimentError> {
-    Ok(skew_times(profile, n, size, mode, shape, avg_skew_us, Skewed::AllButRoot, iters, seed)?.all)
-}
-
 fn fm_ids(n: u32, size: u32, pipelined: bool) -> Option<&'static [&'static str]> {
     match (n, size, pipelined) {
         (4, 16384, true) => Some(&["multicast-opt-pipe-4"]),
