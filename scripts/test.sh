@@ -1,22 +1,44 @@
 #!/usr/bin/env bash
 # Outboard's test command: installs what it needs on a bare Debian machine,
-# then runs every test of the workspace and smoke-runs the main commands.
+# then runs every test of the workspace, smoke-runs the main commands, and
+# ends with the list of tests that skipped (and why).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# Debian packages the tests use. A command can exist without its package's
+# development half (mpicc from openmpi-bin without mpi.h from
+# libopenmpi-dev), so packages are checked by name, not by command.
+packages=(gcc openmpi-bin libopenmpi-dev iproute2)
 need_apt=()
 command -v cargo >/dev/null 2>&1 || need_apt+=(cargo rustc)
-command -v cc >/dev/null 2>&1 || need_apt+=(gcc)
-command -v mpirun >/dev/null 2>&1 || need_apt+=(openmpi-bin)
-command -v ip >/dev/null 2>&1 || need_apt+=(iproute2)
+for p in "${packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || need_apt+=("$p")
+done
 if [ ${#need_apt[@]} -gt 0 ]; then
+    echo "installing: ${need_apt[*]}"
     if [ "$(id -u)" = 0 ]; then
-        apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}" \
-            || echo "warning: could not install ${need_apt[*]}; tests that need them skip with a message"
+        apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}" >/dev/null \
+            || echo "warning: could not install ${need_apt[*]}; tests that need them skip and are listed at the end"
     else
-        echo "warning: not root, cannot install ${need_apt[*]}; tests that need them skip with a message"
+        echo "warning: not root, cannot install ${need_apt[*]}; tests that need them skip and are listed at the end"
     fi
 fi
+
+# Tests that cannot run here append "test: reason" lines to this file
+# (crates/cli/tests/common/mod.rs); cargo would otherwise report them as ok.
+skip_log=$(mktemp -t outboard-skipped.XXXXXX)
+export OUTBOARD_SKIP_LOG=$skip_log
+report_skips() {
+    echo
+    if [ -s "$skip_log" ]; then
+        echo "skipped tests ($(wc -l < "$skip_log")):"
+        sed 's/^/  /' "$skip_log"
+    else
+        echo "skipped tests: none"
+    fi
+    rm -f "$skip_log"
+}
+trap report_skips EXIT
 
 export RUST_BACKTRACE=${RUST_BACKTRACE:-0}
 cargo test --workspace --locked

@@ -8,6 +8,7 @@ mod bench_coll;
 mod demo;
 mod launch;
 mod nicvm_cmd;
+mod reproduce_cmd;
 mod sim_cmd;
 
 #[derive(Parser)]
@@ -22,10 +23,13 @@ enum Cmd {
     /// Drive N engines over the built-in lossy test network and report
     /// what the engines did (no cluster needed).
     Demo(demo::DemoArgs),
-    /// Run a simulator experiment (closed-form, pingpong, dissemination)
-    /// under a hardware profile; prints the paper's figure beside each
-    /// simulated one.
+    /// Run a simulator experiment under hardware profiles; prints the
+    /// paper's figure beside each simulated one, and its basis.
     Sim(sim_cmd::SimArgs),
+    /// Regenerate every figure the project compares with a paper:
+    /// figures.md (one table per paper section, with each figure's basis:
+    /// calibrated, informed or predicted), CSV and SVG plots.
+    Reproduce(reproduce_cmd::ReproduceArgs),
     /// Launch N processes of a program on this machine as one job (the
     /// bootstrap environment set, output prefixed with the rank).
     Run(launch::RunArgs),
@@ -42,6 +46,7 @@ fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
         Cmd::Demo(a) => demo::run(a),
         Cmd::Sim(a) => sim_cmd::run(a),
+        Cmd::Reproduce(a) => reproduce_cmd::run(a),
         Cmd::Run(a) => launch::run(a),
         Cmd::Bench(c) => bench::run(c),
         Cmd::Nicvm(c) => nicvm_cmd::run(c),

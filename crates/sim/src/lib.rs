@@ -16,11 +16,13 @@
 //! queue), [`profile`] (data files) and [`cost`] (charges), [`wire`]
 //! (links, switches, faults), `nic` (the engine as a resource), [`process`]
 //! (simulated processes and their port interface), [`sim`] (the event loop),
-//! [`experiments`] (the papers' figures) with [`paper`] (the quoted numbers)
+//! [`experiments`] (the papers' figures) with [`paper`] (the quoted numbers) and [`calibration`] (which of them
+//! were fitted on)
 //! and [`plot`] (SVG).
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod calibration;
 pub mod cost;
 pub mod experiments;
 mod nic;
@@ -29,6 +31,7 @@ pub mod plot;
 pub mod process;
 pub mod profile;
 pub mod queue;
+pub mod reproduce;
 pub mod sim;
 pub mod time;
 pub mod wire;

@@ -13,6 +13,9 @@ pub const CSV: &str = include_str!("../../../data/paper-figures.csv");
 pub struct Figure {
     /// Its id.
     pub id: String,
+    /// The paper (the number of its file in `shared/seeds/`: 000 the
+    /// dissertation, 001 Quadrics, 002 NICVM, 003 GM-2).
+    pub seed: String,
     /// Section of the paper.
     pub section: String,
     /// Platform it was measured on.
@@ -35,6 +38,7 @@ pub fn all() -> Vec<Figure> {
             let get = |i: usize| f.get(i).copied().unwrap_or("").to_string();
             Figure {
                 id: get(0),
+                seed: get(1),
                 section: get(2),
                 platform: get(3),
                 experiment: get(4),

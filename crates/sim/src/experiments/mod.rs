@@ -8,6 +8,7 @@
 
 use thiserror::Error;
 
+use crate::calibration::{self, Basis};
 use crate::plot::{Chart, Series};
 use crate::profile::Profile;
 use crate::sim::SimError;
@@ -119,12 +120,15 @@ pub struct Row {
     pub paper_id: Option<String>,
     /// The paper's value.
     pub paper: Option<f64>,
+    /// Whether the paper's figure was fitted on, informed a choice, or is
+    /// predicted (from `data/calibration.toml`; see [`crate::calibration`]).
+    pub basis: Option<Basis>,
 }
 
 impl Row {
     /// A result with no paper figure (attach one with [`Row::with_paper`]).
     pub fn new(series: impl Into<String>, nodes: u32, size: u32, metric: &'static str, value: f64, unit: &'static str) -> Row {
-        Row { series: series.into(), nodes, size, metric, value, unit, paper_id: None, paper: None }
+        Row { series: series.into(), nodes, size, metric, value, unit, paper_id: None, paper: None, basis: None }
     }
 
     /// (sim - paper) / paper, where the paper has a value.
@@ -133,10 +137,12 @@ impl Row {
     }
 
     /// Attaches the paper's figure (a product of the ids' values, or a
-    /// quotient: see [`crate::paper::derived`]).
+    /// quotient: see [`crate::paper::derived`]) and its basis for this
+    /// row's profile.
     pub fn with_paper(mut self, ids: &[&str]) -> Row {
         self.paper = crate::paper::derived(ids);
         self.paper_id = self.paper.map(|_| crate::paper::derived_id(ids));
+        self.basis = self.paper_id.as_deref().map(|id| calibration::basis(&self.series, id));
         self
     }
 }
@@ -166,10 +172,10 @@ pub enum XAxis {
 impl Outcome {
     /// The results as CSV (a header line, then one line per row).
     pub fn to_csv(&self) -> String {
-        let mut s = String::from("series,nodes,size_bytes,metric,value,unit,paper_id,paper_value,rel_diff\n");
+        let mut s = String::from("series,nodes,size_bytes,metric,value,unit,paper_id,paper_value,rel_diff,basis\n");
         for r in &self.rows {
             s.push_str(&format!(
-                "{},{},{},{},{:.6},{},{},{},{}\n",
+                "{},{},{},{},{:.6},{},{},{},{},{}\n",
                 r.series,
                 r.nodes,
                 r.size,
@@ -178,7 +184,8 @@ impl Outcome {
                 r.unit,
                 r.paper_id.as_deref().unwrap_or(""),
                 r.paper.map(|p| format!("{p}")).unwrap_or_default(),
-                r.rel_diff().map(|d| format!("{d:.6}")).unwrap_or_default()
+                r.rel_diff().map(|d| format!("{d:.6}")).unwrap_or_default(),
+                r.basis.map(Basis::letter).unwrap_or_default()
             ));
         }
         s
@@ -188,12 +195,12 @@ impl Outcome {
     pub fn to_table(&self) -> String {
         let mut s = format!("{}\n", self.title);
         s.push_str(&format!(
-            "{:<22} {:>7} {:>9} {:<12} {:>14} {:<5} {:>12} {:>9}  {}\n",
-            "series", "nodes", "bytes", "metric", "sim", "unit", "paper", "diff", "paper id"
+            "{:<22} {:>7} {:>9} {:<12} {:>14} {:<5} {:>12} {:>9} {:>5}  {}\n",
+            "series", "nodes", "bytes", "metric", "sim", "unit", "paper", "diff", "basis", "paper id"
         ));
         for r in &self.rows {
             s.push_str(&format!(
-                "{:<22} {:>7} {:>9} {:<12} {:>14.4} {:<5} {:>12} {:>9}  {}\n",
+                "{:<22} {:>7} {:>9} {:<12} {:>14.4} {:<5} {:>12} {:>9} {:>5}  {}\n",
                 r.series,
                 r.nodes,
                 r.size,
@@ -202,6 +209,7 @@ impl Outcome {
                 r.unit,
                 r.paper.map(|p| format!("{p:.4}")).unwrap_or_else(|| "-".into()),
                 r.rel_diff().map(|d| format!("{:+.2}%", d * 100.0)).unwrap_or_else(|| "-".into()),
+                r.basis.map(Basis::letter).unwrap_or("-"),
                 r.paper_id.as_deref().unwrap_or("")
             ));
         }
