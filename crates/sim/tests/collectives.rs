@@ -116,61 +116,6 @@ fn only_collective_packets_with_data_pay_the_collective_receive_price() {
 }
 
 #[test]
-fn calibrated_and_predicted_figures_stay_within_tolerance() {
-    // Predicted: the host PE barrier through the host library at 16 nodes
-    // (the profile was fitted on a bare dissemination exchange), and the
-    // offloaded PE barrier on both GM profiles.
-    let p43 = Profile::builtin("gm-lanai43");
-    let pe = BarrierAlgorithm::PairwiseExchange;
-    let h = barrier::latency(&p43, 16, Mode::HostBased, pe, 10, 1).unwrap();
-    let want = paper::product(&["barrier-gm-pe-nic-16", "barrier-gm-pe-foi-16"]).unwrap();
-    assert!(within(h, want, 0.15), "host PE 16 nodes: {h} us vs {want} us");
-    let o = barrier::latency(&p43, 16, Mode::Offloaded, pe, 10, 1).unwrap();
-    let want = paper::value("barrier-gm-pe-nic-16").unwrap();
-    assert!(within(o, want, 0.15), "NIC PE 16 nodes, LANai 4.3: {o} us vs {want} us");
-    let o = barrier::latency(&Profile::builtin("gm-lanai72"), 8, Mode::Offloaded, pe, 10, 1).unwrap();
-    let want = paper::value("barrier-gm-pe-nic-8-l72").unwrap();
-    assert!(within(o, want, 0.15), "NIC PE 8 nodes, LANai 7.2: {o} us vs {want} us");
-    // Calibrated: the chain's per-level gap on LANai 9.1.
-    let p91 = Profile::builtin("gm-lanai91");
-    let gaps: Vec<(f64, f64)> = [4u32, 8, 12, 16]
-        .iter()
-        .map(|&n| {
-            let h = reduction::latency(&p91, n, Mode::HostBased, TreeShape::Chain, false, 5, 1).unwrap().us;
-            let o = reduction::latency(&p91, n, Mode::Offloaded, TreeShape::Chain, false, 5, 1).unwrap().us;
-            (f64::from(n - 1), h - o)
-        })
-        .collect();
-    let s = reduction::slope(&gaps);
-    let want = paper::value("reduce-chain-int-slope").unwrap();
-    assert!(within(s, want, 0.15), "chain slope {s} vs {want}");
-    // Predicted: the binomial reduction's factor at 16 nodes.
-    let h = reduction::latency(&p91, 16, Mode::HostBased, TreeShape::Binomial, false, 5, 1).unwrap().us;
-    let o = reduction::latency(&p91, 16, Mode::Offloaded, TreeShape::Binomial, false, 5, 1).unwrap().us;
-    let want = paper::value("reduce-int-foi-16").unwrap();
-    assert!(within(h / o, want, 0.15), "reduce factor 16 nodes {} vs {want}", h / o);
-    let h = reduction::latency(&p91, 16, Mode::HostBased, TreeShape::Binomial, true, 5, 1).unwrap().us;
-    let o = reduction::latency(&p91, 16, Mode::Offloaded, TreeShape::Binomial, true, 5, 1).unwrap().us;
-    let want = paper::value("reduce-float-foi-16").unwrap();
-    assert!(within(h / o, want, 0.15), "float reduce factor 16 nodes {} vs {want}", h / o);
-    // Calibrated: the depth-1 trees' mean gap (offloaded - host).
-    let gaps: Vec<f64> = (2u32..=16)
-        .map(|n| {
-            let lat = |m| reduction::latency(&p91, n, m, TreeShape::Kary(n - 1), false, 3, 1).unwrap().us;
-            lat(Mode::Offloaded) - lat(Mode::HostBased)
-        })
-        .collect();
-    let gap = gaps.iter().sum::<f64>() / gaps.len() as f64;
-    let want = paper::value("reduce-degree-int-gap").unwrap();
-    assert!(within(gap, want, 0.15), "depth-1 gap {gap} us vs {want} us");
-    // Predicted: host CPU time under a skew of up to 200 us.
-    let h = reduction::cpu(&p91, 16, Mode::HostBased, false, 200.0, 200, 1).unwrap();
-    let o = reduction::cpu(&p91, 16, Mode::Offloaded, false, 200.0, 200, 1).unwrap();
-    let want = paper::value("reduce-skew-foi-200").unwrap();
-    assert!(within(h / o, want, 0.15), "skew 200 us factor {} vs {want}", h / o);
-}
-
-#[test]
 fn paced_latency_iterations_see_no_other_traffic() {
     // Each latency iteration starts at a set time once the previous one is
     // over, so every level of a chain adds the same time: with a barrier
