@@ -9,6 +9,7 @@ mod demo;
 mod launch;
 mod nicvm_cmd;
 mod sim_cmd;
+mod stats;
 
 #[derive(Parser)]
 #[command(name = "outboard", version, about = "Outboard: cluster communication offloaded to the NIC")]
