@@ -794,7 +794,7 @@ pub fn run(kind: Kind, mut a: CollArgs) -> anyhow::Result<()> {
     }
     if kind == Kind::Bcast {
         println!("# data: bytes from rank 0, binomial tree in every mode; NIC-assisted = one multi-send per host and piece, packet-sized pieces; every result checked; an untimed barrier after every broadcast (OSU osu_bcast style; MPI_Barrier for Open MPI)");
-    } else if kind != Kind::Barrier && !(kind == Kind::Overlap && !a.ops.contains(&OverlapOp::Allreduce)) {
+    } else if cases(kind, &a).iter().any(|c| matches!(c.op, Op::Allreduce(_) | Op::Reduce)) {
         println!("# data: i64 elements, SUM; reduce to rank 0");
     }
     match &mpi {
