@@ -27,6 +27,8 @@ use outboard_engine::{EngineConfig, Endpoint, HostBuf, NodeId, PortId, RecvMatch
 use outboard_host::{Port, Request};
 use outboard_runtime::{bind_udp, machine_cores, random_u64, Node, Progress, RtPort};
 
+use crate::stats::median;
+
 /// `outboard bench` subcommands.
 #[derive(clap::Subcommand)]
 pub enum BenchCmd {
@@ -404,17 +406,6 @@ fn raw_times(steps: &[Step], rounds: u32, progress: Progress, max: usize) -> any
     };
     let side = |sock, peer| RawSide { sock, peer, data: vec![7; max], rx: vec![0; 65_536], block_after };
     measure(side(sa, ab), side(sb, aa), steps, rounds)
-}
-
-fn median(v: &[f64]) -> f64 {
-    let mut v = v.to_vec();
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    }
 }
 
 fn human(size: usize) -> String {

@@ -32,8 +32,12 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 use outboard_engine::{Datatype, ReduceOp, Reduction};
-use outboard_host::{AllreduceAlgorithm, BarrierAlgorithm, BcastMode, Mode, RecvMatch, TreeShape};
-use outboard_runtime::{machine_cores, Options, Progress};
+use outboard_host::{
+    AllreduceAlgorithm, BarrierAlgorithm, BcastMode, CollRequest, Group, HostError, Mode, Port, RecvMatch, TreeShape,
+};
+use outboard_runtime::{machine_cores, Options, Progress, RtPort};
+
+use crate::stats::median;
 
 /// Which collective a benchmark measures.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -85,6 +89,24 @@ pub enum OverlapOp {
     Barrier,
     /// Split-phase allreduce (recursive doubling), every size.
     Allreduce,
+}
+
+impl OverlapOp {
+    /// The operation measured.
+    fn op(self) -> Op {
+        match self {
+            OverlapOp::Barrier => Op::Barrier(BarrierAlgorithm::PairwiseExchange),
+            OverlapOp::Allreduce => Op::Allreduce(AllreduceAlgorithm::RecursiveDoubling),
+        }
+    }
+
+    /// Its name on the command line.
+    fn name(self) -> &'static str {
+        match self {
+            OverlapOp::Barrier => "barrier",
+            OverlapOp::Allreduce => "allreduce",
+        }
+    }
 }
 
 /// Broadcast modes `bench bcast` can measure.
@@ -183,63 +205,161 @@ impl CollArgs {
 const MODES: [Mode; 2] = [Mode::Offloaded, Mode::HostBased];
 const TAG_GATHER: u64 = 0x0b_e7c4;
 
-fn barrier_algorithms() -> Vec<(&'static str, BarrierAlgorithm)> {
-    vec![
-        ("pairwise-exchange", BarrierAlgorithm::PairwiseExchange),
-        ("dissemination", BarrierAlgorithm::Dissemination),
-        ("gather-bcast(2)", BarrierAlgorithm::GatherBroadcast { degree: 2 }),
-    ]
-}
+/// The barrier algorithms `bench barrier` measures, in row order, with
+/// the labels their rows and figures go by.
+const BARRIERS: [(&str, BarrierAlgorithm); 3] = [
+    ("pairwise-exchange", BarrierAlgorithm::PairwiseExchange),
+    ("dissemination", BarrierAlgorithm::Dissemination),
+    ("gather-bcast(2)", BarrierAlgorithm::GatherBroadcast { degree: 2 }),
+];
 
-fn allreduce_algorithms() -> Vec<(&'static str, AllreduceAlgorithm)> {
-    vec![
-        ("tree(binomial)", AllreduceAlgorithm::Tree(TreeShape::Binomial)),
-        ("recursive-doubling", AllreduceAlgorithm::RecursiveDoubling),
-    ]
+/// The allreduce algorithms `bench allreduce` measures, likewise.
+const ALLREDUCES: [(&str, AllreduceAlgorithm); 2] = [
+    ("tree(binomial)", AllreduceAlgorithm::Tree(TreeShape::Binomial)),
+    ("recursive-doubling", AllreduceAlgorithm::RecursiveDoubling),
+];
+
+/// The label of `x` in a table of labelled algorithms.
+fn label<T: PartialEq>(table: &[(&'static str, T)], x: &T) -> &'static str {
+    table.iter().find(|(_, y)| y == x).map_or("unlisted", |(l, _)| *l)
 }
 
 const SUM_I64: Reduction = Reduction { op: ReduceOp::Sum, dtype: Datatype::I64 };
 
-/// One measured configuration: an operation, an algorithm, a size.
+/// A collective a benchmark measures, with its algorithm: what a case
+/// calls, and the names its rows, `@` lines and Open MPI's program use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Op {
+    /// A barrier.
+    Barrier(BarrierAlgorithm),
+    /// An allreduce of i64 sums.
+    Allreduce(AllreduceAlgorithm),
+    /// A reduce of i64 sums to rank 0 on the binomial tree.
+    Reduce,
+    /// A broadcast from rank 0 on the binomial tree.
+    Bcast,
+}
+
+impl Op {
+    /// The operation's name in rows and `@` lines.
+    fn name(self) -> &'static str {
+        match self {
+            Op::Barrier(_) => "barrier",
+            Op::Allreduce(_) => "allreduce",
+            Op::Reduce => "reduce",
+            Op::Bcast => "bcast",
+        }
+    }
+
+    /// The algorithm's label.
+    fn alg(self) -> &'static str {
+        match self {
+            Op::Barrier(b) => label(&BARRIERS, &b),
+            Op::Allreduce(x) => label(&ALLREDUCES, &x),
+            Op::Reduce | Op::Bcast => "binomial",
+        }
+    }
+
+    /// The name `mpi_coll.c` takes for it: the split-phase call for
+    /// `overlap`.
+    fn mpi_name(self, split_phase: bool) -> &'static str {
+        match (self, split_phase) {
+            (Op::Barrier(_), false) => "barrier",
+            (Op::Barrier(_), true) => "ibarrier",
+            (Op::Allreduce(_), false) => "allreduce",
+            (Op::Allreduce(_), true) => "iallreduce",
+            (Op::Reduce, _) => "reduce",
+            (Op::Bcast, _) => "bcast",
+        }
+    }
+
+    /// What `rank` passes for a case of `size` bytes: a broadcast root's
+    /// message (zeros of the same length elsewhere), or i64 elements.
+    fn data(self, rank: u32, size: u32) -> Vec<u8> {
+        match self {
+            Op::Bcast => (0..size).map(|i| if rank == 0 { (i.wrapping_mul(2_654_435_761) >> 13) as u8 } else { 0 }).collect(),
+            _ => (0..size / 8).flat_map(|i| (i64::from(rank) * 1000 + i64::from(i)).to_le_bytes()).collect(),
+        }
+    }
+
+    /// Runs one blocking collective; its result (empty for a barrier).
+    /// A broadcast runs in `bmode`, the others in the [`Mode`] it names
+    /// (the columns of their tables are offloaded and host-based).
+    fn run(self, port: &mut Port<RtPort>, g: &mut Group, bmode: BcastMode, data: &[u8]) -> Result<Vec<u8>, HostError> {
+        let mode = match bmode {
+            BcastMode::Offloaded => Mode::Offloaded,
+            _ => Mode::HostBased,
+        };
+        match self {
+            Op::Bcast => port.bcast(g, bmode, TreeShape::Binomial, 0, data),
+            Op::Barrier(alg) => port.barrier(g, mode, alg).map(|()| Vec::new()),
+            Op::Allreduce(alg) => port.allreduce(g, mode, alg, SUM_I64, data),
+            Op::Reduce => port.reduce(g, mode, TreeShape::Binomial, 0, SUM_I64, data),
+        }
+    }
+
+    /// Starts one split-phase collective in `mode`.
+    fn start(self, port: &mut Port<RtPort>, g: &mut Group, mode: Mode, data: &[u8]) -> Result<CollRequest, HostError> {
+        match self {
+            Op::Bcast => port.start_bcast(g, mode, TreeShape::Binomial, 0, data),
+            Op::Barrier(alg) => port.start_barrier(g, mode, alg),
+            Op::Allreduce(alg) => port.start_allreduce(g, mode, alg, SUM_I64, data),
+            Op::Reduce => port.start_reduce(g, mode, TreeShape::Binomial, 0, SUM_I64, data),
+        }
+    }
+}
+
+/// One measured configuration: an operation and a size.
 #[derive(Debug, Clone)]
 struct Case {
-    op: &'static str,
-    alg: &'static str,
+    op: Op,
     size: u32,
+}
+
+impl Case {
+    /// The key of its figures: operation, algorithm, size.
+    fn key(&self) -> (String, String, u32) {
+        (self.op.name().to_string(), self.op.alg().to_string(), self.size)
+    }
+
+    /// The key of Open MPI's figures for it.
+    fn mpi_key(&self, split_phase: bool) -> (String, String, u32) {
+        (self.op.mpi_name(split_phase).to_string(), "mpi".to_string(), self.size)
+    }
 }
 
 fn cases(kind: Kind, a: &CollArgs) -> Vec<Case> {
     let mut v = Vec::new();
     match kind {
         Kind::Barrier => {
-            for (alg, _) in barrier_algorithms() {
-                v.push(Case { op: "barrier", alg, size: 0 });
+            for (_, alg) in BARRIERS {
+                v.push(Case { op: Op::Barrier(alg), size: 0 });
             }
         }
         Kind::Allreduce => {
             for &size in a.sizes() {
-                for (alg, _) in allreduce_algorithms() {
-                    v.push(Case { op: "allreduce", alg, size });
+                for (_, alg) in ALLREDUCES {
+                    v.push(Case { op: Op::Allreduce(alg), size });
                 }
             }
         }
         Kind::Reduce => {
             for &size in a.sizes() {
-                v.push(Case { op: "reduce", alg: "binomial", size });
+                v.push(Case { op: Op::Reduce, size });
             }
         }
         Kind::Bcast => {
             for &size in a.sizes() {
-                v.push(Case { op: "bcast", alg: "binomial", size });
+                v.push(Case { op: Op::Bcast, size });
             }
         }
         Kind::Overlap => {
-            for op in &a.ops {
-                match op {
-                    OverlapOp::Barrier => v.push(Case { op: "barrier", alg: "pairwise-exchange", size: 0 }),
-                    OverlapOp::Allreduce => {
+            for o in &a.ops {
+                match o.op() {
+                    op @ Op::Barrier(_) => v.push(Case { op, size: 0 }),
+                    op => {
                         for &size in a.sizes() {
-                            v.push(Case { op: "allreduce", alg: "recursive-doubling", size });
+                            v.push(Case { op, size });
                         }
                     }
                 }
@@ -250,19 +370,6 @@ fn cases(kind: Kind, a: &CollArgs) -> Vec<Case> {
 }
 
 // ------------------------------------------------------------- worker --
-
-fn median(v: &mut [f64]) -> f64 {
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    if n == 0 {
-        return f64::NAN;
-    }
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    }
-}
 
 fn busy(d: Duration) {
     let t = Instant::now();
@@ -287,37 +394,14 @@ fn worker(kind: Kind, a: &CollArgs) -> anyhow::Result<()> {
     let mut g = world.group()?;
     let mut mine: Vec<f64> = Vec::new();
     for case in cases(kind, a) {
-        let data: Vec<u8> = if kind == Kind::Bcast {
-            // The root's message; the others pass zeros of the same length.
-            (0..case.size).map(|i| if rank == 0 { (i.wrapping_mul(2_654_435_761) >> 13) as u8 } else { 0 }).collect()
-        } else {
-            (0..case.size / 8).flat_map(|i| (i64::from(rank) * 1000 + i64::from(i)).to_le_bytes()).collect()
-        };
-        let root_data: Vec<u8> = (0..case.size).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect();
+        let data = case.op.data(rank, case.size);
+        // What a broadcast delivers: the root's data.
+        let root_data = case.op.data(0, case.size);
         // Runs one blocking collective of this case in `mode`.
-        let once = |port: &mut outboard_host::Port<outboard_runtime::RtPort>, g: &mut outboard_host::Group, bmode: BcastMode| -> anyhow::Result<()> {
-            let mode = match bmode {
-                BcastMode::Offloaded => Mode::Offloaded,
-                _ => Mode::HostBased,
-            };
-            match case.op {
-                "bcast" => {
-                    let got = port.bcast(g, bmode, TreeShape::Binomial, 0, &data)?;
-                    if got != root_data {
-                        bail!("rank {rank}: {bmode:?} broadcast of {} bytes delivered other bytes", case.size);
-                    }
-                }
-                "barrier" => {
-                    let alg = barrier_algorithms().into_iter().find(|x| x.0 == case.alg).expect("known").1;
-                    port.barrier(g, mode, alg)?;
-                }
-                "allreduce" => {
-                    let alg = allreduce_algorithms().into_iter().find(|x| x.0 == case.alg).expect("known").1;
-                    port.allreduce(g, mode, alg, SUM_I64, &data)?;
-                }
-                _ => {
-                    port.reduce(g, mode, TreeShape::Binomial, 0, SUM_I64, &data)?;
-                }
+        let once = |port: &mut Port<RtPort>, g: &mut Group, bmode: BcastMode| -> anyhow::Result<()> {
+            let got = case.op.run(port, g, bmode, &data)?;
+            if case.op == Op::Bcast && got != root_data {
+                bail!("rank {rank}: {bmode:?} broadcast of {} bytes delivered other bytes", case.size);
             }
             Ok(())
         };
@@ -325,18 +409,13 @@ fn worker(kind: Kind, a: &CollArgs) -> anyhow::Result<()> {
         // before its receivers have the data, so back-to-back broadcasts
         // would time a pipeline, not a broadcast: as OSU's osu_bcast does,
         // an untimed barrier follows every broadcast.
-        let sync = |port: &mut outboard_host::Port<outboard_runtime::RtPort>, g: &mut outboard_host::Group| -> anyhow::Result<()> {
+        let sync = |port: &mut Port<RtPort>, g: &mut Group| -> anyhow::Result<()> {
             if kind == Kind::Bcast {
                 port.barrier(g, Mode::Offloaded, BarrierAlgorithm::Dissemination)?;
             }
             Ok(())
         };
-        let start = |port: &mut outboard_host::Port<outboard_runtime::RtPort>, g: &mut outboard_host::Group, mode: Mode| {
-            match case.op {
-                "barrier" => port.start_barrier(g, mode, BarrierAlgorithm::PairwiseExchange),
-                _ => port.start_allreduce(g, mode, AllreduceAlgorithm::RecursiveDoubling, SUM_I64, &data),
-            }
-        };
+        let start = |port: &mut Port<RtPort>, g: &mut Group, mode: Mode| case.op.start(port, g, mode, &data);
         if kind != Kind::Overlap {
             let modes = kind.modes(a);
             let mut samples: Vec<Vec<f64>> = vec![Vec::new(); modes.len()];
@@ -416,7 +495,7 @@ fn worker(kind: Kind, a: &CollArgs) -> anyhow::Result<()> {
         let per = if kind == Kind::Overlap { 6 } else { kind.modes(a).len() };
         for (case, v) in cases(kind, a).iter().zip(avg.chunks_exact(per)) {
             let vals: Vec<String> = v.iter().map(|x| format!("{x:.3}")).collect();
-            println!("@ {} {} {} {}", case.op, case.alg, case.size, vals.join(" "));
+            println!("@ {} {} {} {}", case.op.name(), case.op.alg(), case.size, vals.join(" "));
         }
     } else {
         let root = world.endpoint(0);
@@ -462,7 +541,7 @@ fn worker_args(kind: Kind, a: &CollArgs) -> Vec<String> {
         format!("--iters={}", a.iters),
         format!("--rounds={}", a.rounds),
     ];
-    let ops: Vec<&str> = a.ops.iter().map(|o| if *o == OverlapOp::Barrier { "barrier" } else { "allreduce" }).collect();
+    let ops: Vec<&str> = a.ops.iter().map(|o| o.name()).collect();
     v.push(format!("--ops={}", ops.join(",")));
     let modes: Vec<&str> = a.modes.iter().map(|m| m.name()).collect();
     v.push(format!("--modes={}", modes.join(",")));
@@ -535,8 +614,10 @@ fn mpi_setup() -> Result<Mpi, String> {
     Ok(mpi)
 }
 
-fn run_mpi(mpi: &Mpi, op: &str, a: &CollArgs, n: u32, timeout: Duration) -> anyhow::Result<Figures> {
-    let sizes = if op.contains("barrier") { "0".to_string() } else { a.sizes().iter().map(u32::to_string).collect::<Vec<_>>().join(",") };
+/// Runs Open MPI's side of `op` (its split-phase call for `overlap`).
+fn run_mpi(mpi: &Mpi, op: Op, split_phase: bool, a: &CollArgs, n: u32, timeout: Duration) -> anyhow::Result<Figures> {
+    let sizes = if matches!(op, Op::Barrier(_)) { "0".to_string() } else { a.sizes().iter().map(u32::to_string).collect::<Vec<_>>().join(",") };
+    let op = op.mpi_name(split_phase);
     let mut child = Command::new("mpirun")
         .args(["--oversubscribe", "--mca", "btl", "tcp,self", "-n", &n.to_string()])
         .arg(&mpi.exe)
@@ -624,10 +705,10 @@ fn print_bcast(a: &CollArgs, fig: &Figures, mpi_fig: &Figures) {
     }
     println!("{head}");
     for c in cases(Kind::Bcast, a) {
-        let v = fig.get(&(c.op.to_string(), c.alg.to_string(), c.size)).cloned().unwrap_or_default();
-        let m = mpi_fig.get(&(c.op.to_string(), "mpi".to_string(), c.size)).and_then(|m| m.first().copied());
+        let v = fig.get(&c.key()).cloned().unwrap_or_default();
+        let m = mpi_fig.get(&c.mpi_key(false)).and_then(|m| m.first().copied());
         let ratio = |x: Option<f64>, y: Option<f64>| x.zip(y).map(|(x, y)| x / y);
-        let mut line = format!("{:<6} {:<9} {:>8} |", c.op, c.alg, size_label(c.size));
+        let mut line = format!("{:<6} {:<9} {:>8} |", c.op.name(), c.op.alg(), size_label(c.size));
         for i in 0..a.modes.len() {
             line += &format!(" {:>10}", fmt(v.get(i).copied(), 1));
         }
@@ -677,6 +758,19 @@ fn check(kind: Kind, a: &CollArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The operations Open MPI's side runs for `kind`: each one the cases
+/// name, once, in case order.
+fn mpi_ops(kind: Kind, a: &CollArgs) -> Vec<Op> {
+    let split = kind == Kind::Overlap;
+    let mut ops: Vec<Op> = Vec::new();
+    for c in cases(kind, a) {
+        if !ops.iter().any(|o| o.mpi_name(split) == c.op.mpi_name(split)) {
+            ops.push(c.op);
+        }
+    }
+    ops
+}
+
 /// The largest broadcast `bench bcast` takes.
 const BCAST_MAX: u32 = 16 << 20;
 
@@ -700,7 +794,7 @@ pub fn run(kind: Kind, mut a: CollArgs) -> anyhow::Result<()> {
     }
     if kind == Kind::Bcast {
         println!("# data: bytes from rank 0, binomial tree in every mode; NIC-assisted = one multi-send per host and piece, packet-sized pieces; every result checked; an untimed barrier after every broadcast (OSU osu_bcast style; MPI_Barrier for Open MPI)");
-    } else if kind != Kind::Barrier && !(kind == Kind::Overlap && !a.ops.contains(&OverlapOp::Allreduce)) {
+    } else if cases(kind, &a).iter().any(|c| matches!(c.op, Op::Allreduce(_) | Op::Reduce)) {
         println!("# data: i64 elements, SUM; reduce to rank 0");
     }
     match &mpi {
@@ -715,15 +809,8 @@ pub fn run(kind: Kind, mut a: CollArgs) -> anyhow::Result<()> {
         let mut mpi_fig = Figures::new();
         let mut mpi_err = None;
         if let Ok(m) = &mpi {
-            let ops: Vec<&str> = match kind {
-                Kind::Barrier => vec!["barrier"],
-                Kind::Allreduce => vec!["allreduce"],
-                Kind::Reduce => vec!["reduce"],
-                Kind::Bcast => vec!["bcast"],
-                Kind::Overlap => a.ops.iter().map(|o| if *o == OverlapOp::Barrier { "ibarrier" } else { "iallreduce" }).collect(),
-            };
-            for op in ops {
-                match run_mpi(m, op, &a, n, timeout) {
+            for op in mpi_ops(kind, &a) {
+                match run_mpi(m, op, kind == Kind::Overlap, &a, n, timeout) {
                     Ok(f) => mpi_fig.extend(f),
                     Err(e) => mpi_err = Some(format!("{e:#}")),
                 }
@@ -732,21 +819,20 @@ pub fn run(kind: Kind, mut a: CollArgs) -> anyhow::Result<()> {
         if let Some(e) = &mpi_err {
             println!("# Open MPI failed: {}", e.lines().next().unwrap_or(""));
         }
-        let mpi_of = |op: &str, size: u32| mpi_fig.get(&(op.to_string(), "mpi".to_string(), size)).cloned();
         if kind == Kind::Overlap {
             println!(
                 "{:<10} {:<19} {:>7} | {:>9} {:>9} {:>8} | {:>9} {:>9} {:>8} | {:>9} {:>8}",
                 "op", "algorithm", "size", "offl pure", "overall", "overlap%", "host pure", "overall", "overlap%", "MPI pure", "overlap%"
             );
             for c in cases(kind, &a) {
-                let v = fig.get(&(c.op.to_string(), c.alg.to_string(), c.size)).cloned().unwrap_or_default();
+                let v = fig.get(&c.key()).cloned().unwrap_or_default();
                 let ov = |pure: f64, overall: f64, comp: f64| (1.0 - (overall - comp) / pure).max(0.0) * 100.0;
                 let (o, h) = if v.len() == 6 { (Some(ov(v[0], v[1], v[2])), Some(ov(v[3], v[4], v[5]))) } else { (None, None) };
-                let m = mpi_of(if c.op == "barrier" { "ibarrier" } else { "iallreduce" }, c.size);
+                let m = mpi_fig.get(&c.mpi_key(true));
                 println!(
                     "{:<10} {:<19} {:>7} | {:>9} {:>9} {:>8} | {:>9} {:>9} {:>8} | {:>9} {:>8}",
-                    c.op,
-                    c.alg,
+                    c.op.name(),
+                    c.op.alg(),
                     size_label(c.size),
                     fmt(v.first().copied(), 1),
                     fmt(v.get(1).copied(), 1),
@@ -766,13 +852,13 @@ pub fn run(kind: Kind, mut a: CollArgs) -> anyhow::Result<()> {
                 "op", "algorithm", "size", "offloaded", "host-based", "host/offl", "Open MPI", "MPI/offl"
             );
             for c in cases(kind, &a) {
-                let v = fig.get(&(c.op.to_string(), c.alg.to_string(), c.size)).cloned().unwrap_or_default();
+                let v = fig.get(&c.key()).cloned().unwrap_or_default();
                 let (o, h) = (v.first().copied(), v.get(1).copied());
-                let m = mpi_of(c.op, c.size).and_then(|m| m.first().copied());
+                let m = mpi_fig.get(&c.mpi_key(false)).and_then(|m| m.first().copied());
                 println!(
                     "{:<10} {:<19} {:>7} | {:>9} {:>10} {:>9} | {:>9} {:>9}",
-                    c.op,
-                    c.alg,
+                    c.op.name(),
+                    c.op.alg(),
                     size_label(c.size),
                     fmt(o, 1),
                     fmt(h, 1),
@@ -804,9 +890,26 @@ mod tests {
     }
 
     #[test]
-    fn median_of_even_and_odd() {
-        assert_eq!(median(&mut [3.0, 1.0, 2.0]), 2.0);
-        assert_eq!(median(&mut [4.0, 1.0, 2.0, 3.0]), 2.5);
+    fn cases_keep_their_rows_and_labels() {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct Cli {
+            #[command(flatten)]
+            a: CollArgs,
+        }
+        let a = Cli::parse_from(["x", "--sizes=8,64", "--ops=allreduce,barrier"]).a;
+        let rows = |k| cases(k, &a).iter().map(|c| format!("{} {} {}", c.op.name(), c.op.alg(), c.size)).collect::<Vec<_>>();
+        assert_eq!(rows(Kind::Barrier), ["barrier pairwise-exchange 0", "barrier dissemination 0", "barrier gather-bcast(2) 0"]);
+        assert_eq!(
+            rows(Kind::Allreduce),
+            ["allreduce tree(binomial) 8", "allreduce recursive-doubling 8", "allreduce tree(binomial) 64", "allreduce recursive-doubling 64"]
+        );
+        assert_eq!(rows(Kind::Reduce), ["reduce binomial 8", "reduce binomial 64"]);
+        assert_eq!(rows(Kind::Bcast), ["bcast binomial 8", "bcast binomial 64"]);
+        assert_eq!(rows(Kind::Overlap), ["allreduce recursive-doubling 8", "allreduce recursive-doubling 64", "barrier pairwise-exchange 0"]);
+        let mpi = |k| mpi_ops(k, &a).iter().map(|o| o.mpi_name(k == Kind::Overlap)).collect::<Vec<_>>();
+        assert_eq!(mpi(Kind::Barrier), ["barrier"]);
+        assert_eq!(mpi(Kind::Overlap), ["iallreduce", "ibarrier"]);
     }
 
     #[test]

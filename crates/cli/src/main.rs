@@ -10,6 +10,7 @@ mod launch;
 mod nicvm_cmd;
 mod reproduce_cmd;
 mod sim_cmd;
+mod stats;
 
 #[derive(Parser)]
 #[command(name = "outboard", version, about = "Outboard: cluster communication offloaded to the NIC")]

@@ -18,6 +18,8 @@ pub mod coll;
 mod io;
 mod port;
 pub mod postal;
+#[cfg(any(test, feature = "testnet"))]
+pub mod testnet_io;
 
 pub use coll::{
     AllreduceAlgorithm, BarrierAlgorithm, BcastMode, CollDefaults, CollRequest, CollectiveError,

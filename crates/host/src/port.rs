@@ -51,7 +51,7 @@ pub struct Port<P: PortIo> {
     pending: BTreeMap<OpId, Option<Result<Completion, OpError>>>,
     /// Collectives under way (both modes); host-based ones advance in
     /// [`Port::progress`].
-    pub(crate) coll: CollState,
+    pub(crate) coll: CollState<P>,
 }
 
 impl<P: PortIo> Port<P> {

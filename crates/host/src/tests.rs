@@ -1,89 +1,27 @@
 //! The host library over the test network: the same calls an application
 //! makes, with the network stepped whenever a port idles.
 
-use std::cell::RefCell;
-use std::rc::Rc;
+use std::sync::{Arc, Mutex};
 
-use outboard_engine::{Dma, Event, Instant, NodeId, PortId};
+use outboard_engine::NodeId;
 use outboard_testnet::{LinkConfig, Network};
 
+use crate::testnet_io::NetIo;
 use crate::*;
 
-struct NetIo {
-    net: Rc<RefCell<Network>>,
-    ep: Endpoint,
-    events: std::collections::VecDeque<Event>,
-}
-
-impl NetIo {
-    fn open(net: &Rc<RefCell<Network>>, node: u32) -> NetIo {
-        let ep = net.borrow_mut().open_port(NodeId(node), PortId(0)).unwrap();
-        NetIo {
-            net: net.clone(),
-            ep,
-            events: Default::default(),
-        }
-    }
-}
-
-impl PortIo for NetIo {
-    fn endpoint(&self) -> Endpoint {
-        self.ep
-    }
-    fn post(&mut self, cmd: Command) -> Result<(), CommandError> {
-        self.net
-            .borrow_mut()
-            .command(self.ep.node, self.ep.port, cmd)
-    }
-    fn poll_event(&mut self) -> Option<Event> {
-        // The test network queues events per node; this test opens one port
-        // per node, so they are all ours.
-        let mut net = self.net.borrow_mut();
-        self.events.extend(net.take_events(self.ep.node));
-        self.events.pop_front()
-    }
-    fn now(&self) -> Instant {
-        self.net.borrow().now()
-    }
-    fn idle(&mut self) {
-        self.net.borrow_mut().step();
-    }
-    fn alloc(&mut self, len: u32) -> Result<HostBuf, MemoryError> {
-        Ok(self.net.borrow_mut().memory(self.ep.node).alloc(len))
-    }
-    fn free(&mut self, buf: HostBuf) -> Result<(), MemoryError> {
-        self.net.borrow_mut().memory(self.ep.node).free(buf);
-        Ok(())
-    }
-    fn read(&self, addr: u64, out: &mut [u8]) -> Result<(), MemoryError> {
-        let mut net = self.net.borrow_mut();
-        net.memory(self.ep.node)
-            .read(self.ep.port, addr, out)
-            .map_err(|_| MemoryError::Invalid {
-                addr,
-                len: out.len(),
-            })
-    }
-    fn write(&mut self, addr: u64, data: &[u8]) -> Result<(), MemoryError> {
-        let mut net = self.net.borrow_mut();
-        net.memory(self.ep.node)
-            .write(self.ep.port, addr, data)
-            .map_err(|_| MemoryError::Invalid {
-                addr,
-                len: data.len(),
-            })
-    }
+fn open(net: &Arc<Mutex<Network>>, node: u32) -> NetIo {
+    NetIo::open(net, NodeId(node)).unwrap()
 }
 
 #[test]
 fn split_phase_send_and_receive_complete_through_test_and_wait() {
-    let net = Rc::new(RefCell::new(Network::with_defaults(
+    let net = Arc::new(Mutex::new(Network::with_defaults(
         2,
         LinkConfig::lossy(0.2, 0.05, 0.0),
         1,
     )));
-    let mut a = Port::new(NetIo::open(&net, 0));
-    let mut b = Port::new(NetIo::open(&net, 1));
+    let mut a = Port::new(open(&net, 0));
+    let mut b = Port::new(open(&net, 1));
     let rbuf = b.buffer(64).unwrap();
     let r = b.start_recv(RecvMatch::tag(3), rbuf).unwrap();
     assert!(b.test(r).is_none());
@@ -108,13 +46,13 @@ fn split_phase_send_and_receive_complete_through_test_and_wait() {
 
 #[test]
 fn blocking_wrappers_and_rdma_work_end_to_end() {
-    let net = Rc::new(RefCell::new(Network::with_defaults(
+    let net = Arc::new(Mutex::new(Network::with_defaults(
         2,
         LinkConfig::default(),
         2,
     )));
-    let mut a = Port::new(NetIo::open(&net, 0));
-    let mut b = Port::new(NetIo::open(&net, 1));
+    let mut a = Port::new(open(&net, 0));
+    let mut b = Port::new(open(&net, 1));
     let region = b.buffer_from(&[0; 32]).unwrap();
     let key = b.register(region).unwrap();
     let src = a.buffer_from(&[9; 8]).unwrap();

@@ -201,7 +201,7 @@ fn a_thousand_lossy_broadcasts_deliver_every_byte_exactly_once() {
         );
         assert_eq!(c.live(node), 0, "host buffers leaked at node {node}");
     }
-    let link = c.net.borrow().link_stats();
+    let link = c.net.lock().unwrap().link_stats();
     eprintln!(
         "link: {link:?}; engine duplicates dropped {dups}, collective packets refused {refused}"
     );

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use outboard_engine::{Endpoint, GroupId, Schedule, ScheduleId};
 
-use super::api::{AllreduceAlgorithm, BarrierAlgorithm, CollDefaults, Mode, TreeShape};
+use super::options::{AllreduceAlgorithm, BarrierAlgorithm, CollDefaults, Mode, TreeShape};
 use super::schedules as s;
 use super::{CollectiveError, Tree};
 

@@ -9,9 +9,12 @@
 //!   broadcast, and the floating-point order they fix.
 //! - [`reference`]: a sequential evaluator of schedules, the tests' oracle.
 //! - `group`: [`Group`], its schedule cache and group-id allocation.
+//! - `options`: the modes, algorithms and tree shapes a call names.
 //! - `hostbased` / `offload`: the two executors of schedules;
 //!   `nicassist`: NIC-assisted broadcast (hosts re-send with one
-//!   multi-send per piece).
+//!   multi-send per piece); `run`: the one trait over the three, and how
+//!   a call's mode starts one.
+//! - `setup`: groups registered at the port and installed at the engine.
 //! - `api`: the split-phase calls on [`crate::Port`].
 //! - `split`: `Port::split` (MPI_Comm_split).
 
@@ -20,8 +23,11 @@ mod group;
 mod hostbased;
 mod nicassist;
 mod offload;
+mod options;
 pub mod reference;
+mod run;
 pub mod schedules;
+mod setup;
 mod split;
 pub mod tree;
 
@@ -32,8 +38,9 @@ use outboard_engine::{CollError, GroupId};
 use thiserror::Error;
 
 pub(crate) use api::CollState;
-pub use api::{
-    AllreduceAlgorithm, BarrierAlgorithm, BcastMode, CollDefaults, CollRequest, Mode, TreeShape,
+pub use api::CollRequest;
+pub use options::{
+    AllreduceAlgorithm, BarrierAlgorithm, BcastMode, CollDefaults, Mode, TreeShape,
 };
 pub use group::{Group, APP_GROUP_ID_LIMIT, SPLIT_GROUP_IDS, UNDEFINED};
 pub use tree::Tree;

@@ -18,14 +18,14 @@
 
 #![allow(dead_code)] // each test binary uses part of the harness
 
-use std::cell::RefCell;
 use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::rc::Rc;
+use std::sync::{Arc, Mutex};
 
-use outboard_engine::{Dma, Engine, EngineConfig, Stats, VecMemory, Work};
+use outboard_engine::{Engine, EngineConfig, Stats, VecMemory, Work};
+use outboard_host::testnet_io::NetIo;
 use outboard_host::{
-    BcastMode, CollRequest, Command, CommandError, Endpoint, Event, GroupId, HostBuf, HostError,
-    Instant, MemoryError, NodeId, Port, PortId, PortIo, TreeShape,
+    BcastMode, CollRequest, Endpoint, GroupId, HostError, Instant, NodeId, Port, TreeShape,
 };
 use outboard_testnet::{LinkConfig, Network};
 
@@ -76,87 +76,9 @@ impl Rng {
     }
 }
 
-/// One port of the shared network, seen through [`PortIo`]. Remembers
-/// every completion it handed up, to count repeats.
-pub struct NetIo {
-    net: Rc<RefCell<Network>>,
-    ep: Endpoint,
-    events: VecDeque<Event>,
-    seen: HashSet<u64>,
-    /// Completions that reached this host a second time (must stay 0).
-    pub repeated_events: u64,
-    max_coll: u32,
-}
-
-impl NetIo {
-    /// Moves the node's completions from the network into this port's
-    /// queue; whether there were any.
-    fn pull(&mut self) -> bool {
-        let evs = self.net.borrow_mut().take_events(self.ep.node);
-        let any = !evs.is_empty();
-        self.events.extend(evs);
-        any
-    }
-}
-
-impl PortIo for NetIo {
-    fn endpoint(&self) -> Endpoint {
-        self.ep
-    }
-    fn post(&mut self, cmd: Command) -> Result<(), CommandError> {
-        self.net
-            .borrow_mut()
-            .command(self.ep.node, self.ep.port, cmd)
-    }
-    fn poll_event(&mut self) -> Option<Event> {
-        if self.events.is_empty() {
-            self.pull();
-        }
-        let e = self.events.pop_front()?;
-        if !self.seen.insert(e.op.0) {
-            self.repeated_events += 1;
-        }
-        Some(e)
-    }
-    fn now(&self) -> Instant {
-        self.net.borrow().now()
-    }
-    fn idle(&mut self) {
-        self.net.borrow_mut().step();
-    }
-    fn alloc(&mut self, len: u32) -> Result<HostBuf, MemoryError> {
-        Ok(self.net.borrow_mut().memory(self.ep.node).alloc(len))
-    }
-    fn free(&mut self, buf: HostBuf) -> Result<(), MemoryError> {
-        self.net.borrow_mut().memory(self.ep.node).free(buf);
-        Ok(())
-    }
-    fn read(&self, addr: u64, out: &mut [u8]) -> Result<(), MemoryError> {
-        let mut net = self.net.borrow_mut();
-        net.memory(self.ep.node)
-            .read(self.ep.port, addr, out)
-            .map_err(|_| MemoryError::Invalid {
-                addr,
-                len: out.len(),
-            })
-    }
-    fn write(&mut self, addr: u64, data: &[u8]) -> Result<(), MemoryError> {
-        let mut net = self.net.borrow_mut();
-        net.memory(self.ep.node)
-            .write(self.ep.port, addr, data)
-            .map_err(|_| MemoryError::Invalid {
-                addr,
-                len: data.len(),
-            })
-    }
-    fn coll_max_len(&self) -> u32 {
-        self.max_coll
-    }
-}
-
 /// `n` nodes with one port each on a lossy network.
 pub struct Cluster {
-    pub net: Rc<RefCell<Network>>,
+    pub net: Arc<Mutex<Network>>,
     pub ports: Vec<Port<NetIo>>,
 }
 
@@ -167,22 +89,9 @@ impl Cluster {
         seed: u64,
         config: impl FnMut(NodeId) -> EngineConfig,
     ) -> Cluster {
-        let net = Rc::new(RefCell::new(Network::new(n, link, seed, config)));
+        let net = Arc::new(Mutex::new(Network::new(n, link, seed, config)));
         let ports = (0..n)
-            .map(|i| {
-                let mut nb = net.borrow_mut();
-                let ep = nb.open_port(NodeId(i), PortId(0)).expect("port opens");
-                let max_coll = nb.engine(NodeId(i)).max_collective_len();
-                drop(nb);
-                Port::new(NetIo {
-                    net: net.clone(),
-                    ep,
-                    events: VecDeque::new(),
-                    seen: HashSet::new(),
-                    repeated_events: 0,
-                    max_coll,
-                })
-            })
+            .map(|i| Port::new(NetIo::open(&net, NodeId(i)).expect("port opens")))
             .collect();
         Cluster { net, ports }
     }
@@ -192,15 +101,15 @@ impl Cluster {
     }
 
     pub fn engine_stats(&self, node: u32) -> Stats {
-        self.net.borrow_mut().engine(NodeId(node)).stats().clone()
+        self.net.lock().unwrap().engine(NodeId(node)).stats().clone()
     }
 
     pub fn take_work(&self, node: u32) -> Work {
-        self.net.borrow_mut().engine(NodeId(node)).take_work()
+        self.net.lock().unwrap().engine(NodeId(node)).take_work()
     }
 
     pub fn with_engine<T>(&self, node: u32, f: impl FnOnce(&mut Engine<VecMemory>) -> T) -> T {
-        f(self.net.borrow_mut().engine(NodeId(node)))
+        f(self.net.lock().unwrap().engine(NodeId(node)))
     }
 
     /// Live host allocations at a node (leak check), once the network is
@@ -211,14 +120,14 @@ impl Cluster {
             for p in &mut self.ports {
                 p.progress();
             }
-            if !self.net.borrow_mut().step() {
+            if !self.net.lock().unwrap().step() {
                 break;
             }
         }
         for p in &mut self.ports {
             p.progress();
         }
-        self.net.borrow_mut().memory(NodeId(node)).live()
+        self.net.lock().unwrap().memory(NodeId(node)).live()
     }
 }
 
@@ -358,7 +267,7 @@ pub fn run_plan(c: &mut Cluster, plan: &Plan, max_steps: u64) -> Result<Outcome,
         (0..n).map(|_| VecDeque::new()).collect();
     let zeros: Vec<u8> = vec![0; plan.bcasts.iter().map(|b| b.data.len()).max().unwrap_or(0)];
     let mut steps = 0u64;
-    let seed = c.net.borrow().seed();
+    let seed = c.net.lock().unwrap().seed();
     loop {
         for node in 0..n as usize {
             let port = &mut c.ports[node];
@@ -429,13 +338,13 @@ pub fn run_plan(c: &mut Cluster, plan: &Plan, max_steps: u64) -> Result<Outcome,
         if done == total {
             break;
         }
-        let stepped = c.net.borrow_mut().step();
+        let stepped = c.net.lock().unwrap().step();
         steps += 1;
         if std::env::var_os("OUTBOARD_BCAST_TRACE").is_some() && steps % 200_000 == 0 {
             eprintln!(
                 "step {steps}: {done}/{total} results, virtual {:?}, link {:?}",
-                c.net.borrow().now(),
-                c.net.borrow().link_stats()
+                c.net.lock().unwrap().now(),
+                c.net.lock().unwrap().link_stats()
             );
         }
         let pending_starts = (0..n as usize)
@@ -501,6 +410,6 @@ pub fn run_plan(c: &mut Cluster, plan: &Plan, max_steps: u64) -> Result<Outcome,
         }
     }
     out.steps = steps;
-    out.virtual_time = c.net.borrow().now();
+    out.virtual_time = c.net.lock().unwrap().now();
     Ok(out)
 }

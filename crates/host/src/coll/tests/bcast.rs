@@ -10,7 +10,7 @@ use proptest::prelude::*;
 
 use super::harness::{Cluster, NetIo};
 use super::network::run_skewed;
-use crate::coll::api::{BcastMode, TreeShape};
+use crate::coll::options::{BcastMode, TreeShape};
 use crate::postal::{Lambda, LinkCosts};
 use crate::{CollectiveError, Group, HostError, Mode, Port};
 

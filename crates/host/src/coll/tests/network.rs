@@ -8,7 +8,7 @@ use outboard_testnet::LinkConfig;
 use proptest::prelude::*;
 
 use super::harness::Cluster;
-use crate::coll::api::{AllreduceAlgorithm, BarrierAlgorithm, TreeShape};
+use crate::coll::options::{AllreduceAlgorithm, BarrierAlgorithm, TreeShape};
 use crate::coll::group::{schedule_for, ScheduleKey};
 use crate::coll::reference::evaluate;
 use crate::coll::CollRequest;

@@ -2,7 +2,7 @@
 
 use outboard_engine::{Datatype, ReduceOp, Reduction, Schedule};
 
-use crate::coll::api::{AllreduceAlgorithm, BarrierAlgorithm, TreeShape};
+use crate::coll::options::{AllreduceAlgorithm, BarrierAlgorithm, TreeShape};
 use crate::coll::group::{schedule_for, ScheduleKey};
 use crate::coll::reference::{evaluate, evaluate_entered};
 use crate::coll::{schedules, Tree};

@@ -1,0 +1,164 @@
+//! The choices a collective call names: where it runs ([`Mode`],
+//! [`BcastMode`]) and which algorithm or tree it uses, and a group's
+//! defaults for them. Plain values, shared by the calls (`api`) and the
+//! group's schedule cache (`group`).
+
+use super::{CollectiveError, Tree};
+use crate::postal::{canonical_lambda, Lambda};
+
+/// Where a collective runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Mode {
+    /// The engines run the schedule (the papers' NIC-based collectives).
+    #[default]
+    Offloaded,
+    /// The hosts run the same schedule over point-to-point messages,
+    /// advancing only inside the library.
+    HostBased,
+}
+
+/// Where a broadcast runs: the two [`Mode`]s every collective has, plus
+/// NIC-assisted broadcast, which exists for broadcast only (it is a way
+/// for the hosts to *send*, with nothing to combine). A separate type
+/// rather than a third [`Mode`] so that asking another collective to run
+/// NIC-assisted cannot be written at all, and so code matching on `Mode`
+/// is unaffected; every `Mode` converts into it, so `start_bcast` takes
+/// either.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum BcastMode {
+    /// The engines forward each chunk down the tree (NIC-based forwarding).
+    Offloaded,
+    /// The hosts send to each child separately over point-to-point.
+    HostBased,
+    /// Each host hands every piece to its NIC once, with one multi-send to
+    /// all its children (dissertation 2.2, Figure 2.4(b)); intermediate
+    /// hosts re-send each piece as it arrives. `chunk` is the piece size in
+    /// bytes: [`BcastMode::PACKET`] (0) for one packet's payload (the
+    /// dissertation's packet-wise pipelining), [`BcastMode::WHOLE`] (or any
+    /// size at least the message's) for no pipelining.
+    NicAssisted {
+        /// Bytes per pipelined piece; see above.
+        chunk: u32,
+    },
+}
+
+impl BcastMode {
+    /// `chunk` value: one point-to-point packet's payload (a little less
+    /// than [`crate::PortIo::coll_max_len`]: a data packet's header is
+    /// longer than a collective packet's).
+    pub const PACKET: u32 = 0;
+    /// `chunk` value: the whole message at once (no pipelining).
+    pub const WHOLE: u32 = u32::MAX;
+
+    /// NIC-assisted with packet-wise pipelining (the default chunk).
+    pub const fn nic_assisted() -> BcastMode {
+        BcastMode::NicAssisted {
+            chunk: Self::PACKET,
+        }
+    }
+
+    /// NIC-assisted without pipelining.
+    pub const fn nic_assisted_whole() -> BcastMode {
+        BcastMode::NicAssisted { chunk: Self::WHOLE }
+    }
+}
+
+impl From<Mode> for BcastMode {
+    fn from(m: Mode) -> BcastMode {
+        match m {
+            Mode::Offloaded => BcastMode::Offloaded,
+            Mode::HostBased => BcastMode::HostBased,
+        }
+    }
+}
+
+/// Barrier algorithms.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum BarrierAlgorithm {
+    /// MPICH's pairwise exchange (recursive doubling), with pre and post
+    /// steps for sizes that are not a power of two.
+    PairwiseExchange,
+    /// Dissemination: ceil(log2 n) rounds for any n.
+    #[default]
+    Dissemination,
+    /// Gather to rank 0 and broadcast back on a tree: a k-ary tree of
+    /// `degree`, or the binomial tree for `degree == 0`.
+    GatherBroadcast {
+        /// Tree degree; 0 for binomial.
+        degree: u32,
+    },
+}
+
+/// Tree shapes for reduce, broadcast and tree allreduce.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum TreeShape {
+    /// MPICH's binomial tree.
+    #[default]
+    Binomial,
+    /// A complete k-ary tree of the given degree (at least 1).
+    Kary(u32),
+    /// A chain (degree 1).
+    Chain,
+    /// The postal-model optimal tree ([`Tree::postal`]; dissertation 2.3)
+    /// for a lambda given, or derived from link costs for each call's
+    /// message size - or, where the message travels in pieces (offloaded
+    /// collectives, pipelined NIC-assisted broadcast), the piece size, the
+    /// unit the tree forwards. Derived values are rounded
+    /// ([`crate::postal::canonical_lambda`]), so a group keeps few trees.
+    Postal(Lambda),
+}
+
+impl TreeShape {
+    /// The shape a call uses for messages (or pieces) of `unit` bytes in a
+    /// group of `n`: a link-derived postal lambda becomes the rounded value
+    /// for that size; other shapes are unchanged.
+    pub fn for_len(self, n: u32, unit: u32) -> TreeShape {
+        match self {
+            TreeShape::Postal(l @ Lambda::Link(_)) => {
+                TreeShape::Postal(Lambda::Given(canonical_lambda(l.value(unit), n)))
+            }
+            s => s,
+        }
+    }
+
+    /// The tree of this shape over `n` ranks rooted at `root`, for
+    /// messages (or pieces) of `unit` bytes.
+    pub fn tree(self, n: u32, root: u32, unit: u32) -> Result<Tree, CollectiveError> {
+        match self.for_len(n, unit) {
+            TreeShape::Binomial => Tree::binomial(n, root),
+            TreeShape::Kary(k) => Tree::kary(n, k, root),
+            TreeShape::Chain => Tree::chain(n, root),
+            TreeShape::Postal(l) => Tree::postal(n, root, l.value(unit)),
+        }
+    }
+}
+
+/// Allreduce algorithms.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum AllreduceAlgorithm {
+    /// Reduce to rank 0 on a tree, then broadcast down the same tree.
+    Tree(TreeShape),
+    /// Recursive doubling, with pre and post steps for sizes that are not a
+    /// power of two.
+    RecursiveDoubling,
+}
+
+impl Default for AllreduceAlgorithm {
+    fn default() -> Self {
+        AllreduceAlgorithm::Tree(TreeShape::Binomial)
+    }
+}
+
+/// A group's default choices (see [`super::Group::set_defaults`]); `split` uses
+/// them for its own collectives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct CollDefaults {
+    /// Mode.
+    pub mode: Mode,
+    /// Barrier algorithm.
+    pub barrier: BarrierAlgorithm,
+    /// Tree for reduce and broadcast.
+    pub tree: TreeShape,
+    /// Allreduce algorithm.
+    pub allreduce: AllreduceAlgorithm,
+}

@@ -1,0 +1,193 @@
+//! [`CollRun`]: what the port's collective bookkeeping (`api`) asks of one
+//! collective under way, whichever way it runs - offloaded (`offload`),
+//! host-based (`hostbased`) or NIC-assisted (`nicassist`) - and how a
+//! call's mode starts the run that carries it out. The bookkeeping (start
+//! order, backlog, results handed back once) is the same for all three;
+//! only what is behind this trait differs.
+
+use std::fmt::Debug;
+
+use outboard_engine::Reduction;
+
+use super::group::{tree_for, ScheduleKey};
+use super::hostbased::HostRun;
+use super::nicassist::{packet_payload, NicRun};
+use super::offload::OffRun;
+use super::{BcastMode, Group};
+use crate::{HostError, Port, PortIo};
+
+/// One collective under way at one member. `Send + Sync` so a [`Port`]
+/// over a `Send` transport stays `Send` (and `Sync`) while it holds runs.
+pub(crate) trait CollRun<P: PortIo>: Debug + Send + Sync {
+    /// How many engine commands this run leaves to the port's backlog,
+    /// which posts them in start order across runs as tokens allow
+    /// (offloaded chunks). 0 for a run that posts its own commands while it
+    /// advances.
+    fn backlog(&self) -> usize {
+        0
+    }
+
+    /// Posts backlog entry `i`. `Ok(false)`: no token now, try later.
+    fn post(&mut self, _port: &mut Port<P>, _i: usize) -> Result<bool, HostError> {
+        Ok(true)
+    }
+
+    /// After a failed [`CollRun::post`]: forgets the commands already
+    /// posted (their buffers are leaked: the engine may still use them).
+    fn abandon_posted(&mut self, _port: &mut Port<P>) {}
+
+    /// Does whatever can be done now. `Some` once finished: the result
+    /// bytes, or the first error.
+    fn advance(&mut self, port: &mut Port<P>) -> Option<Result<Vec<u8>, HostError>>;
+
+    /// Whether the run needs its group and schedule installed at the
+    /// engine, so that a failed installation explains its failure better
+    /// than the engine's consequent "no such group".
+    fn needs_install(&self) -> bool {
+        false
+    }
+}
+
+/// What one kind of collective asks of the common start path.
+pub(super) struct Spec<'a> {
+    pub key: ScheduleKey,
+    pub reduction: Option<Reduction>,
+    pub data: &'a [u8],
+    pub want_result: bool,
+}
+
+/// The piece a run of `mode` moves at a time, before the message's own
+/// length caps it: the whole message host-based, one engine collective's
+/// payload offloaded, the chunk NIC-assisted.
+pub(super) fn piece_len<P: PortIo>(io: &P, mode: BcastMode) -> u32 {
+    match mode {
+        BcastMode::HostBased => u32::MAX,
+        BcastMode::Offloaded => io.coll_max_len(),
+        BcastMode::NicAssisted {
+            chunk: BcastMode::PACKET,
+        } => packet_payload(io),
+        BcastMode::NicAssisted { chunk } => chunk,
+    }
+}
+
+impl<P: PortIo> Port<P> {
+    /// The run that carries out `spec` at `g` in `mode` (nothing posted
+    /// yet but what the run's constructor sets up).
+    pub(super) fn start_run(
+        &mut self,
+        g: &mut Group,
+        mode: BcastMode,
+        spec: &Spec<'_>,
+    ) -> Result<Box<dyn CollRun<P>>, HostError> {
+        Ok(match mode {
+            BcastMode::Offloaded => Box::new(self.start_offloaded(g, spec)?),
+            BcastMode::HostBased => Box::new(start_host_based(g, spec)?),
+            BcastMode::NicAssisted { .. } => {
+                let chunk = piece_len(self.io_ref(), mode);
+                Box::new(self.start_nic_assisted(g, spec, chunk)?)
+            }
+        })
+    }
+
+    fn start_offloaded(&mut self, g: &mut Group, spec: &Spec<'_>) -> Result<OffRun, HostError> {
+        let sched = self.install(g, spec.key)?;
+        let bcast_root = match spec.key {
+            ScheduleKey::Bcast(_, root) => Some(root == g.rank()),
+            _ => None,
+        };
+        OffRun::new(
+            self,
+            g.id(),
+            sched,
+            spec.reduction,
+            spec.data,
+            spec.want_result,
+            bcast_root,
+        )
+    }
+
+    fn start_nic_assisted(
+        &mut self,
+        g: &mut Group,
+        spec: &Spec<'_>,
+        chunk: u32,
+    ) -> Result<NicRun, HostError> {
+        let ScheduleKey::Bcast(shape, root) = spec.key else {
+            unreachable!("only broadcasts take BcastMode::NicAssisted")
+        };
+        let tree = tree_for(shape, g.size(), root)?;
+        let epoch = g.nic_epoch;
+        g.nic_epoch = g.nic_epoch.wrapping_add(1);
+        let members = g.members_arc();
+        NicRun::new(
+            self,
+            g.id(),
+            epoch,
+            g.rank(),
+            &members,
+            &tree,
+            chunk,
+            spec.data,
+        )
+    }
+}
+
+fn start_host_based(g: &mut Group, spec: &Spec<'_>) -> Result<HostRun, HostError> {
+    let schedule = g.slot(spec.key)?.schedule.clone();
+    let epoch = g.host_epoch;
+    g.host_epoch = g.host_epoch.wrapping_add(1);
+    HostRun::new(
+        g.id(),
+        epoch,
+        g.rank(),
+        g.members_arc(),
+        schedule,
+        spec.reduction,
+        spec.data.to_vec(),
+    )
+}
+
+impl<P: PortIo> CollRun<P> for OffRun {
+    fn backlog(&self) -> usize {
+        self.chunks.len()
+    }
+
+    fn post(&mut self, port: &mut Port<P>, i: usize) -> Result<bool, HostError> {
+        OffRun::post(self, port, i)
+    }
+
+    fn abandon_posted(&mut self, port: &mut Port<P>) {
+        for c in &self.chunks {
+            if let Some(r) = c.req {
+                port.forget(r);
+            }
+        }
+    }
+
+    fn advance(&mut self, port: &mut Port<P>) -> Option<Result<Vec<u8>, HostError>> {
+        OffRun::advance(self, port)
+    }
+
+    fn needs_install(&self) -> bool {
+        true
+    }
+}
+
+impl<P: PortIo> CollRun<P> for HostRun {
+    /// Also hands the sends still unconfirmed at the end to the port,
+    /// which frees their buffers as they complete.
+    fn advance(&mut self, port: &mut Port<P>) -> Option<Result<Vec<u8>, HostError>> {
+        let r = HostRun::advance(self, port);
+        if r.is_some() {
+            let t = self.take_trailing();
+            port.coll.trailing.extend(t);
+        }
+        r
+    }
+}
+
+impl<P: PortIo> CollRun<P> for NicRun {
+    fn advance(&mut self, port: &mut Port<P>) -> Option<Result<Vec<u8>, HostError>> {
+        NicRun::advance(self, port)
+    }
+}
