@@ -442,6 +442,9 @@ pub fn run(cmd: BenchCmd) -> anyhow::Result<()> {
     let max = args.max_size as usize;
     println!("# outboard bench pingpong: 2 ranks (threads of one process), UDP over 127.0.0.1, {} cores", machine_cores());
     println!("# progress policy: {progress} ({why})");
+    if !matches!(progress, Progress::Dedicated) {
+        println!("# the engine runs on the waiting host's thread (or shares the cores): these figures are the engine path's cost, not offload");
+    }
     if raw {
         println!(
             "# raw-udp: the same bytes over bare non-blocking UDP sockets in datagrams of <= {MTU} B, no reliability, {}",

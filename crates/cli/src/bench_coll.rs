@@ -806,6 +806,10 @@ pub fn run(kind: Kind, mut a: CollArgs) -> anyhow::Result<()> {
         let (fig, progress) = run_job(kind, &a, n).with_context(|| format!("{} with {n} ranks", kind.name()))?;
         println!();
         println!("## {n} ranks, progress {}", progress.as_deref().unwrap_or("?"));
+        if progress.as_deref().is_some_and(|p| !p.contains("dedicated")) {
+            // Said beside the figures so nobody reads them as offload.
+            println!("# not evidence of offload: without a core per engine, each engine runs on its waiting host's thread (or shares the cores), so \"offloaded\" compares two protocols on the same cores");
+        }
         let mut mpi_fig = Figures::new();
         let mut mpi_err = None;
         if let Ok(m) = &mpi {

@@ -84,6 +84,9 @@ pub struct Fit {
 /// profile files say when they were fitted).
 pub const DEFAULT_TOLERANCE: f64 = 0.025;
 
+/// An identity of the profile's inputs comes out exact but for rounding.
+pub const IDENTITY_TOLERANCE: f64 = 1e-6;
+
 /// How far from the paper a figure that is not fitted may be before it
 /// counts as a miss.
 pub const MISS: f64 = 0.15;
@@ -198,18 +201,15 @@ impl Record {
     }
 
     /// How far the figure `id`, fitted under `profile`, may drift: the
-    /// tightest tolerance of the fits that name it.
+    /// tightest tolerance of the fits and identities that name it.
     pub fn tolerance(&self, profile: &str, id: &str) -> f64 {
         self.fits
             .iter()
             .filter(|f| names(&f.profiles, profile) && f.fitted.iter().any(|i| i == id))
             .map(|f| f.tolerance.unwrap_or(DEFAULT_TOLERANCE))
-            .fold(DEFAULT_TOLERANCE, f64::min)
-            .min(if self.identities.iter().any(|x| names(&x.profiles, profile) && x.ids.iter().any(|i| i == id)) {
-                1e-6
-            } else {
-                f64::INFINITY
-            })
+            .chain(self.identities.iter().any(|x| names(&x.profiles, profile) && x.ids.iter().any(|i| i == id)).then_some(IDENTITY_TOLERANCE))
+            .reduce(f64::min)
+            .unwrap_or(DEFAULT_TOLERANCE)
     }
 
     /// Whether the record explains a miss of `id` under `profile`.
@@ -325,6 +325,28 @@ mod tests {
         assert_eq!(r.basis("b", "y"), Basis::Predicted, "a fit is per profile");
         assert_eq!(r.basis("b", "z"), Basis::Informed, "a choice with no profiles concerns every profile");
         assert_eq!(r.basis("a", "w"), Basis::Predicted);
+    }
+
+    #[test]
+    fn a_fit_may_loosen_its_tolerance_and_an_identity_is_exact() {
+        let r = Record::parse(
+            r#"
+            [[fit]]
+            profiles = ["a"]
+            param = "host.send_us"
+            fitted = ["x"]
+            tolerance = 0.04
+            why = "test"
+            [[identity]]
+            profiles = ["a"]
+            ids = ["y"]
+            why = "test"
+            "#,
+        )
+        .unwrap();
+        assert_eq!(r.tolerance("a", "x"), 0.04);
+        assert_eq!(r.tolerance("a", "y"), IDENTITY_TOLERANCE);
+        assert_eq!(r.tolerance("a", "z"), DEFAULT_TOLERANCE);
     }
 
     #[test]
