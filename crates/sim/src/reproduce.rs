@@ -410,7 +410,7 @@ mod tests {
         let r = RUNS.iter().find(|r| r.slug == "reduce-skew").unwrap();
         assert_eq!(
             r.command(true),
-            "outboard sim reduce-skew --profile gm-lanai91 --sizes 0,50,100,200,500,1000 --iters 100 --seed 1"
+            "outboard sim reduce-skew --profile gm-lanai91 --sizes 0,50,100,200,500,1000 --iters 500 --seed 1"
         );
     }
 
