@@ -18,6 +18,7 @@
 
 mod members;
 mod reduce;
+mod rounds;
 pub(crate) mod run;
 mod schedule;
 
@@ -25,6 +26,7 @@ use thiserror::Error;
 
 pub use members::{decode_members, encode_members, MEMBER_LEN};
 pub use reduce::{Datatype, ReduceOp, Reduction};
+pub use rounds::{rounds, Rounds};
 pub use schedule::{Fold, Schedule, Step, MAX_FANOUT, MAX_STEPS};
 
 /// Largest contribution one collective packet carries in datagrams of
