@@ -75,6 +75,26 @@ fn epoch_before(a: u32, b: u32) -> bool {
     (a.wrapping_sub(b) as i32) < 0
 }
 
+impl CollState {
+    /// Checks (in debug builds) that the byte counts match what is held:
+    /// `pool_bytes` is the pool's packets plus what engine-started
+    /// collectives hold, and each port's `out_bytes` is its outgoing
+    /// packets' cost (with no entry for a port that holds nothing).
+    pub(crate) fn debug_check_bytes(&self) {
+        if !cfg!(debug_assertions) {
+            return;
+        }
+        let pooled: usize = self.pool.values().flatten().map(Arrival::cost).sum();
+        let held: usize = self.groups.values().flat_map(|g| g.running.iter().map(|r| r.held)).sum();
+        debug_assert_eq!(self.pool_bytes, pooled + held, "pool bytes: {pooled} pooled + {held} held");
+        let mut out: BTreeMap<PortId, usize> = BTreeMap::new();
+        for o in self.out.values() {
+            *out.entry(o.port).or_default() += o.cost();
+        }
+        debug_assert_eq!(self.out_bytes, out, "collective send bytes per port");
+    }
+}
+
 impl<D: Dma> Engine<D> {
     /// Whether no collective is under way and nothing is pooled or queued.
     pub(crate) fn coll_is_quiet(&self) -> bool {

@@ -244,6 +244,7 @@ impl<D: Dma> Engine<D> {
 
     fn coll_out_freed(&mut self, port: PortId, bytes: usize) {
         if let Some(b) = self.coll.out_bytes.get_mut(&port) {
+            debug_assert!(*b >= bytes, "port {port:?} frees {bytes} collective send bytes of {b}");
             *b -= bytes;
             if *b == 0 {
                 self.coll.out_bytes.remove(&port);
