@@ -188,6 +188,23 @@ impl<D: Dma> Engine<D> {
         })
     }
 
+    /// Takes the time of an input or poll. Time never goes back across
+    /// `handle_*` and `poll_transmit` calls (the driving contract): a `now`
+    /// earlier than one already seen there is a driver's bug, caught in
+    /// debug builds. `open_port` and `close_port` are not checked: they
+    /// come from the host side, whose reading of the clock may trail the
+    /// engine's (the runtime reads it before taking the engine's lock; the
+    /// simulator opens ports at the host's time while the NIC works ahead).
+    pub(crate) fn set_now(&mut self, now: Instant) {
+        debug_assert!(now >= self.now, "time went back: {now:?} after {:?}", self.now);
+        self.now = now;
+    }
+
+    /// Checks (in debug builds) the byte accounting at the end of an input.
+    pub(crate) fn debug_check(&self) {
+        self.coll.debug_check_bytes();
+    }
+
     /// This engine's node.
     pub fn node(&self) -> NodeId {
         self.cfg.node
@@ -221,7 +238,7 @@ impl<D: Dma> Engine<D> {
 
     /// Opens port slot `port`; returns the new incarnation's endpoint.
     pub fn open_port(&mut self, now: Instant, port: PortId) -> Result<Endpoint, OpenError> {
-        self.now = now;
+        self.now = now; // the host's clock: see `set_now`
         let cfg = &self.cfg;
         let p = self.ports.get_mut(usize::from(port.0)).ok_or(OpenError::NoSuchPort(port))?;
         if p.open {
@@ -247,7 +264,7 @@ impl<D: Dma> Engine<D> {
     /// aborted at their receivers, and nothing addressed to this incarnation
     /// will ever be delivered to a later one.
     pub fn close_port(&mut self, now: Instant, port: PortId) {
-        self.now = now;
+        self.now = now; // the host's clock: see `set_now`
         let Some(p) = self.ports.get_mut(usize::from(port.0)) else { return };
         if !p.open {
             return;
@@ -273,16 +290,18 @@ impl<D: Dma> Engine<D> {
         self.inbound.retain(|_, m| m.port != port);
         self.multis.retain(|_, m| m.port != port);
         self.coll_port_closed(port);
+        self.debug_check();
     }
 
     /// Handles one command from `port`. On `Ok`, exactly one [`Event`] for
     /// the command's `OpId` follows (possibly already queued); on `Err`
     /// nothing was consumed.
     pub fn handle_command(&mut self, now: Instant, port: PortId, cmd: Command) -> Result<(), CommandError> {
-        self.now = now;
+        self.set_now(now);
         self.work.commands += 1;
         let r = self.command(now, port, cmd);
         self.coll_drain(now);
+        self.debug_check();
         r
     }
 
@@ -710,7 +729,7 @@ impl<D: Dma> Engine<D> {
     /// Handles timers due at `now`: retransmissions, dead peers, retries of
     /// refused messages. Early calls do nothing.
     pub fn handle_timeout(&mut self, now: Instant) {
-        self.now = now;
+        self.set_now(now);
         self.work.timers += 1;
         for ci in 0..self.conns.len() {
             match self.conns[ci].on_timer(now, &self.cfg) {
@@ -725,6 +744,7 @@ impl<D: Dma> Engine<D> {
         }
         self.coll_retry_due(now);
         self.coll_drain(now);
+        self.debug_check();
         let due: Vec<u32> = self
             .parked
             .iter()

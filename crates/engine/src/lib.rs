@@ -21,14 +21,14 @@
 //!
 //! - collectives (barrier, reduction, broadcast) run by the engines among
 //!   themselves from schedules the hosts install, with unexpected packets
-//!   kept in a bounded pool (module `coll`).
+//!   kept in a bounded pool (module [`coll`]).
 //!
 //! Host memory is reached only through the [`Dma`] trait.
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
 mod api;
-mod coll;
+pub mod coll;
 mod config;
 mod conn;
 mod dma;

@@ -18,9 +18,10 @@ impl<D: Dma> Engine<D> {
     /// counted in [`Stats`](crate::Stats) and dropped; it never panics and
     /// never disturbs other traffic.
     pub fn handle_packet(&mut self, now: Instant, from: NodeId, bytes: &[u8]) {
-        self.now = now;
+        self.set_now(now);
         self.receive(now, from, bytes);
         self.coll_drain(now);
+        self.debug_check();
     }
 
     fn receive(&mut self, now: Instant, from: NodeId, bytes: &[u8]) {

@@ -16,7 +16,7 @@ impl<D: Dma> Engine<D> {
     #[must_use]
     pub fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
         assert!(buf.len() >= self.cfg.mtu, "transmit buffer shorter than the MTU");
-        self.now = now;
+        self.set_now(now);
         while let Some(&ci) = self.ready.front() {
             let window = self.cfg.window;
             let c = &self.conns[ci];

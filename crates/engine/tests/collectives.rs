@@ -732,3 +732,42 @@ fn an_inner_members_forward_is_reported_as_a_relay() {
     assert_eq!(w.dma_written, data.len() as u64);
     assert_eq!(engines[2].dma_mut().bytes(recvs[2]), &data[..]);
 }
+
+/// A dead peer fails the collectives of every group it is in, and they
+/// complete in group-id order whatever order the groups were created in:
+/// the engine walks its groups in an ordered map, so every run (and every
+/// process of a job) reports them alike.
+#[test]
+fn collectives_a_dead_peer_fails_complete_in_group_order() {
+    let mut net = Network::new(2, LinkConfig::default(), 9, |node| {
+        let mut c = EngineConfig::new(node, 0xC0FFEE, 1000 + node.0);
+        c.peer_timeout = Duration::from_millis(50);
+        c
+    });
+    let eps: Vec<Endpoint> = (0..2).map(|i| net.open_port(NodeId(i), P0).unwrap()).collect();
+    let a = NodeId(0);
+    // Created in an order that is neither the ids' nor their reverse.
+    let ids: Vec<u64> = (0..24u64).map(|i| (i * 7) % 24 + 1).collect();
+    for &id in &ids {
+        let members = net.memory(a).alloc_with(&encode_members(&eps));
+        net.command(a, P0, Command::CreateGroup { op: OpId(0), group: GroupId(id), rank: 0, members }).unwrap();
+        let buf = net.memory(a).alloc_with(&dissemination(0, 2).encode());
+        net.command(a, P0, Command::SetSchedule { op: OpId(0), group: GroupId(id), schedule: BARRIER, buf }).unwrap();
+    }
+    assert!(net.take_events(a).iter().all(|e| e.result.is_ok()));
+    net.kill(NodeId(1));
+    let empty = HostBuf { addr: 0, len: 0 };
+    for &id in &ids {
+        let cmd = Command::Collective { op: OpId(id), group: GroupId(id), schedule: BARRIER, reduction: None, send: empty, recv: empty };
+        net.command(a, P0, cmd).unwrap();
+    }
+    let mut done = Vec::new();
+    net.run_until("failures", |n| {
+        done.extend(n.take_events(a));
+        done.len() == ids.len()
+    })
+    .unwrap();
+    assert!(done.iter().all(|e| e.result == Err(OpError::PeerUnreachable(NodeId(1)))), "{done:?}");
+    let order: Vec<u64> = done.iter().map(|e| e.op.0).collect();
+    assert_eq!(order, (1..=24).collect::<Vec<u64>>());
+}

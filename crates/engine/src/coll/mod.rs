@@ -11,6 +11,10 @@
 //!   Every member starts the group's collectives in the same order, so an
 //!   epoch names the same operation everywhere, and consecutive or
 //!   concurrent collectives never mix.
+//! - A packet's **round** is its ordinal among the packets between the
+//!   same two members in one collective ([`rounds`]): with the epoch and
+//!   the sender's rank it names the one receive the packet is for. The
+//!   host library's host-based runs number their messages the same way.
 //! - Packets that arrive before their host started the collective (the
 //!   dissertation's *unexpected* barrier messages, 3.2.1, and early
 //!   reduction contributions, 4.2.1) are kept in a bounded pool; when it is
@@ -18,6 +22,7 @@
 
 mod members;
 mod reduce;
+mod rounds;
 pub(crate) mod run;
 mod schedule;
 
@@ -25,6 +30,7 @@ use thiserror::Error;
 
 pub use members::{decode_members, encode_members, MEMBER_LEN};
 pub use reduce::{Datatype, ReduceOp, Reduction};
+pub use rounds::{rounds, Rounds};
 pub use schedule::{Fold, Schedule, Step, MAX_FANOUT, MAX_STEPS};
 
 /// Largest contribution one collective packet carries in datagrams of

@@ -17,9 +17,9 @@
 //! epoch is reused only after 2^24 further host-based collectives on the
 //! same group.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
+use outboard_engine::coll::{rounds, Rounds};
 use outboard_engine::{
     CollError, Completion, Endpoint, Fold, GroupId, HostBuf, RecvMatch, Reduction, Schedule,
 };
@@ -64,48 +64,16 @@ pub(crate) struct HostRun {
     rank: u32,
     members: Arc<[Endpoint]>,
     schedule: Arc<Schedule>,
-    /// Rounds per send and receive, numbered per peer as the engine does.
-    send_round: Vec<Vec<u16>>,
-    recv_round: Vec<Vec<u16>>,
+    /// Rounds per send and receive, numbered per peer by [`rounds`] (the
+    /// numbering the engine's packets carry).
+    send_round: Rounds,
+    recv_round: Rounds,
     reduction: Option<Reduction>,
     value: Vec<u8>,
     step: usize,
     sends_posted: usize,
     recvs: Vec<RecvSlot>,
     sends: Vec<(Request, HostBuf)>,
-}
-
-/// Per step, the round of each listed rank (as the engine numbers them).
-type Rounds = Vec<Vec<u16>>;
-
-/// The send and receive rounds of a schedule.
-fn rounds(s: &Schedule) -> Result<(Rounds, Rounds), CollError> {
-    let mut sent: HashMap<u32, u32> = HashMap::new();
-    let mut got: HashMap<u32, u32> = HashMap::new();
-    let next = |m: &mut HashMap<u32, u32>, r: u32| {
-        let c = m.entry(r).or_insert(0);
-        let v = u16::try_from(*c)
-            .map_err(|_| CollError::Malformed("more than 65,536 messages between two members"));
-        *c += 1;
-        v
-    };
-    let mut sr = Vec::new();
-    let mut rr = Vec::new();
-    for st in &s.steps {
-        sr.push(
-            st.send_to
-                .iter()
-                .map(|&r| next(&mut sent, r))
-                .collect::<Result<Vec<_>, _>>()?,
-        );
-        rr.push(
-            st.recv_from
-                .iter()
-                .map(|&r| next(&mut got, r))
-                .collect::<Result<Vec<_>, _>>()?,
-        );
-    }
-    Ok((sr, rr))
 }
 
 /// Whether a refusal only means "try again later".

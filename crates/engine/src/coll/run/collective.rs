@@ -1,0 +1,216 @@
+//! One collective under way at one member ([`Running`]), as a state
+//! machine of its own: it takes arriving packets, folds them and says
+//! which packets its steps send ([`PendingSends`]); it reads no host
+//! memory and queues nothing. The engine files packets into it and turns
+//! what it returns into outgoing packets ([`super::step`]).
+
+use std::sync::Arc;
+
+use super::super::{CollError, Fold, Reduction};
+use super::install::Compiled;
+use super::out::{Lazy, OutData, OUT_OVERHEAD};
+use super::Arrival;
+use crate::{HostBuf, OpError, OpId, Work};
+
+/// One collective under way at one member.
+///
+/// The packets it sends are not waited for: their value lives in engine
+/// memory and the connection delivers it reliably, so the host gets its
+/// result as soon as its own steps are done (a leaf of a reduction returns
+/// at once, as an eager send does). A packet that fails after the
+/// collective completed is counted in `Stats::coll_abandoned`.
+#[derive(Debug)]
+pub(crate) struct Running {
+    pub epoch: u32,
+    /// The host's command; `None` while the engine runs it on its own
+    /// (see [`Compiled::forwards_alone`]).
+    pub op: Option<OpId>,
+    pub sched: Arc<Compiled>,
+    pub reduction: Option<Reduction>,
+    pub value: Vec<u8>,
+    pub recv: HostBuf,
+    pub step: usize,
+    pub sent: bool,
+    pub next_recv: usize,
+    pub arrived: Vec<Arrival>,
+    pub outcome: Option<Result<(), OpError>>,
+    /// Pool bytes it holds while no host command owns it.
+    pub held: usize,
+    /// Whether it is the last piece of its host command (a command longer
+    /// than one packet runs as consecutive collectives, one per piece, and
+    /// completes once, with its last piece).
+    pub last: bool,
+    /// Its value, when it is sent unchanged from host memory and read per
+    /// packet (the pieces of a multi-piece command's root).
+    pub lazy: Option<Lazy>,
+}
+
+/// Packets a collective's step sends, before they become
+/// [`CollOut`](super::CollOut)s.
+pub(super) struct PendingSends {
+    pub epoch: u32,
+    pub schedule: u16,
+    pub data: OutData,
+    /// (rank, round) of each receiver.
+    pub to: Vec<(u32, u16)>,
+    /// The value came (in part) from the network: see `Work::coll_relays_out`.
+    pub relay: bool,
+}
+
+/// The room a port has under its send bound
+/// ([`EngineConfig::coll_send_bytes`](crate::EngineConfig::coll_send_bytes)),
+/// used up as steps send.
+pub(super) struct Room {
+    /// Bytes the port's unconfirmed packets hold, with those of the steps
+    /// run so far.
+    pub held: usize,
+    pub bound: usize,
+}
+
+impl Running {
+    /// A collective of `epoch` that runs `sched` from its first step.
+    pub(super) fn new(epoch: u32, sched: Arc<Compiled>, arrived: Vec<Arrival>) -> Running {
+        Running {
+            epoch,
+            op: None,
+            sched,
+            reduction: None,
+            value: Vec::new(),
+            recv: HostBuf { addr: 0, len: 0 },
+            step: 0,
+            sent: false,
+            next_recv: 0,
+            arrived,
+            outcome: None,
+            held: 0,
+            last: false,
+            lazy: None,
+        }
+    }
+
+    /// Runs the steps as far as the packets that arrived and the port's
+    /// `room` allow: each step's sends go to `sends` (and take their room),
+    /// then its receives fold in the listed order. A step that would send
+    /// while the port is full waits, unless `may_pass` (asked only then)
+    /// lets it through; its receives are still taken as they come.
+    /// Returns whether it waits for room.
+    pub(super) fn run_steps(
+        &mut self,
+        rank: u32,
+        room: &mut Room,
+        may_pass: impl Fn(u32) -> bool,
+        work: &mut Work,
+        sends: &mut Vec<PendingSends>,
+    ) -> bool {
+        let sched = Arc::clone(&self.sched);
+        let steps = &sched.schedule.steps;
+        loop {
+            if self.step == steps.len() {
+                self.outcome = Some(Ok(()));
+                return false;
+            }
+            let st = &steps[self.step];
+            if !self.sent {
+                if !st.send_to.is_empty() && room.held >= room.bound && !may_pass(self.epoch) {
+                    // The port's unconfirmed packets fill its bound:
+                    // this step's sends (and so the collective) wait.
+                    return true;
+                }
+                self.sent = true;
+                let len = self.lazy.as_ref().map_or(self.value.len(), |l| l.buf.len as usize);
+                room.held += st.send_to.len() * (len + OUT_OVERHEAD);
+                if !st.send_to.is_empty() {
+                    let to = st.send_to.iter().copied().zip(sched.send_round[self.step].iter().copied()).collect();
+                    let data = match &self.lazy {
+                        Some(l) => OutData::Host(l.clone()),
+                        None => OutData::Ready(Arc::from(&self.value[..])),
+                    };
+                    let relay = steps[..self.step].iter().any(|s| !s.recv_from.is_empty());
+                    sends.push(PendingSends { epoch: self.epoch, schedule: sched.id, data, to, relay });
+                }
+            }
+            while self.next_recv < st.recv_from.len() {
+                let src = st.recv_from[self.next_recv];
+                let round = sched.recv_round[self.step][self.next_recv];
+                let Some(i) = self.arrived.iter().position(|a| a.src_rank == src && a.round == round) else { break };
+                let a = self.arrived.swap_remove(i);
+                if let Err(e) = self.fold(st.fold(), a, src < rank, work) {
+                    self.outcome = Some(Err(e.into()));
+                    return false;
+                }
+                self.next_recv += 1;
+            }
+            if self.next_recv < st.recv_from.len() {
+                return false;
+            }
+            self.step += 1;
+            self.sent = false;
+            self.next_recv = 0;
+        }
+    }
+
+    /// Folds packet `a` into the value; `from_lower` says whether its
+    /// sender's rank is below this member's (its value is then the left
+    /// operand).
+    fn fold(&mut self, fold: Fold, a: Arrival, from_lower: bool, work: &mut Work) -> Result<(), CollError> {
+        match fold {
+            Fold::Ignore => Ok(()),
+            Fold::Replace => {
+                self.value = a.data;
+                Ok(())
+            }
+            Fold::Combine => match self.reduction {
+                None => Err(CollError::BadReduction),
+                Some(red) => {
+                    let n = (self.value.len() / red.dtype.size()) as u64;
+                    if red.dtype.is_float() {
+                        work.combine_float += n;
+                    } else {
+                        work.combine_int += n;
+                    }
+                    red.fold(&mut self.value, &a.data, from_lower)
+                }
+            },
+        }
+    }
+
+    /// Whether it can complete: its host's command owns it (one the
+    /// engine runs on its own waits, done or not, for that command), and
+    /// it failed, or finished its steps and, if read per packet
+    /// ([`Lazy`]), was read.
+    pub(super) fn can_complete(&self) -> bool {
+        self.op.is_some()
+            && match &self.outcome {
+                None => false,
+                Some(Err(_)) => true,
+                Some(Ok(())) => self.lazy.as_ref().is_none_or(|l| l.cell.get().is_some()),
+            }
+    }
+
+    /// Its value as the host receives it.
+    pub(super) fn result_value(&self) -> &[u8] {
+        match &self.lazy {
+            Some(l) => l.cell.get().map_or(&[][..], |d| &d[..]),
+            None => &self.value,
+        }
+    }
+
+    /// Whether it still waits for its steps (it has neither finished nor
+    /// failed).
+    pub(super) fn is_waiting(&self) -> bool {
+        self.outcome.is_none()
+    }
+
+    /// Fails it with `err` if a failure can still reach its host: it is
+    /// under way, or done but not yet read from host memory (see
+    /// [`Lazy`]). Returns whether it took the failure.
+    pub(super) fn fail(&mut self, err: OpError) -> bool {
+        let unread = self.lazy.as_ref().is_some_and(|l| l.cell.get().is_none());
+        if self.outcome.is_none() || (unread && self.outcome == Some(Ok(()))) {
+            self.outcome = Some(Err(err));
+            true
+        } else {
+            false
+        }
+    }
+}

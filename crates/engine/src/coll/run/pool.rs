@@ -1,0 +1,154 @@
+//! The early-packet pool: collective packets that arrive before their
+//! collective started here (the dissertation's *unexpected* barrier
+//! messages, 3.2.1, and early reduction contributions, 4.2.1) wait in a
+//! pool bounded by
+//! [`EngineConfig::coll_unexpected_bytes`](crate::EngineConfig::coll_unexpected_bytes);
+//! when it is full their sender is refused and retries. A packet that can
+//! start its collective without the host (a broadcast's, see
+//! [`Compiled::forwards_alone`]) starts it instead, keeping its room until
+//! the host's command takes the collective over.
+
+use std::sync::Arc;
+
+use outboard_wire::{self as wire, RejectReason};
+
+use super::super::{CollError, GroupId};
+use super::install::Compiled;
+use super::Running;
+use crate::{Dma, Engine, Instant, NodeId, OpError, PortId};
+
+/// Pool bookkeeping charged per unexpected packet.
+const ARRIVAL_OVERHEAD: usize = 32;
+
+/// A collective packet held at the receiver until its step folds it.
+#[derive(Debug, Clone)]
+pub(crate) struct Arrival {
+    pub src_rank: u32,
+    pub round: u16,
+    /// The sender's schedule number.
+    pub schedule: u16,
+    pub data: Vec<u8>,
+}
+
+impl Arrival {
+    /// The room it takes in the pool.
+    pub(super) fn cost(&self) -> usize {
+        self.data.len() + ARRIVAL_OVERHEAD
+    }
+}
+
+impl<D: Dma> Engine<D> {
+    /// Keeps packet `a` (for `epoch` of the group, not started here) until
+    /// its collective starts, or refuses it when the pool is full.
+    pub(super) fn coll_pool_arrival(&mut self, now: Instant, from: NodeId, h: &wire::CollHeader, a: Arrival) {
+        let (port, group) = (PortId(h.dst_port), GroupId(h.group));
+        let cost = a.cost();
+        if self.coll.pool_bytes + cost > self.cfg.coll_unexpected_bytes {
+            self.stats.coll_refused += 1;
+            self.reject(now, from, h.src_port, h.src_gen, h.msg_id, RejectReason::NotReady);
+            return;
+        }
+        self.coll.pool_bytes += cost;
+        self.stats.coll_unexpected += 1;
+        self.coll.pool.entry((port, group, h.epoch)).or_default().push(a);
+    }
+
+    /// Drops the pooled packets of the groups `gone` names, returning their
+    /// room.
+    pub(super) fn coll_pool_forget(&mut self, gone: impl Fn(PortId, GroupId) -> bool) {
+        let mut freed = 0;
+        self.coll.pool.retain(|&(p, g, _), v| {
+            if gone(p, g) {
+                freed += v.iter().map(Arrival::cost).sum::<usize>();
+                false
+            } else {
+                true
+            }
+        });
+        self.coll.pool_bytes -= freed;
+    }
+
+    /// Takes the packets pooled for `epoch` of the group into the
+    /// collective that now runs it. One sent under another schedule means
+    /// the members disagree on what this collective is: it fails.
+    pub(super) fn coll_take_pooled(
+        &mut self,
+        port: PortId,
+        group: GroupId,
+        epoch: u32,
+        sched: &Compiled,
+        outcome: &mut Option<Result<(), OpError>>,
+    ) -> Vec<Arrival> {
+        let mut arrived = Vec::new();
+        for a in self.coll.pool.remove(&(port, group, epoch)).unwrap_or_default() {
+            self.coll.pool_bytes -= a.cost();
+            if a.schedule != sched.id {
+                let err = CollError::ScheduleMismatch { ours: sched.id, theirs: a.schedule };
+                outcome.get_or_insert(Err(err.into()));
+            } else if sched.expects(a.src_rank, a.round) {
+                arrived.push(a);
+            } else {
+                self.stats.coll_unmatched += 1;
+            }
+        }
+        arrived
+    }
+
+    /// Starts, without its host, the group's next collective from packet
+    /// `a` if its schedule allows and there is room: a broadcast's packet
+    /// is forwarded down the tree as it arrives, whether or not this
+    /// member's host has got to the broadcast yet. Returns the packet back
+    /// if it cannot start anything. Then does the same for packets already
+    /// pooled for the collectives after it.
+    pub(super) fn coll_start_early(&mut self, now: Instant, port: PortId, group: GroupId, a: Arrival) -> Result<(), Arrival> {
+        let Some(g) = self.coll.groups.get(&(port, group)) else { return Err(a) };
+        let Some(sched) = g.schedules.get(&a.schedule).filter(|c| c.starts_on(a.src_rank, a.round)).cloned() else {
+            return Err(a);
+        };
+        let cost = a.cost();
+        if self.coll.pool_bytes + cost > self.cfg.coll_unexpected_bytes {
+            return Err(a);
+        }
+        self.coll.pool_bytes += cost;
+        self.coll_run_early(port, group, sched, a);
+        self.coll_start_pooled(now, port, group);
+        self.coll_advance(now, port, group);
+        Ok(())
+    }
+
+    /// Starts the group's next collectives from packets already pooled for
+    /// them (they hold their room already), as long as one of them can
+    /// start one: after the host started the epoch before, or after the
+    /// schedule they name was installed.
+    pub(crate) fn coll_start_pooled(&mut self, now: Instant, port: PortId, group: GroupId) {
+        let mut started = false;
+        while let Some(g) = self.coll.groups.get(&(port, group)) {
+            let next = g.next_epoch;
+            let Some(pooled) = self.coll.pool.get_mut(&(port, group, next)) else { break };
+            let starter = pooled.iter().position(|p| g.schedules.get(&p.schedule).is_some_and(|c| c.starts_on(p.src_rank, p.round)));
+            let Some(i) = starter else { break };
+            let a = pooled.swap_remove(i);
+            let sched = g.schedules.get(&a.schedule).cloned().expect("checked by position");
+            self.coll_run_early(port, group, sched, a);
+            started = true;
+        }
+        if started {
+            self.coll_advance(now, port, group);
+        }
+    }
+
+    /// Runs `sched` as the group's next collective, started by packet `a`
+    /// (whose pool room it keeps until the host takes it over).
+    fn coll_run_early(&mut self, port: PortId, group: GroupId, sched: Arc<Compiled>, a: Arrival) {
+        let held = a.cost();
+        let g = self.coll.groups.get_mut(&(port, group)).expect("caller checked");
+        let epoch = g.next_epoch;
+        g.next_epoch = g.next_epoch.wrapping_add(1);
+        let mut outcome = None;
+        let mut arrived = self.coll_take_pooled(port, group, epoch, &sched, &mut outcome);
+        arrived.push(a);
+        let g = self.coll.groups.get_mut(&(port, group)).expect("caller checked");
+        g.running.push_back(Running { outcome, held, ..Running::new(epoch, sched, arrived) });
+        self.stats.coll_forwarded_early += 1;
+    }
+}

@@ -1,0 +1,107 @@
+//! Step handling: filing an arriving packet with the collective it is for
+//! (or in the pool), and running a group's collectives as far as their
+//! packets allow, sending what their steps return.
+
+use std::mem;
+
+use outboard_wire as wire;
+
+use super::super::{CollError, GroupId};
+use super::collective::Room;
+use super::{epoch_before, Arrival};
+use crate::{Dma, Engine, Instant, NodeId, PortId};
+
+impl<D: Dma> Engine<D> {
+    /// A collective packet arrived (in order, once, from a live peer).
+    pub(crate) fn on_coll(&mut self, now: Instant, from: NodeId, h: wire::CollHeader, payload: &[u8]) {
+        if h.offset != 0 || h.total_len as usize != payload.len() {
+            // Contributions are single packets; an honest sender never
+            // splits one.
+            self.stats.malformed += 1;
+            return;
+        }
+        if let Err(reason) = self.admit_port(h.dst_port, h.dst_gen) {
+            self.reject(now, from, h.src_port, h.src_gen, h.msg_id, reason);
+            return;
+        }
+        let port = PortId(h.dst_port);
+        let group = GroupId(h.group);
+        let arrival = Arrival { src_rank: h.src_rank, round: h.round, schedule: h.schedule, data: payload.to_vec() };
+        if let Some(g) = self.coll.groups.get_mut(&(port, group)) {
+            let src_ok = g.members.get(h.src_rank as usize).is_some_and(|m| {
+                m.node == from && m.port.0 == h.src_port && m.gen == h.src_gen
+            });
+            if !src_ok {
+                self.stats.coll_unmatched += 1;
+                return;
+            }
+            if let Some(r) = g.running.iter_mut().find(|r| r.epoch == h.epoch) {
+                if r.outcome.is_none() && h.schedule != r.sched.id {
+                    // The members disagree on what this collective is.
+                    let err = CollError::ScheduleMismatch { ours: r.sched.id, theirs: h.schedule };
+                    r.outcome = Some(Err(err.into()));
+                    self.coll_advance(now, port, group);
+                } else if r.outcome.is_none() && r.sched.expects(h.src_rank, h.round) {
+                    r.arrived.push(arrival);
+                    self.coll_advance(now, port, group);
+                } else {
+                    self.stats.coll_unmatched += 1;
+                }
+                return;
+            }
+            if epoch_before(h.epoch, g.next_epoch) {
+                // Its collective is over here (it failed): nothing to do.
+                self.stats.coll_unmatched += 1;
+                return;
+            }
+        }
+        let next = self.coll.groups.get(&(port, group)).map(|g| g.next_epoch);
+        let arrival = if next == Some(h.epoch) {
+            match self.coll_start_early(now, port, group, arrival) {
+                Ok(()) => return,
+                Err(a) => a,
+            }
+        } else {
+            arrival
+        };
+        self.coll_pool_arrival(now, from, &h, arrival);
+    }
+
+    /// Runs every collective of the group as far as its arrivals allow,
+    /// then completes finished ones from the front, in epoch order.
+    pub(crate) fn coll_advance(&mut self, now: Instant, port: PortId, group: GroupId) {
+        let mut room = Room { held: self.coll.out_bytes.get(&port).copied().unwrap_or(0), bound: self.cfg.coll_send_bytes };
+        let Some(g) = self.coll.groups.get_mut(&(port, group)) else { return };
+        let rank = g.rank;
+        let mut sends = Vec::new();
+        let mut blocked = false;
+        let mut front = true;
+        for r in g.running.iter_mut().filter(|r| r.is_waiting()) {
+            // The oldest unfinished collective of a group does not wait for
+            // room taken by packets of later epochs or other groups: those
+            // may be refused by receivers that wait for this very
+            // collective (every member runs a group's epochs in order).
+            // Room taken by its own earlier epochs it does wait for - that
+            // is a member running ahead. So the bound is exceeded by at most
+            // one step per group.
+            let is_front = mem::take(&mut front);
+            let out = &self.coll.out;
+            let behind_others = |epoch: u32| {
+                is_front && out.values().any(|o| o.port == port && (o.group != group || epoch_before(epoch, o.epoch)))
+            };
+            blocked |= r.run_steps(rank, &mut room, behind_others, &mut self.work, &mut sends);
+        }
+        if blocked {
+            self.stats.coll_deferred += 1;
+            self.coll.blocked.insert((port, group));
+        }
+        self.coll_send(now, port, group, sends);
+        if self.coll.keepalive_at.is_none() {
+            let waiting = self.coll.groups.get(&(port, group)).is_some_and(|g| g.running.iter().any(|r| r.is_waiting()));
+            if waiting {
+                self.coll.keepalive_at = Some(now + self.keepalive_interval());
+            }
+        }
+        self.coll_complete_front(port, group);
+    }
+}
