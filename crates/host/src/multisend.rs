@@ -116,3 +116,158 @@ impl<P: PortIo> Port<P> {
         None
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::VecDeque;
+
+    use outboard_engine::{
+        CommandError, Event, Instant, NodeId, OpError, OpId, PortId, VecMemory,
+    };
+
+    use super::*;
+    use crate::MemoryError;
+
+    /// A port whose engine is a script: it keeps what was posted and hands
+    /// out the events the test queued.
+    struct Scripted {
+        mem: VecMemory,
+        posted: Vec<Command>,
+        events: VecDeque<Event>,
+        refuse: Option<CommandError>,
+    }
+
+    impl Scripted {
+        fn new() -> Self {
+            Scripted {
+                mem: VecMemory::new(),
+                posted: Vec::new(),
+                events: VecDeque::new(),
+                refuse: None,
+            }
+        }
+    }
+
+    impl PortIo for Scripted {
+        fn endpoint(&self) -> Endpoint {
+            ep(0)
+        }
+        fn post(&mut self, cmd: Command) -> Result<(), CommandError> {
+            if let Some(e) = self.refuse {
+                return Err(e);
+            }
+            self.posted.push(cmd);
+            Ok(())
+        }
+        fn poll_event(&mut self) -> Option<Event> {
+            self.events.pop_front()
+        }
+        fn now(&self) -> Instant {
+            Instant::ZERO
+        }
+        fn idle(&mut self) {}
+        fn alloc(&mut self, len: u32) -> Result<HostBuf, MemoryError> {
+            Ok(self.mem.alloc(len))
+        }
+        fn free(&mut self, buf: HostBuf) -> Result<(), MemoryError> {
+            self.mem.free(buf);
+            Ok(())
+        }
+        fn read(&self, addr: u64, out: &mut [u8]) -> Result<(), MemoryError> {
+            let b = HostBuf {
+                addr,
+                len: out.len() as u32,
+            };
+            out.copy_from_slice(self.mem.bytes(b));
+            Ok(())
+        }
+        fn write(&mut self, addr: u64, data: &[u8]) -> Result<(), MemoryError> {
+            let b = HostBuf {
+                addr,
+                len: data.len() as u32,
+            };
+            self.mem.bytes_mut(b).copy_from_slice(data);
+            Ok(())
+        }
+    }
+
+    fn ep(node: u32) -> Endpoint {
+        Endpoint {
+            node: NodeId(node),
+            port: PortId(0),
+            gen: 1,
+        }
+    }
+
+    fn done(op: OpId, result: Result<Completion, OpError>) -> Event {
+        Event {
+            port: PortId(0),
+            op,
+            result,
+        }
+    }
+
+    #[test]
+    fn a_multi_send_posts_the_list_and_payload_once_and_frees_them_when_done() {
+        let mut port = Port::new(Scripted::new());
+        let dests = [ep(1), ep(2), ep(3)];
+        let ms = port.start_multi_send(&dests, 5, b"hello").unwrap();
+        let Command::MultiSend { op, dests: list, tag, buf } = port.io().posted[0] else {
+            panic!("posted {:?}", port.io().posted);
+        };
+        assert_eq!((op, tag), (ms.request().op(), 5));
+        assert_eq!(port.read_buffer(list).unwrap(), encode_members(&dests));
+        assert_eq!(port.read_buffer(buf).unwrap(), b"hello");
+        assert_eq!(port.test_multi_send(&ms), None, "not done yet");
+        port.io().events.push_back(done(op, Ok(Completion::Sent)));
+        assert_eq!(port.test_multi_send(&ms), Some(Ok(())));
+        assert_eq!(port.io_ref().mem.live(), 0, "both buffers freed");
+        assert_eq!(
+            port.test_multi_send(&ms),
+            Some(Err(HostError::UnknownRequest)),
+            "handed back once"
+        );
+    }
+
+    #[test]
+    fn a_refused_or_failed_multi_send_leaves_no_buffer_behind() {
+        let mut port = Port::new(Scripted::new());
+        port.io().refuse = Some(CommandError::NoSendToken);
+        assert_eq!(
+            port.start_multi_send(&[ep(1)], 1, &[0; 64]).unwrap_err(),
+            HostError::Command(CommandError::NoSendToken)
+        );
+        assert_eq!(port.io_ref().mem.live(), 0);
+        port.io().refuse = None;
+        let ms = port.start_multi_send(&[ep(1)], 1, &[0; 64]).unwrap();
+        let fail = done(ms.request().op(), Err(OpError::PortGone));
+        port.io().events.push_back(fail);
+        assert_eq!(
+            port.wait_multi_send(ms),
+            Err(HostError::Op(OpError::PortGone))
+        );
+        assert_eq!(port.io_ref().mem.live(), 0);
+    }
+
+    #[test]
+    fn testing_takes_completions_up_to_its_own_and_keeps_the_others() {
+        let mut port = Port::new(Scripted::new());
+        let one = port.buffer(8).unwrap();
+        let send = port.start_send(ep(1), 1, one).unwrap();
+        let ms = port.start_multi_send(&[ep(1)], 2, &[1; 8]).unwrap();
+        let later = done(OpId(999), Ok(Completion::Sent));
+        port.io().events.extend([
+            done(send.op(), Ok(Completion::Sent)),
+            done(ms.request().op(), Ok(Completion::Sent)),
+            later,
+        ]);
+        assert_eq!(port.test_multi_send(&ms), Some(Ok(())));
+        assert_eq!(
+            port.io_ref().events,
+            [later],
+            "no poll past the multi-send's completion"
+        );
+        // The send's completion waited in the request table.
+        assert_eq!(port.take(send), Some(Ok(Completion::Sent)));
+    }
+}
