@@ -51,7 +51,7 @@ pub use config::EngineConfig;
 pub use dma::{Dma, DmaFault, VecMemory};
 pub use engine::Engine;
 pub use ids::{Endpoint, Generation, HostBuf, NodeId, OpId, PortId, RecvMatch};
-pub use stats::{Stats, Work};
+pub use stats::{MultiCopy, Stats, Work};
 pub use time::Instant;
 pub use tokens::{TokenClass, TokenMirror};
 pub use core::time::Duration;

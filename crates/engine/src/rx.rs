@@ -38,6 +38,9 @@ impl<D: Dma> Engine<D> {
         if h.kind == wire::Kind::Ack {
             self.work.acks_in += 1;
         }
+        if matches!(pkt.body, Body::Coll(_, data) if !data.is_empty()) {
+            self.work.coll_data_in += 1;
+        }
         if h.job_key != self.cfg.job_key {
             self.stats.wrong_job += 1;
             return;

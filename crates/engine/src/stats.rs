@@ -1,3 +1,5 @@
+use crate::{HostBuf, PortId};
+
 /// Counters of everything the engine dropped, refused or repeated: the
 /// numbers an operator looks at when something is wrong.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -101,4 +103,32 @@ pub struct Work {
     /// host after its transmissions instead of before. Acknowledgements and
     /// a root's own data are not relays.
     pub coll_relays_out: u64,
+    /// Of `packets_in`, collective packets that carry data (a reduction
+    /// contribution, a broadcast piece; barrier signals carry none),
+    /// counted as they are parsed, before the engine decides what to do
+    /// with them. Why it is reported: finding the collective a value
+    /// belongs to and placing or folding it is NIC processor work per
+    /// packet beyond the per-element combine count (dissertation 4.3.2),
+    /// which a cost model charges without parsing the datagram again.
+    pub coll_data_in: u64,
+    /// The last datagram produced that carries a fragment of a multi-send's
+    /// copy (sent from the engine's own copy of the payload), if any. Why
+    /// it is reported: a NIC whose host writes the payload into NIC memory
+    /// by programmed I/O (FM) sends each packet of a copy as soon as the
+    /// host wrote that far, so a cost model needs to know which payload and
+    /// how far into it the fragment reaches - which it could otherwise only
+    /// guess from the datagram's header.
+    pub multi_copy: Option<MultiCopy>,
+}
+
+/// A fragment of a multi-send's copy: see [`Work::multi_copy`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MultiCopy {
+    /// The port that posted the multi-send.
+    pub port: PortId,
+    /// The multi-send's payload in host memory (the engine read it once).
+    pub buf: HostBuf,
+    /// How far into the payload the fragment reaches: its offset plus its
+    /// length, in bytes.
+    pub end: u32,
 }

@@ -4,7 +4,7 @@ use outboard_wire::{self as wire, BodyRepr, Header, Kind, Target};
 
 use crate::conn::TxRecord;
 use crate::engine::OutKind;
-use crate::{Dma, Engine, Instant, OpError, Transmit};
+use crate::{Dma, Engine, Instant, MultiCopy, OpError, Transmit};
 
 impl<D: Dma> Engine<D> {
     /// Writes the next datagram to send into `buf` and says where it goes.
@@ -139,7 +139,9 @@ impl<D: Dma> Engine<D> {
             }),
             OutKind::Read { .. } => unreachable!("reads queue a control record, not fragments"),
         };
-        let (port, src) = (op.port, op.buf.addr + u64::from(offset));
+        let (port, payload, src) = (op.port, op.buf, op.buf.addr + u64::from(offset));
+        // A void placeholder carries none of the payload.
+        let of_payload = matches!(op.kind, OutKind::Send { .. } | OutKind::Write { .. });
         let shared = op.shared.clone();
         let h = self.header(ci, body.kind(), seq);
         let off = wire::emit_prefix(&h, &body, len as usize, buf).expect("fragment sized to the MTU");
@@ -148,6 +150,9 @@ impl<D: Dma> Engine<D> {
             // Multi-send: the payload is already in engine memory.
             buf[off..end].copy_from_slice(&data[offset as usize..(offset + len) as usize]);
             self.work.payload_out += u64::from(len);
+            if of_payload {
+                self.work.multi_copy = Some(MultiCopy { port, buf: payload, end: offset + len });
+            }
             wire::seal(&mut buf[..end]);
             return end;
         }

@@ -722,6 +722,7 @@ fn an_inner_members_forward_is_reported_as_a_relay() {
     engines[1].handle_packet(t0, NodeId(0), &from_root[0].1);
     let w = engines[1].take_work();
     assert_eq!(w.coll_relays_out, 1, "one child to forward to");
+    assert_eq!(w.coll_data_in, 1, "one collective packet with data in");
     assert_eq!(w.dma_written, data.len() as u64, "and the value written to its host in the same call");
     let from_inner: Vec<_> = drain(&mut engines[1]).into_iter().filter(|(d, _)| *d == NodeId(2)).collect();
     assert_eq!(from_inner.len(), 1);
@@ -729,6 +730,7 @@ fn an_inner_members_forward_is_reported_as_a_relay() {
     engines[2].handle_packet(t0, NodeId(1), &from_inner[0].1);
     let w = engines[2].take_work();
     assert_eq!(w.coll_relays_out, 0, "a leaf only delivers");
+    assert_eq!(w.coll_data_in, 1);
     assert_eq!(w.dma_written, data.len() as u64);
     assert_eq!(engines[2].dma_mut().bytes(recvs[2]), &data[..]);
 }

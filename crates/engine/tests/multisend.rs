@@ -85,3 +85,32 @@ fn a_malformed_destination_list_is_an_error() {
     let ev = net.take_events(NodeId(0));
     assert!(matches!(ev[0].result, Err(OpError::Collective(CollError::Malformed(_)))), "{ev:?}");
 }
+
+#[test]
+fn each_copy_fragment_reports_its_payload_and_how_far_it_reaches() {
+    let t0 = Instant::ZERO;
+    let mut e = Engine::new(EngineConfig::new(NodeId(0), 0xC0FFEE, 1000), VecMemory::new(), t0).unwrap();
+    let me = e.open_port(t0, P0).unwrap();
+    let dests: Vec<Endpoint> = (1..=2).map(|n| Endpoint { node: NodeId(n), ..me }).collect();
+    let data = vec![7u8; 3 * e.config().mtu];
+    let src = e.dma_mut().alloc_with(&data);
+    let list = e.dma_mut().alloc_with(&encode_members(&dests));
+    e.handle_command(t0, P0, Command::MultiSend { op: OpId(1), dests: list, tag: 3, buf: src }).unwrap();
+    let _ = e.take_work();
+    let mut buf = vec![0u8; e.config().mtu];
+    let mut reached = [0u32; 2];
+    while let Some(tx) = e.poll_transmit(t0, &mut buf) {
+        let Some(copy) = e.take_work().multi_copy else { continue };
+        assert_eq!((copy.port, copy.buf), (P0, src));
+        let r = &mut reached[tx.dst.0 as usize - 1];
+        assert!(copy.end > *r, "fragments go out in order");
+        *r = copy.end;
+    }
+    assert_eq!(reached, [data.len() as u32; 2], "every copy's last fragment reaches the end");
+    // A plain send's fragments are read from the host: not reported.
+    let one = e.dma_mut().alloc_with(&[1, 2, 3]);
+    e.handle_command(t0, P0, Command::Send { op: OpId(2), dest: dests[0], tag: 3, buf: one }).unwrap();
+    while e.poll_transmit(t0, &mut buf).is_some() {
+        assert_eq!(e.take_work().multi_copy, None);
+    }
+}

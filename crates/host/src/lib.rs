@@ -16,6 +16,7 @@
 
 pub mod coll;
 mod io;
+mod multisend;
 mod port;
 pub mod postal;
 #[cfg(any(test, feature = "testnet"))]
@@ -30,6 +31,7 @@ pub use outboard_engine::{
     CollError, Command, CommandError, Completion, Datatype, Endpoint, Event, GroupId, HostBuf,
     Instant, NodeId, OpError, OpId, PortId, RecvMatch, ReduceOp, Reduction, Schedule,
 };
+pub use multisend::MultiSend;
 pub use port::{HostError, Port, Request};
 pub use postal::{Lambda, LinkCosts};
 

@@ -1,7 +1,7 @@
 use std::collections::BTreeMap;
 
 use outboard_engine::{
-    Command, CommandError, Completion, Endpoint, HostBuf, OpError, OpId, RecvMatch,
+    Command, CommandError, Completion, Endpoint, Event, HostBuf, OpError, OpId, RecvMatch,
 };
 use thiserror::Error;
 
@@ -174,9 +174,15 @@ impl<P: PortIo> Port<P> {
     /// Moves every completion the engine has into the pending table.
     pub(crate) fn poll_events(&mut self) {
         while let Some(e) = self.io.poll_event() {
-            if let Some(slot) = self.pending.get_mut(&e.op) {
-                *slot = Some(e.result);
-            }
+            self.record(e);
+        }
+    }
+
+    /// Puts a completion into the pending table (dropped if its request
+    /// was forgotten).
+    pub(crate) fn record(&mut self, e: Event) {
+        if let Some(slot) = self.pending.get_mut(&e.op) {
+            *slot = Some(e.result);
         }
     }
 

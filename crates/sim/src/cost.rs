@@ -7,7 +7,6 @@
 //! order in which it was added up.
 
 use outboard_engine::{Command, Work};
-use outboard_wire::{Body, Packet};
 
 use crate::profile::Profile;
 use crate::time::{Dur, PerByte};
@@ -144,8 +143,9 @@ impl CostModel {
 
     /// NIC busy time for the work of one engine call.
     ///
-    /// Processor time: per command, packet and timer, and per element a
-    /// reduction combines (integer and floating point apart).
+    /// Processor time: per command, packet and timer, per element a
+    /// reduction combines (integer and floating point apart), and per
+    /// received collective packet that carries data (`coll_data_in`).
     /// Acknowledgement-only packets, and collective packets repeating their
     /// step's value to a further rank, are charged their own (smaller)
     /// prices instead of the full packet's: the engine reports them as
@@ -165,7 +165,8 @@ impl CostModel {
             + self.nic_ack_rx.0 * acks_in
             + self.nic_timer.0 * w.timers
             + self.nic_combine_int.0 * w.combine_int
-            + self.nic_combine_float.0 * w.combine_float);
+            + self.nic_combine_float.0 * w.combine_float
+            + self.nic_coll_data_rx.0 * w.coll_data_in);
         d += self.nic_tx_byte.for_bytes(w.payload_out);
         d += self.nic_rx_byte.for_bytes(w.bytes_in);
         let bus_read = if self.pio_send { 0 } else { w.dma_read };
@@ -186,21 +187,6 @@ impl CostModel {
         }
         let rest = Work { commands: w.commands - 1, ..*w };
         self.nic_work(&rest) + self.nic_recv_post
-    }
-
-    /// NIC time a received datagram costs beyond what the engine's work
-    /// tally says: a collective packet carrying data pays
-    /// `nic_coll_data_rx` (the engine counts the elements it folds, not the
-    /// packets that brought them). Packets that do not parse cost nothing
-    /// extra (the engine dropped them).
-    pub fn packet_extra(&self, bytes: &[u8]) -> Dur {
-        if self.nic_coll_data_rx == Dur::ZERO {
-            return Dur::ZERO;
-        }
-        match Packet::parse(bytes) {
-            Ok(Packet { body: Body::Coll(_, data), .. }) if !data.is_empty() => self.nic_coll_data_rx,
-            _ => Dur::ZERO,
-        }
     }
 
     /// Host time to start a send of `len` bytes.
@@ -325,13 +311,13 @@ mod tests {
     }
 
     #[test]
-    fn only_parsed_collective_data_packets_pay_the_collective_price() {
+    fn collective_data_packets_the_engine_reports_pay_the_collective_price() {
         let mut p = Profile::builtin("gm-lanai91");
         let c = CostModel::new(&p);
         assert!(c.nic_coll_data_rx > Dur::ZERO);
-        // Not a packet at all: the engine dropped it, nothing extra.
-        assert_eq!(c.packet_extra(&[0u8; 40]), Dur::ZERO);
-        assert_eq!(c.packet_extra(&[]), Dur::ZERO);
+        let plain = Work { packets_in: 2, ..Work::default() };
+        let data = Work { coll_data_in: 2, ..plain };
+        assert_eq!(c.nic_work(&data), c.nic_work(&plain) + Dur(2 * c.nic_coll_data_rx.0));
         p.nic.coll_data_rx_cycles = None;
         assert_eq!(CostModel::new(&p).nic_coll_data_rx, Dur::ZERO);
     }

@@ -181,11 +181,9 @@ impl World {
         n.engine.dma_mut().set_now(start);
         let mut posted = None;
         let mut posted_port = PortId(0);
-        let mut extra = Dur::ZERO;
         let refusal = match input {
             NicInput::Packet { from, bytes } => {
                 n.engine.handle_packet(start.to_engine(), from, &bytes);
-                extra = self.cost.packet_extra(&bytes);
                 None
             }
             NicInput::Timer => {
@@ -236,7 +234,7 @@ impl World {
         clock += match &posted {
             Some(cmd) => self.cost.nic_command_work(&work, cmd),
             None => self.cost.nic_work(&work),
-        } + extra;
+        };
         if let Some(ev) = refusal {
             clock += self.cost.nic_event;
             self.deliver(node, ev, clock + self.cost.nic_event_lat);
@@ -254,10 +252,11 @@ impl World {
             let Some(tx) = n.engine.poll_transmit(clock.to_engine(), &mut self.tx_buf) else { break };
             // A packet of a send the host is still writing by PIO leaves
             // once the host has written it (FM's streams).
+            let work = n.engine.take_work();
             let mem = n.engine.dma_mut();
-            let ready = mem.take_ready().or_else(|| mem.packet_ready(&self.tx_buf[..tx.len]));
+            let ready = mem.take_ready().or_else(|| mem.packet_ready(work.multi_copy));
             let begin = ready.map_or(clock, |r| clock.max(r));
-            clock = begin + self.cost.nic_work(&n.engine.take_work());
+            clock = begin + self.cost.nic_work(&work);
             let bytes = self.tx_buf[..tx.len].to_vec();
             self.transmit(node, tx.dst, bytes, begin + pipeline, clock + pipeline);
             if !defer_events {

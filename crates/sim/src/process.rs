@@ -27,7 +27,7 @@ use std::task::{Context, Poll};
 use outboard_engine::{TokenMirror, 
     Command, CommandError, Completion, Dma, Endpoint, Event, HostBuf, Instant, OpId, OpenError, PortId, RecvMatch,
 };
-use outboard_host::{CollRequest, HostError, MemoryError, Port, PortIo, Request};
+use outboard_host::{CollRequest, HostError, MemoryError, MultiSend, Port, PortIo, Request};
 use rand::Rng;
 
 use crate::time::{Dur, Time};
@@ -129,6 +129,19 @@ impl Proc {
     pub async fn wait(&self, port: &mut Port<SimIo>, req: Request) -> Result<Completion, HostError> {
         loop {
             if let Some(r) = port.test(req) {
+                self.settle().await;
+                return r;
+            }
+            self.idle().await;
+        }
+    }
+
+    /// Waits for a multi-send and frees its buffers, polling the library as
+    /// [`Port::wait_multi_send`] would (which blocks, as a simulated process
+    /// cannot).
+    pub async fn wait_multi_send(&self, port: &mut Port<SimIo>, ms: MultiSend) -> Result<(), HostError> {
+        loop {
+            if let Some(r) = port.test_multi_send(&ms) {
                 self.settle().await;
                 return r;
             }

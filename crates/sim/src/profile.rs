@@ -8,6 +8,7 @@
 //! offending field, so a typo in an edited profile is an error message, not
 //! a silently wrong figure.
 
+use outboard_host::{BcastMode, LinkCosts};
 use serde::Deserialize;
 use thiserror::Error;
 
@@ -352,6 +353,63 @@ impl Profile {
         Err(ProfileError::Unknown { name: name_or_path.to_string(), known: builtin_names().join(", ") })
     }
 
+    /// The postal model's costs of one broadcast copy under this profile
+    /// (dissertation 2.3), for the host library's [`LinkCosts`]: lambda for
+    /// a message is then `link_costs(mode).lambda(len)`, the one-way time
+    /// until the receiver can send it on over the sender's busy time per
+    /// copy. One model of both, so an experiment's lambda is the one a
+    /// postal tree built from the profile (`Lambda::Link`) would use.
+    ///
+    /// Host-based, the sender's busy time per copy is the slower of its
+    /// host (the send call) and its NIC (command, DMA, transmit): on GM the
+    /// NIC is the bottleneck, on FM the host's programmed-I/O write. As
+    /// `LinkCosts` is linear in the length, "the slower" is taken part by
+    /// part (fixed and per byte): exact where one stage is slower in both,
+    /// an upper bound where they cross. NIC-assisted (any other mode), it
+    /// is the NIC's transmit of one copy (its processor's share or the
+    /// link, whichever is slower), and the receiver can send on once its
+    /// host took the packet and handed it back with a multi-send.
+    ///
+    /// The one-way time includes the NIC pipeline (`[nic.pipeline]`): a
+    /// host command's DMA, the packet interface's send and receive DMA and
+    /// the completion's DMA to the host hold the message up without
+    /// keeping the NIC processor busy, so they lengthen the latency and not
+    /// the sender's time per copy.
+    pub fn link_costs(&self, mode: BcastMode) -> LinkCosts {
+        let cyc = |c: f64| c / self.nic.clock_mhz;
+        let (h, hn, n, w) = (&self.host, &self.host_nic, &self.nic, &self.wire);
+        // (fixed us, us per byte) of each stage.
+        let host_send = (h.send_us, h.send_us_per_byte);
+        let bus_read = if hn.pio_send { (0.0, 0.0) } else { (hn.dma_setup_us, hn.dma_us_per_byte) };
+        let xmit = (cyc(n.tx_packet_cycles), n.tx_us_per_byte.max(w.link_us_per_byte));
+        let rx = (
+            2.0 * w.cable_latency_us
+                + w.switch_latency_us
+                + cyc(n.rx_packet_cycles)
+                + hn.dma_setup_us
+                + cyc(n.event_cycles)
+                + h.recv_us,
+            n.rx_us_per_byte + hn.dma_us_per_byte + h.recv_us_per_byte,
+        );
+        let hand_over = (host_send.0 + hn.doorbell_us + cyc(n.command_cycles) + bus_read.0, host_send.1 + bus_read.1);
+        let pl = &n.pipeline;
+        let pipeline = cyc(pl.command) + cyc(pl.tx) + cyc(pl.rx) + cyc(pl.event);
+        let one_way = (hand_over.0 + xmit.0 + rx.0 + pipeline, hand_over.1 + xmit.1 + rx.1);
+        let send = match mode {
+            BcastMode::HostBased => {
+                let nic = (cyc(n.command_cycles) + bus_read.0 + xmit.0, bus_read.1 + xmit.1);
+                (host_send.0.max(nic.0), host_send.1.max(nic.1))
+            }
+            _ => xmit,
+        };
+        LinkCosts {
+            send_overhead_us: send.0,
+            send_per_byte_us: send.1,
+            latency_us: one_way.0 - send.0,
+            latency_per_byte_us: one_way.1 - send.1,
+        }
+    }
+
     /// The same machine seen through its MPI layer: the `[mpi]` costs are
     /// added to the host's send (which also starts offloaded collectives)
     /// and receive costs, and its eager copies become the host's. The name
@@ -472,6 +530,29 @@ pub fn builtin_names() -> Vec<&'static str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn link_costs_give_the_postal_lambda_and_count_the_nic_pipeline() {
+        // Profiles without a pipeline: the lambda-sweep's figures.
+        let fm = Profile::builtin("fm-lanai43");
+        assert!((fm.link_costs(BcastMode::HostBased).lambda(8) - 2.4753).abs() < 5e-5);
+        let gm2 = Profile::builtin("gm2-lanai91");
+        assert!((gm2.link_costs(BcastMode::nic_assisted()).lambda(1024) - 4.8496).abs() < 5e-5);
+        // The pipeline is latency, not the sender's time per copy.
+        let gm = Profile::builtin("gm-lanai43");
+        let mut flat = gm.clone();
+        flat.nic.pipeline = PipelineCycles::default();
+        for mode in [BcastMode::HostBased, BcastMode::nic_assisted()] {
+            let (with, without) = (gm.link_costs(mode), flat.link_costs(mode));
+            assert_eq!(with.send_overhead_us, without.send_overhead_us);
+            assert_eq!(with.send_per_byte_us, without.send_per_byte_us);
+            let pl = &gm.nic.pipeline;
+            let extra = (pl.command + pl.tx + pl.rx + pl.event) / gm.nic.clock_mhz;
+            assert!(extra > 0.0);
+            assert!((with.latency_us - without.latency_us - extra).abs() < 1e-9);
+            assert!(with.lambda(8) > without.lambda(8));
+        }
+    }
 
     #[test]
     fn every_builtin_profile_loads_and_is_named_like_its_file() {

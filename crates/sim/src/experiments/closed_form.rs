@@ -26,19 +26,14 @@
 use std::cell::RefCell;
 use std::rc::Rc;
 
-use outboard_engine::{encode_members, Command, Completion, Endpoint, HostBuf, NodeId, OpId, PortId, RecvMatch};
-use outboard_host::{HostError, Port};
+use outboard_engine::{Endpoint, RecvMatch};
+use outboard_host::HostError;
 
+use super::common::{first_port, multi_send_once};
 use super::{ExperimentError, FirstError, Outcome, Params, Shared, XAxis};
-use crate::process::{Proc, SimIo};
 use crate::profile::Profile;
 use crate::sim::{RunReport, Simulation};
 use crate::time::Time;
-
-/// The endpoint of port 0 on `node` after its first open.
-pub(crate) fn first_port(node: u32) -> Endpoint {
-    Endpoint { node: NodeId(node), port: PortId(0), gen: 1 }
-}
 
 /// The simulation both halves run in: node 0 sends, nodes 1..=k receive.
 fn setup(profile: &Profile, k: u32, seed: u64) -> Result<(Simulation, FirstError), ExperimentError> {
@@ -101,7 +96,7 @@ pub fn point_to_point(profile: &Profile, k: u32, size: u32, seed: u64) -> Result
 }
 
 /// Sends one `size`-byte message from node 0 to nodes 1..=k with one
-/// engine multi-send (the host hands the payload over once, the NIC sends a
+/// multi-send (the host hands the payload over once, the NIC sends a
 /// copy to each destination); returns when the last destination's host has
 /// it, in microseconds, and the run's report.
 pub fn multi_send(profile: &Profile, k: u32, size: u32, seed: u64) -> Result<(f64, RunReport), ExperimentError> {
@@ -119,67 +114,6 @@ pub fn multi_send(profile: &Profile, k: u32, size: u32, seed: u64) -> Result<(f6
         });
     }
     finish(sim, k, size, err)
-}
-
-/// One engine multi-send of `data` to `dests` with `tag`, waited for. The
-/// host library has no split-phase multi-send call of its own, so the
-/// command is posted through the port's interface (as registration is) and
-/// its completion taken by operation id.
-pub async fn multi_send_once(
-    p: &Proc,
-    port: &mut Port<SimIo>,
-    dests: &[Endpoint],
-    tag: u64,
-    data: &[u8],
-) -> Result<(), HostError> {
-    let (op, bufs) = post_multi_send(port, dests, tag, data)?;
-    wait_multi_send(p, port, op, bufs).await
-}
-
-/// Posts one multi-send; returns its operation id and the two buffers the
-/// engine reads (destination list, payload), to free once it completed.
-pub fn post_multi_send(
-    port: &mut Port<SimIo>,
-    dests: &[Endpoint],
-    tag: u64,
-    data: &[u8],
-) -> Result<(OpId, [HostBuf; 2]), HostError> {
-    let list = port.buffer_from(&encode_members(dests))?;
-    let buf = match port.buffer_from(data) {
-        Ok(b) => b,
-        Err(e) => {
-            port.free(list)?;
-            return Err(e);
-        }
-    };
-    match port.io().post_untracked(|op| Command::MultiSend { op, dests: list, tag, buf }) {
-        Ok(op) => Ok((op, [list, buf])),
-        Err(e) => {
-            port.free(buf)?;
-            port.free(list)?;
-            Err(e.into())
-        }
-    }
-}
-
-/// Waits for multi-send `op` (from [`post_multi_send`]) and frees its
-/// buffers.
-pub async fn wait_multi_send(p: &Proc, port: &mut Port<SimIo>, op: OpId, bufs: [HostBuf; 2]) -> Result<(), HostError> {
-    let result = loop {
-        if let Some(e) = port.io().take_event_for(op) {
-            p.settle().await;
-            break e.result;
-        }
-        p.idle().await;
-    };
-    for b in bufs {
-        port.free(b)?;
-    }
-    match result {
-        Ok(Completion::Sent) => Ok(()),
-        Ok(other) => unreachable!("multi-send completed as {other:?}"),
-        Err(e) => Err(e.into()),
-    }
 }
 
 /// The write-combining variant the text pairs with `profile`, if any

@@ -8,7 +8,7 @@ use std::future::Future;
 use outboard_engine::{Datatype, GroupId, ReduceOp, Reduction};
 use outboard_host::{BarrierAlgorithm, Group, HostError, Mode, Port, TreeShape};
 
-use super::closed_form::first_port;
+use super::common::first_port;
 use super::{ExperimentError, FirstError, Row};
 use crate::process::{Proc, SimIo};
 use crate::profile::Profile;

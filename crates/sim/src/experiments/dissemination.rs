@@ -17,7 +17,7 @@ use std::rc::Rc;
 use outboard_engine::{NodeId, PortId, RecvMatch};
 use outboard_host::HostError;
 
-use super::closed_form::first_port;
+use super::common::first_port;
 use super::{FirstError, ExperimentError, Outcome, Params, Row, Shared, XAxis};
 use crate::profile::Profile;
 use crate::sim::{RunReport, Simulation};

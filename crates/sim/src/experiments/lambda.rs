@@ -4,8 +4,9 @@
 //! sizes (lambda falls as messages grow and per-byte costs take over).
 //!
 //! Lambda follows 2.3's definition from the sender's point of view
-//! ([`lambda`]), computed per size from the profile and given to the
-//! postal tree ([`outboard_host::Lambda::Given`]).
+//! ([`lambda`]): the host library's postal model with the profile's costs
+//! (NIC pipeline included), computed per size and given to the postal
+//! tree ([`outboard_host::Lambda::Given`]).
 
 use outboard_host::{BcastMode, Lambda, TreeShape};
 
@@ -14,43 +15,11 @@ use super::{ExperimentError, Outcome, Params, Row, XAxis};
 use crate::profile::Profile;
 
 /// Lambda for one copy of `len` bytes sent by `mode`'s sender under
-/// profile `p`: the one-way time until the receiver can send it on, over
-/// the sender's busy time per copy (2.3's ratio).
-///
-/// Host-based, the sender's busy time per copy is the slower of its host
-/// (the send call) and its NIC (command, DMA, transmit): on GM the NIC is
-/// the bottleneck, on FM the host's programmed-I/O write. NIC-assisted, it
-/// is the NIC's transmit of one copy (its processor's share or the link,
-/// whichever is slower), and the receiver can send on once its host took
-/// the packet and handed it back with a multi-send.
+/// profile `p` (2.3's ratio): the host library's postal model
+/// ([`outboard_host::LinkCosts`]) with the profile's costs
+/// ([`Profile::link_costs`], which says what goes where).
 pub fn lambda(p: &Profile, mode: BcastMode, len: u32) -> f64 {
-    let m = f64::from(len);
-    let cyc = |c: f64| c / p.nic.clock_mhz;
-    let wire = 2.0 * p.wire.cable_latency_us + p.wire.switch_latency_us;
-    let host_send = p.host.send_us + p.host.send_us_per_byte * m;
-    let bus_read = if p.host_nic.pio_send { 0.0 } else { p.host_nic.dma_setup_us + p.host_nic.dma_us_per_byte * m };
-    let xmit = cyc(p.nic.tx_packet_cycles) + p.nic.tx_us_per_byte.max(p.wire.link_us_per_byte) * m;
-    let rx = wire
-        + cyc(p.nic.rx_packet_cycles)
-        + p.nic.rx_us_per_byte * m
-        + p.host_nic.dma_setup_us
-        + p.host_nic.dma_us_per_byte * m
-        + cyc(p.nic.event_cycles)
-        + p.host.recv_us
-        + p.host.recv_us_per_byte * m;
-    let hand_over = host_send + p.host_nic.doorbell_us + cyc(p.nic.command_cycles) + bus_read;
-    let (busy, one_way) = match mode {
-        BcastMode::HostBased => {
-            let nic = cyc(p.nic.command_cycles) + bus_read + xmit;
-            (host_send.max(nic), hand_over + xmit + rx)
-        }
-        _ => (xmit, xmit + rx + hand_over),
-    };
-    if busy > 0.0 {
-        (one_way / busy).max(1.0)
-    } else {
-        1.0
-    }
+    p.link_costs(mode).lambda(len)
 }
 
 /// The trees compared: binomial (the library's order and MPICH's), k-ary

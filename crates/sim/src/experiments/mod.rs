@@ -16,6 +16,7 @@ use crate::sim::SimError;
 pub mod barrier;
 pub mod closed_form;
 pub mod coll;
+mod common;
 pub mod dissemination;
 pub mod granularity;
 pub mod lambda;

@@ -6,10 +6,10 @@
 //! to every destination, then the last destination sends a zero-byte
 //! message back; the figure is the mean time per iteration. Host-based,
 //! the root posts one send per destination (the host hands the payload to
-//! the NIC once per copy); with multi-send it posts one engine
-//! `MultiSend` (the payload crosses once, the NIC sends the copies). One
-//! untimed iteration first sets up the connections. The paper's factors
-//! are host / multi-send.
+//! the NIC once per copy); with multi-send it starts one multi-send
+//! (`Port::start_multi_send`: the payload crosses once, the NIC sends the
+//! copies). One untimed iteration first sets up the connections. The
+//! paper's factors are host / multi-send.
 //!
 //! Where the host writes send data itself (`pio_send`, FM), a message goes
 //! out a packet at a time, as FM's `FM_send_piece` writes it: each
@@ -23,10 +23,10 @@ use std::rc::Rc;
 
 use std::collections::VecDeque;
 
-use outboard_engine::{CommandError, Endpoint, HostBuf, OpId, RecvMatch};
-use outboard_host::{HostError, Port, Request};
+use outboard_engine::{CommandError, Endpoint, HostBuf, RecvMatch};
+use outboard_host::{HostError, MultiSend, Port, Request};
 
-use super::closed_form::{first_port, post_multi_send, wait_multi_send};
+use super::common::first_port;
 use super::coll::side_by_side;
 use super::{ExperimentError, FirstError, Outcome, Params, Row, Shared, XAxis};
 use crate::process::{Proc, SimIo};
@@ -190,7 +190,7 @@ async fn send_all(
                         }
                     }
                 }
-                None => post_multi_send(port, dests, DATA_TAG, &data).map(|(op, bufs)| Pending::Multi(op, bufs)),
+                None => port.start_multi_send(dests, DATA_TAG, &data).map(Pending::Multi),
             };
             match posted {
                 Ok(x) => {
@@ -211,10 +211,10 @@ async fn send_all(
     Ok(())
 }
 
-/// A send or multi-send posted and not yet waited for, with its buffers.
+/// A send (with its buffer) or multi-send posted and not yet waited for.
 enum Pending {
     Send(Request, HostBuf),
-    Multi(OpId, [HostBuf; 2]),
+    Multi(MultiSend),
 }
 
 /// Waits for `x` and frees its buffers.
@@ -224,7 +224,7 @@ async fn finish(p: &Proc, port: &mut Port<SimIo>, x: Pending) -> Result<(), Host
             p.wait(port, r).await?;
             port.free(buf)
         }
-        Pending::Multi(op, bufs) => wait_multi_send(p, port, op, bufs).await,
+        Pending::Multi(ms) => p.wait_multi_send(port, ms).await,
     }
 }
 

@@ -11,7 +11,7 @@ use std::rc::Rc;
 use outboard_engine::RecvMatch;
 use outboard_host::HostError;
 
-use super::closed_form::first_port;
+use super::common::first_port;
 use super::{FirstError, ExperimentError, Outcome, Params, Row, Shared, XAxis};
 use crate::profile::Profile;
 use crate::sim::Simulation;

@@ -21,8 +21,7 @@
 //! retransmission) can then wait for bytes it did not need; a host writes
 //! one send after the other, so by then those bytes are mostly written.
 
-use outboard_engine::{Dma, DmaFault, HostBuf, PortId, VecMemory};
-use outboard_wire::{Body, Packet};
+use outboard_engine::{Dma, DmaFault, HostBuf, MultiCopy, PortId, VecMemory};
 
 use crate::time::{PerByte, Time};
 
@@ -116,18 +115,15 @@ impl NicMemory {
         }
     }
 
-    /// When the payload of outgoing datagram `bytes` is written, if it is a
-    /// fragment of a multi-send the host is still writing (one from
-    /// `port`'s latest such multi-send of the same length). Message
-    /// fragments read from host memory report through
+    /// When the payload of a multi-send copy's fragment the engine just
+    /// produced (`Work::multi_copy`) is written, if the host is still
+    /// writing that multi-send (`port`'s latest such multi-send of the same
+    /// buffer). Message fragments read from host memory report through
     /// [`NicMemory::take_ready`] instead.
-    pub fn packet_ready(&self, bytes: &[u8]) -> Option<Time> {
-        if self.shared.is_empty() {
-            return None;
-        }
-        let Ok(Packet { body: Body::Data(h, data), .. }) = Packet::parse(bytes) else { return None };
-        let s = self.shared.iter().rev().find(|s| s.port.0 == h.src_port && s.write.len == h.total_len)?;
-        Some(s.write.written(u64::from(h.offset) + data.len() as u64))
+    pub fn packet_ready(&self, copy: Option<MultiCopy>) -> Option<Time> {
+        let c = copy?;
+        let s = self.shared.iter().rev().find(|s| s.port == c.port && s.write.addr == c.buf.addr && s.write.len == c.buf.len)?;
+        Some(s.write.written(u64::from(c.end)))
     }
 
     /// The NIC's clock for the engine call about to run.
@@ -216,5 +212,20 @@ mod tests {
         m.pio_write(Time(100_000_000), other, PioPace { start: Time(100_000_000), per_byte: per });
         m.read(PortId(0), buf.addr, &mut out).unwrap();
         assert_eq!(m.take_ready(), None);
+    }
+
+    #[test]
+    fn a_multi_send_copy_waits_for_the_bytes_its_fragment_reaches() {
+        let mut m = NicMemory::new();
+        let buf = m.host().alloc(4096);
+        let other = m.host().alloc(4096);
+        let per = PerByte::from_us(0.01);
+        m.pio_shared(Time::ZERO, PortId(0), buf, PioPace { start: Time(1_000), per_byte: per });
+        let copy = |buf, end| Some(MultiCopy { port: PortId(0), buf, end });
+        assert_eq!(m.packet_ready(copy(buf, 2048)), Some(Time(1_000 + 10_000 * 2048)));
+        // Another payload, another port, or no copy at all: nothing to wait for.
+        assert_eq!(m.packet_ready(copy(other, 2048)), None);
+        assert_eq!(m.packet_ready(Some(MultiCopy { port: PortId(1), buf, end: 2048 })), None);
+        assert_eq!(m.packet_ready(None), None);
     }
 }
