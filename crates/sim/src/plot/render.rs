@@ -1,0 +1,295 @@
+//! Drawing a [`Figure`] with plotters' SVG backend.
+//!
+//! Text is left to the SVG viewer: with neither of plotters' font features
+//! on, it estimates text sizes itself and writes `<text>` elements, so no
+//! font file or system library is needed to build or to run.
+
+use plotters::coord::ranged1d::{DefaultFormatting, KeyPointHint};
+use plotters::coord::Shift;
+use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
+
+use super::axis::{self, Axis};
+use super::layout::{Figure, PanelRow};
+use super::PlotError;
+
+const PANEL_W: u32 = 440;
+const PANEL_H: u32 = 270;
+const LEGEND_W: u32 = 250;
+const TITLE_LINE: u32 = 20;
+const FONT: &str = "sans-serif";
+
+/// Series colours (colour-blind friendly, Okabe-Ito with a few more).
+const COLORS: [RGBColor; 10] = [
+    RGBColor(0, 114, 178),
+    RGBColor(213, 94, 0),
+    RGBColor(0, 158, 115),
+    RGBColor(204, 121, 167),
+    RGBColor(230, 159, 0),
+    RGBColor(86, 180, 233),
+    RGBColor(120, 120, 120),
+    RGBColor(140, 86, 75),
+    RGBColor(148, 103, 189),
+    RGBColor(188, 189, 34),
+];
+const GRID: RGBColor = RGBColor(225, 225, 225);
+const PAPER: RGBColor = BLACK;
+
+/// An [`Axis`] as a plotters coordinate: linear in the drawn space, with
+/// exactly the axis's ticks as mesh lines and labels.
+struct Ticked<'a>(&'a Axis);
+
+impl Ranged for Ticked<'_> {
+    type FormatOption = DefaultFormatting;
+    type ValueType = f64;
+
+    fn map(&self, v: &f64, limit: (i32, i32)) -> i32 {
+        let t = (v - self.0.lo) / (self.0.hi - self.0.lo);
+        limit.0 + (t * f64::from(limit.1 - limit.0)).round() as i32
+    }
+
+    fn key_points<H: KeyPointHint>(&self, hint: H) -> Vec<f64> {
+        if hint.weight().allow_light_points() {
+            Vec::new()
+        } else {
+            self.0.positions()
+        }
+    }
+
+    fn range(&self) -> std::ops::Range<f64> {
+        self.0.lo..self.0.hi
+    }
+}
+
+fn draw_err<E: std::error::Error + Send + Sync>(e: DrawingAreaErrorKind<E>) -> PlotError {
+    PlotError::Draw(e.to_string())
+}
+
+/// The SVG document for `f`.
+pub fn svg(f: &Figure) -> Result<String, PlotError> {
+    let cols = f.columns.len().max(1) as u32;
+    let width = LEGEND_W + cols * PANEL_W;
+    let title = wrap(&f.title, (width as usize - 40) / 8);
+    let top = 12 + TITLE_LINE * title.len() as u32;
+    let rows = f.rows.len().max(1) as u32;
+    let height = top + rows * PANEL_H;
+    let mut out = String::new();
+    {
+        let root = SVGBackend::with_string(&mut out, (width, height)).into_drawing_area();
+        root.fill(&WHITE).map_err(draw_err)?;
+        let font = (FONT, 17).into_font().color(&BLACK).pos(Pos::new(HPos::Center, VPos::Top));
+        for (i, line) in title.iter().enumerate() {
+            root.draw(&Text::new(line.as_str(), (width as i32 / 2, 8 + (TITLE_LINE as i32) * i as i32), font.clone()))
+                .map_err(draw_err)?;
+        }
+        let (_, body) = root.split_vertically(top);
+        if f.rows.is_empty() {
+            let style = (FONT, 15).into_font().color(&BLACK).pos(Pos::new(HPos::Center, VPos::Center));
+            body.draw(&Text::new("no results", (width as i32 / 2, PANEL_H as i32 / 2), style)).map_err(draw_err)?;
+        } else {
+            let xs: Vec<f64> = f.rows.iter().flat_map(|r| r.lines.iter()).flat_map(|l| l.points.iter()).map(|p| p.x).collect();
+            let x = axis::x_axis(&xs, f.x_unit);
+            for (i, (row, area)) in f.rows.iter().zip(body.split_evenly((f.rows.len(), 1))).enumerate() {
+                let last = i + 1 == f.rows.len();
+                draw_row(f, row, &area, &x, last)?;
+            }
+        }
+        root.present().map_err(draw_err)?;
+    }
+    Ok(out)
+}
+
+/// One row of panels and its legend.
+fn draw_row<DB: DrawingBackend>(
+    f: &Figure,
+    row: &PanelRow,
+    area: &DrawingArea<DB, Shift>,
+    x: &Axis,
+    last: bool,
+) -> Result<(), PlotError>
+where
+    DB::ErrorType: 'static,
+{
+    let ys: Vec<f64> = row
+        .lines
+        .iter()
+        .flat_map(|l| l.points.iter())
+        .flat_map(|p| std::iter::once(p.y).chain(p.paper))
+        .collect();
+    let reference = match row.unit.as_str() {
+        "x" => Some(1.0),
+        "" | "%" => None,
+        _ => Some(0.0),
+    };
+    let y = axis::y_axis(&ys, reference);
+    let (plots, legend) = area.split_horizontally(area.dim_in_pixel().0 - LEGEND_W);
+    let cells = plots.split_evenly((1, f.columns.len().max(1)));
+    for (c, cell) in cells.iter().enumerate() {
+        let mut b = ChartBuilder::on(cell);
+        b.margin(8).margin_right(16).x_label_area_size(if last { 42 } else { 24 }).y_label_area_size(if c == 0 { 64 } else { 44 });
+        if !f.columns[c].is_empty() {
+            b.caption(&f.columns[c], (FONT, 14));
+        }
+        let mut chart = b
+            .build_cartesian_2d(Ticked(x), Ticked(&y))
+            .map_err(draw_err)?;
+        let xl = |v: &f64| x.label_at(*v);
+        let yl = |v: &f64| y.label_at(*v);
+        let mut mesh = chart.configure_mesh();
+        mesh.x_label_formatter(&xl)
+            .y_label_formatter(&yl)
+            .bold_line_style(GRID)
+            .light_line_style(TRANSPARENT)
+            .label_style((FONT, 12))
+            .axis_desc_style((FONT, 13));
+        if last {
+            mesh.x_desc(f.x_label.as_str());
+        }
+        if c == 0 {
+            mesh.y_desc(row.y_label.as_str());
+        }
+        mesh.draw().map_err(draw_err)?;
+        if let Some(r) = reference.filter(|&r| r != 0.0).and_then(|r| y.place(r)) {
+            chart
+                .draw_series(DashedLineSeries::new(vec![(x.lo, r), (x.hi, r)], 6, 4, RGBColor(90, 90, 90).stroke_width(1)))
+                .map_err(draw_err)?;
+        }
+        let pa = chart.plotting_area();
+        for line in &row.lines {
+            let (color, style) = look(f, line.series, line.metric);
+            let mut pts: Vec<(f64, f64)> = line
+                .points
+                .iter()
+                .filter(|p| p.column == c)
+                .filter_map(|p| Some((x.place(p.x)?, y.place(p.y)?)))
+                .collect();
+            pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+            let stroke = color.stroke_width(2);
+            if style % 2 == 1 {
+                for dash in DashedLineSeries::new(pts.clone(), 7, 4, stroke) {
+                    pa.draw(&dash).map_err(draw_err)?;
+                }
+            } else {
+                pa.draw(&PathElement::new(pts.clone(), stroke)).map_err(draw_err)?;
+            }
+            for p in pts {
+                marker(pa, p, style, color)?;
+            }
+        }
+        for line in &row.lines {
+            for p in line.points.iter().filter(|p| p.column == c) {
+                if let (Some(px), Some(py)) = (x.place(p.x), p.paper.and_then(|v| y.place(v))) {
+                    pa.draw(&Circle::new((px, py), 6, PAPER.stroke_width(2))).map_err(draw_err)?;
+                }
+            }
+        }
+    }
+    draw_legend(f, row, &legend)
+}
+
+/// The colour and style (line dash and marker) of a (series, metric) line.
+fn look(f: &Figure, series: usize, metric: usize) -> (RGBColor, usize) {
+    if f.color_by_series {
+        (COLORS[series % COLORS.len()], metric)
+    } else {
+        (COLORS[metric % COLORS.len()], 0)
+    }
+}
+
+/// The marker of style `style` at `at`: circle, triangle, square, diamond.
+fn marker<DB: DrawingBackend, CT: CoordTranslate>(
+    area: &DrawingArea<DB, CT>,
+    at: CT::From,
+    style: usize,
+    color: RGBColor,
+) -> Result<(), PlotError>
+where
+    DB::ErrorType: 'static,
+{
+    let fill = color.filled();
+    let e = EmptyElement::at(at);
+    match style % 4 {
+        0 => area.draw(&(e + Circle::new((0, 0), 4, fill))),
+        1 => area.draw(&(e + TriangleMarker::new((0, 0), 5, fill))),
+        2 => area.draw(&(e + Rectangle::new([(-4, -4), (4, 4)], fill))),
+        _ => area.draw(&(e + Polygon::new(vec![(0, -5), (5, 0), (0, 5), (-5, 0)], fill))),
+    }
+    .map_err(draw_err)
+}
+
+/// The legend beside a row: the series' colours, the metrics' styles,
+/// and the paper's marker where the row has a paper value.
+fn draw_legend<DB: DrawingBackend>(f: &Figure, row: &PanelRow, area: &DrawingArea<DB, Shift>) -> Result<(), PlotError>
+where
+    DB::ErrorType: 'static,
+{
+    let mut entries: Vec<(String, RGBColor, Option<usize>)> = Vec::new();
+    if f.color_by_series {
+        let mut seen: Vec<usize> = row.lines.iter().map(|l| l.series).collect();
+        seen.sort_unstable();
+        seen.dedup();
+        entries.extend(seen.iter().map(|&s| (f.series[s].clone(), COLORS[s % COLORS.len()], None)));
+        if row.metrics.len() > 1 {
+            entries.extend(row.metrics.iter().enumerate().map(|(i, m)| (m.clone(), RGBColor(60, 60, 60), Some(i))));
+        }
+    } else {
+        entries.extend(row.metrics.iter().enumerate().map(|(i, m)| (m.clone(), COLORS[i % COLORS.len()], Some(0))));
+    }
+    let has_paper = row.lines.iter().flat_map(|l| l.points.iter()).any(|p| p.paper.is_some_and(f64::is_finite));
+    let text = (FONT, 12).into_font().color(&BLACK).pos(Pos::new(HPos::Left, VPos::Center));
+    let step = 18;
+    let max_chars = (LEGEND_W as usize - 50) / 7;
+    let mut yy = 20;
+    if !f.color_by_series {
+        if let Some(name) = f.series.first() {
+            let bold = (FONT, 13, FontStyle::Bold).into_font().color(&BLACK).pos(Pos::new(HPos::Left, VPos::Center));
+            area.draw(&Text::new(clip(name, max_chars), (8, yy), bold)).map_err(draw_err)?;
+            yy += step;
+        }
+    }
+    for (label, color, style) in &entries {
+        let stroke = color.stroke_width(2);
+        if style.is_some_and(|s| s % 2 == 1) {
+            area.draw(&PathElement::new(vec![(8, yy), (15, yy)], stroke)).map_err(draw_err)?;
+            area.draw(&PathElement::new(vec![(20, yy), (28, yy)], stroke)).map_err(draw_err)?;
+        } else {
+            area.draw(&PathElement::new(vec![(8, yy), (28, yy)], stroke)).map_err(draw_err)?;
+        }
+        marker(area, (18, yy), style.unwrap_or(0), *color)?;
+        area.draw(&Text::new(clip(label, max_chars), (36, yy), text.clone())).map_err(draw_err)?;
+        yy += step;
+    }
+    if has_paper {
+        area.draw(&Circle::new((18, yy), 6, PAPER.stroke_width(2))).map_err(draw_err)?;
+        area.draw(&Text::new("paper", (36, yy), text)).map_err(draw_err)?;
+    }
+    Ok(())
+}
+
+/// `s` cut to `n` characters, with an ellipsis where cut.
+fn clip(s: &str, n: usize) -> String {
+    if s.chars().count() <= n {
+        s.to_string()
+    } else {
+        s.chars().take(n.saturating_sub(1)).chain(std::iter::once('…')).collect()
+    }
+}
+
+/// `s` broken at spaces into lines of at most `n` characters.
+fn wrap(s: &str, n: usize) -> Vec<String> {
+    let mut lines: Vec<String> = Vec::new();
+    let mut cur = String::new();
+    for w in s.split_whitespace() {
+        if !cur.is_empty() && cur.chars().count() + 1 + w.chars().count() > n {
+            lines.push(std::mem::take(&mut cur));
+        }
+        if !cur.is_empty() {
+            cur.push(' ');
+        }
+        cur.push_str(w);
+    }
+    if !cur.is_empty() || lines.is_empty() {
+        lines.push(cur);
+    }
+    lines
+}
