@@ -71,12 +71,10 @@ impl Axis {
     }
 }
 
-/// At most this many labelled ticks on an axis.
-const MAX_TICKS: usize = 10;
-
-/// The x axis for these values: log2 where they double or span more than
-/// 8x (ticks at powers of two), linear otherwise (integer ticks for nodes).
-pub fn x_axis(values: &[f64], unit: XUnit) -> Axis {
+/// The x axis for these values, with at most `max_ticks` labels (the
+/// panel's width decides): log2 where they double or span more than 8x
+/// (ticks at powers of two), linear otherwise (integer ticks for nodes).
+pub fn x_axis(values: &[f64], unit: XUnit, max_ticks: usize) -> Axis {
     let mut v: Vec<f64> = values.iter().copied().filter(|x| x.is_finite()).collect();
     v.sort_by(f64::total_cmp);
     v.dedup();
@@ -87,18 +85,20 @@ pub fn x_axis(values: &[f64], unit: XUnit) -> Axis {
         && pos.len() >= 2
         && (doubling || pos[pos.len() - 1] / pos[0] > 8.0);
     if log {
-        log2_axis(&pos, has_zero, unit)
+        log2_axis(&pos, has_zero, unit, max_ticks)
     } else {
-        linear_x_axis(&v, unit)
+        linear_x_axis(&v, unit, max_ticks)
     }
 }
 
-fn log2_axis(pos: &[f64], has_zero: bool, unit: XUnit) -> Axis {
+fn log2_axis(pos: &[f64], has_zero: bool, unit: XUnit, max_ticks: usize) -> Axis {
     let e0 = pos[0].log2().floor() as i32;
     let e1 = pos[pos.len() - 1].log2().ceil() as i32;
-    // Every power of two, or every 2nd, 5th, 10th (1 KiB and 1 MiB stay).
+    // Every power of two, or every 2nd (4, 16, 64), 3rd (8, 64, 512),
+    // 4th (16, 256, 4 KiB) ... with a tick left for 0 where it is drawn.
     let span = (e1 - e0 + 1) as usize;
-    let step: i32 = [1, 2, 5, 10].into_iter().find(|&s: &i32| span.div_ceil(s as usize) <= MAX_TICKS).unwrap_or(10);
+    let room = max_ticks.saturating_sub(usize::from(has_zero)).max(2);
+    let step: i32 = [1, 2, 3, 4, 5, 10].into_iter().find(|&s: &i32| span.div_ceil(s as usize) <= room).unwrap_or(10);
     let mut ticks: Vec<(f64, String)> = (e0..=e1)
         .filter(|e| e.rem_euclid(step) == 0)
         .map(|e| (f64::from(e), x_label(2f64.powi(e), unit)))
@@ -111,13 +111,13 @@ fn log2_axis(pos: &[f64], has_zero: bool, unit: XUnit) -> Axis {
     Axis { lo, hi: f64::from(e1) + 0.3, scale: Scale::Log2 { zero }, ticks }
 }
 
-fn linear_x_axis(v: &[f64], unit: XUnit) -> Axis {
+fn linear_x_axis(v: &[f64], unit: XUnit, max_ticks: usize) -> Axis {
     let (min, max) = match (v.first(), v.last()) {
         (Some(&a), Some(&b)) => (a, b),
         _ => (0.0, 1.0),
     };
     let integer = unit != XUnit::Plain || v.iter().all(|x| x.fract() == 0.0);
-    let mut step = nice_step((max - min) / 8.0);
+    let mut step = nice_step((max - min) / max_ticks.saturating_sub(1).max(1) as f64);
     if integer {
         step = step.max(1.0).round();
     }
@@ -127,8 +127,12 @@ fn linear_x_axis(v: &[f64], unit: XUnit) -> Axis {
     Axis { lo, hi, scale: Scale::Linear, ticks }
 }
 
+/// Positive y values spanning more than this factor get a log10 axis (a
+/// latency over a size sweep; a barrier's 10x over node counts stays linear).
+const LOG_Y_SPAN: f64 = 20.0;
+
 /// The y axis for these values: log10 where positive values span more than
-/// 100x, otherwise linear with 1-2-5 ticks; `include` (0 for times, 1 for
+/// [`LOG_Y_SPAN`], otherwise linear with 1-2-5 ticks; `include` (0 for times, 1 for
 /// factors) is kept in range where it is near the data.
 pub fn y_axis(values: &[f64], include: Option<f64>) -> Axis {
     let v: Vec<f64> = values.iter().copied().filter(|x| x.is_finite()).collect();
@@ -137,7 +141,7 @@ pub fn y_axis(values: &[f64], include: Option<f64>) -> Axis {
     if v.is_empty() {
         return linear_y_axis(0.0, 1.0);
     }
-    if min > 0.0 && max / min > 100.0 {
+    if min > 0.0 && max / min > LOG_Y_SPAN {
         return log10_axis(min, max);
     }
     let (mut lo, mut hi) = (min, max);
@@ -169,26 +173,31 @@ fn linear_y_axis(min: f64, max: f64) -> Axis {
 }
 
 fn log10_axis(min: f64, max: f64) -> Axis {
-    let e0 = min.log10().floor() as i32;
-    let e1 = max.log10().ceil() as i32;
-    let few = e1 - e0 <= 2;
-    let mut ticks = Vec::new();
-    for e in e0..=e1 {
+    let (l0, l1) = (min.log10(), max.log10());
+    let pad = (l1 - l0) * 0.04;
+    let (lo, hi) = (l0 - pad, l1 + pad);
+    // Powers of ten; 1-2-5 steps where fewer than three powers fall in range.
+    let mut candidates = Vec::new();
+    for e in lo.floor() as i32..=hi.ceil() as i32 {
         for m in [1.0, 2.0, 5.0] {
-            if m > 1.0 && !few || e == e1 && m > 1.0 {
-                continue;
+            let t: f64 = m * 10f64.powi(e);
+            if (lo..=hi).contains(&t.log10()) {
+                candidates.push((m == 1.0, e, t));
             }
-            let t = m * 10f64.powi(e);
-            let decimals = (-e).max(0) as usize;
-            ticks.push((t.log10(), format!("{:.*}", decimals, t)));
         }
     }
-    Axis { lo: f64::from(e0), hi: f64::from(e1), scale: Scale::Log10, ticks }
+    let decades = candidates.iter().filter(|c| c.0).count() >= 3;
+    let ticks = candidates
+        .into_iter()
+        .filter(|c| c.0 || !decades)
+        .map(|(_, e, t)| (t.log10(), format!("{:.*}", (-e).max(0) as usize, t)))
+        .collect();
+    Axis { lo, hi, scale: Scale::Log10, ticks }
 }
 
 /// The 1-2-5 step nearest above `raw`.
 fn nice_step(raw: f64) -> f64 {
-    if !(raw > 0.0) || !raw.is_finite() {
+    if raw.is_nan() || raw <= 0.0 || raw.is_infinite() {
         return 1.0;
     }
     let mag = 10f64.powf(raw.log10().floor());
@@ -254,7 +263,7 @@ mod tests {
 
     #[test]
     fn doubling_nodes_get_log2_ticks_at_their_powers() {
-        let a = x_axis(&[2.0, 4.0, 8.0, 16.0], XUnit::Nodes);
+        let a = x_axis(&[2.0, 4.0, 8.0, 16.0], XUnit::Nodes, 10);
         assert!(matches!(a.scale, Scale::Log2 { .. }));
         assert_eq!(labels(&a), ["2", "4", "8", "16"]);
         assert_eq!(a.place(8.0), Some(3.0));
@@ -263,18 +272,20 @@ mod tests {
     #[test]
     fn consecutive_nodes_stay_linear_with_integer_ticks() {
         let v: Vec<f64> = (2..=16).map(f64::from).collect();
-        let a = x_axis(&v, XUnit::Nodes);
+        let a = x_axis(&v, XUnit::Nodes, 10);
         assert_eq!(a.scale, Scale::Linear);
         assert!(a.ticks.iter().all(|t| t.0.fract() == 0.0 && !t.1.contains('.')), "{:?}", a.ticks);
     }
 
     #[test]
     fn a_size_sweep_from_zero_draws_zero_left_of_the_first_power() {
-        let a = x_axis(&[0.0, 8.0, 64.0, 512.0, 4096.0, 1048576.0], XUnit::Bytes);
+        let a = x_axis(&[0.0, 8.0, 64.0, 512.0, 4096.0, 1048576.0], XUnit::Bytes, 10);
         let l = labels(&a);
         assert_eq!(l[0], "0");
         assert!(l.contains(&"1 KiB") && l.contains(&"1 MiB"), "{l:?}");
-        assert!(l.len() <= MAX_TICKS + 1);
+        assert!(l.len() <= 10);
+        let narrow = x_axis(&[0.0, 8.0, 1048576.0], XUnit::Bytes, 6);
+        assert_eq!(labels(&narrow), ["0", "16 B", "256 B", "4 KiB", "64 KiB", "1 MiB"]);
         assert!(a.place(0.0).unwrap() < a.place(8.0).unwrap());
     }
 
@@ -292,7 +303,9 @@ mod tests {
     fn y_spanning_decades_is_log10() {
         let a = y_axis(&[2.2, 5206.0], Some(0.0));
         assert_eq!(a.scale, Scale::Log10);
-        assert_eq!(labels(&a), ["1", "10", "100", "1000", "10000"]);
+        assert_eq!(labels(&a), ["10", "100", "1000"]);
+        let two = y_axis(&[3.0, 90.0, 400.0], None);
+        assert_eq!(labels(&two), ["5", "10", "20", "50", "100", "200"]);
         assert_eq!(a.place(-1.0), None);
     }
 
@@ -300,7 +313,7 @@ mod tests {
     fn no_values_or_nan_still_make_an_axis() {
         let a = y_axis(&[f64::NAN], None);
         assert!(a.hi > a.lo && !a.ticks.is_empty());
-        let x = x_axis(&[], XUnit::Nodes);
+        let x = x_axis(&[], XUnit::Nodes, 10);
         assert!(x.hi > x.lo);
         assert_eq!(x.place(f64::NAN), None);
     }

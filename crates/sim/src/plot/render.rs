@@ -13,9 +13,16 @@ use super::axis::{self, Axis};
 use super::layout::{Figure, PanelRow};
 use super::PlotError;
 
+/// A panel's width: wider where there is one column.
 const PANEL_W: u32 = 440;
+const PANEL_W_ALONE: u32 = 620;
+/// Pixels per x tick label ("256 KiB" at 12 px).
+const TICK_W: u32 = 46;
 const PANEL_H: u32 = 270;
-const LEGEND_W: u32 = 250;
+/// Legend width: room for the longest label at ~7 px a character, within bounds.
+const LEGEND_CHAR_W: u32 = 7;
+const LEGEND_MIN_W: u32 = 140;
+const LEGEND_MAX_W: u32 = 380;
 const TITLE_LINE: u32 = 20;
 const FONT: &str = "sans-serif";
 
@@ -68,7 +75,9 @@ fn draw_err<E: std::error::Error + Send + Sync>(e: DrawingAreaErrorKind<E>) -> P
 /// The SVG document for `f`.
 pub fn svg(f: &Figure) -> Result<String, PlotError> {
     let cols = f.columns.len().max(1) as u32;
-    let width = LEGEND_W + cols * PANEL_W;
+    let panel_w = if cols == 1 { PANEL_W_ALONE } else { PANEL_W };
+    let legend_w = legend_width(f);
+    let width = legend_w + cols * panel_w;
     let title = wrap(&f.title, (width as usize - 40) / 8);
     let top = 12 + TITLE_LINE * title.len() as u32;
     let rows = f.rows.len().max(1) as u32;
@@ -88,10 +97,10 @@ pub fn svg(f: &Figure) -> Result<String, PlotError> {
             body.draw(&Text::new("no results", (width as i32 / 2, PANEL_H as i32 / 2), style)).map_err(draw_err)?;
         } else {
             let xs: Vec<f64> = f.rows.iter().flat_map(|r| r.lines.iter()).flat_map(|l| l.points.iter()).map(|p| p.x).collect();
-            let x = axis::x_axis(&xs, f.x_unit);
+            let x = axis::x_axis(&xs, f.x_unit, ((panel_w - 90) / TICK_W) as usize);
             for (i, (row, area)) in f.rows.iter().zip(body.split_evenly((f.rows.len(), 1))).enumerate() {
                 let last = i + 1 == f.rows.len();
-                draw_row(f, row, &area, &x, last)?;
+                draw_row(f, row, &area, &x, last, legend_w)?;
             }
         }
         root.present().map_err(draw_err)?;
@@ -106,6 +115,7 @@ fn draw_row<DB: DrawingBackend>(
     area: &DrawingArea<DB, Shift>,
     x: &Axis,
     last: bool,
+    legend_w: u32,
 ) -> Result<(), PlotError>
 where
     DB::ErrorType: 'static,
@@ -122,7 +132,7 @@ where
         _ => Some(0.0),
     };
     let y = axis::y_axis(&ys, reference);
-    let (plots, legend) = area.split_horizontally(area.dim_in_pixel().0 - LEGEND_W);
+    let (plots, legend) = area.split_horizontally(area.dim_in_pixel().0 - legend_w);
     let cells = plots.split_evenly((1, f.columns.len().max(1)));
     for (c, cell) in cells.iter().enumerate() {
         let mut b = ChartBuilder::on(cell);
@@ -165,7 +175,7 @@ where
                 .collect();
             pts.sort_by(|a, b| a.0.total_cmp(&b.0));
             let stroke = color.stroke_width(2);
-            if style % 2 == 1 {
+            if dashed(style) {
                 for dash in DashedLineSeries::new(pts.clone(), 7, 4, stroke) {
                     pa.draw(&dash).map_err(draw_err)?;
                 }
@@ -184,7 +194,7 @@ where
             }
         }
     }
-    draw_legend(f, row, &legend)
+    draw_legend(f, row, &legend, legend_w)
 }
 
 /// The colour and style (line dash and marker) of a (series, metric) line.
@@ -194,6 +204,12 @@ fn look(f: &Figure, series: usize, metric: usize) -> (RGBColor, usize) {
     } else {
         (COLORS[metric % COLORS.len()], 0)
     }
+}
+
+/// Whether lines of style `style` are dashed: styles 0-7 are the eight
+/// (marker, dash) pairs, solid and dashed alternating.
+fn dashed(style: usize) -> bool {
+    (style + style / 4) % 2 == 1
 }
 
 /// The marker of style `style` at `at`: circle, triangle, square, diamond.
@@ -219,7 +235,12 @@ where
 
 /// The legend beside a row: the series' colours, the metrics' styles,
 /// and the paper's marker where the row has a paper value.
-fn draw_legend<DB: DrawingBackend>(f: &Figure, row: &PanelRow, area: &DrawingArea<DB, Shift>) -> Result<(), PlotError>
+fn draw_legend<DB: DrawingBackend>(
+    f: &Figure,
+    row: &PanelRow,
+    area: &DrawingArea<DB, Shift>,
+    legend_w: u32,
+) -> Result<(), PlotError>
 where
     DB::ErrorType: 'static,
 {
@@ -238,7 +259,7 @@ where
     let has_paper = row.lines.iter().flat_map(|l| l.points.iter()).any(|p| p.paper.is_some_and(f64::is_finite));
     let text = (FONT, 12).into_font().color(&BLACK).pos(Pos::new(HPos::Left, VPos::Center));
     let step = 18;
-    let max_chars = (LEGEND_W as usize - 50) / 7;
+    let max_chars = ((legend_w - 44) / LEGEND_CHAR_W) as usize;
     let mut yy = 20;
     if !f.color_by_series {
         if let Some(name) = f.series.first() {
@@ -249,7 +270,7 @@ where
     }
     for (label, color, style) in &entries {
         let stroke = color.stroke_width(2);
-        if style.is_some_and(|s| s % 2 == 1) {
+        if style.is_some_and(dashed) {
             area.draw(&PathElement::new(vec![(8, yy), (15, yy)], stroke)).map_err(draw_err)?;
             area.draw(&PathElement::new(vec![(20, yy), (28, yy)], stroke)).map_err(draw_err)?;
         } else {
@@ -264,6 +285,13 @@ where
         area.draw(&Text::new("paper", (36, yy), text)).map_err(draw_err)?;
     }
     Ok(())
+}
+
+/// The legend's width for the figure's longest label.
+fn legend_width(f: &Figure) -> u32 {
+    let metrics = f.rows.iter().flat_map(|r| r.metrics.iter());
+    let longest = f.series.iter().chain(metrics).map(|s| s.chars().count()).max().unwrap_or(0) as u32;
+    (44 + LEGEND_CHAR_W * longest).clamp(LEGEND_MIN_W, LEGEND_MAX_W)
 }
 
 /// `s` cut to `n` characters, with an ellipsis where cut.
