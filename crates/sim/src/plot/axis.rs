@@ -175,7 +175,20 @@ fn linear_y_axis(min: f64, max: f64) -> Axis {
 fn log10_axis(min: f64, max: f64) -> Axis {
     let (l0, l1) = (min.log10(), max.log10());
     let pad = (l1 - l0) * 0.04;
-    let (lo, hi) = (l0 - pad, l1 + pad);
+    // Out to the nearest 1-2-5 value where it is close, so that a label sits
+    // near each end of the data.
+    let near = |v: f64, down: bool| {
+        let e = v.floor();
+        let steps = [0.0, 2f64.log10(), 5f64.log10(), 1.0].map(|m| e + m);
+        let s = if down {
+            steps.into_iter().rev().find(|&s| s <= v)
+        } else {
+            steps.into_iter().find(|&s| s >= v)
+        };
+        s.filter(|s| (s - v).abs() <= 0.2)
+    };
+    let lo = near(l0, true).map_or(l0 - pad, |s| s.min(l0 - pad / 2.0) - pad / 4.0);
+    let hi = near(l1, false).map_or(l1 + pad, |s| s.max(l1 + pad / 2.0) + pad / 4.0);
     // Powers of ten; 1-2-5 steps where fewer than three powers fall in range.
     let mut candidates = Vec::new();
     for e in lo.floor() as i32..=hi.ceil() as i32 {
@@ -305,7 +318,7 @@ mod tests {
         assert_eq!(a.scale, Scale::Log10);
         assert_eq!(labels(&a), ["10", "100", "1000"]);
         let two = y_axis(&[3.0, 90.0, 400.0], None);
-        assert_eq!(labels(&two), ["5", "10", "20", "50", "100", "200"]);
+        assert_eq!(labels(&two), ["2", "5", "10", "20", "50", "100", "200", "500"]);
         assert_eq!(a.place(-1.0), None);
     }
 

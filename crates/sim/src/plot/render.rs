@@ -259,7 +259,7 @@ where
     let has_paper = row.lines.iter().flat_map(|l| l.points.iter()).any(|p| p.paper.is_some_and(f64::is_finite));
     let text = (FONT, 12).into_font().color(&BLACK).pos(Pos::new(HPos::Left, VPos::Center));
     let step = 18;
-    let max_chars = ((legend_w - 44) / LEGEND_CHAR_W) as usize;
+    let max_chars = ((legend_w - 50) / LEGEND_CHAR_W) as usize;
     let mut yy = 20;
     if !f.color_by_series {
         if let Some(name) = f.series.first() {
@@ -271,18 +271,18 @@ where
     for (label, color, style) in &entries {
         let stroke = color.stroke_width(2);
         if style.is_some_and(dashed) {
-            area.draw(&PathElement::new(vec![(8, yy), (15, yy)], stroke)).map_err(draw_err)?;
-            area.draw(&PathElement::new(vec![(20, yy), (28, yy)], stroke)).map_err(draw_err)?;
+            area.draw(&PathElement::new(vec![(2, yy), (9, yy)], stroke)).map_err(draw_err)?;
+            area.draw(&PathElement::new(vec![(27, yy), (34, yy)], stroke)).map_err(draw_err)?;
         } else {
-            area.draw(&PathElement::new(vec![(8, yy), (28, yy)], stroke)).map_err(draw_err)?;
+            area.draw(&PathElement::new(vec![(2, yy), (34, yy)], stroke)).map_err(draw_err)?;
         }
         marker(area, (18, yy), style.unwrap_or(0), *color)?;
-        area.draw(&Text::new(clip(label, max_chars), (36, yy), text.clone())).map_err(draw_err)?;
+        area.draw(&Text::new(clip(label, max_chars), (42, yy), text.clone())).map_err(draw_err)?;
         yy += step;
     }
     if has_paper {
         area.draw(&Circle::new((18, yy), 6, PAPER.stroke_width(2))).map_err(draw_err)?;
-        area.draw(&Text::new("paper", (36, yy), text)).map_err(draw_err)?;
+        area.draw(&Text::new("paper", (42, yy), text)).map_err(draw_err)?;
     }
     Ok(())
 }
@@ -291,7 +291,7 @@ where
 fn legend_width(f: &Figure) -> u32 {
     let metrics = f.rows.iter().flat_map(|r| r.metrics.iter());
     let longest = f.series.iter().chain(metrics).map(|s| s.chars().count()).max().unwrap_or(0) as u32;
-    (44 + LEGEND_CHAR_W * longest).clamp(LEGEND_MIN_W, LEGEND_MAX_W)
+    (50 + LEGEND_CHAR_W * longest).clamp(LEGEND_MIN_W, LEGEND_MAX_W)
 }
 
 /// `s` cut to `n` characters, with an ellipsis where cut.
