@@ -72,15 +72,18 @@ impl Axis {
 }
 
 /// The x axis for these values, with at most `max_ticks` labels (the
-/// panel's width decides): log2 where they double or span more than 8x
-/// (ticks at powers of two), linear otherwise (integer ticks for nodes).
+/// panel's width decides): log2 where node counts or sizes double, or the
+/// values span more than 8x (ticks at powers of two), linear otherwise
+/// (integer ticks for nodes).
 pub fn x_axis(values: &[f64], unit: XUnit, max_ticks: usize) -> Axis {
     let mut v: Vec<f64> = values.iter().copied().filter(|x| x.is_finite()).collect();
     v.sort_by(f64::total_cmp);
     v.dedup();
     let pos: Vec<f64> = v.iter().copied().filter(|&x| x > 0.0).collect();
     let has_zero = v.first() == Some(&0.0);
-    let doubling = pos.len() >= 2 && pos.windows(2).all(|w| w[1] / w[0] >= 1.9);
+    // Doubling counts for node counts and sizes, not for a plain column
+    // (delays of 0, 200, 1000 us read better on a linear axis).
+    let doubling = unit != XUnit::Plain && pos.len() >= 2 && pos.windows(2).all(|w| w[1] / w[0] >= 1.9);
     let log = v.iter().all(|&x| x >= 0.0)
         && pos.len() >= 2
         && (doubling || pos[pos.len() - 1] / pos[0] > 8.0);

@@ -249,16 +249,25 @@ where
         let mut seen: Vec<usize> = row.lines.iter().map(|l| l.series).collect();
         seen.sort_unstable();
         seen.dedup();
-        entries.extend(seen.iter().map(|&s| (f.series[s].clone(), COLORS[s % COLORS.len()], None)));
+        // The metrics' styles first: a long list of series is cut, not them.
         if row.metrics.len() > 1 {
             entries.extend(row.metrics.iter().enumerate().map(|(i, m)| (m.clone(), RGBColor(60, 60, 60), Some(i))));
         }
+        entries.extend(seen.iter().map(|&s| (f.series[s].clone(), COLORS[s % COLORS.len()], None)));
     } else {
         entries.extend(row.metrics.iter().enumerate().map(|(i, m)| (m.clone(), COLORS[i % COLORS.len()], Some(0))));
     }
     let has_paper = row.lines.iter().flat_map(|l| l.points.iter()).any(|p| p.paper.is_some_and(f64::is_finite));
+    // Past what fits beside the row, the last line says how many are left
+    // out (the table lists them all).
+    let height = area.dim_in_pixel().1 as i32;
+    let step = if (entries.len() as i32 + 2) * 18 + 20 <= height { 18 } else { 15 };
+    let room = ((height - 20) / step - 2).max(1) as usize;
+    let left_out = entries.len().saturating_sub(room);
+    if left_out > 0 {
+        entries.truncate(room - 1);
+    }
     let text = (FONT, 12).into_font().color(&BLACK).pos(Pos::new(HPos::Left, VPos::Center));
-    let step = 18;
     let max_chars = ((legend_w - 50) / LEGEND_CHAR_W) as usize;
     let mut yy = 20;
     if !f.color_by_series {
@@ -278,6 +287,11 @@ where
         }
         marker(area, (18, yy), style.unwrap_or(0), *color)?;
         area.draw(&Text::new(clip(label, max_chars), (42, yy), text.clone())).map_err(draw_err)?;
+        yy += step;
+    }
+    if left_out > 0 {
+        let more = format!("... {} more (see the table)", left_out + 1);
+        area.draw(&Text::new(more, (8, yy), text.clone())).map_err(draw_err)?;
         yy += step;
     }
     if has_paper {
