@@ -23,7 +23,9 @@ const PANEL_H: u32 = 270;
 const LEGEND_CHAR_W: u32 = 7;
 const LEGEND_MIN_W: u32 = 140;
 const LEGEND_MAX_W: u32 = 380;
-const TITLE_LINE: u32 = 20;
+const TITLE_LINE: u32 = 23;
+/// The SVG names a generic family; plotters writes sizes at 1/1.24 of those
+/// asked for (its text-box estimate), so 14 here is about 11 px in the file.
 const FONT: &str = "sans-serif";
 
 /// Series colours (colour-blind friendly, Okabe-Ito with a few more).
@@ -78,7 +80,7 @@ pub fn svg(f: &Figure) -> Result<String, PlotError> {
     let panel_w = if cols == 1 { PANEL_W_ALONE } else { PANEL_W };
     let legend_w = legend_width(f);
     let width = legend_w + cols * panel_w;
-    let title = wrap(&f.title, (width as usize - 40) / 8);
+    let title = wrap(&f.title, (width as usize - 40) / 9);
     let top = 12 + TITLE_LINE * title.len() as u32;
     let rows = f.rows.len().max(1) as u32;
     let height = top + rows * PANEL_H;
@@ -86,7 +88,7 @@ pub fn svg(f: &Figure) -> Result<String, PlotError> {
     {
         let root = SVGBackend::with_string(&mut out, (width, height)).into_drawing_area();
         root.fill(&WHITE).map_err(draw_err)?;
-        let font = (FONT, 17).into_font().color(&BLACK).pos(Pos::new(HPos::Center, VPos::Top));
+        let font = (FONT, 20).into_font().color(&BLACK).pos(Pos::new(HPos::Center, VPos::Top));
         for (i, line) in title.iter().enumerate() {
             root.draw(&Text::new(line.as_str(), (width as i32 / 2, 8 + (TITLE_LINE as i32) * i as i32), font.clone()))
                 .map_err(draw_err)?;
@@ -138,7 +140,7 @@ where
         let mut b = ChartBuilder::on(cell);
         b.margin(8).margin_right(16).x_label_area_size(if last { 42 } else { 24 }).y_label_area_size(if c == 0 { 64 } else { 44 });
         if !f.columns[c].is_empty() {
-            b.caption(&f.columns[c], (FONT, 14));
+            b.caption(&f.columns[c], (FONT, 16));
         }
         let mut chart = b
             .build_cartesian_2d(Ticked(x), Ticked(&y))
@@ -150,8 +152,8 @@ where
             .y_label_formatter(&yl)
             .bold_line_style(GRID)
             .light_line_style(TRANSPARENT)
-            .label_style((FONT, 12))
-            .axis_desc_style((FONT, 13));
+            .label_style((FONT, 14))
+            .axis_desc_style((FONT, 15));
         if last {
             mesh.x_desc(f.x_label.as_str());
         }
@@ -267,12 +269,12 @@ where
     if left_out > 0 {
         entries.truncate(room - 1);
     }
-    let text = (FONT, 12).into_font().color(&BLACK).pos(Pos::new(HPos::Left, VPos::Center));
+    let text = (FONT, 14).into_font().color(&BLACK).pos(Pos::new(HPos::Left, VPos::Center));
     let max_chars = ((legend_w - 50) / LEGEND_CHAR_W) as usize;
     let mut yy = 20;
     if !f.color_by_series {
         if let Some(name) = f.series.first() {
-            let bold = (FONT, 13, FontStyle::Bold).into_font().color(&BLACK).pos(Pos::new(HPos::Left, VPos::Center));
+            let bold = (FONT, 15, FontStyle::Bold).into_font().color(&BLACK).pos(Pos::new(HPos::Left, VPos::Center));
             area.draw(&Text::new(clip(name, max_chars), (8, yy), bold)).map_err(draw_err)?;
             yy += step;
         }
