@@ -4,8 +4,8 @@
 //! per unit (both forms' latencies together, the factor of improvement in a
 //! row of its own), a line with markers per (series, metric), the paper's
 //! values as hollow black circles at the same x, log2 x axes where the
-//! swept values double, round tick labels. [`layout`] decides what goes
-//! where, [`axis`] the scales and ticks, `render` draws it with plotters'
+//! swept values double, round tick labels. `layout` decides what goes
+//! where, `axis` the scales and ticks, `render` draws it with plotters'
 //! SVG backend (no fonts or system libraries needed: the viewer renders
 //! the text).
 
@@ -13,8 +13,8 @@ use thiserror::Error;
 
 use crate::experiments::Outcome;
 
-pub mod axis;
-pub mod layout;
+mod axis;
+mod layout;
 mod render;
 
 /// The chart could not be drawn.
