@@ -33,7 +33,7 @@ pub fn run(args: ReproduceArgs) -> anyhow::Result<()> {
     };
     for r in &report.results {
         write(&format!("{}.csv", r.run.slug), r.outcome.to_csv())?;
-        write(&format!("{}.svg", r.run.slug), r.outcome.chart().to_svg())?;
+        write(&format!("{}.svg", r.run.slug), outboard_sim::plot::outcome_svg(&r.outcome)?)?;
     }
     write("figures.csv", report.figures_csv())?;
     write("figures.md", report.figures_md())?;

@@ -83,7 +83,8 @@ pub fn run(args: SimArgs) -> anyhow::Result<()> {
         println!("csv: {}", path.display());
     }
     if let Some(path) = &args.svg {
-        std::fs::write(path, outcome.chart().to_svg()).with_context(|| format!("writing {}", path.display()))?;
+        let svg = outboard_sim::plot::outcome_svg(&outcome)?;
+        std::fs::write(path, svg).with_context(|| format!("writing {}", path.display()))?;
         println!("svg: {}", path.display());
     }
     Ok(())

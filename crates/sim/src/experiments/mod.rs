@@ -9,7 +9,6 @@
 use thiserror::Error;
 
 use crate::calibration::{self, Basis};
-use crate::plot::{Chart, Series};
 use crate::profile::Profile;
 use crate::sim::SimError;
 
@@ -218,41 +217,6 @@ impl Outcome {
             s.push_str(&format!("note: {n}\n"));
         }
         s
-    }
-
-    /// A line chart of the first metric: one line per series.
-    pub fn chart(&self) -> Chart {
-        let Some(first) = self.rows.first() else {
-            return Chart {
-                title: self.title.clone(),
-                x_label: String::new(),
-                y_label: String::new(),
-                log_x: false,
-                series: vec![],
-            };
-        };
-        let metric = first.metric;
-        let mut series: Vec<Series> = Vec::new();
-        for r in self.rows.iter().filter(|r| r.metric == metric) {
-            let x = match self.x {
-                XAxis::Nodes => f64::from(r.nodes),
-                XAxis::Size => f64::from(r.size.max(1)),
-            };
-            match series.iter_mut().find(|s| s.name == r.series) {
-                Some(s) => s.points.push((x, r.value)),
-                None => series.push(Series { name: r.series.clone(), points: vec![(x, r.value)] }),
-            }
-        }
-        Chart {
-            title: self.title.clone(),
-            x_label: match self.x {
-                XAxis::Nodes => "nodes".into(),
-                XAxis::Size => "message size (bytes)".into(),
-            },
-            y_label: format!("{metric} ({})", first.unit),
-            log_x: true,
-            series,
-        }
     }
 }
 
