@@ -91,19 +91,26 @@ pub const IDENTITY_TOLERANCE: f64 = 1e-6;
 /// counts as a miss.
 pub const MISS: f64 = 0.15;
 
-/// A figure known to miss the paper by more than [`MISS`], and why: the
-/// explanation is the finished result (the project's standards), and the
-/// test suite checks that every miss is listed and every listed one still
-/// misses.
+/// Figures named for some profiles, with the reason: an identity of the
+/// profiles' inputs (basis C), or a figure known to miss the paper by more
+/// than [`MISS`] (the explanation - what the model lacks, what the paper's
+/// own numbers rule out - is the finished result; the tests check that
+/// every miss is listed and every listed one still misses).
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct KnownMiss {
+pub struct Listed {
     /// Profiles it concerns.
     pub profiles: Vec<String>,
     /// Row ids.
     pub ids: Vec<String>,
-    /// What the model lacks, or what the paper's own numbers rule out.
+    /// Why, in a sentence or two.
     pub why: String,
+}
+
+impl Listed {
+    fn names(&self, profile: &str, id: &str) -> bool {
+        names(&self.profiles, profile) && self.ids.iter().any(|i| i == id)
+    }
 }
 
 /// A model or method choice made after seeing figures miss.
@@ -121,18 +128,6 @@ pub struct Choice {
     pub why: String,
 }
 
-/// Figures that are identities of a profile's inputs (basis C).
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Identity {
-    /// Profiles it concerns.
-    pub profiles: Vec<String>,
-    /// Row ids.
-    pub ids: Vec<String>,
-    /// Why, in a sentence.
-    pub why: String,
-}
-
 /// The whole record.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -145,10 +140,10 @@ pub struct Record {
     pub choices: Vec<Choice>,
     /// Identities.
     #[serde(default, rename = "identity")]
-    pub identities: Vec<Identity>,
+    pub identities: Vec<Listed>,
     /// Explained misses.
     #[serde(default, rename = "known_miss")]
-    pub known_misses: Vec<KnownMiss>,
+    pub known_misses: Vec<Listed>,
 }
 
 /// The record could not be read.
@@ -184,7 +179,7 @@ impl Record {
     /// product) compared under `profile`.
     pub fn basis(&self, profile: &str, id: &str) -> Basis {
         let fitted = self.fits.iter().any(|f| names(&f.profiles, profile) && f.fitted.iter().any(|i| i == id))
-            || self.identities.iter().any(|x| names(&x.profiles, profile) && x.ids.iter().any(|i| i == id));
+            || self.identities.iter().any(|x| x.names(profile, id));
         if fitted {
             return Basis::Calibrated;
         }
@@ -207,14 +202,14 @@ impl Record {
             .iter()
             .filter(|f| names(&f.profiles, profile) && f.fitted.iter().any(|i| i == id))
             .map(|f| f.tolerance.unwrap_or(DEFAULT_TOLERANCE))
-            .chain(self.identities.iter().any(|x| names(&x.profiles, profile) && x.ids.iter().any(|i| i == id)).then_some(IDENTITY_TOLERANCE))
+            .chain(self.identities.iter().any(|x| x.names(profile, id)).then_some(IDENTITY_TOLERANCE))
             .reduce(f64::min)
             .unwrap_or(DEFAULT_TOLERANCE)
     }
 
     /// Whether the record explains a miss of `id` under `profile`.
     pub fn known_miss(&self, profile: &str, id: &str) -> bool {
-        self.known_misses.iter().any(|m| names(&m.profiles, profile) && m.ids.iter().any(|i| i == id))
+        self.known_misses.iter().any(|m| m.names(profile, id))
     }
 
     /// Every row id the record names, with the profiles it names it for

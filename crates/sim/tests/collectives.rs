@@ -5,7 +5,7 @@ use outboard_host::coll::{reference, schedules};
 use outboard_host::{BarrierAlgorithm, Mode, TreeShape};
 use outboard_sim::experiments::coll::{contribution, sum_of};
 use outboard_sim::experiments::{barrier, reduction};
-use outboard_sim::{paper, Dur, Profile};
+use outboard_sim::{Dur, Profile};
 
 fn within(sim: f64, paper: f64, tol: f64) -> bool {
     (sim - paper).abs() / paper <= tol
