@@ -1,4 +1,7 @@
 //! What the cli's integration tests share.
+//!
+//! Each test binary compiles this module and uses part of it.
+#![allow(dead_code)]
 
 use std::io::Write as _;
 
