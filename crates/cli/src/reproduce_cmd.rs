@@ -18,13 +18,17 @@ pub struct ReproduceArgs {
     /// per run.
     #[arg(long, default_value = "figures")]
     pub out: PathBuf,
+    /// Only these runs (comma-separated slugs, e.g. barrier,reduce-skew;
+    /// an unknown one is refused with the list); default: every run.
+    #[arg(long, value_delimiter = ',')]
+    pub only: Vec<String>,
 }
 
 /// Runs `outboard reproduce`.
 pub fn run(args: ReproduceArgs) -> anyhow::Result<()> {
     std::fs::create_dir_all(&args.out).with_context(|| format!("creating {}", args.out.display()))?;
     let start = Instant::now();
-    let report = reproduce::run_all(args.quick, &mut |run, done, total| {
+    let report = reproduce::run_some(args.quick, &args.only, &mut |run, done, total| {
         eprintln!("[{}/{total}] {} ({:.0} s)", done + 1, run.command(args.quick), start.elapsed().as_secs_f64());
     })?;
     let write = |name: &str, text: String| -> anyhow::Result<()> {

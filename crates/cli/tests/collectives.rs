@@ -178,3 +178,34 @@ fn bench_rejects_bad_sizes() {
     assert!(!out.status.success());
     assert!(text(&out).1.contains("between 1 byte and 16 MiB"), "{}", text(&out).1);
 }
+
+/// `outboard reproduce` end to end on two cheap runs: the files it
+/// promises, the summary line last, plots that are SVG; a bad run name is
+/// refused with the known ones.
+#[test]
+fn reproduce_writes_the_tables_csv_and_plots() {
+    let dir = std::env::temp_dir().join(format!("outboard-reproduce-test-{}", std::process::id()));
+    let out = Command::new(OUTBOARD)
+        .args(["reproduce", "--quick", "--only", "closed-form,pingpong", "--out"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    let (so, se) = text(&out);
+    assert!(out.status.success(), "{so}\n{se}");
+    let md = std::fs::read_to_string(dir.join("figures.md")).unwrap();
+    assert!(md.contains("| fm-closed-p2p | fm-lanai43 |"), "{md}");
+    assert!(md.contains("| elan3-lat | elan3 |"), "{md}");
+    let summary = md.trim_end().lines().last().unwrap();
+    assert!(summary.contains("predicted figures (P)") && summary.contains("calibrated (C)"), "{summary}");
+    for f in ["figures.csv", "closed-form.csv", "pingpong.csv"] {
+        assert!(std::fs::read_to_string(dir.join(f)).unwrap().lines().count() > 1, "{f}");
+    }
+    for f in ["closed-form.svg", "pingpong.svg"] {
+        let svg = std::fs::read_to_string(dir.join(f)).unwrap();
+        assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"), "{f}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    let bad = Command::new(OUTBOARD).args(["reproduce", "--only", "nope", "--out"]).arg(std::env::temp_dir()).output().unwrap();
+    assert!(!bad.status.success());
+    assert!(text(&bad).1.contains("no run \"nope\" (known: closed-form"), "{}", text(&bad).1);
+}

@@ -144,7 +144,20 @@ pub struct RunResult {
 /// Runs every run of [`RUNS`] (those a quick run keeps, if `quick`);
 /// `progress(run, done_runs, total_runs)` is called before each.
 pub fn run_all(quick: bool, progress: &mut dyn FnMut(&Run, usize, usize)) -> Result<Report, ExperimentError> {
-    let runs: Vec<&Run> = RUNS.iter().filter(|r| !(quick && r.full_only)).collect();
+    run_some(quick, &[], progress)
+}
+
+/// As [`run_all`], but only the runs whose slug `only` names (all of them
+/// when `only` is empty): to regenerate one figure family.
+pub fn run_some(quick: bool, only: &[String], progress: &mut dyn FnMut(&Run, usize, usize)) -> Result<Report, ExperimentError> {
+    if let Some(bad) = only.iter().find(|s| !RUNS.iter().any(|r| r.slug == s.as_str())) {
+        let known: Vec<&str> = RUNS.iter().map(|r| r.slug).collect();
+        return Err(ExperimentError::Param(format!("no run {bad:?} (known: {})", known.join(", "))));
+    }
+    let runs: Vec<&Run> = RUNS
+        .iter()
+        .filter(|r| if only.is_empty() { !(quick && r.full_only) } else { only.iter().any(|s| s == r.slug) })
+        .collect();
     let mut results = Vec::with_capacity(runs.len());
     for (i, r) in runs.iter().enumerate() {
         progress(r, i, runs.len());
@@ -412,6 +425,12 @@ mod tests {
             r.command(true),
             "outboard sim reduce-skew --profile gm-lanai91 --sizes 0,50,100,200,500,1000 --iters 500 --seed 1"
         );
+    }
+
+    #[test]
+    fn an_unknown_run_is_refused_by_name() {
+        let e = run_some(true, &["no-such-run".to_string()], &mut |_, _, _| {}).unwrap_err();
+        assert!(e.to_string().contains("no run \"no-such-run\" (known: closed-form"), "{e}");
     }
 
     #[test]
