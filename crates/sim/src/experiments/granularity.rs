@@ -136,7 +136,7 @@ pub(super) fn run(p: &Params, progress: &mut dyn FnMut(usize, usize)) -> Result<
                     let o = compute_for_efficiency(&level, n, Mode::Offloaded, e, p.iters, p.seed)?;
                     let size = (e * 100.0).round() as u32;
                     let ids = if ids { gran_ids(&prof.name, n, e) } else { [None, None, None] };
-                    rows.extend(side_by_side(&format!("{} eff {e}", level.name), n, size, "compute", "us", h, o, ids));
+                    rows.extend(side_by_side(&level.name, n, size, "compute", "us", h, o, ids));
                     done += 1;
                     progress(done, total);
                 }
@@ -145,7 +145,7 @@ pub(super) fn run(p: &Params, progress: &mut dyn FnMut(usize, usize)) -> Result<
     }
     Ok(Outcome {
         title: "Granularity (dissertation 3.5.4): computation per barrier for an efficiency factor (GM and MPI level, PE)".into(),
-        x: XAxis::Nodes,
+        x: XAxis::Column("efficiency (%)"),
         rows,
         notes: vec![
             "the bytes column holds the efficiency in percent".into(),
@@ -214,7 +214,7 @@ pub(super) fn run_synthetic(p: &Params, progress: &mut dyn FnMut(usize, usize)) 
                     ("gm-lanai72", 8, 2_100) => Some(&["synth-2100-8-l72"]),
                     _ => None,
                 };
-                let series = format!("{} {compute}us app", mpi.name);
+                let series = mpi.name.clone();
                 rows.extend(side_by_side(&series, n, compute, "time", "us", t[0], t[1], [None, None, id]));
                 let c = f64::from(compute);
                 rows.push(Row::new(series, n, compute, "sync factor", (t[0] - c) / (t[1] - c), "x"));
@@ -225,7 +225,7 @@ pub(super) fn run_synthetic(p: &Params, progress: &mut dyn FnMut(usize, usize)) 
     }
     Ok(Outcome {
         title: "Synthetic applications (dissertation 3.5.6): execution time, host-based vs offloaded barrier (MPI level, PE)".into(),
-        x: XAxis::Nodes,
+        x: XAxis::Column("computation per application run (us)"),
         rows,
         notes: vec![
             "the bytes column holds the application's total computation in us".into(),

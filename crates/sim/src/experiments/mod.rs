@@ -167,6 +167,10 @@ pub enum XAxis {
     Nodes,
     /// Message size.
     Size,
+    /// Another quantity the experiment keeps in the bytes column (an
+    /// efficiency, a computation time), named by the label: plotted on a
+    /// plain axis.
+    Column(&'static str),
 }
 
 impl Outcome {

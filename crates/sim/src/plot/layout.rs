@@ -85,16 +85,17 @@ pub fn figure(o: &Outcome) -> Figure {
     // An outcome that declares one axis but holds a single value there and
     // sweeps the other (the skew experiments keep a delay in the bytes
     // column) is drawn against what it sweeps.
-    let declared_size = o.x == XAxis::Size;
+    let declared_size = o.x != XAxis::Nodes;
     let count = |on_size: bool| if on_size { distinct(&size).len() } else { distinct(&nodes).len() };
     let swapped = count(declared_size) <= 1 && count(!declared_size) > 1;
     let x_is_size = declared_size != swapped;
     let x_of = |r: &Row| if x_is_size { size(r) } else { nodes(r) };
     let other_of = |r: &Row| if x_is_size { nodes(r) } else { size(r) };
-    let (x_unit, x_label) = match (x_is_size, swapped) {
-        (false, _) => (XUnit::Nodes, "nodes".to_string()),
-        (true, false) => (XUnit::Bytes, "message size".to_string()),
-        (true, true) => (XUnit::Plain, "bytes column (see the table's notes)".to_string()),
+    let (x_unit, x_label) = match (x_is_size, swapped, o.x) {
+        (false, _, _) => (XUnit::Nodes, "nodes".to_string()),
+        (true, false, XAxis::Column(label)) => (XUnit::Plain, label.to_string()),
+        (true, false, _) => (XUnit::Bytes, "message size".to_string()),
+        (true, true, _) => (XUnit::Plain, "bytes column (see the table's notes)".to_string()),
     };
     let other_label = |v: f64| {
         if x_is_size {
