@@ -120,6 +120,8 @@ pub struct World {
     endpoints: Vec<Endpoint>,
     peers: Vec<SocketAddr>,
     progress_reason: String,
+    /// Whether [`World::quiesce`] ran (once is enough).
+    quiesced: bool,
     finalized: bool,
     /// The id the next [`World::group`] gives its group.
     next_group: u64,
@@ -139,7 +141,13 @@ pub fn init() -> Result<World, InitError> {
 pub fn init_with(opts: Options) -> Result<World, InitError> {
     let env = LaunchEnv::detect()?;
     let mut boot = match env.rendezvous {
-        Some(addr) => JobBootstrap::Tcp(TcpBootstrap::connect(env.rank, env.size, addr, env.serve, opts.bootstrap_timeout)?),
+        Some(addr) => {
+            let mut t = TcpBootstrap::connect(env.rank, env.size, addr, env.serve, opts.bootstrap_timeout)?;
+            // A rendezvous that says nothing for as long as a dead peer
+            // may is taken for dead too.
+            t.set_silence_limit(opts.peer_timeout.unwrap_or_else(|| EngineConfig::new(NodeId(env.rank), 0, 0).peer_timeout))?;
+            JobBootstrap::Tcp(t)
+        }
         None => JobBootstrap::Single(SingletonBootstrap::default()),
     };
     let ip = opts.bind_ip.unwrap_or_else(|| match &boot {
@@ -190,7 +198,7 @@ pub fn init_with(opts: Options) -> Result<World, InitError> {
         }
         endpoints.push(Endpoint { node: NodeId(r), port: PortId(v[0]), gen: u32::from_be_bytes([v[1], v[2], v[3], v[4]]) });
     }
-    Ok(World { port, node, bootstrap: Some(boot), env, endpoints, peers, progress_reason, finalized: false, next_group: WORLD_GROUP_FIRST })
+    Ok(World { port, node, bootstrap: Some(boot), env, endpoints, peers, progress_reason, quiesced: false, finalized: false, next_group: WORLD_GROUP_FIRST })
 }
 
 impl World {
@@ -279,6 +287,9 @@ impl World {
     /// engine has nothing under way, for at most the peer timeout plus a
     /// second: a dead peer's operations fail within the peer timeout.
     fn quiesce(&mut self) {
+        if std::mem::replace(&mut self.quiesced, true) {
+            return;
+        }
         let limit = self.node.config().peer_timeout + Duration::from_secs(1);
         let start = WallClock::now();
         while !self.node.is_quiet() && start.elapsed() < limit {
@@ -289,24 +300,52 @@ impl World {
     /// Leaves the job together with every other rank: waits until this
     /// engine's sends are all confirmed, then for every rank to get there.
     /// After it no rank needs anything from another, so all may exit.
+    ///
+    /// The wait for the other ranks has no time limit (they may still be
+    /// computing), but it fails instead of hanging when the job is broken:
+    /// with [`BootstrapError::RankLost`] when a rank's process ended
+    /// without reaching it (or the rank that serves the rendezvous left),
+    /// and with [`BootstrapError::RendezvousLost`] when the rendezvous
+    /// closed or said nothing, not even a ping, for the peer timeout (at
+    /// least [`MIN_SILENCE`](crate::bootstrap::MIN_SILENCE)).
     pub fn finalize(mut self) -> Result<(), BootstrapError> {
         self.quiesce();
         self.barrier()?;
         self.finalized = true;
         Ok(())
     }
+
+    /// How long the rank that serves the rendezvous waits, when it leaves,
+    /// for the other ranks to leave too: the peer timeout (after a clean
+    /// [`World::finalize`] they leave at once; without one, they may still
+    /// need this rank's engine to confirm their last sends), and not at
+    /// all when the job is known to have failed: a peer was declared dead,
+    /// a fence failed, or this thread panics.
+    fn leave_wait(&self, b: &TcpBootstrap) -> Duration {
+        let failed = std::thread::panicking() || b.failed() || self.node.stats().0.peers_failed > 0;
+        if failed {
+            Duration::ZERO
+        } else {
+            self.node.config().peer_timeout
+        }
+    }
 }
 
 impl Drop for World {
     /// Without [`World::finalize`], leaves on its own: no fence (other
     /// ranks may be waiting for this one), so their next fence fails with
-    /// [`BootstrapError::RankLost`] instead of hanging.
+    /// [`BootstrapError::RankLost`] instead of hanging. Blocks for at most
+    /// the peer timeout plus a second (this engine's last sends) plus, on
+    /// the rank that serves the rendezvous, the peer timeout for the others
+    /// to leave (none when the job is known to have failed) and a fraction
+    /// of a second; never on a dead or silent rendezvous.
     fn drop(&mut self) {
         if !self.finalized && !std::thread::panicking() {
             self.quiesce();
         }
         if let Some(JobBootstrap::Tcp(b)) = self.bootstrap.take() {
-            b.finish(Duration::from_secs(10));
+            let wait = self.leave_wait(&b);
+            b.finish(wait);
         }
     }
 }

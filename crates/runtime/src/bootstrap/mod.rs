@@ -29,7 +29,7 @@ use std::time::Duration;
 
 use thiserror::Error;
 
-pub use rendezvous::{RendezvousServer, TcpBootstrap};
+pub use rendezvous::{RendezvousServer, TcpBootstrap, MIN_SILENCE, PING_INTERVAL};
 
 /// Why the bootstrap failed.
 #[derive(Debug, Error)]
@@ -63,6 +63,17 @@ pub enum BootstrapError {
         rank: u32,
         /// The key.
         key: String,
+    },
+    /// The rendezvous closed the connection or stopped answering a fence
+    /// (not even its pings) for the silence limit: the process that serves
+    /// it (rank 0 under `mpirun`, `mpiexec` or `srun`, the launcher under
+    /// `outboard run`) died, is stopped, or its host is cut off.
+    #[error("rendezvous at {addr} lost: {reason}")]
+    RendezvousLost {
+        /// The rendezvous address.
+        addr: SocketAddr,
+        /// What this rank saw.
+        reason: String,
     },
     /// Nobody answered within the bootstrap timeout.
     #[error("bootstrap timed out after {0:?}")]

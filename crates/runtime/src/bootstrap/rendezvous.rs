@@ -9,7 +9,20 @@
 //! - server -> client: `DONE` followed by every rank's entries of that
 //!   fence, in rank order; or `ABORT rank reason` when a rank's connection
 //!   closed without `BYE` (the rank died): every rank waiting in or coming
-//!   to a fence gets it, so nobody hangs on a dead job.
+//!   to a fence gets it, so nobody hangs on a dead job;
+//! - server -> client, while the client waits in a fence: `PING` every
+//!   [`PING_INTERVAL`]. A client that hears nothing for its silence limit
+//!   (the peer timeout, at least [`MIN_SILENCE`]) gives the rendezvous up
+//!   ([`BootstrapError::RendezvousLost`]) instead of waiting forever on a
+//!   server whose host died or was cut off, or whose process is stopped.
+//!   Pings go only to ranks in a fence, the only time a rank reads, so they
+//!   never pile up in a computing rank's socket.
+//!
+//! When the rank that serves the rendezvous leaves ([`TcpBootstrap::finish`])
+//! it waits a bounded time for the others' `BYE`, then closes the
+//! rendezvous: every rank still connected gets `ABORT` naming the rank that
+//! left (or the first rank lost), so its next fence fails with
+//! [`BootstrapError::RankLost`] rather than with a broken connection.
 //!
 //! Input from the network is untrusted: frames are bounded and every length
 //! is checked.
@@ -28,6 +41,25 @@ const FENCE: u8 = 2;
 const BYE: u8 = 3;
 const DONE: u8 = 10;
 const ABORT: u8 = 11;
+const PING: u8 = 12;
+
+/// How often the server pings a rank that waits in a fence.
+pub const PING_INTERVAL: Duration = Duration::from_millis(100);
+
+/// The shortest silence after which a rank in a fence gives the rendezvous
+/// up, whatever the peer timeout: ten pings missed in a row, which a loaded
+/// machine's scheduler alone does not cause.
+pub const MIN_SILENCE: Duration = Duration::from_secs(1);
+
+/// How long [`TcpBootstrap::finish`] waits, once it has closed the
+/// rendezvous, for the server to have told every rank (a few local socket
+/// writes).
+const CLOSE_GRACE: Duration = Duration::from_millis(200);
+
+/// How long the server lets a write to one rank's connection block (a rank
+/// stopped for minutes with its socket buffer full) before it gives that
+/// write up, so one stuck rank cannot stall every other rank's fence.
+const WRITE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Largest frame accepted.
 const MAX_FRAME: usize = 16 << 20;
@@ -105,6 +137,9 @@ enum Msg {
     Fence { rank: u32, entries: Entries },
     Bye { rank: u32 },
     Gone { rank: u32, reason: String },
+    /// The serving rank leaves: abort every rank still connected, naming
+    /// `rank` unless a rank was lost before, and stop.
+    Close { rank: u32 },
 }
 
 /// How a job's rendezvous ended.
@@ -134,16 +169,24 @@ impl RendezvousServer {
     /// Serves a job of `size` ranks on a thread of its own, until every
     /// rank said goodbye or went away.
     pub fn spawn(self, size: u32) -> io::Result<JoinHandle<RendezvousReport>> {
+        Ok(self.spawn_closable(size)?.0)
+    }
+
+    /// [`spawn`](Self::spawn), also returning the sender through which the
+    /// serving rank closes the rendezvous when it leaves.
+    fn spawn_closable(self, size: u32) -> io::Result<(JoinHandle<RendezvousReport>, mpsc::Sender<Msg>)> {
         let (tx, rx) = mpsc::channel();
         let listener = self.listener;
+        let accept_tx = tx.clone();
         std::thread::Builder::new().name("outboard-rendezvous-accept".into()).spawn(move || {
             // Ends with the process; a job's ranks connect once each.
             for s in listener.incoming().flatten() {
-                let tx = tx.clone();
+                let tx = accept_tx.clone();
                 let _ = std::thread::Builder::new().name("outboard-rendezvous-conn".into()).spawn(move || serve_conn(s, &tx));
             }
         })?;
-        std::thread::Builder::new().name("outboard-rendezvous".into()).spawn(move || coordinate(size, &rx))
+        let h = std::thread::Builder::new().name("outboard-rendezvous".into()).spawn(move || coordinate(size, &rx))?;
+        Ok((h, tx))
     }
 }
 
@@ -160,6 +203,7 @@ fn serve_conn(mut s: TcpStream, tx: &mpsc::Sender<Msg>) {
         _ => return,
     };
     let Ok(writer) = s.try_clone() else { return };
+    let _ = writer.set_write_timeout(Some(WRITE_TIMEOUT));
     if tx.send(Msg::Hello { rank, size, stream: writer }).is_err() {
         return;
     }
@@ -197,7 +241,26 @@ fn coordinate(size: u32, rx: &mpsc::Receiver<Msg>) -> RendezvousReport {
         put_bytes(&mut f, reason.as_bytes());
         f
     };
-    while let Ok(msg) = rx.recv() {
+    let mut next_ping = Instant::now() + PING_INTERVAL;
+    loop {
+        let msg = match rx.recv_timeout(next_ping.saturating_duration_since(Instant::now())) {
+            Ok(m) => Some(m),
+            Err(mpsc::RecvTimeoutError::Timeout) => None,
+            Err(mpsc::RecvTimeoutError::Disconnected) => break,
+        };
+        if Instant::now() >= next_ping {
+            // Only ranks waiting in a fence read; pings to the others
+            // would pile up in their sockets.
+            if lost.is_none() {
+                for (w, f) in writers.iter_mut().zip(&fenced) {
+                    if let (Some(w), Some(_)) = (w, f) {
+                        let _ = write_frame(w, &[PING]);
+                    }
+                }
+            }
+            next_ping = Instant::now() + PING_INTERVAL;
+        }
+        let Some(msg) = msg else { continue };
         match msg {
             Msg::Hello { rank, size: claimed, mut stream } => {
                 let i = rank as usize;
@@ -255,6 +318,14 @@ fn coordinate(size: u32, rx: &mpsc::Receiver<Msg>) -> RendezvousReport {
                     lost = Some((rank, reason));
                 }
             }
+            Msg::Close { rank } => {
+                let (who, why) = lost.clone().unwrap_or((rank, "left the job; the rendezvous it served is closed".to_string()));
+                let f = abort_frame(who, &why);
+                for w in writers.iter_mut().flatten() {
+                    let _ = write_frame(w, &f);
+                }
+                return RendezvousReport { lost: Some((who, why)) };
+            }
             Msg::Gone { rank, reason } => {
                 finished[rank as usize] = true;
                 writers[rank as usize] = None;
@@ -283,6 +354,12 @@ pub struct TcpBootstrap {
     pending: Entries,
     values: Vec<BTreeMap<String, Vec<u8>>>,
     server: Option<JoinHandle<RendezvousReport>>,
+    /// Where the serving rank tells its server to close.
+    closer: Option<mpsc::Sender<Msg>>,
+    /// How long a fence hears nothing before it gives the rendezvous up.
+    silence: Duration,
+    /// Whether a fence failed: the job is broken.
+    failed: bool,
 }
 
 impl TcpBootstrap {
@@ -291,7 +368,12 @@ impl TcpBootstrap {
     /// this process first starts the server itself at `addr`.
     pub fn connect(rank: u32, size: u32, addr: SocketAddr, serve: bool, timeout: Duration) -> Result<TcpBootstrap, BootstrapError> {
         let io = |source| BootstrapError::Io { addr, source };
-        let server = if serve { Some(RendezvousServer::bind(addr).map_err(io)?.spawn(size).map_err(io)?) } else { None };
+        let (server, closer) = if serve {
+            let (h, tx) = RendezvousServer::bind(addr).map_err(io)?.spawn_closable(size).map_err(io)?;
+            (Some(h), Some(tx))
+        } else {
+            (None, None)
+        };
         let start = Instant::now();
         let mut stream = loop {
             match TcpStream::connect_timeout(&addr, Duration::from_secs(1)) {
@@ -305,7 +387,23 @@ impl TcpBootstrap {
         hello.extend_from_slice(&rank.to_be_bytes());
         hello.extend_from_slice(&size.to_be_bytes());
         write_frame(&mut stream, &hello).map_err(io)?;
-        Ok(TcpBootstrap { rank, size, addr, stream, pending: Vec::new(), values: Vec::new(), server })
+        stream.set_read_timeout(Some(MIN_SILENCE)).map_err(io)?;
+        Ok(TcpBootstrap { rank, size, addr, stream, pending: Vec::new(), values: Vec::new(), server, closer, silence: MIN_SILENCE, failed: false })
+    }
+
+    /// Sets how long a fence may hear nothing from the rendezvous (not even
+    /// a ping) before it fails with [`BootstrapError::RendezvousLost`]: the
+    /// World passes its peer timeout. Never below [`MIN_SILENCE`] (the
+    /// default).
+    pub fn set_silence_limit(&mut self, limit: Duration) -> Result<(), BootstrapError> {
+        self.silence = limit.max(MIN_SILENCE);
+        self.stream.set_read_timeout(Some(self.silence)).map_err(|source| BootstrapError::Io { addr: self.addr, source })
+    }
+
+    /// Whether a fence of this rank failed (a rank was lost or the
+    /// rendezvous is gone): the job cannot finish cleanly.
+    pub fn failed(&self) -> bool {
+        self.failed
     }
 
     /// The local address of the connection: an address of this host that
@@ -315,42 +413,49 @@ impl TcpBootstrap {
         self.stream.local_addr().ok().map(|a| a.ip())
     }
 
-    /// Says goodbye and, on the rank that serves the rendezvous, waits (up
-    /// to `timeout`) until every other rank did too, so the server outlives
-    /// the job.
-    pub fn finish(mut self, timeout: Duration) {
+    /// Says goodbye. On the rank that serves the rendezvous, first waits
+    /// (up to `wait`) until every other rank said goodbye too, so that after
+    /// a clean job's last fence the server outlives the job (every rank got
+    /// its `DONE`); then closes the rendezvous: every rank still connected
+    /// is sent `ABORT` naming this rank (or the first rank lost), so its
+    /// next fence fails with [`BootstrapError::RankLost`] instead of
+    /// hanging or finding a broken connection. Returns within `wait` plus a
+    /// fraction of a second, whether the other ranks are alive or not;
+    /// `wait` zero (a job known to have failed) does not wait for them.
+    pub fn finish(mut self, wait: Duration) {
         let _ = write_frame(&mut self.stream, &[BYE]);
         if let Some(h) = self.server.take() {
-            let start = Instant::now();
-            while !h.is_finished() && start.elapsed() < timeout {
-                std::thread::sleep(Duration::from_millis(5));
+            let until = |h: &JoinHandle<RendezvousReport>, limit: Duration| {
+                let start = Instant::now();
+                while !h.is_finished() && start.elapsed() < limit {
+                    std::thread::sleep(Duration::from_millis(2));
+                }
+            };
+            until(&h, wait);
+            if !h.is_finished() {
+                if let Some(tx) = self.closer.take() {
+                    let _ = tx.send(Msg::Close { rank: self.rank });
+                }
+                until(&h, CLOSE_GRACE);
             }
         }
     }
-}
 
-impl Bootstrap for TcpBootstrap {
-    fn rank(&self) -> u32 {
-        self.rank
-    }
-
-    fn size(&self) -> u32 {
-        self.size
-    }
-
-    fn put(&mut self, key: &str, value: &[u8]) -> Result<(), BootstrapError> {
-        self.pending.retain(|(k, _)| k != key);
-        self.pending.push((key.to_string(), value.to_vec()));
-        Ok(())
-    }
-
-    fn fence(&mut self) -> Result<(), BootstrapError> {
-        let addr = self.addr;
-        let io = |source| BootstrapError::Io { addr, source };
+    /// One fence, without the bookkeeping of [`Bootstrap::fence`].
+    fn exchange(&mut self) -> Result<(), BootstrapError> {
         let mut f = vec![FENCE];
         put_entries(&mut f, &std::mem::take(&mut self.pending));
-        write_frame(&mut self.stream, &f).map_err(io)?;
-        let reply = read_frame(&mut self.stream).map_err(io)?;
+        // A failed write still reads on: an `ABORT` the server sent
+        // before it went away may wait in the socket, and it names the
+        // rank that left.
+        let sent = write_frame(&mut self.stream, &f);
+        let reply = loop {
+            match read_frame(&mut self.stream) {
+                Ok(r) if r == [PING] => continue,
+                Ok(r) => break r,
+                Err(e) => return Err(self.lost(sent.err().unwrap_or(e))),
+            }
+        };
         let mut r = Reader(&reply);
         match r.take(1)? {
             [DONE] => {
@@ -375,6 +480,38 @@ impl Bootstrap for TcpBootstrap {
             }
             _ => Err(BootstrapError::Protocol("unexpected reply to a fence".into())),
         }
+    }
+
+    /// The error for a connection to the rendezvous that failed with `e`.
+    fn lost(&self, e: io::Error) -> BootstrapError {
+        let reason = match e.kind() {
+            io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => format!("silent for {:?} (not even a ping)", self.silence),
+            io::ErrorKind::UnexpectedEof => "the connection closed".to_string(),
+            _ => e.to_string(),
+        };
+        BootstrapError::RendezvousLost { addr: self.addr, reason }
+    }
+}
+
+impl Bootstrap for TcpBootstrap {
+    fn rank(&self) -> u32 {
+        self.rank
+    }
+
+    fn size(&self) -> u32 {
+        self.size
+    }
+
+    fn put(&mut self, key: &str, value: &[u8]) -> Result<(), BootstrapError> {
+        self.pending.retain(|(k, _)| k != key);
+        self.pending.push((key.to_string(), value.to_vec()));
+        Ok(())
+    }
+
+    fn fence(&mut self) -> Result<(), BootstrapError> {
+        let r = self.exchange();
+        self.failed |= r.is_err();
+        r
     }
 
     fn get(&self, rank: u32, key: &str) -> Result<Vec<u8>, BootstrapError> {
@@ -435,6 +572,52 @@ mod tests {
         }
         alive.finish(Duration::from_secs(1));
         assert_eq!(h.join().unwrap().lost.map(|l| l.0), Some(1));
+    }
+
+    /// Waits for `t` up to a limit only a hang reaches.
+    fn join_or_hang<T>(t: std::thread::JoinHandle<T>, what: &str) -> T {
+        let start = Instant::now();
+        while !t.is_finished() && start.elapsed() < Duration::from_secs(30) {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert!(t.is_finished(), "{what} hung");
+        t.join().unwrap()
+    }
+
+    #[test]
+    fn a_fence_on_a_rendezvous_that_stopped_answering_fails_instead_of_hanging() {
+        // Accepts the connection and never says anything: a server whose
+        // host died or is cut off, or whose process is stopped.
+        let silent = TcpListener::bind(local()).unwrap();
+        let addr = silent.local_addr().unwrap();
+        let t = std::thread::spawn(move || {
+            let mut b = TcpBootstrap::connect(1, 2, addr, false, Duration::from_secs(5)).unwrap();
+            b.fence()
+        });
+        let _held = silent.accept().unwrap();
+        match join_or_hang(t, "the fence") {
+            Err(BootstrapError::RendezvousLost { addr: a, .. }) => assert_eq!(a, addr),
+            other => panic!("expected the rendezvous lost, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_fence_longer_than_the_silence_limit_completes_on_pings() {
+        let server = RendezvousServer::bind(local()).unwrap();
+        let addr = server.local_addr().unwrap();
+        let h = server.spawn(2).unwrap();
+        let early = std::thread::spawn(move || {
+            let mut b = TcpBootstrap::connect(0, 2, addr, false, Duration::from_secs(5)).unwrap();
+            let r = b.fence();
+            b.finish(Duration::from_secs(1));
+            r
+        });
+        std::thread::sleep(MIN_SILENCE * 2);
+        let mut late = TcpBootstrap::connect(1, 2, addr, false, Duration::from_secs(5)).unwrap();
+        late.fence().unwrap();
+        late.finish(Duration::ZERO);
+        join_or_hang(early, "the early rank's fence").unwrap();
+        assert_eq!(join_or_hang(h, "the server").lost, None);
     }
 
     #[test]
