@@ -9,16 +9,18 @@
 //! half received, a collective waiting for a member's packet. Without a
 //! probe, such an operation would wait for a dead peer forever.
 //!
-//! So while anything waits on a known peer, one deadline is armed (a
-//! quarter of the peer timeout after the wait began); when it passes, each
-//! awaited peer that has not been heard from for that long, and whose
-//! connection has nothing unacknowledged already, gets a `Nop`. A `Nop`
-//! occupies a sequence number, so it needs the peer's acknowledgement: a
-//! live peer's engine answers it (its host need not do anything), a dead
-//! one does not and the connection declares it dead a peer timeout later.
-//! A receive naming a peer that is already dead when it is posted fails
-//! within `peer_timeout` plus one probe interval; one whose peer dies while
-//! it waits, within `peer_timeout` plus two.
+//! So while anything waits on a known peer, one deadline is armed (an
+//! interval after the wait began, then whenever an awaited peer will have
+//! been silent for an interval); when it passes, each awaited peer not
+//! heard from for an interval, whose connection has nothing unacknowledged
+//! already, gets a `Nop`. A `Nop` occupies a sequence number, so it needs
+//! the peer's acknowledgement: a live peer's engine answers it (its host
+//! need not do anything), a dead one does not and the connection declares
+//! it dead a peer timeout later. Traffic from a peer is as good as an
+//! answer: a peer that keeps sending is never probed.
+//! The probe interval is a quarter of the peer timeout, so a waiting
+//! operation fails at most `peer_timeout` plus one interval after its peer
+//! was last heard from (or after it began waiting, if later).
 //!
 //! A receive that accepts any source cannot know whom it waits for: it is
 //! never failed for a peer's death (a message of another peer may still
@@ -94,7 +96,8 @@ impl<D: Dma> Engine<D> {
     /// The probe deadline passed: probes each awaited peer that has been
     /// silent for an interval and has nothing unacknowledged (anything
     /// unacknowledged already probes it), then re-arms while anything
-    /// waits.
+    /// waits: for when the first awaited peer will have been silent for an
+    /// interval.
     pub(crate) fn keepalive_due(&mut self, now: Instant) {
         match self.keepalive_at {
             Some(t) if t <= now => {}
@@ -102,16 +105,23 @@ impl<D: Dma> Engine<D> {
         }
         let interval = self.keepalive_interval();
         let nodes = self.awaited_nodes();
+        let mut next = now + interval;
         for &node in &nodes {
             let ci = self.conn_for(node, now);
             let c = &self.conns[ci];
-            let silent = c.heard_at.is_none_or(|h| now.saturating_since(h) >= interval);
-            if !c.dead && silent && c.nothing_unacked() {
-                self.conns[ci].push(TxRecord::Control(wire::BodyRepr::Nop), now);
-                self.stats.keepalives += 1;
-                self.mark_ready(ci);
+            if c.dead {
+                continue;
+            }
+            match c.heard_at.map(|h| h + interval) {
+                Some(due) if due > now => next = next.min(due),
+                _ if c.nothing_unacked() => {
+                    self.conns[ci].push(TxRecord::Control(wire::BodyRepr::Nop), now);
+                    self.stats.keepalives += 1;
+                    self.mark_ready(ci);
+                }
+                _ => {}
             }
         }
-        self.keepalive_at = (!nodes.is_empty()).then(|| now + interval);
+        self.keepalive_at = (!nodes.is_empty()).then_some(next);
     }
 }
