@@ -150,3 +150,26 @@ fn only_a_waiting_engine_has_a_keepalive_deadline() {
     assert_eq!(net.engine(b.node).poll_timeout(), None);
     assert_eq!(net.engine(a.node).stats().keepalives, 0, "b was heard within the interval");
 }
+
+#[test]
+fn a_collective_that_only_waits_for_a_dead_member_fails() {
+    let mut net = Network::new(2, LinkConfig::default(), 46, cfg);
+    let eps: Vec<Endpoint> = (0..2).map(|i| net.open_port(NodeId(i), P0).unwrap()).collect();
+    let (root, leaf) = (NodeId(0), NodeId(1));
+    let (group, schedule) = (GroupId(5), ScheduleId(1));
+    let members = net.memory(leaf).alloc_with(&encode_members(&eps));
+    net.command(leaf, P0, Command::CreateGroup { op: OpId(1), group, rank: 1, members }).unwrap();
+    // A broadcast leaf: it only receives from the root.
+    let s = net.memory(leaf).alloc_with(&Schedule::new(vec![Step::recv([0], Fold::Replace)]).encode());
+    net.command(leaf, P0, Command::SetSchedule { op: OpId(2), group, schedule, buf: s }).unwrap();
+    assert!(net.take_events(leaf).iter().all(|e| e.result.is_ok()));
+    net.kill(root);
+    let (send, recv) = (net.memory(leaf).alloc(8), net.memory(leaf).alloc(8));
+    let cmd = Command::Collective { op: OpId(3), group, schedule, reduction: None, send, recv };
+    net.command(leaf, P0, cmd).unwrap();
+    let started = net.now();
+    assert_eq!(result_of(&mut net, leaf, OpId(3)), Err(OpError::PeerUnreachable(root)));
+    let took = net.now() - started;
+    assert!(took <= PEER_TIMEOUT + INTERVAL, "took {took:?}");
+    assert_eq!(net.engine(leaf).poll_timeout(), None, "nothing waits any more");
+}
