@@ -39,6 +39,7 @@ fn rank_program() {
         "alltoall" => alltoall(world),
         "rdma" => rdma(world),
         "killed" => killed(world),
+        "killed_recv_only" => killed_recv_only(world),
         "malformed" => malformed(world),
         other => panic!("unknown scenario {other}"),
     }
@@ -150,6 +151,31 @@ fn killed(mut world: outboard_runtime::World) {
     assert_eq!(recv, Err(HostError::Op(OpError::PeerUnreachable(NodeId(victim)))));
     println!("rank {me}: peer {victim} failed after {ms} ms: send and receive both report it unreachable");
     // Leaving without finalize: the victim can never reach a fence.
+    drop(world);
+    std::process::exit(0);
+}
+
+/// The last rank kills itself with SIGKILL; every other rank only waits
+/// to receive from it (nothing to send it, so only the engine's keepalive
+/// probes can tell it is gone), and the receive must fail naming it.
+fn killed_recv_only(mut world: outboard_runtime::World) {
+    let (me, n) = (world.rank(), world.size());
+    let victim = n - 1;
+    world.barrier().unwrap();
+    if me == victim {
+        let pid = std::process::id();
+        let _ = Command::new("sh").args(["-c", &format!("kill -9 {pid}")]).status();
+        std::thread::sleep(Duration::from_secs(60));
+        unreachable!("SIGKILL");
+    }
+    let ep = world.endpoint(victim);
+    let start = Instant::now();
+    let rbuf = world.port().buffer(16).unwrap();
+    let r = world.port().start_recv(RecvMatch::from(ep.node, ep.port, 9), rbuf).unwrap();
+    let recv = world.port().wait(r);
+    let ms = start.elapsed().as_millis();
+    assert_eq!(recv, Err(HostError::Op(OpError::PeerUnreachable(NodeId(victim)))));
+    println!("rank {me}: receive from peer {victim} failed after {ms} ms: unreachable");
     drop(world);
     std::process::exit(0);
 }
@@ -270,6 +296,22 @@ fn a_killed_rank_fails_its_peers_operations_in_time_and_the_launcher_names_it() 
         // is the scheduler's business (timing belongs in benchmarks); the
         // launcher's --timeout bounds the whole job.
         assert!(ms >= timeout_ms / 2, "rank {r} noticed after {ms} ms (peer timeout {timeout_ms} ms)");
+    }
+}
+
+#[test]
+fn a_rank_that_only_receives_from_a_killed_rank_gets_an_error_naming_it() {
+    let _serial = serial();
+    // The launcher's grace (5 s by default) is far longer than the peer
+    // timeout plus one probe interval: the survivors must notice
+    // themselves, not be killed.
+    let (out, _) = outboard_run(4, "killed_recv_only", &[("OUTBOARD_PEER_TIMEOUT_MS", "500")]);
+    let (so, se) = text(&out);
+    assert!(!out.status.success(), "the job must fail:\n{so}\n{se}");
+    assert!(se.contains("rank 3 of 4 failed: killed by signal 9"), "stderr:\n{se}");
+    for r in 0..3 {
+        let want = format!("[{r}] rank {r}: receive from peer 3 failed after");
+        assert!(so.lines().any(|l| l.starts_with(&want)), "rank {r}:\n{so}\n{se}");
     }
 }
 

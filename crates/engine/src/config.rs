@@ -41,7 +41,9 @@ pub struct EngineConfig {
     pub rto_max: Duration,
     /// A peer that acknowledges nothing for this long while we have
     /// unacknowledged packets for it is declared dead: every operation that
-    /// needs it completes with an error.
+    /// needs it completes with an error. An operation that only waits on a
+    /// peer has it probed every quarter of this (module `keepalive`), so
+    /// it fails at most this plus a quarter after the peer fell silent.
     pub peer_timeout: Duration,
     /// How long a sender waits before retrying a message the receiver
     /// refused as not ready (port not open yet, no buffer).

@@ -126,6 +126,9 @@ pub(crate) struct Conn {
     pub ssthresh: u32,
     pub rto_deadline: Option<Instant>,
     pub last_progress: Instant,
+    /// When a valid packet from the peer last arrived (`None`: never):
+    /// a peer heard from this recently needs no keepalive probe.
+    pub heard_at: Option<Instant>,
     /// Next sequence number expected from the peer.
     pub rcv_nxt: Seq,
     pub ack_needed: bool,
@@ -162,6 +165,7 @@ impl Conn {
             ssthresh: cfg.window,
             rto_deadline: None,
             last_progress: now,
+            heard_at: None,
             rcv_nxt: Seq(0),
             ack_needed: false,
             ack_due: None,
@@ -394,6 +398,12 @@ impl Conn {
         self.rto = (self.rto * 2).min(cfg.rto_max);
         self.arm(now, cfg);
         TimerVerdict::Retransmit
+    }
+
+    /// Whether every packet numbered so far is acknowledged: nothing in
+    /// flight would notice the peer's death by itself.
+    pub fn nothing_unacked(&self) -> bool {
+        self.snd_una == self.next_seq
     }
 
     /// Whether every numbered packet is confirmed.

@@ -158,6 +158,9 @@ pub struct Engine<D: Dma> {
     /// Multi-sends under way.
     pub(crate) multis: HashMap<u32, MultiOp>,
     pub(crate) next_multi: u32,
+    /// When to next probe the peers that operations wait on (see
+    /// [`crate::keepalive`]); `None` while nothing waits.
+    pub(crate) keepalive_at: Option<Instant>,
 }
 
 impl<D: Dma> Engine<D> {
@@ -185,6 +188,7 @@ impl<D: Dma> Engine<D> {
             coll: Default::default(),
             multis: HashMap::new(),
             next_multi: 0,
+            keepalive_at: None,
         })
     }
 
@@ -290,6 +294,7 @@ impl<D: Dma> Engine<D> {
         self.inbound.retain(|_, m| m.port != port);
         self.multis.retain(|_, m| m.port != port);
         self.coll_port_closed(port);
+        self.keepalive_settle();
         self.debug_check();
     }
 
@@ -301,6 +306,7 @@ impl<D: Dma> Engine<D> {
         self.work.commands += 1;
         let r = self.command(now, port, cmd);
         self.coll_drain(now);
+        self.keepalive_settle();
         self.debug_check();
         r
     }
@@ -327,7 +333,7 @@ impl<D: Dma> Engine<D> {
                     return Err(CommandError::NoRecvToken);
                 }
                 p.recv_tokens -= 1;
-                self.post_recv(port, PostedRecv { op, matching, buf });
+                self.post_recv(now, port, PostedRecv { op, matching, buf });
                 Ok(())
             }
             Command::Register { op, buf } => {
@@ -418,6 +424,8 @@ impl<D: Dma> Engine<D> {
         }
         let key = self.alloc_key();
         self.ops.insert(key, out);
+        // Until it completes, the operation waits on its far end.
+        self.keepalive_arm(now);
         self.launch(now, key);
     }
 
@@ -650,7 +658,11 @@ impl<D: Dma> Engine<D> {
         }
     }
 
-    fn post_recv(&mut self, port: PortId, recv: PostedRecv) {
+    /// Posts a receive: it takes a message that arrived already, or waits.
+    /// One naming a source waits on that node: the keepalive probes it,
+    /// and if it is known dead the receive fails at once (no packet would
+    /// ever tell it so).
+    fn post_recv(&mut self, now: Instant, port: PortId, recv: PostedRecv) {
         let pi = usize::from(port.0);
         let p = &mut self.ports[pi];
         match p.match_unexpected(&recv.matching) {
@@ -660,7 +672,19 @@ impl<D: Dma> Engine<D> {
                 self.deliver_buffered(port, recv, u.src, u.tag, &u.data);
             }
             Some(i) => p.unexpected[i].bound = Some(recv),
-            None => p.posted.push_back(recv),
+            None => {
+                let Some((node, _)) = recv.matching.source else {
+                    p.posted.push_back(recv);
+                    return;
+                };
+                if self.conn_index.get(&node).is_some_and(|&ci| self.conns[ci].dead) {
+                    let gen = p.gen;
+                    self.complete(port, gen, recv.op, Err(OpError::PeerUnreachable(node)), TokenClass::Recv);
+                    return;
+                }
+                p.posted.push_back(recv);
+                self.keepalive_arm(now);
+            }
         }
     }
 
@@ -723,11 +747,11 @@ impl<D: Dma> Engine<D> {
     pub fn poll_timeout(&self) -> Option<Instant> {
         let conns = self.conns.iter().filter_map(|c| c.deadline());
         let retries = self.parked.iter().filter_map(|k| self.ops.get(k).and_then(|o| o.retry_at));
-        conns.chain(retries).chain(self.coll_deadline()).min()
+        conns.chain(retries).chain(self.coll_deadline()).chain(self.keepalive_deadline()).min()
     }
 
-    /// Handles timers due at `now`: retransmissions, dead peers, retries of
-    /// refused messages. Early calls do nothing.
+    /// Handles timers due at `now`: retransmissions, dead peers, keepalive
+    /// probes, retries of refused messages. Early calls do nothing.
     pub fn handle_timeout(&mut self, now: Instant) {
         self.set_now(now);
         self.work.timers += 1;
@@ -742,8 +766,10 @@ impl<D: Dma> Engine<D> {
                 TimerVerdict::PeerDead => self.peer_failed(ci, now, false),
             }
         }
+        self.keepalive_due(now);
         self.coll_retry_due(now);
         self.coll_drain(now);
+        self.keepalive_settle();
         self.debug_check();
         let due: Vec<u32> = self
             .parked

@@ -34,6 +34,7 @@ mod conn;
 mod dma;
 mod engine;
 mod ids;
+mod keepalive;
 mod port;
 mod rx;
 mod stats;

@@ -21,6 +21,7 @@ impl<D: Dma> Engine<D> {
         self.set_now(now);
         self.receive(now, from, bytes);
         self.coll_drain(now);
+        self.keepalive_settle();
         self.debug_check();
     }
 
@@ -71,6 +72,7 @@ impl<D: Dma> Engine<D> {
         if self.conns[ci].dead {
             return;
         }
+        self.conns[ci].heard_at = Some(now);
         if h.kind.is_sequenced() {
             match self.conns[ci].receive(h.seq, now, &self.cfg) {
                 RxVerdict::InOrder => self.process_body(now, from, pkt.body),
@@ -222,6 +224,9 @@ impl<D: Dma> Engine<D> {
         }
         if m.received == m.total {
             self.message_complete(key);
+        } else {
+            // Until its last fragment, the message waits on its sender.
+            self.keepalive_arm(now);
         }
     }
 

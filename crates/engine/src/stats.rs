@@ -32,6 +32,9 @@ pub struct Stats {
     pub retries: u64,
     /// Peers declared dead.
     pub peers_failed: u64,
+    /// Keepalive probes sent to peers that operations wait on (see
+    /// `EngineConfig::peer_timeout`).
+    pub keepalives: u64,
     /// Messages that arrived before a matching receive.
     pub unexpected: u64,
     /// Collective packets that arrived before their collective started.

@@ -14,7 +14,8 @@
 //!   sending what they return;
 //! - [`out`]: outgoing packets until confirmed, and the per-port send
 //!   bound;
-//! - [`retry`]: refusals and their retries, keepalive probes;
+//! - [`retry`]: refusals and their retries, the peers a waiting collective
+//!   needs probed;
 //! - [`complete`]: completing in epoch order, and failures.
 //!
 //! Every map here is ordered (`BTreeMap`/`BTreeSet`): where the engine
@@ -33,7 +34,7 @@ mod step;
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::GroupId;
-use crate::{Dma, Engine, Instant, PortId};
+use crate::{Dma, Engine, PortId};
 
 pub(crate) use collective::Running;
 pub(crate) use install::Group;
@@ -59,8 +60,6 @@ pub(crate) struct CollState {
     pub next_key: u32,
     /// Refused packets waiting to be retried (keys).
     pub parked: BTreeSet<u32>,
-    /// When to next probe the peers that running collectives wait for.
-    pub keepalive_at: Option<Instant>,
     /// Per port: bytes its entries in `out` hold (payload + bookkeeping).
     pub out_bytes: BTreeMap<PortId, usize>,
     /// Groups with a collective whose sends wait for room under their

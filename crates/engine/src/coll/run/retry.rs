@@ -1,9 +1,8 @@
-//! Refusals and retries of outgoing collective packets, and the keepalive
-//! probes that let a waiting collective notice a dead peer.
+//! Refusals and retries of outgoing collective packets, and the peers a
+//! waiting collective needs probed.
 
 use outboard_wire::{self as wire, RejectReason};
 
-use crate::conn::TxRecord;
 use crate::{Dma, Engine, Instant, NodeId, OpError};
 
 impl<D: Dma> Engine<D> {
@@ -31,20 +30,22 @@ impl<D: Dma> Engine<D> {
         self.coll_fail_packet(r.msg_id, err);
     }
 
-    /// The next retry deadline of a refused collective packet, or the next
-    /// keepalive probe.
+    /// The next retry deadline of a refused collective packet.
     pub(crate) fn coll_deadline(&self) -> Option<Instant> {
-        let retry = self.coll.parked.iter().filter_map(|k| self.coll.out.get(k).and_then(|o| o.retry_at)).min();
-        retry.into_iter().chain(self.coll.keepalive_at).min()
+        self.coll.parked.iter().filter_map(|k| self.coll.out.get(k).and_then(|o| o.retry_at)).min()
     }
 
-    /// How often a waiting collective probes the peers it waits for.
-    pub(super) fn keepalive_interval(&self) -> std::time::Duration {
-        self.cfg.peer_timeout / 4
+    /// Whether a running collective waits to hear from a member (the
+    /// keepalive probes its peers meanwhile: see [`crate::keepalive`]).
+    pub(crate) fn coll_awaits_any(&self) -> bool {
+        self.coll.groups.values().any(|g| g.running.iter().any(|r| r.is_waiting()))
     }
 
-    /// Nodes that running collectives are waiting to hear from.
-    fn coll_awaited_nodes(&self) -> Vec<NodeId> {
+    /// Nodes that running collectives are waiting to hear from. A
+    /// collective waiting for a packet from a peer it sends nothing to
+    /// would never notice that peer's death by itself (only unacknowledged
+    /// packets do): the keepalive probes these nodes.
+    pub(crate) fn coll_awaited_nodes(&self) -> Vec<NodeId> {
         let mut nodes = Vec::new();
         for g in self.coll.groups.values() {
             for r in g.running.iter().filter(|r| r.is_waiting()) {
@@ -53,35 +54,11 @@ impl<D: Dma> Engine<D> {
                 }
             }
         }
-        nodes.sort_unstable();
-        nodes.dedup();
         nodes
-    }
-
-    /// A collective waiting for a packet from a peer it sends nothing to
-    /// would never notice that peer's death (only unacknowledged packets
-    /// do): while it waits, an idle connection to that peer carries a
-    /// `Nop` every quarter peer timeout, so a dead peer fails the
-    /// collective within the peer timeout.
-    fn coll_keepalive(&mut self, now: Instant) {
-        match self.coll.keepalive_at {
-            Some(t) if t <= now => {}
-            _ => return,
-        }
-        let nodes = self.coll_awaited_nodes();
-        for node in &nodes {
-            let ci = self.conn_for(*node, now);
-            if !self.conns[ci].dead && self.conns[ci].is_quiet() {
-                self.conns[ci].push(TxRecord::Control(wire::BodyRepr::Nop), now);
-                self.mark_ready(ci);
-            }
-        }
-        self.coll.keepalive_at = (!nodes.is_empty()).then(|| now + self.keepalive_interval());
     }
 
     /// Retries refused collective packets whose time has come.
     pub(crate) fn coll_retry_due(&mut self, now: Instant) {
-        self.coll_keepalive(now);
         let due: Vec<u32> = self
             .coll
             .parked

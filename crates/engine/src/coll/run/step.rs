@@ -96,11 +96,9 @@ impl<D: Dma> Engine<D> {
             self.coll.blocked.insert((port, group));
         }
         self.coll_send(now, port, group, sends);
-        if self.coll.keepalive_at.is_none() {
-            let waiting = self.coll.groups.get(&(port, group)).is_some_and(|g| g.running.iter().any(|r| r.is_waiting()));
-            if waiting {
-                self.coll.keepalive_at = Some(now + self.keepalive_interval());
-            }
+        let waiting = self.coll.groups.get(&(port, group)).is_some_and(|g| g.running.iter().any(|r| r.is_waiting()));
+        if waiting {
+            self.keepalive_arm(now);
         }
         self.coll_complete_front(port, group);
     }
