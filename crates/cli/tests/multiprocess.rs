@@ -124,12 +124,10 @@ fn rdma(mut world: outboard_runtime::World) {
     world.finalize().unwrap();
 }
 
-/// The last rank kills itself with SIGKILL; every other rank has a send to
-/// it and a receive from it pending, and both must fail within the peer
-/// timeout.
-fn killed(mut world: outboard_runtime::World) {
-    let (me, n) = (world.rank(), world.size());
-    let victim = n - 1;
+/// After a barrier, the last rank SIGKILLs itself (and never returns);
+/// the others get (their rank, the victim's rank).
+fn kill_the_last_rank_after_a_barrier(world: &mut outboard_runtime::World) -> (u32, u32) {
+    let (me, victim) = (world.rank(), world.size() - 1);
     world.barrier().unwrap();
     if me == victim {
         let pid = std::process::id();
@@ -137,6 +135,14 @@ fn killed(mut world: outboard_runtime::World) {
         std::thread::sleep(Duration::from_secs(60));
         unreachable!("SIGKILL");
     }
+    (me, victim)
+}
+
+/// The last rank kills itself with SIGKILL; every other rank has a send to
+/// it and a receive from it pending, and both must fail within the peer
+/// timeout.
+fn killed(mut world: outboard_runtime::World) {
+    let (me, victim) = kill_the_last_rank_after_a_barrier(&mut world);
     std::thread::sleep(Duration::from_millis(200));
     let ep = world.endpoint(victim);
     let start = Instant::now();
@@ -159,15 +165,7 @@ fn killed(mut world: outboard_runtime::World) {
 /// to receive from it (nothing to send it, so only the engine's keepalive
 /// probes can tell it is gone), and the receive must fail naming it.
 fn killed_recv_only(mut world: outboard_runtime::World) {
-    let (me, n) = (world.rank(), world.size());
-    let victim = n - 1;
-    world.barrier().unwrap();
-    if me == victim {
-        let pid = std::process::id();
-        let _ = Command::new("sh").args(["-c", &format!("kill -9 {pid}")]).status();
-        std::thread::sleep(Duration::from_secs(60));
-        unreachable!("SIGKILL");
-    }
+    let (me, victim) = kill_the_last_rank_after_a_barrier(&mut world);
     let ep = world.endpoint(victim);
     let start = Instant::now();
     let rbuf = world.port().buffer(16).unwrap();
