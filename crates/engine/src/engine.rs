@@ -763,7 +763,10 @@ impl<D: Dma> Engine<D> {
                     self.stats.timeouts += 1;
                     self.mark_ready(ci);
                 }
-                TimerVerdict::PeerDead => self.peer_failed(ci, now, false),
+                TimerVerdict::PeerDead => {
+                    self.peer_failed(ci, now, false);
+                    self.notify_peer_failed(ci, now);
+                }
             }
         }
         self.keepalive_due(now);

@@ -10,7 +10,7 @@
 //!
 //! - per-peer reliable connections (sequence numbers, window,
 //!   cumulative piggybacked acknowledgements, Go-Back-N with backoff, peer
-//!   failure);
+//!   failure, and failure notices so the whole job learns of a death);
 //! - ports with GM-style send and receive tokens, incarnations
 //!   (generations) so an old incarnation's traffic never reaches a new one,
 //!   tagged matching with an unexpected-message queue;
@@ -35,6 +35,7 @@ mod dma;
 mod engine;
 mod ids;
 mod keepalive;
+mod notice;
 mod port;
 mod rx;
 mod stats;

@@ -123,6 +123,7 @@ impl<D: Dma> Engine<D> {
             Body::Coll(h, payload) => self.on_coll(now, from, h, payload),
             Body::ReadRequest(r) => self.on_read_request(now, from, r),
             Body::ReadResponse(h, payload) => self.on_read_response(from, h, payload),
+            Body::PeerFailed(n) => self.on_peer_failed_notice(now, from, n),
             Body::Abort(a) => match a.what {
                 AbortWhat::Message => self.drop_inbound((from, a.msg_id)),
                 AbortWhat::ReadResponse => {

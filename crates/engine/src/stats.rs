@@ -35,6 +35,18 @@ pub struct Stats {
     /// Keepalive probes sent to peers that operations wait on (see
     /// `EngineConfig::peer_timeout`).
     pub keepalives: u64,
+    /// Failure notices sent: one per live peer each time this engine
+    /// declared a peer dead by its own timeout (module `notice`).
+    pub notices_sent: u64,
+    /// Failure notices received, acted on or not.
+    pub notices_received: u64,
+    /// Of `notices_received`, those naming this node: a live node told it
+    /// is dead (some peer's view of it was wrong). Ignored.
+    pub notices_about_self: u64,
+    /// Of `notices_received`, those ignored because they named an
+    /// incarnation other than the one known for that node (it restarted) or
+    /// their own sender.
+    pub notices_ignored: u64,
     /// Messages that arrived before a matching receive.
     pub unexpected: u64,
     /// Collective packets that arrived before their collective started.

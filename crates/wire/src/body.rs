@@ -187,6 +187,22 @@ pub struct CollHeader {
     pub schedule: u16,
 }
 
+/// Body of a [`Kind::PeerFailed`]: the sender declared `node` dead by its
+/// own timeout (ULFM's "process failure": a fact about the job, not about
+/// one operation).
+///
+/// `boot` names the incarnation that died, when the sender had heard from it:
+/// a receiver that knows `node` by another incarnation (it restarted) ignores
+/// the notice, so a late notice never kills a live, restarted peer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct PeerFailed {
+    /// The node declared dead.
+    pub node: u32,
+    /// Its engine incarnation as the sender knew it; `None` if the sender
+    /// never heard from it.
+    pub boot: Option<u32>,
+}
+
 /// A parsed body, borrowing its payload.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Body<'a> {
@@ -206,6 +222,8 @@ pub enum Body<'a> {
     Abort(Abort),
     /// A collective packet and its bytes.
     Coll(CollHeader, &'a [u8]),
+    /// A failure notice.
+    PeerFailed(PeerFailed),
 }
 
 /// The fixed part of a body, without payload: what the sender writes before
@@ -228,6 +246,8 @@ pub enum BodyRepr {
     Abort(Abort),
     /// See [`Kind::Coll`].
     Coll(CollHeader),
+    /// See [`Kind::PeerFailed`].
+    PeerFailed(PeerFailed),
 }
 
 const DATA_LEN: usize = DATA_FIXED_LEN;
@@ -242,6 +262,9 @@ pub const READ_RESPONSE_FIXED_LEN: usize = 20;
 const ABORT_LEN: usize = 8;
 /// Bytes of a [`Kind::Coll`] body before its payload.
 pub const COLL_FIXED_LEN: usize = 42;
+const PEER_FAILED_LEN: usize = 12;
+/// `PeerFailed` flag: the `boot` field is meaningful.
+const PEER_FAILED_BOOT_KNOWN: u8 = 1;
 
 const TARGET_TAGGED: u8 = 0;
 const TARGET_RDMA: u8 = 1;
@@ -359,6 +382,15 @@ impl<'a> Body<'a> {
                 check_fragment("coll", h.offset, payload.len(), h.total_len)?;
                 Body::Coll(h, payload)
             }
+            Kind::PeerFailed => {
+                exact(PEER_FAILED_LEN)?;
+                let boot = match b[8] {
+                    0 => None,
+                    PEER_FAILED_BOOT_KNOWN => Some(be32(b, 4..8)),
+                    _ => return Err(WireError::MalformedBody { kind: "peer-failed", why: "unknown flags" }),
+                };
+                Body::PeerFailed(PeerFailed { node: be32(b, 0..4), boot })
+            }
         })
     }
 
@@ -373,6 +405,7 @@ impl<'a> Body<'a> {
             Body::ReadResponse(h, _) => BodyRepr::ReadResponse(h),
             Body::Abort(a) => BodyRepr::Abort(a),
             Body::Coll(h, _) => BodyRepr::Coll(h),
+            Body::PeerFailed(n) => BodyRepr::PeerFailed(n),
         }
     }
 
@@ -410,6 +443,7 @@ impl BodyRepr {
             BodyRepr::ReadResponse(_) => Kind::ReadResponse,
             BodyRepr::Abort(_) => Kind::Abort,
             BodyRepr::Coll(_) => Kind::Coll,
+            BodyRepr::PeerFailed(_) => Kind::PeerFailed,
         }
     }
 
@@ -423,6 +457,7 @@ impl BodyRepr {
             BodyRepr::ReadResponse(_) => READ_RESPONSE_LEN,
             BodyRepr::Abort(_) => ABORT_LEN,
             BodyRepr::Coll(_) => COLL_FIXED_LEN,
+            BodyRepr::PeerFailed(_) => PEER_FAILED_LEN,
         }
     }
 
@@ -502,6 +537,12 @@ impl BodyRepr {
                 b[32..36].copy_from_slice(&h.total_len.to_be_bytes());
                 b[36..40].copy_from_slice(&h.offset.to_be_bytes());
                 b[40..42].copy_from_slice(&h.schedule.to_be_bytes());
+            }
+            BodyRepr::PeerFailed(n) => {
+                b[0..4].copy_from_slice(&n.node.to_be_bytes());
+                b[4..8].copy_from_slice(&n.boot.unwrap_or(0).to_be_bytes());
+                b[8] = if n.boot.is_some() { PEER_FAILED_BOOT_KNOWN } else { 0 };
+                b[9..12].copy_from_slice(&[0; 3]);
             }
         }
     }

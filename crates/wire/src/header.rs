@@ -50,6 +50,11 @@ pub enum Kind {
     /// notification, a reduction contribution or broadcast data, addressed
     /// by (group, epoch, source rank, round).
     Coll = 8,
+    /// A failure notice: the sender declared a third node dead by its own
+    /// timeout and tells the peers it still reaches, so the whole job learns
+    /// of one death instead of each rank timing out on its own (and naming
+    /// whichever rank it noticed first). Carried reliably; never relayed.
+    PeerFailed = 9,
 }
 
 impl Kind {
@@ -63,6 +68,7 @@ impl Kind {
             6 => Kind::ReadResponse,
             7 => Kind::Abort,
             8 => Kind::Coll,
+            9 => Kind::PeerFailed,
             found => return Err(WireError::UnknownKind { found }),
         })
     }
@@ -84,6 +90,7 @@ impl Kind {
             Kind::ReadResponse => "read-response",
             Kind::Abort => "abort",
             Kind::Coll => "coll",
+            Kind::PeerFailed => "peer-failed",
         }
     }
 }

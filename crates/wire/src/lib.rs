@@ -23,7 +23,7 @@ mod error;
 mod header;
 mod seq;
 
-pub use body::{Abort, AbortWhat, Body, BodyRepr, CollHeader, COLL_FIXED_LEN, DATA_FIXED_LEN, READ_RESPONSE_FIXED_LEN, DataHeader, ReadRequest, ReadResponseHeader, Reject, RejectReason, Target};
+pub use body::{Abort, AbortWhat, Body, BodyRepr, CollHeader, COLL_FIXED_LEN, DATA_FIXED_LEN, READ_RESPONSE_FIXED_LEN, DataHeader, PeerFailed, ReadRequest, ReadResponseHeader, Reject, RejectReason, Target};
 pub use error::WireError;
 pub use header::{Header, Kind, HEADER_LEN, MAGIC, VERSION};
 pub use seq::Seq;

@@ -63,6 +63,7 @@ fn arb_body() -> impl Strategy<Value = (BodyRepr, Vec<u8>)> {
         )),
         resp,
         (prop_oneof![Just(AbortWhat::Message), Just(AbortWhat::ReadResponse)], any::<u32>()).prop_map(|(what, msg_id)| (BodyRepr::Abort(Abort { what, msg_id }), vec![])),
+        any::<(u32, Option<u32>)>().prop_map(|(node, boot)| (BodyRepr::PeerFailed(PeerFailed { node, boot }), vec![])),
     ]
 }
 
@@ -76,6 +77,7 @@ fn body_of<'a>(repr: BodyRepr, payload: &'a [u8]) -> Body<'a> {
         BodyRepr::ReadResponse(h) => Body::ReadResponse(h, payload),
         BodyRepr::Abort(a) => Body::Abort(a),
         BodyRepr::Coll(h) => Body::Coll(h, payload),
+        BodyRepr::PeerFailed(n) => Body::PeerFailed(n),
     }
 }
 
