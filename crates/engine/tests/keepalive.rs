@@ -7,31 +7,11 @@
 use outboard_engine::*;
 use outboard_testnet::{LinkConfig, Network};
 
-const P0: PortId = PortId(0);
-const PEER_TIMEOUT: Duration = Duration::from_millis(40);
+mod common;
+use common::{cfg, result_of, P0, PEER_TIMEOUT};
+
 /// The keepalive's probe interval: a quarter of the peer timeout.
 const INTERVAL: Duration = Duration::from_millis(10);
-
-fn cfg(n: NodeId) -> EngineConfig {
-    let mut c = EngineConfig::new(n, 9, 0);
-    c.peer_timeout = PEER_TIMEOUT;
-    c.rto_max = Duration::from_millis(5);
-    c
-}
-
-/// Runs until `op` completes on `node`; its result.
-fn result_of(net: &mut Network, node: NodeId, op: OpId) -> Result<Completion, OpError> {
-    let mut r = None;
-    net.run_until("completion", |n| {
-        for e in n.take_events(node) {
-            assert_eq!(e.op, op, "only {op:?} completes: {e:?}");
-            r = Some(e.result);
-        }
-        r.is_some()
-    })
-    .unwrap_or_else(|e| panic!("{e}"));
-    r.unwrap()
-}
 
 #[test]
 fn a_receive_naming_a_silently_dead_peer_fails_within_the_peer_timeout_and_one_interval() {

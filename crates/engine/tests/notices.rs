@@ -8,30 +8,9 @@ use outboard_engine::*;
 use outboard_testnet::{LinkConfig, Network};
 use outboard_wire::{Body, Header, Kind, Packet, PeerFailed, Seq};
 
-const P0: PortId = PortId(0);
-const PEER_TIMEOUT: Duration = Duration::from_millis(40);
-const JOB: u64 = 9;
+mod common;
+use common::{cfg, result_of, JOB, P0, PEER_TIMEOUT};
 
-fn cfg(n: NodeId) -> EngineConfig {
-    let mut c = EngineConfig::new(n, JOB, 0);
-    c.peer_timeout = PEER_TIMEOUT;
-    c.rto_max = Duration::from_millis(5);
-    c
-}
-
-/// Runs until `op` completes on `node`; its result.
-fn result_of(net: &mut Network, node: NodeId, op: OpId) -> Result<Completion, OpError> {
-    let mut r = None;
-    net.run_until("completion", |n| {
-        for e in n.take_events(node) {
-            assert_eq!(e.op, op, "only {op:?} completes: {e:?}");
-            r = Some(e.result);
-        }
-        r.is_some()
-    })
-    .unwrap_or_else(|e| panic!("{e}"));
-    r.unwrap()
-}
 
 /// Sends one message `from` -> `to` and receives it: the connection is up
 /// and each side has heard from the other.

@@ -1,0 +1,36 @@
+//! What the engine's failure tests share: engines with a short peer
+//! timeout (so deaths are noticed in a few simulated milliseconds), and
+//! driving the test network until one operation completes.
+//!
+//! Each test binary compiles this module and uses part of it.
+#![allow(dead_code)]
+
+use outboard_engine::*;
+use outboard_testnet::Network;
+
+pub const P0: PortId = PortId(0);
+pub const PEER_TIMEOUT: Duration = Duration::from_millis(40);
+pub const JOB: u64 = 9;
+
+/// Node `n`'s configuration: a 40 ms peer timeout, retransmissions at
+/// most 5 ms apart.
+pub fn cfg(n: NodeId) -> EngineConfig {
+    let mut c = EngineConfig::new(n, JOB, 0);
+    c.peer_timeout = PEER_TIMEOUT;
+    c.rto_max = Duration::from_millis(5);
+    c
+}
+
+/// Runs until `op` completes on `node`; its result.
+pub fn result_of(net: &mut Network, node: NodeId, op: OpId) -> Result<Completion, OpError> {
+    let mut r = None;
+    net.run_until("completion", |n| {
+        for e in n.take_events(node) {
+            assert_eq!(e.op, op, "only {op:?} completes: {e:?}");
+            r = Some(e.result);
+        }
+        r.is_some()
+    })
+    .unwrap_or_else(|e| panic!("{e}"));
+    r.unwrap()
+}
