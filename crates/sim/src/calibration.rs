@@ -79,6 +79,16 @@ pub struct Fit {
     pub why: String,
 }
 
+impl Fit {
+    fn fitted_on(&self, profile: &str, id: &str) -> bool {
+        names(&self.profiles, profile) && self.fitted.iter().any(|i| i == id)
+    }
+
+    fn informed_by(&self, profile: &str, id: &str) -> bool {
+        names(&self.profiles, profile) && self.informed.iter().any(|i| i == id)
+    }
+}
+
 /// How far a fitted figure may drift from the paper before its profile
 /// needs a refit (later model changes move fitted figures a little; the
 /// profile files say when they were fitted).
@@ -178,12 +188,12 @@ impl Record {
     /// The basis of the figure `id` (as a row carries it, `a*b` for a
     /// product) compared under `profile`.
     pub fn basis(&self, profile: &str, id: &str) -> Basis {
-        let fitted = self.fits.iter().any(|f| names(&f.profiles, profile) && f.fitted.iter().any(|i| i == id))
+        let fitted = self.fits.iter().any(|f| f.fitted_on(profile, id))
             || self.identities.iter().any(|x| x.names(profile, id));
         if fitted {
             return Basis::Calibrated;
         }
-        let informed = self.fits.iter().any(|f| names(&f.profiles, profile) && f.informed.iter().any(|i| i == id))
+        let informed = self.fits.iter().any(|f| f.informed_by(profile, id))
             || self
                 .choices
                 .iter()
@@ -200,7 +210,7 @@ impl Record {
     pub fn tolerance(&self, profile: &str, id: &str) -> f64 {
         self.fits
             .iter()
-            .filter(|f| names(&f.profiles, profile) && f.fitted.iter().any(|i| i == id))
+            .filter(|f| f.fitted_on(profile, id))
             .map(|f| f.tolerance.unwrap_or(DEFAULT_TOLERANCE))
             .chain(self.identities.iter().any(|x| x.names(profile, id)).then_some(IDENTITY_TOLERANCE))
             .reduce(f64::min)
