@@ -374,7 +374,7 @@ fn engine_times(steps: &[Step], rounds: u32, progress: Progress, max: usize) -> 
     let key = random_u64();
     let mut nodes = Vec::new();
     for (i, s) in sockets.into_iter().enumerate() {
-        let mut c = EngineConfig::new(NodeId(i as u32), key, random_u64() as u32);
+        let mut c = EngineConfig::new(NodeId(i as u32), key, random_u64());
         c.max_message = c.max_message.max(max as u32);
         nodes.push(Node::start(c, s, &addrs, progress)?);
     }

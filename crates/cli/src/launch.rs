@@ -2,7 +2,9 @@
 //!
 //! Starts the job's rendezvous, then N copies of the program with the
 //! bootstrap environment (`OUTBOARD_RANK`, `OUTBOARD_SIZE`,
-//! `OUTBOARD_LOCAL_SIZE`, `OUTBOARD_RENDEZVOUS`, `OUTBOARD_JOB_KEY`),
+//! `OUTBOARD_LOCAL_SIZE`, `OUTBOARD_RENDEZVOUS`, `OUTBOARD_JOB_KEY`, and
+//! `OUTBOARD_JOB_SECRET`, a fresh secret per job that the packet MACs are
+//! keyed from and that never leaves this machine's process environment),
 //! forwards their output line by line with a `[rank]` prefix, and fails,
 //! naming the rank, when any rank fails; the other ranks then get a grace
 //! period to notice (their operations on the dead rank fail within the
@@ -54,6 +56,11 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
     let addr = server.local_addr()?;
     let _rendezvous = server.spawn(a.ranks)?;
     let job_key = format!("{:016x}", outboard_runtime::random_u64());
+    let secret = match std::env::var("OUTBOARD_JOB_SECRET") {
+        // A user-chosen secret (to attach a process started by hand) wins.
+        Ok(s) if !s.trim().is_empty() => s,
+        _ => outboard_runtime::random_secret()?.to_hex(),
+    };
     let (program, args) = a.command.split_first().expect("clap requires a program");
 
     let mut children: Vec<Option<Child>> = Vec::new();
@@ -66,6 +73,7 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
             .env(ENV_LOCAL_SIZE, a.ranks.to_string())
             .env(ENV_RENDEZVOUS, addr.to_string())
             .env("OUTBOARD_JOB_KEY", &job_key)
+            .env("OUTBOARD_JOB_SECRET", &secret)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())

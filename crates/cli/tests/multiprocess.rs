@@ -213,10 +213,10 @@ fn malformed(mut world: outboard_runtime::World) {
             assert_eq!((tag, data), (u64::from(i), i.to_le_bytes().to_vec()));
         }
         let (s, t) = world.stats();
-        assert_eq!(s.wrong_job, u64::from(ROUNDS), "{s:?}");
+        assert_eq!(s.unauthenticated, u64::from(ROUNDS), "{s:?}");
         assert_eq!(s.malformed, 2 * u64::from(ROUNDS), "{s:?}");
         assert_eq!(t.unknown_source, 3 * u64::from(ROUNDS), "{t:?}");
-        println!("rank {me}: {ROUNDS} messages intact; dropped {} malformed and {} wrong-job datagrams", s.malformed, s.wrong_job);
+        println!("rank {me}: {ROUNDS} messages intact; dropped {} malformed and {} unauthenticated datagrams", s.malformed, s.unauthenticated);
     }
     world.finalize().unwrap();
 }

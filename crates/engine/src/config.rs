@@ -1,20 +1,62 @@
 use core::time::Duration;
 
+use outboard_wire::JobSecret;
+
 use crate::NodeId;
+
+/// Bits of an incarnation below the start time, filled with randomness so
+/// that two engines started in the same millisecond still differ.
+pub const INCARNATION_RANDOM_BITS: u32 = 22;
+
+/// An engine incarnation that grows with the start time: `unix_ms` (the
+/// start, in milliseconds since 1970) above [`INCARNATION_RANDOM_BITS`] bits
+/// of `random`. A restart a millisecond or more later always has a larger
+/// one; the time part lasts until the year 2109.
+pub fn incarnation(unix_ms: u64, random: u32) -> u64 {
+    (unix_ms << INCARNATION_RANDOM_BITS) | u64::from(random & ((1 << INCARNATION_RANDOM_BITS) - 1))
+}
+
+/// The stand-in secret [`EngineConfig::new`] derives from a job key: the
+/// job key's bytes twice. Not secret; for in-process drivers.
+fn stand_in_secret(job_key: u64) -> JobSecret {
+    let k = job_key.to_be_bytes();
+    let mut b = [0u8; outboard_wire::SECRET_LEN];
+    b[..8].copy_from_slice(&k);
+    b[8..].copy_from_slice(&k);
+    JobSecret::from_bytes(b)
+}
 
 /// Everything that fixes an engine's behaviour. Time and randomness come in
 /// from outside: `boot` is the only random value the engine uses, chosen by
-/// the driver (from a seed in the simulator).
+/// the driver (from the clock and a random number in the runtime, from a
+/// seed in the simulator).
 #[derive(Debug, Clone)]
 pub struct EngineConfig {
     /// This engine's node.
     pub node: NodeId,
-    /// The job's key: packets that carry another are dropped and counted.
+    /// The job's key, a public name of the job: part of the packet MAC's
+    /// key derivation (with `secret`), so packets of another job never
+    /// authenticate here. Not on the wire.
     pub job_key: u64,
-    /// This engine's incarnation, different each time an engine starts (the
-    /// driver picks it at random), so peers can tell a restarted engine from
-    /// its predecessor.
-    pub boot: u32,
+    /// The secret the job's engines share; every datagram carries a MAC
+    /// keyed from it and `job_key` (`outboard_wire::MacKey`), and one that
+    /// does not verify is dropped and counted (`Stats::unauthenticated`)
+    /// before it can change any state. Drivers whose datagrams cross a real
+    /// network set the job's secret (the runtime: from the launcher or the
+    /// bootstrap); [`EngineConfig::new`] derives a stand-in from the job key,
+    /// which suits in-process drivers (simulator, tests) only.
+    pub secret: JobSecret,
+    /// This engine's incarnation, larger each time an engine of this node
+    /// starts: [`incarnation`] puts the start time above randomness. A peer
+    /// takes a packet with a larger incarnation for a restart and drops one
+    /// with a smaller incarnation (a replay, or a late packet of a dead
+    /// predecessor).
+    pub boot: u64,
+    /// The smallest incarnation any engine of this job can have (the job's
+    /// start, as [`incarnation`] of the job's start time and 0): a packet
+    /// from a smaller one is a replay from an earlier run and is dropped
+    /// even from a peer not heard from yet. 0 accepts any.
+    pub min_peer_boot: u64,
     /// Largest datagram the engine emits, header included. Messages are cut
     /// into packets of at most this size.
     pub mtu: usize,
@@ -90,11 +132,13 @@ pub const DEFAULT_MTU: usize = 8192;
 
 impl EngineConfig {
     /// Defaults for a node, suited to a LAN or loopback: microsecond RTTs.
-    pub fn new(node: NodeId, job_key: u64, boot: u32) -> Self {
+    pub fn new(node: NodeId, job_key: u64, boot: u64) -> Self {
         EngineConfig {
             node,
             job_key,
+            secret: stand_in_secret(job_key),
             boot,
+            min_peer_boot: 0,
             mtu: DEFAULT_MTU,
             max_ports: 8,
             send_tokens: 64,
@@ -112,6 +156,13 @@ impl EngineConfig {
             coll_send_bytes: 1 << 20,
             ack_delay: Duration::ZERO,
         }
+    }
+
+    /// The key this configuration's packets are authenticated with (what
+    /// the engine derives from `secret` and `job_key`); for tools and tests
+    /// that build packets of the job themselves.
+    pub fn mac_key(&self) -> wire::MacKey {
+        wire::MacKey::new(&self.secret, self.job_key)
     }
 
     /// Checks the values that would make the engine unable to work.

@@ -94,8 +94,9 @@ const INITIAL_CWND: u32 = 16;
 #[derive(Debug)]
 pub(crate) struct Conn {
     pub peer: NodeId,
-    pub peer_boot: Option<u32>,
-    pub retired_boots: Vec<u32>,
+    /// The peer's incarnation as last heard; packets from smaller ones are
+    /// dropped, a larger one is a restart.
+    pub peer_boot: Option<u64>,
     pub dead: bool,
     /// Records for sequence numbers `base .. next_seq`.
     pub records: VecDeque<TxRecord>,
@@ -148,7 +149,6 @@ impl Conn {
         Conn {
             peer,
             peer_boot: None,
-            retired_boots: Vec::new(),
             dead: false,
             records: VecDeque::new(),
             base: Seq(0),
@@ -178,10 +178,10 @@ impl Conn {
     /// Forgets all sequencing state, as after the peer restarted.
     pub fn reset(&mut self, cfg: &EngineConfig, now: Instant) {
         let peer = self.peer;
-        let retired = std::mem::take(&mut self.retired_boots);
+        let boot = self.peer_boot;
         let queued = self.queued;
         *self = Conn::new(peer, cfg, now);
-        self.retired_boots = retired;
+        self.peer_boot = boot;
         self.queued = queued;
     }
 

@@ -134,6 +134,9 @@ pub(crate) struct Inbound {
 /// through the [`Dma`] the engine owns.
 pub struct Engine<D: Dma> {
     pub(crate) cfg: EngineConfig,
+    /// The packet MAC's key, derived once from `cfg.secret` and
+    /// `cfg.job_key`.
+    pub(crate) mac: wire::MacKey,
     pub(crate) dma: D,
     pub(crate) ports: Vec<Port>,
     pub(crate) conns: Vec<Conn>,
@@ -168,7 +171,9 @@ impl<D: Dma> Engine<D> {
     pub fn new(cfg: EngineConfig, dma: D, now: Instant) -> Result<Self, ConfigError> {
         cfg.validate()?;
         let ports = (0..cfg.max_ports).map(|_| Port::default()).collect();
+        let mac = cfg.mac_key();
         Ok(Engine {
+            mac,
             cfg,
             dma,
             ports,
@@ -729,7 +734,7 @@ impl<D: Dma> Engine<D> {
         // job key, this engine's boot and a counter (SplitMix64 finaliser).
         self.region_counter += 1;
         let mut z = self.cfg.job_key
-            ^ (u64::from(self.cfg.boot) << 32)
+            ^ self.cfg.boot.rotate_left(32)
             ^ self.region_counter.wrapping_mul(0x9E37_79B9_7F4A_7C15);
         z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
         z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);

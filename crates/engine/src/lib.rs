@@ -49,7 +49,8 @@ pub use coll::{
     Schedule, ScheduleId, Step, MAX_FANOUT, MAX_STEPS, MEMBER_LEN,
 };
 pub use config::DEFAULT_MTU;
-pub use config::EngineConfig;
+pub use config::{incarnation, EngineConfig, INCARNATION_RANDOM_BITS};
+pub use outboard_wire::{JobSecret, SECRET_LEN};
 pub use dma::{Dma, DmaFault, VecMemory};
 pub use engine::Engine;
 pub use ids::{Endpoint, Generation, HostBuf, NodeId, OpId, PortId, RecvMatch};

@@ -28,8 +28,12 @@ impl<D: Dma> Engine<D> {
     fn receive(&mut self, now: Instant, from: NodeId, bytes: &[u8]) {
         self.work.packets_in += 1;
         self.work.bytes_in += bytes.len() as u64;
-        let pkt = match Packet::parse(bytes) {
+        let pkt = match Packet::parse(bytes, &self.mac) {
             Ok(p) => p,
+            Err(wire::WireError::BadMac) => {
+                self.stats.unauthenticated += 1;
+                return;
+            }
             Err(_) => {
                 self.stats.malformed += 1;
                 return;
@@ -42,28 +46,26 @@ impl<D: Dma> Engine<D> {
         if matches!(pkt.body, Body::Coll(_, data) if !data.is_empty()) {
             self.work.coll_data_in += 1;
         }
-        if h.job_key != self.cfg.job_key {
-            self.stats.wrong_job += 1;
-            return;
-        }
         if h.dst_node != self.cfg.node.0 || h.src_node != from.0 {
             self.stats.misaddressed += 1;
             return;
         }
-        let ci = self.conn_for(from, now);
-        let c = &mut self.conns[ci];
-        if c.retired_boots.contains(&h.boot) {
+        if h.boot < self.cfg.min_peer_boot {
+            // From before this job started: a replay of an earlier run.
             self.stats.stale_boot += 1;
             return;
         }
+        let ci = self.conn_for(from, now);
+        let c = &mut self.conns[ci];
         match c.peer_boot {
             None => c.peer_boot = Some(h.boot),
-            Some(b) if b != h.boot => {
+            Some(b) if h.boot < b => {
+                // A replaced incarnation: a late packet or a replay.
+                self.stats.stale_boot += 1;
+                return;
+            }
+            Some(b) if h.boot > b => {
                 // The peer restarted: its old connection state is void.
-                c.retired_boots.push(b);
-                if c.retired_boots.len() > 8 {
-                    c.retired_boots.remove(0);
-                }
                 c.peer_boot = Some(h.boot);
                 self.peer_failed(ci, now, true);
             }

@@ -4,14 +4,17 @@ use crate::{HostBuf, PortId};
 /// numbers an operator looks at when something is wrong.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Stats {
-    /// Datagrams that failed to parse (truncated, bad checksum, ...).
+    /// Datagrams that failed to parse (truncated, bad length, unknown kind,
+    /// inconsistent body, ...).
     pub malformed: u64,
-    /// Datagrams with another job's key.
-    pub wrong_job: u64,
+    /// Datagrams whose MAC did not verify under this job's key: forged,
+    /// corrupted, another job's, or an earlier run's under another secret.
+    pub unauthenticated: u64,
     /// Datagrams not addressed to this node, or whose claimed source differs
     /// from where they came from.
     pub misaddressed: u64,
-    /// Datagrams from an engine incarnation that was replaced.
+    /// Authenticated datagrams from an engine incarnation older than the one
+    /// known for their sender, or older than the job (a replay).
     pub stale_boot: u64,
     /// Sequenced packets received a second time.
     pub duplicates: u64,

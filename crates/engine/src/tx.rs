@@ -58,7 +58,6 @@ impl<D: Dma> Engine<D> {
         Header {
             kind,
             flags: 0,
-            job_key: self.cfg.job_key,
             src_node: self.cfg.node.0,
             dst_node: c.peer.0,
             boot: self.cfg.boot,
@@ -71,14 +70,14 @@ impl<D: Dma> Engine<D> {
     fn build_ack(&mut self, ci: usize, buf: &mut [u8]) -> usize {
         let h = self.header(ci, Kind::Ack, wire::Seq(0));
         let off = wire::emit_prefix(&h, &BodyRepr::Ack, 0, buf).expect("buffer checked against the MTU");
-        wire::seal(&mut buf[..off]);
+        wire::seal(&mut buf[..off], &self.mac);
         off
     }
 
     fn build_control(&mut self, ci: usize, seq: wire::Seq, body: BodyRepr, buf: &mut [u8]) -> usize {
         let h = self.header(ci, body.kind(), seq);
         let off = wire::emit_prefix(&h, &body, 0, buf).expect("buffer checked against the MTU");
-        wire::seal(&mut buf[..off]);
+        wire::seal(&mut buf[..off], &self.mac);
         off
     }
 
@@ -96,7 +95,7 @@ impl<D: Dma> Engine<D> {
         if copy {
             self.work.coll_copies_out += 1;
         }
-        wire::seal(&mut buf[..end]);
+        wire::seal(&mut buf[..end], &self.mac);
         end
     }
 
@@ -153,7 +152,7 @@ impl<D: Dma> Engine<D> {
             if of_payload {
                 self.work.multi_copy = Some(MultiCopy { port, buf: payload, end: offset + len });
             }
-            wire::seal(&mut buf[..end]);
+            wire::seal(&mut buf[..end], &self.mac);
             return end;
         }
         if len > 0 && self.dma.read(port, src, &mut buf[off..end]).is_err() {
@@ -172,7 +171,7 @@ impl<D: Dma> Engine<D> {
         }
         self.work.dma_read += u64::from(len);
         self.work.payload_out += u64::from(len);
-        wire::seal(&mut buf[..end]);
+        wire::seal(&mut buf[..end], &self.mac);
         end
     }
 }

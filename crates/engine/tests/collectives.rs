@@ -57,7 +57,7 @@ impl Cluster {
 
     fn configured(n: u32, link: LinkConfig, seed: u64, tune: impl Fn(&mut EngineConfig)) -> Cluster {
         let mut net = Network::new(n, link, seed, |node| {
-            let mut c = EngineConfig::new(node, 0xC0FFEE, 1000 + node.0);
+            let mut c = EngineConfig::new(node, 0xC0FFEE, 1000 + u64::from(node.0));
             tune(&mut c);
             // Odd seeds run with delayed acknowledgements.
             if seed % 2 == 1 {
@@ -406,7 +406,7 @@ fn install_bcast(c: &mut Cluster, n: u32) {
 /// the chain broadcast installed on each.
 fn chain_engines(n: u32, t0: Instant) -> Vec<Engine<VecMemory>> {
     let mut engines: Vec<Engine<VecMemory>> = (0..n)
-        .map(|i| Engine::new(EngineConfig::new(NodeId(i), 0xC0FFEE, 1000 + i), VecMemory::new(), t0).unwrap())
+        .map(|i| Engine::new(EngineConfig::new(NodeId(i), 0xC0FFEE, 1000 + u64::from(i)), VecMemory::new(), t0).unwrap())
         .collect();
     let eps: Vec<Endpoint> = engines.iter_mut().map(|e| e.open_port(t0, P0).unwrap()).collect();
     for (r, e) in engines.iter_mut().enumerate() {
@@ -742,7 +742,7 @@ fn an_inner_members_forward_is_reported_as_a_relay() {
 #[test]
 fn collectives_a_dead_peer_fails_complete_in_group_order() {
     let mut net = Network::new(2, LinkConfig::default(), 9, |node| {
-        let mut c = EngineConfig::new(node, 0xC0FFEE, 1000 + node.0);
+        let mut c = EngineConfig::new(node, 0xC0FFEE, 1000 + u64::from(node.0));
         c.peer_timeout = Duration::from_millis(50);
         c
     });

@@ -1,5 +1,6 @@
-//! Hostile datagrams: garbage, truncated headers, other jobs' keys, forged
-//! sources and replays are counted and dropped while traffic continues.
+//! Hostile datagrams: garbage, truncated headers, other jobs' packets,
+//! forged sources and replays are counted and dropped while traffic
+//! continues.
 
 use outboard_engine::*;
 use outboard_testnet::{LinkConfig, Network};
@@ -8,11 +9,13 @@ use proptest::prelude::*;
 
 const P0: PortId = PortId(0);
 
+/// A `Nop` authenticated under job `job_key` (the test network's engines
+/// use the stand-in secret of `EngineConfig::new`, job key 1).
 fn forged(job_key: u64, src: u32, dst: u32, seq: u32) -> Vec<u8> {
-    let h = Header { kind: Kind::Nop, flags: 0, job_key, src_node: src, dst_node: dst, boot: 1, seq: Seq(seq), ack: Seq(0), horizon: Seq(0) };
+    let h = Header { kind: Kind::Nop, flags: 0, src_node: src, dst_node: dst, boot: 1, seq: Seq(seq), ack: Seq(0), horizon: Seq(0) };
     let p = Packet { header: h, body: Body::Nop };
     let mut b = vec![0; p.buffer_len()];
-    p.emit(&mut b).unwrap();
+    p.emit(&EngineConfig::new(NodeId(src), job_key, 0).mac_key(), &mut b).unwrap();
     b
 }
 
@@ -43,7 +46,7 @@ fn garbage_between_real_traffic_is_counted_and_dropped() {
     assert_eq!(received, 50);
     let s = net.engine(b.node).stats().clone();
     assert_eq!(s.malformed, 100);
-    assert_eq!(s.wrong_job, 50);
+    assert_eq!(s.unauthenticated, 50);
     assert_eq!(s.misaddressed, 100);
 }
 

@@ -9,7 +9,7 @@ use outboard_testnet::{LinkConfig, Network};
 use outboard_wire::{Body, Header, Kind, Packet, PeerFailed, Seq};
 
 mod common;
-use common::{cfg, result_of, JOB, P0, PEER_TIMEOUT};
+use common::{cfg, result_of, P0, PEER_TIMEOUT};
 
 
 /// Sends one message `from` -> `to` and receives it: the connection is up
@@ -69,12 +69,12 @@ fn a_death_one_engine_detects_fails_another_engines_operations_on_it_at_once() {
 }
 
 /// One sequenced packet from `src` (incarnation `boot`) to node 1.
-fn packet(src: u32, boot: u32, seq: u32, body: Body<'_>) -> Vec<u8> {
+fn packet(src: u32, boot: u64, seq: u32, body: Body<'_>) -> Vec<u8> {
     let kind = body.repr().kind();
-    let h = Header { kind, flags: 0, job_key: JOB, src_node: src, dst_node: 1, boot, seq: Seq(seq), ack: Seq(0), horizon: Seq(0) };
+    let h = Header { kind, flags: 0, src_node: src, dst_node: 1, boot, seq: Seq(seq), ack: Seq(0), horizon: Seq(0) };
     let p = Packet { header: h, body };
     let mut b = vec![0; p.buffer_len()];
-    p.emit(&mut b).unwrap();
+    p.emit(&cfg(NodeId(src)).mac_key(), &mut b).unwrap();
     b
 }
 
@@ -127,7 +127,7 @@ fn a_notice_about_a_replaced_incarnation_is_ignored_and_a_current_one_is_not() {
     assert_eq!(e.stats().notices_sent, 0, "a notice is never relayed");
     let mut out = vec![0u8; DEFAULT_MTU];
     while let Some(tx) = e.poll_transmit(t, &mut out) {
-        let p = Packet::parse(&out[..tx.len]).unwrap();
+        let p = Packet::parse(&out[..tx.len], &cfg(NodeId(1)).mac_key()).unwrap();
         assert!(!matches!(p.header.kind, Kind::PeerFailed), "sent {p:?}");
     }
 }

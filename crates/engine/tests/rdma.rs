@@ -95,6 +95,6 @@ fn packets_with_another_jobs_key_are_dropped_and_the_operation_times_out() {
     let src = net.memory(a.node).alloc_with(&[1; 64]);
     net.command(a.node, P0, Command::RdmaWrite { op: OpId(1), dest: b, key, offset: 0, buf: src }).unwrap();
     assert_eq!(result_of(&mut net, a.node, OpId(1)), Err(OpError::PeerUnreachable(b.node)));
-    assert!(net.engine(b.node).stats().wrong_job > 0);
+    assert!(net.engine(b.node).stats().unauthenticated > 0);
     assert!(net.memory(b.node).bytes(region).iter().all(|&x| x == 7));
 }

@@ -25,8 +25,8 @@ use crate::ring::{Consumer, Producer};
 const RX_BATCH: usize = 64;
 
 /// The node id given to datagrams from an address that is no member of the
-/// job. The engine still parses them, so garbage and foreign job keys are
-/// counted in its `malformed` and `wrong_job` statistics; a well-formed
+/// job. The engine still parses them, so garbage and other jobs' packets are
+/// counted in its `malformed` and `unauthenticated` statistics; a well-formed
 /// packet of this job from an unknown address fails its source check
 /// (`misaddressed`).
 pub(crate) const UNKNOWN_NODE: NodeId = NodeId(u32::MAX);

@@ -3,12 +3,18 @@
 //! [`init`] is what a program launched by `outboard run`, `mpirun`,
 //! `mpiexec` or `srun` calls first. Node id = rank; each rank's engine
 //! listens on a UDP socket whose address, with the port endpoint and rank
-//! 0's job key, is exchanged through the [`Bootstrap`].
+//! 0's job key and start time, is exchanged through the [`Bootstrap`].
+//!
+//! The job secret that keys every datagram's MAC comes from
+//! `OUTBOARD_JOB_SECRET` on every rank (what `outboard run` sets, or a user
+//! under mpirun/srun), so it never travels; without it, rank 0 draws one
+//! and hands it to the others through the bootstrap, before any engine
+//! traffic (as trusted as the rendezvous connection).
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::{Duration, Instant as WallClock};
 
-use outboard_engine::{EngineConfig, Endpoint, NodeId, OpenError, PortId, Stats};
+use outboard_engine::{incarnation, EngineConfig, Endpoint, JobSecret, NodeId, OpenError, PortId, Stats};
 use outboard_host::{Group, GroupId, HostError, Port, PortIo};
 use thiserror::Error;
 
@@ -61,13 +67,18 @@ pub struct Options {
     /// The job key (`OUTBOARD_JOB_KEY`, hex), used by rank 0; `None`:
     /// random.
     pub job_key: Option<u64>,
+    /// The job secret (`OUTBOARD_JOB_SECRET`, 32 hex digits), which must
+    /// then be the same on every rank; `None` on every rank: rank 0 draws
+    /// one and the bootstrap hands it out.
+    pub secret: Option<JobSecret>,
     /// How long to keep trying to reach the rendezvous.
     pub bootstrap_timeout: Duration,
 }
 
 impl Options {
     /// Reads `OUTBOARD_PEER_TIMEOUT_MS`, `OUTBOARD_ADDR`,
-    /// `OUTBOARD_JOB_KEY` and `OUTBOARD_BOOTSTRAP_TIMEOUT_MS`.
+    /// `OUTBOARD_JOB_KEY`, `OUTBOARD_JOB_SECRET` and
+    /// `OUTBOARD_BOOTSTRAP_TIMEOUT_MS`.
     pub fn from_env() -> Result<Options, InitError> {
         fn var(k: &str) -> Option<String> {
             std::env::var(k).ok().filter(|v| !v.trim().is_empty())
@@ -86,7 +97,11 @@ impl Options {
                     .map_err(|_| InitError::Env(format!("OUTBOARD_JOB_KEY={v:?} is not a hex number")))
             })
             .transpose()?;
+        let secret = var("OUTBOARD_JOB_SECRET")
+            .map(|v| JobSecret::from_hex(&v).map_err(|e| InitError::Env(format!("OUTBOARD_JOB_SECRET: {e}"))))
+            .transpose()?;
         Ok(Options {
+            secret,
             progress: None,
             peer_timeout: ms("OUTBOARD_PEER_TIMEOUT_MS")?,
             bind_ip,
@@ -160,6 +175,11 @@ pub fn init_with(opts: Options) -> Result<World, InitError> {
     b.put("udp", addr.to_string().as_bytes())?;
     if env.rank == 0 {
         b.put("job_key", &opts.job_key.unwrap_or_else(random_u64).to_be_bytes())?;
+        b.put("job_start_ms", &unix_ms().to_be_bytes())?;
+        match &opts.secret {
+            Some(_) => b.put("secret", b"env")?,
+            None => b.put("secret", &[&b"bootstrap:"[..], &random_secret()?.to_bytes()].concat())?,
+        }
     }
     b.fence()?;
     let mut peers = Vec::with_capacity(env.size as usize);
@@ -173,8 +193,18 @@ pub fn init_with(opts: Options) -> Result<World, InitError> {
     }
     let key = b.get(0, "job_key")?;
     let job_key = u64::from_be_bytes(key.try_into().map_err(|_| BootstrapError::Protocol("bad job key".into()))?);
+    let start = b.get(0, "job_start_ms")?;
+    let job_start_ms = u64::from_be_bytes(start.try_into().map_err(|_| BootstrapError::Protocol("bad job start".into()))?);
+    let secret = job_secret(&b.get(0, "secret")?, opts.secret)?;
 
-    let mut config = EngineConfig::new(NodeId(env.rank), job_key, random_u64() as u32);
+    // Incarnations grow with time and are never below the job's start (a
+    // rank whose clock lags rank 0's takes the job's start), so a datagram
+    // replayed from an earlier run under the same secret is older than the
+    // job's floor and dropped.
+    let incarnation_now = incarnation(unix_ms().max(job_start_ms), random_u64() as u32);
+    let mut config = EngineConfig::new(NodeId(env.rank), job_key, incarnation_now);
+    config.secret = secret;
+    config.min_peer_boot = incarnation(job_start_ms, 0);
     if let Some(t) = opts.peer_timeout {
         config.peer_timeout = t;
         config.rto_max = config.rto_max.min(t);
@@ -343,9 +373,47 @@ impl Drop for World {
         if !self.finalized && !std::thread::panicking() {
             self.quiesce();
         }
+        if std::env::var("OUTBOARD_STATS").is_ok_and(|v| v == "stderr") {
+            // For fault runs: what the engine dropped and why.
+            eprintln!("outboard stats rank {}: {:?}", self.env.rank, self.node.stats().0);
+        }
         if let Some(JobBootstrap::Tcp(b)) = self.bootstrap.take() {
             let wait = self.leave_wait(&b);
             b.finish(wait);
         }
     }
+}
+
+/// Milliseconds since 1970 on this host's clock.
+fn unix_ms() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
+}
+
+/// A fresh job secret from the operating system's random source (what
+/// `outboard run` hands its ranks); unlike other random values, no
+/// fallback on the clock.
+pub fn random_secret() -> Result<JobSecret, InitError> {
+    let mut b = [0u8; outboard_engine::SECRET_LEN];
+    getrandom::getrandom(&mut b).map_err(|e| InitError::Env(format!("no random source for the job secret: {e}")))?;
+    Ok(JobSecret::from_bytes(b))
+}
+
+/// This rank's job secret, from what rank 0 published (`env`: every rank
+/// has `OUTBOARD_JOB_SECRET`; `bootstrap:` and 16 bytes: rank 0 drew it)
+/// and this rank's own `OUTBOARD_JOB_SECRET`. A mix of the two ways is an
+/// error naming the fix, not a job whose packets never authenticate.
+fn job_secret(published: &[u8], own: Option<JobSecret>) -> Result<JobSecret, InitError> {
+    if published == b"env" {
+        return own.ok_or_else(|| {
+            InitError::Env("rank 0 has OUTBOARD_JOB_SECRET but this rank does not: set the same value on every rank".into())
+        });
+    }
+    let drawn = published
+        .strip_prefix(b"bootstrap:")
+        .and_then(|b| <[u8; 16]>::try_from(b).ok())
+        .ok_or_else(|| BootstrapError::Protocol("rank 0 published a bad job secret".into()))?;
+    if own.is_some() {
+        return Err(InitError::Env("this rank has OUTBOARD_JOB_SECRET but rank 0 does not: set the same value on every rank".into()));
+    }
+    Ok(JobSecret::from_bytes(drawn))
 }

@@ -18,7 +18,7 @@ fn cluster(n: u32, progress: Progress, tweak: impl Fn(&mut EngineConfig)) -> Vec
         .into_iter()
         .enumerate()
         .map(|(i, s)| {
-            let mut c = EngineConfig::new(NodeId(i as u32), JOB, 100 + i as u32);
+            let mut c = EngineConfig::new(NodeId(i as u32), JOB, 100 + i as u64);
             tweak(&mut c);
             Node::start(c, s, &addrs, progress).unwrap()
         })
@@ -64,7 +64,7 @@ fn messages_cross_in_both_directions_under_every_policy() {
         let nodes = cluster(2, p, |_| {});
         exchange(&nodes, 200, |i| (i as usize * 397) % 70_000, |_| Duration::ZERO);
         let (s, t) = nodes[1].stats();
-        assert_eq!((s.malformed, s.wrong_job), (0, 0), "policy {p}");
+        assert_eq!((s.malformed, s.unauthenticated), (0, 0), "policy {p}");
         assert!(t.datagrams_in > 200, "policy {p}: {t:?}");
     }
 }
@@ -88,7 +88,7 @@ fn host_assisted_waits_that_sleep_still_get_every_message() {
     exchange(&nodes, 120, |i| (i as usize * 211) % 20_000, |i| Duration::from_micros([0, 30, 700][(i % 3) as usize]));
     for n in &nodes {
         let (s, t) = n.stats();
-        assert_eq!((s.malformed, s.wrong_job, s.peers_failed), (0, 0, 0));
+        assert_eq!((s.malformed, s.unauthenticated, s.peers_failed), (0, 0, 0));
         assert!(t.host_sleeps > 0, "the waits never slept: {t:?}");
     }
 }
@@ -215,7 +215,7 @@ fn malformed_datagrams_are_counted_and_dropped_while_traffic_continues() {
     }
     let (s, t) = nodes[1].stats();
     assert_eq!(t.unknown_source, 150, "{t:?}");
-    assert_eq!(s.wrong_job, 50, "{s:?}");
+    assert_eq!(s.unauthenticated, 50, "{s:?}");
     assert!(s.malformed >= 95, "random bytes and truncated headers: {s:?}");
-    assert_eq!(s.malformed + s.wrong_job + s.misaddressed, 150, "every junk datagram dropped: {s:?}");
+    assert_eq!(s.malformed + s.unauthenticated + s.misaddressed, 150, "every junk datagram dropped: {s:?}");
 }

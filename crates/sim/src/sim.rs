@@ -94,7 +94,9 @@ impl Simulation {
         let mtu = profile.nic.max_payload as usize + outboard_wire::HEADER_LEN + outboard_wire::DATA_FIXED_LEN;
         let mut v = Vec::with_capacity(nodes as usize);
         for i in 0..nodes {
-            let mut cfg = EngineConfig::new(NodeId(i), job_key, rng.gen());
+            // Drawn as 32 bits, as before incarnations were 64: the seeded stream
+            // of random numbers, and so every figure, stays the same.
+            let mut cfg = EngineConfig::new(NodeId(i), job_key, u64::from(rng.gen::<u32>()));
             cfg.mtu = mtu;
             cfg.ack_delay = std::time::Duration::from_nanos((profile.nic.ack_delay_us * 1000.0).round() as u64);
             adjust(&mut cfg);

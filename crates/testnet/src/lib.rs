@@ -111,6 +111,8 @@ struct Node {
     engine: Option<Engine<VecMemory>>,
     timer: Option<Instant>,
     events: VecDeque<Event>,
+    /// The incarnation of this node's latest engine.
+    last_boot: u64,
 }
 
 /// N engines and the links between them. See the crate doc.
@@ -140,10 +142,10 @@ impl Network {
         let nodes = (0..n)
             .map(|i| {
                 let mut cfg = config(NodeId(i));
-                cfg.boot = rng.gen();
-                let mtu = cfg.mtu;
-                let _ = mtu;
+                cfg.boot = outboard_engine::incarnation(0, rng.gen());
+                let last_boot = cfg.boot;
                 Node {
+                    last_boot,
                     engine: Some(Engine::new(cfg, VecMemory::new(), Instant::ZERO).expect("valid engine config")),
                     timer: None,
                     events: VecDeque::new(),
@@ -238,9 +240,13 @@ impl Network {
         n.events.clear();
     }
 
-    /// Replaces a killed node with a fresh engine (a new incarnation).
+    /// Replaces a killed node with a fresh engine (a new incarnation,
+    /// larger than every earlier one: start times only grow).
     pub fn restart(&mut self, node: NodeId, mut cfg: EngineConfig) {
-        cfg.boot = self.rng.gen();
+        let since_start_ms = self.now.as_nanos() / 1_000_000;
+        let last = self.nodes[node.0 as usize].last_boot;
+        cfg.boot = outboard_engine::incarnation(since_start_ms + 1, self.rng.gen()).max(last + 1);
+        self.nodes[node.0 as usize].last_boot = cfg.boot;
         let n = &mut self.nodes[node.0 as usize];
         n.engine = Some(Engine::new(cfg, VecMemory::new(), self.now).expect("valid engine config"));
         n.timer = None;

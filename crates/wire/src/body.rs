@@ -200,7 +200,7 @@ pub struct PeerFailed {
     pub node: u32,
     /// Its engine incarnation as the sender knew it; `None` if the sender
     /// never heard from it.
-    pub boot: Option<u32>,
+    pub boot: Option<u64>,
 }
 
 /// A parsed body, borrowing its payload.
@@ -262,7 +262,7 @@ pub const READ_RESPONSE_FIXED_LEN: usize = 20;
 const ABORT_LEN: usize = 8;
 /// Bytes of a [`Kind::Coll`] body before its payload.
 pub const COLL_FIXED_LEN: usize = 42;
-const PEER_FAILED_LEN: usize = 12;
+const PEER_FAILED_LEN: usize = 16;
 /// `PeerFailed` flag: the `boot` field is meaningful.
 const PEER_FAILED_BOOT_KNOWN: u8 = 1;
 
@@ -384,9 +384,9 @@ impl<'a> Body<'a> {
             }
             Kind::PeerFailed => {
                 exact(PEER_FAILED_LEN)?;
-                let boot = match b[8] {
+                let boot = match b[12] {
                     0 => None,
-                    PEER_FAILED_BOOT_KNOWN => Some(be32(b, 4..8)),
+                    PEER_FAILED_BOOT_KNOWN => Some(be64(b, 4..12)),
                     _ => return Err(WireError::MalformedBody { kind: "peer-failed", why: "unknown flags" }),
                 };
                 Body::PeerFailed(PeerFailed { node: be32(b, 0..4), boot })
@@ -540,9 +540,9 @@ impl BodyRepr {
             }
             BodyRepr::PeerFailed(n) => {
                 b[0..4].copy_from_slice(&n.node.to_be_bytes());
-                b[4..8].copy_from_slice(&n.boot.unwrap_or(0).to_be_bytes());
-                b[8] = if n.boot.is_some() { PEER_FAILED_BOOT_KNOWN } else { 0 };
-                b[9..12].copy_from_slice(&[0; 3]);
+                b[4..12].copy_from_slice(&n.boot.unwrap_or(0).to_be_bytes());
+                b[12] = if n.boot.is_some() { PEER_FAILED_BOOT_KNOWN } else { 0 };
+                b[13..16].copy_from_slice(&[0; 3]);
             }
         }
     }

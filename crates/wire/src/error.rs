@@ -34,9 +34,10 @@ pub enum WireError {
         /// Body length actually present.
         actual: usize,
     },
-    /// The checksum does not match the contents.
-    #[error("checksum mismatch")]
-    BadChecksum,
+    /// The tag does not authenticate the contents under this job's key:
+    /// forged, corrupted, or another job's (or an earlier run's) datagram.
+    #[error("packet not authenticated: its tag does not match")]
+    BadMac,
     /// An unknown packet kind.
     #[error("unknown packet kind {found}")]
     UnknownKind {

@@ -1,9 +1,11 @@
+use crate::mac::MacKey;
 use crate::{Seq, WireError};
 
 /// Outboard's magic, "OB".
 pub const MAGIC: u16 = 0x4F42;
-/// The protocol version this build speaks.
-pub const VERSION: u8 = 1;
+/// The protocol version this build speaks. Version 2 replaced the job key
+/// and CRC-32 of version 1 with a MAC and widened the incarnation.
+pub const VERSION: u8 = 2;
 /// Length of the fixed header in bytes.
 pub const HEADER_LEN: usize = 44;
 
@@ -14,14 +16,13 @@ mod field {
     pub const KIND: usize = 3;
     pub const FLAGS: Range<usize> = 4..6;
     pub const BODY_LEN: Range<usize> = 6..8;
-    pub const JOB_KEY: Range<usize> = 8..16;
-    pub const SRC_NODE: Range<usize> = 16..20;
-    pub const DST_NODE: Range<usize> = 20..24;
-    pub const BOOT: Range<usize> = 24..28;
-    pub const SEQ: Range<usize> = 28..32;
-    pub const ACK: Range<usize> = 32..36;
-    pub const HORIZON: Range<usize> = 36..40;
-    pub const CHECKSUM: Range<usize> = 40..44;
+    pub const SRC_NODE: Range<usize> = 8..12;
+    pub const DST_NODE: Range<usize> = 12..16;
+    pub const BOOT: Range<usize> = 16..24;
+    pub const SEQ: Range<usize> = 24..28;
+    pub const ACK: Range<usize> = 28..32;
+    pub const HORIZON: Range<usize> = 32..36;
+    pub const TAG: Range<usize> = 36..44;
 }
 
 /// Packet kinds. A kind fixes the body layout.
@@ -109,15 +110,16 @@ pub struct Header {
     pub kind: Kind,
     /// Flags; none are defined yet, receivers ignore unknown ones.
     pub flags: u16,
-    /// The job's 64-bit key: a packet without the right key is dropped.
-    pub job_key: u64,
     /// Sending node.
     pub src_node: u32,
     /// Receiving node.
     pub dst_node: u32,
     /// The sending engine's incarnation, so a restarted engine's connection
-    /// state is never confused with its predecessor's.
-    pub boot: u32,
+    /// state is never confused with its predecessor's. It only grows from
+    /// one start of an engine to the next (start time above, randomness
+    /// below): a receiver takes a larger one for a restart and drops a
+    /// smaller one as a replay.
+    pub boot: u64,
     /// This packet's sequence number on the connection.
     pub seq: Seq,
     /// Cumulative acknowledgement: the next sequence number expected.
@@ -127,7 +129,7 @@ pub struct Header {
 }
 
 impl Header {
-    pub(crate) fn parse(bytes: &[u8]) -> Result<(Header, &[u8]), WireError> {
+    pub(crate) fn parse<'a>(bytes: &'a [u8], key: &MacKey) -> Result<(Header, &'a [u8]), WireError> {
         if bytes.len() < HEADER_LEN {
             return Err(WireError::Truncated { len: bytes.len(), need: HEADER_LEN });
         }
@@ -143,17 +145,16 @@ impl Header {
         if declared != actual {
             return Err(WireError::LengthMismatch { declared, actual });
         }
-        if be32(bytes, field::CHECKSUM) != checksum(bytes) {
-            return Err(WireError::BadChecksum);
+        if !key.verify(bytes, field::TAG) {
+            return Err(WireError::BadMac);
         }
         let kind = Kind::from_u8(bytes[field::KIND])?;
         let header = Header {
             kind,
             flags: be16(bytes, field::FLAGS),
-            job_key: be64(bytes, field::JOB_KEY),
             src_node: be32(bytes, field::SRC_NODE),
             dst_node: be32(bytes, field::DST_NODE),
-            boot: be32(bytes, field::BOOT),
+            boot: be64(bytes, field::BOOT),
             seq: Seq(be32(bytes, field::SEQ)),
             ack: Seq(be32(bytes, field::ACK)),
             horizon: Seq(be32(bytes, field::HORIZON)),
@@ -161,37 +162,27 @@ impl Header {
         Ok((header, &bytes[HEADER_LEN..]))
     }
 
-    /// Writes the header (checksum left zero) into exactly `HEADER_LEN` bytes.
+    /// Writes the header (tag left zero) into exactly `HEADER_LEN` bytes.
     pub(crate) fn emit(&self, kind: Kind, body_len: u16, out: &mut [u8]) {
         out[field::MAGIC].copy_from_slice(&MAGIC.to_be_bytes());
         out[field::VERSION] = VERSION;
         out[field::KIND] = kind as u8;
         out[field::FLAGS].copy_from_slice(&self.flags.to_be_bytes());
         out[field::BODY_LEN].copy_from_slice(&body_len.to_be_bytes());
-        out[field::JOB_KEY].copy_from_slice(&self.job_key.to_be_bytes());
         out[field::SRC_NODE].copy_from_slice(&self.src_node.to_be_bytes());
         out[field::DST_NODE].copy_from_slice(&self.dst_node.to_be_bytes());
         out[field::BOOT].copy_from_slice(&self.boot.to_be_bytes());
         out[field::SEQ].copy_from_slice(&self.seq.0.to_be_bytes());
         out[field::ACK].copy_from_slice(&self.ack.0.to_be_bytes());
         out[field::HORIZON].copy_from_slice(&self.horizon.0.to_be_bytes());
-        out[field::CHECKSUM].copy_from_slice(&[0; 4]);
+        out[field::TAG].copy_from_slice(&[0; 8]);
     }
 }
 
-/// CRC-32 of the packet with the checksum field taken as zero.
-fn checksum(packet: &[u8]) -> u32 {
-    let mut h = crc32fast::Hasher::new();
-    h.update(&packet[..field::CHECKSUM.start]);
-    h.update(&[0; 4]);
-    h.update(&packet[field::CHECKSUM.end..]);
-    h.finalize()
-}
-
-pub(crate) fn seal(packet: &mut [u8]) {
+pub(crate) fn seal(packet: &mut [u8], key: &MacKey) {
     debug_assert!(packet.len() >= HEADER_LEN);
-    let c = checksum(packet);
-    packet[field::CHECKSUM].copy_from_slice(&c.to_be_bytes());
+    let tag = key.tag(packet, field::TAG);
+    packet[field::TAG].copy_from_slice(&tag);
 }
 
 pub(crate) fn be16(b: &[u8], r: core::ops::Range<usize>) -> u16 {

@@ -1,14 +1,15 @@
 //! Outboard's packet formats.
 //!
 //! Every datagram between two offload engines is one [`Packet`]: a fixed
-//! [`Header`] (version, job key, source and destination node, the sender's
-//! engine incarnation, the reliable-connection sequence, acknowledgement and
-//! horizon numbers, a checksum) followed by one [`Body`] whose layout depends
-//! on the packet [`Kind`].
+//! [`Header`] (version, source and destination node, the sender's engine
+//! incarnation, the reliable-connection sequence, acknowledgement and
+//! horizon numbers, a MAC tag) followed by one [`Body`] whose layout depends
+//! on the packet [`Kind`]. The tag authenticates header and body under the
+//! job's [`MacKey`] (module `mac`).
 //!
 //! The contract follows smoltcp: [`Packet::parse`] is the only way to read
 //! untrusted bytes; it checks every length, the magic, the version and the
-//! checksum before any field is touched, so no accessor can panic afterwards
+//! MAC before any field is touched, so no accessor can panic afterwards
 //! and malformed input becomes a [`WireError`] value. Emitting is split in two
 //! ([`emit_prefix`] then [`seal`]) so that an engine can write a payload
 //! straight from host memory into the transmit buffer without an intermediate
@@ -21,11 +22,13 @@
 mod body;
 mod error;
 mod header;
+mod mac;
 mod seq;
 
 pub use body::{Abort, AbortWhat, Body, BodyRepr, CollHeader, COLL_FIXED_LEN, DATA_FIXED_LEN, READ_RESPONSE_FIXED_LEN, DataHeader, PeerFailed, ReadRequest, ReadResponseHeader, Reject, RejectReason, Target};
 pub use error::WireError;
 pub use header::{Header, Kind, HEADER_LEN, MAGIC, VERSION};
+pub use mac::{JobSecret, MacKey, SecretError, SECRET_LEN, TAG_LEN};
 pub use seq::Seq;
 
 /// A parsed packet: header plus body, borrowing the payload from the input.
@@ -41,11 +44,11 @@ impl<'a> Packet<'a> {
     /// Parses and validates untrusted bytes.
     ///
     /// Checks, in order: minimum length, magic, version, declared payload
-    /// length against the buffer, checksum, the kind, and the body layout of
-    /// that kind. Trailing bytes beyond the declared length are rejected too,
-    /// so one datagram is exactly one packet.
-    pub fn parse(bytes: &'a [u8]) -> Result<Packet<'a>, WireError> {
-        let (header, rest) = Header::parse(bytes)?;
+    /// length against the buffer, the tag under `key`, the kind, and the
+    /// body layout of that kind. Trailing bytes beyond the declared length
+    /// are rejected too, so one datagram is exactly one packet.
+    pub fn parse(bytes: &'a [u8], key: &MacKey) -> Result<Packet<'a>, WireError> {
+        let (header, rest) = Header::parse(bytes, key)?;
         let body = Body::parse(header.kind, rest)?;
         Ok(Packet { header, body })
     }
@@ -55,14 +58,14 @@ impl<'a> Packet<'a> {
         HEADER_LEN + self.body.repr().fixed_len() + self.body.payload().len()
     }
 
-    /// Encodes the packet (header, body, payload, checksum) into `buf` and
-    /// returns the number of bytes written.
-    pub fn emit(&self, buf: &mut [u8]) -> Result<usize, WireError> {
+    /// Encodes the packet (header, body, payload, tag under `key`) into
+    /// `buf` and returns the number of bytes written.
+    pub fn emit(&self, key: &MacKey, buf: &mut [u8]) -> Result<usize, WireError> {
         let payload = self.body.payload();
         let off = emit_prefix(&self.header, &self.body.repr(), payload.len(), buf)?;
         buf[off..off + payload.len()].copy_from_slice(payload);
         let len = off + payload.len();
-        seal(&mut buf[..len]);
+        seal(&mut buf[..len], key);
         Ok(len)
     }
 }
@@ -90,10 +93,10 @@ pub fn emit_prefix(
     Ok(HEADER_LEN + body.fixed_len())
 }
 
-/// Computes the checksum of a fully written packet and stores it in the
-/// header. `packet` must be exactly the packet's bytes.
-pub fn seal(packet: &mut [u8]) {
-    header::seal(packet)
+/// Computes the tag of a fully written packet under `key` and stores it in
+/// the header. `packet` must be exactly the packet's bytes.
+pub fn seal(packet: &mut [u8], key: &MacKey) {
+    header::seal(packet, key)
 }
 
 #[cfg(test)]

@@ -1,12 +1,16 @@
 use super::*;
 use proptest::prelude::*;
 
+/// The key most tests seal and parse under.
+fn key() -> MacKey {
+    MacKey::new(&JobSecret::from_bytes([7; SECRET_LEN]), 0x0b0b)
+}
+
 fn arb_header() -> impl Strategy<Value = Header> {
-    (any::<u16>(), any::<u64>(), any::<u32>(), any::<u32>(), any::<u32>(), any::<u32>(), any::<u32>(), any::<u32>())
-        .prop_map(|(flags, job_key, src_node, dst_node, boot, seq, ack, horizon)| Header {
+    (any::<u16>(), any::<u32>(), any::<u32>(), any::<u64>(), any::<u32>(), any::<u32>(), any::<u32>())
+        .prop_map(|(flags, src_node, dst_node, boot, seq, ack, horizon)| Header {
             kind: Kind::Ack,
             flags,
-            job_key,
             src_node,
             dst_node,
             boot,
@@ -63,7 +67,7 @@ fn arb_body() -> impl Strategy<Value = (BodyRepr, Vec<u8>)> {
         )),
         resp,
         (prop_oneof![Just(AbortWhat::Message), Just(AbortWhat::ReadResponse)], any::<u32>()).prop_map(|(what, msg_id)| (BodyRepr::Abort(Abort { what, msg_id }), vec![])),
-        any::<(u32, Option<u32>)>().prop_map(|(node, boot)| (BodyRepr::PeerFailed(PeerFailed { node, boot }), vec![])),
+        any::<(u32, Option<u64>)>().prop_map(|(node, boot)| (BodyRepr::PeerFailed(PeerFailed { node, boot }), vec![])),
     ]
 }
 
@@ -87,10 +91,23 @@ proptest! {
         header.kind = repr.kind();
         let pkt = Packet { header, body: body_of(repr, &payload) };
         let mut buf = vec![0u8; pkt.buffer_len()];
-        let n = pkt.emit(&mut buf).unwrap();
+        let n = pkt.emit(&key(), &mut buf).unwrap();
         prop_assert_eq!(n, buf.len());
-        let back = Packet::parse(&buf).unwrap();
+        let back = Packet::parse(&buf, &key()).unwrap();
         prop_assert_eq!(back, pkt);
+    }
+
+    #[test]
+    fn another_secret_or_job_key_never_authenticates(mut header in arb_header(), (repr, payload) in arb_body(), other_job in 1u64..u64::MAX, other_secret in any::<[u8; SECRET_LEN]>()) {
+        header.kind = repr.kind();
+        let pkt = Packet { header, body: body_of(repr, &payload) };
+        let mut buf = vec![0u8; pkt.buffer_len()];
+        pkt.emit(&key(), &mut buf).unwrap();
+        let other_job = MacKey::new(&JobSecret::from_bytes([7; SECRET_LEN]), 0x0b0b ^ other_job);
+        prop_assert_eq!(Packet::parse(&buf, &other_job), Err(WireError::BadMac));
+        prop_assume!(other_secret != [7; SECRET_LEN]);
+        let other_secret = MacKey::new(&JobSecret::from_bytes(other_secret), 0x0b0b);
+        prop_assert_eq!(Packet::parse(&buf, &other_secret), Err(WireError::BadMac));
     }
 
     #[test]
@@ -98,20 +115,34 @@ proptest! {
         header.kind = repr.kind();
         let pkt = Packet { header, body: body_of(repr, &payload) };
         let mut buf = vec![0u8; pkt.buffer_len()];
-        pkt.emit(&mut buf).unwrap();
+        pkt.emit(&key(), &mut buf).unwrap();
         let at = cut.index(buf.len());
-        prop_assert!(Packet::parse(&buf[..at]).is_err());
+        prop_assert!(Packet::parse(&buf[..at], &key()).is_err());
         let mut bad = buf.clone();
         bad[at] ^= flip;
-        prop_assert!(Packet::parse(&bad).is_err());
+        prop_assert!(Packet::parse(&bad, &key()).is_err());
         let mut longer = buf.clone();
         longer.push(0);
-        prop_assert!(Packet::parse(&longer).is_err());
+        prop_assert!(Packet::parse(&longer, &key()).is_err());
     }
 
     #[test]
     fn random_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..200)) {
-        let _ = Packet::parse(&bytes);
+        let _ = Packet::parse(&bytes, &key());
+    }
+
+    /// Random bytes under a valid magic, version, length and tag reach the
+    /// kind and body parsers, which must refuse them without panicking.
+    #[test]
+    fn sealed_random_bytes_never_panic(mut bytes in proptest::collection::vec(any::<u8>(), HEADER_LEN..300)) {
+        bytes[0..2].copy_from_slice(&MAGIC.to_be_bytes());
+        bytes[2] = VERSION;
+        let body_len = (bytes.len() - HEADER_LEN) as u16;
+        bytes[6..8].copy_from_slice(&body_len.to_be_bytes());
+        seal(&mut bytes, &key());
+        if let Err(e) = Packet::parse(&bytes, &key()) {
+            prop_assert!(!matches!(e, WireError::BadMac | WireError::Truncated { .. } | WireError::LengthMismatch { .. }), "{e}");
+        }
     }
 
     #[test]
@@ -127,7 +158,7 @@ proptest! {
 
 #[test]
 fn emit_prefix_reports_short_buffers_and_long_payloads() {
-    let h = Header { kind: Kind::Nop, flags: 0, job_key: 1, src_node: 0, dst_node: 1, boot: 0, seq: Seq(0), ack: Seq(0), horizon: Seq(0) };
+    let h = Header { kind: Kind::Nop, flags: 0, src_node: 0, dst_node: 1, boot: 0, seq: Seq(0), ack: Seq(0), horizon: Seq(0) };
     let mut small = [0u8; 10];
     assert!(matches!(emit_prefix(&h, &BodyRepr::Nop, 0, &mut small), Err(WireError::BufferTooShort { .. })));
     let mut big = vec![0u8; 70_000];
@@ -136,10 +167,33 @@ fn emit_prefix_reports_short_buffers_and_long_payloads() {
 
 #[test]
 fn fragments_outside_their_message_are_rejected() {
-    let h = Header { kind: Kind::Data, flags: 0, job_key: 1, src_node: 0, dst_node: 1, boot: 0, seq: Seq(0), ack: Seq(0), horizon: Seq(0) };
+    let h = Header { kind: Kind::Data, flags: 0, src_node: 0, dst_node: 1, boot: 0, seq: Seq(0), ack: Seq(0), horizon: Seq(0) };
     let d = DataHeader { src_port: 0, dst_port: 0, src_gen: 1, dst_gen: 1, msg_id: 0, stream_seq: 0, total_len: 4, offset: 2, target: Target::Tagged { tag: 0 } };
     let pkt = Packet { header: h, body: Body::Data(d, &[1, 2, 3]) };
     let mut buf = vec![0u8; pkt.buffer_len()];
-    pkt.emit(&mut buf).unwrap();
-    assert!(matches!(Packet::parse(&buf), Err(WireError::MalformedBody { .. })));
+    pkt.emit(&key(), &mut buf).unwrap();
+    assert!(matches!(Packet::parse(&buf, &key()), Err(WireError::MalformedBody { .. })));
+}
+
+#[test]
+fn job_secrets_read_32_hex_digits_and_hide_themselves() {
+    let s = JobSecret::from_hex("00112233445566778899aabbccddeeff").unwrap();
+    assert_eq!(s.to_hex(), "00112233445566778899aabbccddeeff");
+    assert_eq!(JobSecret::from_hex(&s.to_hex()).unwrap(), s);
+    assert_eq!(format!("{s:?}"), "JobSecret(..)");
+    assert_eq!(JobSecret::from_hex("0011"), Err(SecretError::Length { found: 4 }));
+    assert_eq!(JobSecret::from_hex("zz112233445566778899aabbccddeeff"), Err(SecretError::NotHex));
+    assert_eq!(JobSecret::from_hex("é0112233445566778899aabbccddeef"), Err(SecretError::NotHex));
+}
+
+#[test]
+fn the_header_stays_44_bytes_with_the_tag_last() {
+    // The simulator charges every header byte on the wire: the MAC replaced
+    // the job key and the CRC without growing the header.
+    let h = Header { kind: Kind::Nop, flags: 0, src_node: 3, dst_node: 4, boot: 5, seq: Seq(6), ack: Seq(7), horizon: Seq(8) };
+    let pkt = Packet { header: h, body: Body::Nop };
+    let mut buf = vec![0u8; pkt.buffer_len()];
+    assert_eq!(pkt.emit(&key(), &mut buf).unwrap(), HEADER_LEN);
+    assert_eq!(HEADER_LEN, 44);
+    assert_ne!(buf[36..44], [0; 8]);
 }
