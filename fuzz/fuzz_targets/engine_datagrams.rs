@@ -9,6 +9,7 @@ use outboard_engine::{Command, Engine, EngineConfig, Instant, NodeId, OpId, Port
 fuzz_target!(|data: &[u8]| {
     let mut cfg = EngineConfig::new(NodeId(1), 1, 7);
     cfg.mtu = 2048;
+    let key = cfg.mac_key();
     let mut e = Engine::new(cfg, VecMemory::new(), Instant::ZERO).unwrap();
     e.open_port(Instant::ZERO, PortId(0)).unwrap();
     let r = e.dma_mut().alloc(256);
@@ -27,10 +28,10 @@ fuzz_target!(|data: &[u8]| {
         let take = len.min(body.len());
         t += 1_000;
         let mut dgram = body[..take].to_vec();
-        // Seal most datagrams so they pass the checksum and reach the
+        // Seal most datagrams with the job's MAC so they reach the
         // protocol logic; leave some raw.
         if rest[1] & 0x80 == 0 && dgram.len() >= outboard_wire::HEADER_LEN {
-            outboard_wire::seal(&mut dgram);
+            outboard_wire::seal(&mut dgram, &key);
         }
         e.handle_packet(Instant::from_nanos(t), from, &dgram);
         while e.poll_transmit(Instant::from_nanos(t), &mut out).is_some() {}

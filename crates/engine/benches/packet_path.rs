@@ -3,9 +3,9 @@
 //! Two engines are wired back to back in memory (no network, no clock).
 //! The *send* figure times `poll_transmit` producing data packets of a
 //! message already queued (header, DMA read of the payload from host
-//! memory, checksum). The *receive* figure times `handle_packet` on those
-//! packets at the receiver (parse, checksum, connection, matching, DMA write
-//! into the posted buffer). Acknowledgements and completions are handled
+//! memory, MAC). The *receive* figure times `handle_packet` on those
+//! packets at the receiver (parse, MAC check, connection, matching, DMA
+//! write into the posted buffer). Acknowledgements and completions are handled
 //! between timed sections.
 
 use std::time::{Duration, Instant as Wall};
@@ -30,7 +30,7 @@ impl Pair {
     fn new(payload: u32) -> Pair {
         let mtu = payload as usize + 88;
         let mk = |n| {
-            let mut c = EngineConfig::new(NodeId(n), 1, n + 1);
+            let mut c = EngineConfig::new(NodeId(n), 1, u64::from(n + 1));
             c.mtu = mtu.max(256);
             c.send_tokens = 1024;
             c.recv_tokens = 1024;

@@ -417,3 +417,26 @@ fn job_secret(published: &[u8], own: Option<JobSecret>) -> Result<JobSecret, Ini
     }
     Ok(JobSecret::from_bytes(drawn))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_secret_comes_from_every_rank_or_from_rank_0_never_from_a_mix() {
+        let mine = JobSecret::from_bytes([1; 16]);
+        assert_eq!(job_secret(b"env", Some(mine.clone())).unwrap(), mine);
+        let drawn = [&b"bootstrap:"[..], &[9; 16]].concat();
+        assert_eq!(job_secret(&drawn, None).unwrap(), JobSecret::from_bytes([9; 16]));
+        let e = job_secret(b"env", None).unwrap_err().to_string();
+        assert!(e.contains("rank 0 has OUTBOARD_JOB_SECRET but this rank does not"), "{e}");
+        let e = job_secret(&drawn, Some(mine)).unwrap_err().to_string();
+        assert!(e.contains("this rank has OUTBOARD_JOB_SECRET but rank 0 does not"), "{e}");
+        assert!(job_secret(b"bootstrap:short", None).unwrap_err().to_string().contains("bad job secret"));
+    }
+
+    #[test]
+    fn two_drawn_secrets_differ() {
+        assert_ne!(random_secret().unwrap(), random_secret().unwrap());
+    }
+}

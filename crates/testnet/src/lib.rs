@@ -132,6 +132,8 @@ pub struct Network {
     /// Step bound for each `run_*` call.
     pub max_steps: u64,
     stats: LinkStats,
+    /// Every datagram sent since [`Network::capture`] turned this on.
+    captured: Option<Vec<(NodeId, NodeId, Vec<u8>)>>,
 }
 
 impl Network {
@@ -142,7 +144,9 @@ impl Network {
         let nodes = (0..n)
             .map(|i| {
                 let mut cfg = config(NodeId(i));
-                cfg.boot = outboard_engine::incarnation(0, rng.gen());
+                // At least what the configuration asks for (a later run
+                // of the same job starts with a larger incarnation).
+                cfg.boot = outboard_engine::incarnation(0, rng.gen()).max(cfg.boot);
                 let last_boot = cfg.boot;
                 Node {
                     last_boot,
@@ -166,6 +170,7 @@ impl Network {
             steps: 0,
             max_steps: 50_000_000,
             stats: LinkStats::default(),
+            captured: None,
         }
     }
 
@@ -282,8 +287,22 @@ impl Network {
         }
     }
 
+    /// Starts recording every datagram the engines send (before the links
+    /// lose, corrupt or duplicate any), for replay tests.
+    pub fn capture(&mut self) {
+        self.captured = Some(Vec::new());
+    }
+
+    /// The datagrams recorded since [`Network::capture`]: (from, to, bytes).
+    pub fn take_captured(&mut self) -> Vec<(NodeId, NodeId, Vec<u8>)> {
+        self.captured.take().unwrap_or_default()
+    }
+
     fn transmit(&mut self, from: NodeId, to: NodeId, mut bytes: Vec<u8>) {
         self.stats.sent += 1;
+        if let Some(c) = self.captured.as_mut() {
+            c.push((from, to, bytes.clone()));
+        }
         let link = *self.links.get(&(from.0, to.0)).unwrap_or(&self.default_link);
         if self.rng.gen_bool(link.loss.clamp(0.0, 1.0)) {
             self.stats.lost += 1;
