@@ -173,6 +173,8 @@ fn killed_recv_only(mut world: outboard_runtime::World) {
     let recv = world.port().wait(r);
     let ms = start.elapsed().as_millis();
     assert_eq!(recv, Err(HostError::Op(OpError::PeerUnreachable(NodeId(victim)))));
+    // ULFM's MPI_ERR_PROC_FAILED, naming the rank that died.
+    assert_eq!(recv.unwrap_err().failed_process(), Some(NodeId(victim)));
     println!("rank {me}: receive from peer {victim} failed after {ms} ms: unreachable");
     drop(world);
     std::process::exit(0);
@@ -320,7 +322,7 @@ fn malformed_datagrams_are_counted_and_dropped_while_traffic_continues() {
     let (so, se) = text(&out);
     assert!(out.status.success(), "stdout:\n{so}\nstderr:\n{se}");
     for r in 1..4 {
-        assert!(so.contains(&format!("[{r}] rank {r}: 30 messages intact; dropped 60 malformed and 30 wrong-job")), "{so}\n{se}");
+        assert!(so.contains(&format!("[{r}] rank {r}: 30 messages intact; dropped 60 malformed and 30 unauthenticated")), "{so}\n{se}");
     }
 }
 

@@ -234,8 +234,9 @@ pub enum Completion {
 /// Why an accepted operation failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
 pub enum OpError {
-    /// The peer engine stopped answering within the peer timeout, or it
-    /// restarted.
+    /// The peer engine stopped answering within the peer timeout, another
+    /// engine of the job announced its death, or it restarted: ULFM's
+    /// `MPI_ERR_PROC_FAILED`, naming the node that failed.
     #[error("peer node {0:?} is unreachable")]
     PeerUnreachable(NodeId),
     /// The destination port incarnation is gone (closed, or replaced by a

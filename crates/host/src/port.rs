@@ -41,6 +41,24 @@ pub enum HostError {
     Coll(#[from] CollectiveError),
 }
 
+impl HostError {
+    /// The node whose process failed, when that is why this call failed:
+    /// ULFM's `MPI_ERR_PROC_FAILED` (the MPI fault-tolerance proposal's
+    /// class for "a process this operation needs has failed"). The node is
+    /// the one that died first, as the job learned it (a failure notice
+    /// names the dead node, not the survivor that noticed), so an
+    /// application can tell whom to exclude. A receive from any source is
+    /// not failed by a death - it cannot know whom it waits for; ULFM
+    /// reports `MPI_ERR_PROC_FAILED_PENDING` there, which Outboard does not
+    /// have yet.
+    pub fn failed_process(&self) -> Option<outboard_engine::NodeId> {
+        match self {
+            HostError::Op(OpError::PeerUnreachable(node)) => Some(*node),
+            _ => None,
+        }
+    }
+}
+
 /// An open port of the host library: split-phase operations over a
 /// [`PortIo`].
 pub struct Port<P: PortIo> {
