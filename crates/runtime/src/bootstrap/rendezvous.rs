@@ -18,6 +18,11 @@
 //!   Pings go only to ranks in a fence, the only time a rank reads, so they
 //!   never pile up in a computing rank's socket.
 //!
+//! A rank that never says `HELLO` within the join deadline (the serving
+//! rank's bootstrap timeout) is taken for dead: every rank gets `ABORT`
+//! naming it, instead of waiting in the first fence for a process that was
+//! killed, or never started, before it reached the rendezvous.
+//!
 //! When the rank that serves the rendezvous leaves ([`TcpBootstrap::finish`])
 //! it waits a bounded time for the others' `BYE`, then closes the
 //! rendezvous: every rank still connected gets `ABORT` naming the rank that
@@ -168,13 +173,17 @@ impl RendezvousServer {
 
     /// Serves a job of `size` ranks on a thread of its own, until every
     /// rank said goodbye or went away.
+    /// A launcher that watches its ranks' processes (`outboard run`) sees a
+    /// rank die before it joins; no join deadline.
     pub fn spawn(self, size: u32) -> io::Result<JoinHandle<RendezvousReport>> {
-        Ok(self.spawn_closable(size)?.0)
+        Ok(self.spawn_closable(size, None)?.0)
     }
 
     /// [`spawn`](Self::spawn), also returning the sender through which the
-    /// serving rank closes the rendezvous when it leaves.
-    fn spawn_closable(self, size: u32) -> io::Result<(JoinHandle<RendezvousReport>, mpsc::Sender<Msg>)> {
+    /// serving rank closes the rendezvous when it leaves; with `join`, the
+    /// job is aborted if a rank has not connected by then.
+    fn spawn_closable(self, size: u32, join: Option<Duration>) -> io::Result<(JoinHandle<RendezvousReport>, mpsc::Sender<Msg>)> {
+        let join_by = join.map(|d| Instant::now() + d);
         let (tx, rx) = mpsc::channel();
         let listener = self.listener;
         let accept_tx = tx.clone();
@@ -185,7 +194,7 @@ impl RendezvousServer {
                 let _ = std::thread::Builder::new().name("outboard-rendezvous-conn".into()).spawn(move || serve_conn(s, &tx));
             }
         })?;
-        let h = std::thread::Builder::new().name("outboard-rendezvous".into()).spawn(move || coordinate(size, &rx))?;
+        let h = std::thread::Builder::new().name("outboard-rendezvous".into()).spawn(move || coordinate(size, join_by, &rx))?;
         Ok((h, tx))
     }
 }
@@ -229,7 +238,7 @@ fn serve_conn(mut s: TcpStream, tx: &mpsc::Sender<Msg>) {
     }
 }
 
-fn coordinate(size: u32, rx: &mpsc::Receiver<Msg>) -> RendezvousReport {
+fn coordinate(size: u32, join_by: Option<Instant>, rx: &mpsc::Receiver<Msg>) -> RendezvousReport {
     let n = size as usize;
     let mut writers: Vec<Option<TcpStream>> = (0..n).map(|_| None).collect();
     let mut fenced: Vec<Option<Entries>> = vec![None; n];
@@ -259,6 +268,17 @@ fn coordinate(size: u32, rx: &mpsc::Receiver<Msg>) -> RendezvousReport {
                 }
             }
             next_ping = Instant::now() + PING_INTERVAL;
+            if lost.is_none() && join_by.is_some_and(|t| Instant::now() >= t) {
+                let missing = (0..n).find(|&i| writers[i].is_none() && !finished[i]);
+                if let Some(r) = missing {
+                    let reason = "never joined the job (killed or not started before it reached the rendezvous)".to_string();
+                    let f = abort_frame(r as u32, &reason);
+                    for w in writers.iter_mut().flatten() {
+                        let _ = write_frame(w, &f);
+                    }
+                    lost = Some((r as u32, reason));
+                }
+            }
         }
         let Some(msg) = msg else { continue };
         match msg {
@@ -365,11 +385,12 @@ pub struct TcpBootstrap {
 impl TcpBootstrap {
     /// Connects rank `rank` of `size` to the rendezvous at `addr`, retrying
     /// for up to `timeout` (the server may not be up yet). With `serve`,
-    /// this process first starts the server itself at `addr`.
+    /// this process first starts the server itself at `addr`, which aborts
+    /// the job if a rank has not joined within `timeout`.
     pub fn connect(rank: u32, size: u32, addr: SocketAddr, serve: bool, timeout: Duration) -> Result<TcpBootstrap, BootstrapError> {
         let io = |source| BootstrapError::Io { addr, source };
         let (server, closer) = if serve {
-            let (h, tx) = RendezvousServer::bind(addr).map_err(io)?.spawn_closable(size).map_err(io)?;
+            let (h, tx) = RendezvousServer::bind(addr).map_err(io)?.spawn_closable(size, Some(timeout)).map_err(io)?;
             (Some(h), Some(tx))
         } else {
             (None, None)
@@ -572,6 +593,28 @@ mod tests {
         }
         alive.finish(Duration::from_secs(1));
         assert_eq!(h.join().unwrap().lost.map(|l| l.0), Some(1));
+    }
+
+    #[test]
+    fn a_rank_that_never_joins_aborts_the_job_at_the_join_deadline() {
+        // Rank 0 serves with a 1.5 s bootstrap timeout; rank 1 joins and
+        // fences; rank 2 was killed before it reached the rendezvous.
+        let port = TcpListener::bind(local()).unwrap().local_addr().unwrap();
+        let server = std::thread::spawn(move || {
+            let mut b = TcpBootstrap::connect(0, 3, port, true, Duration::from_millis(1_500)).unwrap();
+            b.fence()
+        });
+        std::thread::sleep(Duration::from_millis(200));
+        let joined = std::thread::spawn(move || {
+            let mut b = TcpBootstrap::connect(1, 3, port, false, Duration::from_secs(5)).unwrap();
+            b.fence()
+        });
+        for (who, t) in [("rank 0", server), ("rank 1", joined)] {
+            match join_or_hang(t, who) {
+                Err(BootstrapError::RankLost { rank: 2, reason }) => assert!(reason.contains("never joined"), "{who}: {reason}"),
+                other => panic!("{who}: expected rank 2 lost, got {other:?}"),
+            }
+        }
     }
 
     /// Waits for `t` up to a limit only a hang reaches.
