@@ -810,6 +810,9 @@ impl<D: Dma> Engine<D> {
     pub(crate) fn peer_failed(&mut self, ci: usize, now: Instant, restarted: bool) {
         let node = self.conns[ci].peer;
         self.stats.peers_failed += 1;
+        if !restarted && self.stats.first_failed.is_none() {
+            self.stats.first_failed = Some(node);
+        }
         if restarted {
             self.conns[ci].reset(&self.cfg, now);
         } else {

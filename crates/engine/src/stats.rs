@@ -1,4 +1,4 @@
-use crate::{HostBuf, PortId};
+use crate::{HostBuf, NodeId, PortId};
 
 /// Counters of everything the engine dropped, refused or repeated: the
 /// numbers an operator looks at when something is wrong.
@@ -35,6 +35,11 @@ pub struct Stats {
     pub retries: u64,
     /// Peers declared dead.
     pub peers_failed: u64,
+    /// The first peer this engine learned had died, by its own timeout or
+    /// by a failure notice: the job's first failure as seen from here.
+    /// Survivors that exit after an error make later operations fail on
+    /// them too; this still names the rank whose death started it.
+    pub first_failed: Option<NodeId>,
     /// Keepalive probes sent to peers that operations wait on (see
     /// `EngineConfig::peer_timeout`).
     pub keepalives: u64,

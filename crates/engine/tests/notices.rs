@@ -124,6 +124,13 @@ fn a_notice_about_a_replaced_incarnation_is_ignored_and_a_current_one_is_not() {
     let ev = e.poll_event().expect("the receive naming node 2 fails");
     assert_eq!((ev.op, ev.result), (OpId(1), Err(OpError::PeerUnreachable(NodeId(2)))));
     assert!(e.poll_event().is_none());
+    assert_eq!(e.stats().first_failed, Some(NodeId(2)));
+    // A later death (node 0, whose receive is still posted) fails what
+    // waits on it, and the job's first failure stays node 2.
+    e.handle_packet(t, NodeId(3), &packet(3, 8, 0, Body::PeerFailed(PeerFailed { node: 0, boot: None })));
+    let ev = e.poll_event().expect("the receive naming node 0 fails");
+    assert_eq!((ev.op, ev.result), (OpId(2), Err(OpError::PeerUnreachable(NodeId(0)))));
+    assert_eq!(e.stats().first_failed, Some(NodeId(2)));
     assert_eq!(e.stats().notices_sent, 0, "a notice is never relayed");
     let mut out = vec![0u8; DEFAULT_MTU];
     while let Some(tx) = e.poll_transmit(t, &mut out) {

@@ -285,7 +285,7 @@ fn main() -> Res<()> {
     let line = match check_all(&mut world) {
         Ok(line) => line,
         Err(e) => {
-            eprintln!("rank {}: {e}", world.rank());
+            eprintln!("{}", world.failure_report(&e));
             std::process::exit(1);
         }
     };

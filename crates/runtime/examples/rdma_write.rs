@@ -11,8 +11,19 @@ use outboard_host::{HostError, OpError, RecvMatch};
 
 const SLICE: usize = 4096;
 
-fn main() -> Result<(), Box<dyn std::error::Error>> {
+type Res<T> = Result<T, Box<dyn std::error::Error>>;
+
+fn main() -> Res<()> {
     let mut world = outboard_runtime::init()?;
+    if let Err(e) = write_slices(&mut world) {
+        eprintln!("{}", world.failure_report(&e));
+        std::process::exit(1);
+    }
+    world.finalize()?;
+    Ok(())
+}
+
+fn write_slices(world: &mut outboard_runtime::World) -> Res<()> {
     let (rank, size) = (world.rank(), world.size());
     let root = world.endpoint(0);
     // Rank 0 exposes a window with one slice per rank and tells everyone
@@ -55,6 +66,5 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let refused = world.stats().0.access_violations;
         println!("{} slices written by RDMA, all intact; {refused} forged writes refused", size - 1);
     }
-    world.finalize()?;
     Ok(())
 }

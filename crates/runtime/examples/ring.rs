@@ -8,8 +8,19 @@
 
 use outboard_host::RecvMatch;
 
-fn main() -> Result<(), Box<dyn std::error::Error>> {
+type Res<T> = Result<T, Box<dyn std::error::Error>>;
+
+fn main() -> Res<()> {
     let mut world = outboard_runtime::init()?;
+    if let Err(e) = laps(&mut world) {
+        eprintln!("{}", world.failure_report(&e));
+        std::process::exit(1);
+    }
+    world.finalize()?;
+    Ok(())
+}
+
+fn laps(world: &mut outboard_runtime::World) -> Res<()> {
     let (rank, size) = (world.rank(), world.size());
     let laps: u64 = std::env::args().nth(1).map(|a| a.parse()).transpose()?.unwrap_or(3);
     let next = world.endpoint((rank + 1) % size);
@@ -40,6 +51,5 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let per_hop = start.elapsed().as_secs_f64() * 1e6 / (laps * u64::from(size)) as f64;
         println!("{per_hop:.1} us per hop");
     }
-    world.finalize()?;
     Ok(())
 }

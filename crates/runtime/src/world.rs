@@ -307,6 +307,25 @@ impl World {
         self.node.stats()
     }
 
+    /// The rank whose death this process learned of first (its engine's
+    /// own timeout, or a failure notice from another rank), if any: the
+    /// job-level fact behind an error. An operation fails naming the peer
+    /// it needed ([`HostError::failed_process`]); once survivors exit
+    /// after their errors, that may be a survivor, while this still names
+    /// the rank that died first.
+    pub fn first_failure(&self) -> Option<u32> {
+        self.node.stats().0.first_failed.map(|n| n.0)
+    }
+
+    /// The line a rank prints when it gives up on `err`: its rank, the
+    /// error, and the job's first failure as this rank knows it.
+    pub fn failure_report(&self, err: &dyn std::fmt::Display) -> String {
+        match self.first_failure() {
+            Some(first) => format!("rank {}: {err} (the job's first failure: rank {first} died)", self.rank()),
+            None => format!("rank {}: {err}", self.rank()),
+        }
+    }
+
     /// Waits until every rank calls `barrier` (through the bootstrap, out
     /// of band: for setup and tests, not a fast collective).
     pub fn barrier(&mut self) -> Result<(), BootstrapError> {
