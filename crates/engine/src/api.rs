@@ -239,6 +239,14 @@ pub enum OpError {
     /// `MPI_ERR_PROC_FAILED`, naming the node that failed.
     #[error("peer node {0:?} is unreachable")]
     PeerUnreachable(NodeId),
+    /// A receive from any source was pending when this node learned that
+    /// the named node died: ULFM's `MPI_ERR_PROC_FAILED_PENDING`. The dead
+    /// node may have been the sender it waited for, so waiting on could
+    /// hang; the receive is withdrawn (its buffer untouched) and the
+    /// application decides - post it again to go on with the live ranks.
+    /// Receives from any source posted after the death wait as usual.
+    #[error("a receive from any source was withdrawn: node {0:?} failed while it waited")]
+    ProcFailedPending(NodeId),
     /// The destination port incarnation is gone (closed, or replaced by a
     /// newer one).
     #[error("destination port incarnation no longer exists")]

@@ -832,7 +832,9 @@ impl<D: Dma> Engine<D> {
         for key in partial {
             self.drop_inbound(key);
         }
-        // Receives that only it could satisfy fail.
+        // Receives that only it could satisfy fail; after a death (not a
+        // restart), so do receives from any source, which it might have
+        // been the one to satisfy (ULFM's "pending" failure).
         for pi in 0..self.ports.len() {
             let p = &mut self.ports[pi];
             if !p.open {
@@ -841,14 +843,16 @@ impl<D: Dma> Engine<D> {
             let gen = p.gen;
             let mut failed = Vec::new();
             p.posted.retain(|r| {
-                let only_peer = r.matching.source.is_some_and(|(n, _)| n == node);
-                if only_peer {
-                    failed.push(r.op);
-                }
-                !only_peer
+                let err = match r.matching.source {
+                    Some((n, _)) if n == node => OpError::PeerUnreachable(node),
+                    None if !restarted => OpError::ProcFailedPending(node),
+                    _ => return true,
+                };
+                failed.push((r.op, err));
+                false
             });
-            for op in failed {
-                self.complete(PortId(pi as u8), gen, op, Err(OpError::PeerUnreachable(node)), TokenClass::Recv);
+            for (op, err) in failed {
+                self.complete(PortId(pi as u8), gen, op, Err(err), TokenClass::Recv);
             }
         }
     }

@@ -34,13 +34,24 @@ fn a_killed_peer_makes_pending_operations_fail_within_the_timeout() {
         for e in n.take_events(a.node) {
             failed.push((e.op, e.result));
         }
-        failed.len() >= 2
+        failed.len() >= 3
     })
     .unwrap();
     let elapsed = net.now() - killed_at;
     assert!(elapsed <= Duration::from_millis(50 + 10), "took {elapsed:?}");
     failed.sort_by_key(|(op, _)| *op);
-    assert_eq!(failed, vec![(OpId(1), Err(OpError::PeerUnreachable(b.node))), (OpId(2), Err(OpError::PeerUnreachable(b.node)))]);
+    // The receive from any source is withdrawn too: b may have been the
+    // sender it waited for (ULFM's "pending" failure).
+    assert_eq!(
+        failed,
+        vec![
+            (OpId(1), Err(OpError::PeerUnreachable(b.node))),
+            (OpId(2), Err(OpError::PeerUnreachable(b.node))),
+            (OpId(3), Err(OpError::ProcFailedPending(b.node)))
+        ]
+    );
+    // Posted again after the death, it waits as usual.
+    net.command(a.node, P0, Command::Recv { op: OpId(3), matching: RecvMatch::any(), buf: r2 }).unwrap();
     // New work for the dead peer is refused at once; other peers still work.
     let s = net.memory(a.node).alloc(1);
     assert_eq!(

@@ -47,13 +47,12 @@ impl HostError {
     /// class for "a process this operation needs has failed"). The node is
     /// the one that died first, as the job learned it (a failure notice
     /// names the dead node, not the survivor that noticed), so an
-    /// application can tell whom to exclude. A receive from any source is
-    /// not failed by a death - it cannot know whom it waits for; ULFM
-    /// reports `MPI_ERR_PROC_FAILED_PENDING` there, which Outboard does not
-    /// have yet.
+    /// application can tell whom to exclude. A receive from any source that
+    /// was pending at a death fails with `OpError::ProcFailedPending`
+    /// (ULFM's `MPI_ERR_PROC_FAILED_PENDING`), also reported here.
     pub fn failed_process(&self) -> Option<outboard_engine::NodeId> {
         match self {
-            HostError::Op(OpError::PeerUnreachable(node)) => Some(*node),
+            HostError::Op(OpError::PeerUnreachable(node) | OpError::ProcFailedPending(node)) => Some(*node),
             _ => None,
         }
     }
