@@ -386,6 +386,15 @@ fn worker(kind: Kind, a: &CollArgs) -> anyhow::Result<()> {
         opts.progress = Some(Progress::parse(p)?);
     }
     let mut world = outboard_runtime::init_with(opts)?;
+    // A failure names the job's first dead rank, not only the peer this
+    // rank's operation needed.
+    worker_cases(kind, a, &mut world).map_err(|e| anyhow::anyhow!(world.failure_report(&e)))?;
+    world.finalize()?;
+    Ok(())
+}
+
+/// A worker's cases, timed, and the figures gathered at rank 0.
+fn worker_cases(kind: Kind, a: &CollArgs, world: &mut outboard_runtime::World) -> anyhow::Result<()> {
     let (rank, n) = (world.rank(), world.size());
     if rank == 0 {
         let (p, why) = world.progress();
@@ -501,7 +510,6 @@ fn worker(kind: Kind, a: &CollArgs) -> anyhow::Result<()> {
         let root = world.endpoint(0);
         world.port().send(root, TAG_GATHER, &bytes)?;
     }
-    world.finalize()?;
     Ok(())
 }
 
