@@ -81,6 +81,10 @@ pub struct RankEnd {
     pub ended: Option<(Instant, ExitStatus)>,
     /// Its standard output.
     pub stdout: String,
+    /// For a rank that hung: each of its threads' name, state and kernel
+    /// wait channel, read from /proc before any rank was killed (its
+    /// stderr may end with what it printed after the others were killed).
+    pub threads: String,
     /// Its standard error.
     pub stderr: String,
 }
@@ -174,17 +178,34 @@ impl Job {
     /// returns how each rank ended, with its output.
     pub fn finish(mut self) -> Vec<RankEnd> {
         self.poll();
-        let mut ends = Vec::new();
-        for (i, mut r) in self.ranks.drain(..).enumerate() {
+        // What every hung rank was doing, before any is killed (killing
+        // rank 0 ends its rendezvous, and the others then print errors).
+        let threads: Vec<String> = self.ranks.iter().map(|r| if r.ended.is_none() { thread_states(r.child.id()) } else { String::new() }).collect();
+        for r in &mut self.ranks {
             if r.ended.is_none() {
                 let _ = r.child.kill();
             }
+        }
+        let mut ends = Vec::new();
+        for ((i, mut r), threads) in self.ranks.drain(..).enumerate().zip(threads) {
             let _ = r.child.wait();
             let text = |h: Option<JoinHandle<Vec<u8>>>| h.and_then(|h| h.join().ok()).map(|v| String::from_utf8_lossy(&v).into_owned()).unwrap_or_default();
-            ends.push(RankEnd { rank: i as u32, ended: r.ended, stdout: text(r.out), stderr: text(r.err) });
+            ends.push(RankEnd { rank: i as u32, ended: r.ended, stdout: text(r.out), stderr: text(r.err), threads });
         }
         ends
     }
+}
+
+/// `name state wchan` of each thread of process `pid`, from /proc.
+fn thread_states(pid: u32) -> String {
+    let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return "(gone)".to_string() };
+    let mut v = Vec::new();
+    for t in dir.flatten() {
+        let read = |f: &str| std::fs::read_to_string(t.path().join(f)).unwrap_or_default().trim().to_string();
+        let state = read("status").lines().find_map(|l| l.strip_prefix("State:").map(|x| x.trim().to_string())).unwrap_or_default();
+        v.push(format!("{} [{}] in {}", read("comm"), state, read("wchan")));
+    }
+    v.join("; ")
 }
 
 impl Drop for Job {

@@ -38,7 +38,8 @@ pub struct Survivor {
     pub exit_after: Option<f64>,
     /// What its error named.
     pub named: Named,
-    /// The last line of its stderr (for the report).
+    /// The last line of its stderr (for the report), and for a hung rank
+    /// what its threads were doing.
     pub last_error: String,
 }
 
@@ -68,7 +69,10 @@ pub fn trial(net: &Net, spec: &JobSpec, victim: u32, at: Duration, cap: Duration
 }
 
 fn survivor(e: &RankEnd, victim: u32, killed: Instant) -> Survivor {
-    let last_error = e.stderr.lines().rfind(|l| !l.starts_with("outboard stats") && !l.trim().is_empty()).unwrap_or("").trim().to_string();
+    let mut last_error = e.stderr.lines().rfind(|l| !l.starts_with("outboard stats") && !l.trim().is_empty()).unwrap_or("").trim().to_string();
+    if !e.threads.is_empty() {
+        last_error = format!("threads at the cap: {} | printed after the job was killed: {last_error}", e.threads);
+    }
     let (exit_after, named) = match e.ended {
         None => (None, Named::Hung),
         Some((t, _)) if t < killed => (None, Named::Before),

@@ -89,6 +89,10 @@ pub struct ChaosArgs {
     /// Kill this rank in every kill trial instead of a random one.
     #[arg(long)]
     victim: Option<u32>,
+    /// Kill at this many milliseconds after the job starts instead of a
+    /// random moment.
+    #[arg(long)]
+    kill_at_ms: Option<u64>,
     /// The launcher whose variables the ranks get.
     #[arg(long, value_enum, default_value = "slurm")]
     launcher: LauncherVars,
@@ -108,6 +112,9 @@ pub struct ChaosArgs {
     /// Seconds a loss or replay job may run before it counts as a hang.
     #[arg(long, default_value_t = 180.0)]
     job_limit: f64,
+    /// Print each survivor's last line of stderr.
+    #[arg(short, long)]
+    verbose: bool,
     /// Fail when a survivor exits later than the peer timeout plus margin.
     #[arg(long)]
     strict: bool,
@@ -263,7 +270,10 @@ fn kills(a: &ChaosArgs, net: &Net, p: &Programs, rng: &mut ChaCha8Rng, t: &mut T
     for i in 0..a.trials {
         let (w, secs) = length[rng.gen_range(0..length.len())];
         let victim = a.victim.unwrap_or_else(|| rng.gen_range(0..a.ranks));
-        let at = Duration::from_secs_f64(rng.gen_range(0.0..secs.max(0.01)));
+        let at = match a.kill_at_ms {
+            Some(ms) => Duration::from_millis(ms),
+            None => Duration::from_secs_f64(rng.gen_range(0.0..secs.max(0.01))),
+        };
         let o = kill::trial(net, &spec(a, p, w, Length::Long, rng.gen(), None), victim, at, cap)?;
         landed += u32::from(o.landed);
         let mut notes = Vec::new();
@@ -312,6 +322,11 @@ fn kills(a: &ChaosArgs, net: &Net, p: &Programs, rng: &mut ChaCha8Rng, t: &mut T
             kinds.join(", "),
             if notes.is_empty() { String::new() } else { format!("; {}", notes.join("; ")) }
         );
+        if a.verbose {
+            for s in &o.survivors {
+                println!("    rank {}: {}", s.rank, s.last_error);
+            }
+        }
     }
     let dist = |v: &mut Vec<f64>| match report::spread(v) {
         Some([lo, med, p90, hi]) => format!("min {lo:.3} / median {med:.3} / p90 {p90:.3} / max {hi:.3} s over {} survivors", v.len()),

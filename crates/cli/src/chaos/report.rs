@@ -33,13 +33,14 @@ pub fn drop_counters(c: &Counters) -> Vec<(&str, u64)> {
     c.iter().filter(|(k, v)| **v > 0 && WORDS.iter().any(|w| k.contains(w))).map(|(k, v)| (k.as_str(), *v)).collect()
 }
 
-/// The ranks an error text names: `NodeId(k)`, `rank k` and `peer k`,
+/// The ranks an error text names: `NodeId(k)`, `rank k`, `rank: k` (a
+/// `Debug` field) and `peer k`,
 /// other than `me` (the examples prefix their errors with their own rank)
 /// and leaving out the `outboard stats` lines.
 pub fn ranks_named(text: &str, me: u32) -> Vec<u32> {
     let mut found = Vec::new();
     for line in text.lines().filter(|l| !l.starts_with("outboard stats")) {
-        for pat in ["NodeId(", "rank ", "peer "] {
+        for pat in ["NodeId(", "rank ", "rank: ", "peer "] {
             for (i, _) in line.match_indices(pat) {
                 let digits: String = line[i + pat.len()..].chars().take_while(char::is_ascii_digit).collect();
                 if let Ok(k) = digits.parse() {
@@ -82,6 +83,7 @@ mod tests {
         assert_eq!(ranks_named("rank 2: peer node NodeId(3) is unreachable", 2), vec![3]);
         assert_eq!(ranks_named("Error: Op(PeerUnreachable(NodeId(0)))", 1), vec![0]);
         assert_eq!(ranks_named("Error: rank 3 left the job: closed", 1), vec![3]);
+        assert_eq!(ranks_named("Error: Bootstrap(RankLost { rank: 2, reason: \"closed\" })", 0), vec![2]);
         assert!(ranks_named("Error: rendezvous at 10.77.0.1:29500 lost", 1).is_empty());
         assert!(ranks_named("# rank 1 engine: 3 retransmits\noutboard stats rank 1: Stats { peers_failed: 1 }", 1).is_empty());
     }
