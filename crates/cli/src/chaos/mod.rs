@@ -362,7 +362,7 @@ fn replays(a: &ChaosArgs, net: &Net, p: &Programs, rng: &mut ChaCha8Rng, t: &mut
         let secret = |rng: &mut ChaCha8Rng| Some(if a.same_secret { shared.clone() } else { random_secret(rng) });
         // The first job, every datagram captured.
         let cap = replay::Capture::start(net)?;
-        let (_, ends) = run_job(net, &spec(a, p, w, Length::Short, job_key, secret(rng)), limit)?;
+        let (_, ends) = run_job(net, &spec(a, p, w, Length::Long, job_key, secret(rng)), limit)?;
         let old = cap.stop();
         if let Some((_, why)) = verdict(&ends) {
             bail!("replay: the first {} job failed without faults: {why}", w.name());
@@ -398,7 +398,15 @@ fn replays(a: &ChaosArgs, net: &Net, p: &Programs, rng: &mut ChaCha8Rng, t: &mut
         let ends = job.finish();
         drop(cap);
         let (c, lines) = counters(&ends);
+        let total = plan.len();
         let what = match verdict(&ends) {
+            // A job that ended before the datagrams reached it proves
+            // nothing.
+            None if while_running < total => {
+                bad += 1;
+                t.failures += 1;
+                format!("INCONCLUSIVE: the job ended before {} of the datagrams were sent", total - while_running)
+            }
             None => "ok: every result check passed".to_string(),
             Some((hang, why)) => {
                 bad += 1;

@@ -92,7 +92,10 @@ impl Capture {
     /// Starts capturing every UDP datagram the ranks of `net` send.
     pub fn start(net: &Net) -> anyhow::Result<Capture> {
         let fd = Net::inside(&net.hub, || {
-            let proto = (libc::ETH_P_IP as u16).to_be();
+            // ETH_P_ALL: a bridge port's frames reach only the taps for
+            // every protocol (per-protocol handlers run after the bridge
+            // has taken the frame).
+            let proto = (libc::ETH_P_ALL as u16).to_be();
             // SAFETY: plain socket(2); the descriptor is owned at once.
             let raw = check(unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_DGRAM, libc::c_int::from(proto)) }, "AF_PACKET socket")?;
             // SAFETY: `raw` is a new descriptor nobody else owns.
@@ -117,7 +120,7 @@ impl Capture {
                 let n = unsafe {
                     libc::recvfrom(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), 0, (&mut from as *mut libc::sockaddr_ll).cast(), &mut len)
                 };
-                if n <= 0 || from.sll_pkttype == libc::PACKET_OUTGOING as u8 {
+                if n <= 0 || from.sll_pkttype == libc::PACKET_OUTGOING as u8 || from.sll_protocol != (libc::ETH_P_IP as u16).to_be() {
                     continue;
                 }
                 let p = &buf[..n as usize];

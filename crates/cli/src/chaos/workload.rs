@@ -64,9 +64,9 @@ impl Programs {
 /// multiplies run times), long enough for a kill to land mid-run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Length {
-    /// For the loss and replay scenarios.
+    /// For the loss scenario.
     Short,
-    /// For the kill scenario.
+    /// For the kill and replay scenarios.
     Long,
 }
 
