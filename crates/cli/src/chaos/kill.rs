@@ -84,7 +84,7 @@ fn survivor(e: &RankEnd, victim: u32, killed: Instant) -> Survivor {
                 let named = ranks_named(&e.stderr, e.rank);
                 let named = if named.contains(&victim) {
                     Named::Victim
-                } else if victim == 0 && named.is_empty() && e.stderr.contains("rendezvous") {
+                } else if victim == 0 && named.is_empty() && e.stderr.to_lowercase().contains("rendezvous") {
                     Named::Rendezvous
                 } else if named.is_empty() {
                     Named::Nothing

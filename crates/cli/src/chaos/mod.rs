@@ -266,6 +266,8 @@ fn kills(a: &ChaosArgs, net: &Net, p: &Programs, rng: &mut ChaCha8Rng, t: &mut T
         length.push((w, secs));
     }
     let (mut after, mut after0, mut landed) = (Vec::new(), Vec::new(), 0);
+    // When the kills that hung a survivor came, after the job's start.
+    let mut hang_moments = Vec::new();
     let mut named = std::collections::BTreeMap::<&str, u32>::new();
     for i in 0..a.trials {
         let (w, secs) = length[rng.gen_range(0..length.len())];
@@ -309,6 +311,9 @@ fn kills(a: &ChaosArgs, net: &Net, p: &Programs, rng: &mut ChaCha8Rng, t: &mut T
                 }
             }
         }
+        if o.survivors.iter().any(|s| s.named == Named::Hung) {
+            hang_moments.push(o.at);
+        }
         let exits: Vec<String> = o.survivors.iter().map(|s| s.exit_after.map_or("-".to_string(), |x| format!("{x:.2}"))).collect();
         let kinds: Vec<String> = o.survivors.iter().map(|s| format!("{:?}", s.named)).collect();
         println!(
@@ -343,6 +348,9 @@ fn kills(a: &ChaosArgs, net: &Net, p: &Programs, rng: &mut ChaCha8Rng, t: &mut T
     println!("kill summary: of these, rank 0 killed: {}", dist(&mut after0));
     let n: Vec<String> = named.iter().map(|(k, v)| format!("{v} {k}")).collect();
     println!("kill summary: survivors {}; {} hangs, {} beyond the bound", n.join(", "), named.get("HUNG").copied().unwrap_or(0), after.iter().filter(|&&x| x > bound).count());
+    if let Some([lo, med, _, hi]) = report::spread(&mut hang_moments) {
+        println!("kill summary: {} trials hung a survivor; their kills came {lo:.3} / {med:.3} / {hi:.3} s (min / median / max) after the job started", hang_moments.len());
+    }
     Ok(())
 }
 
