@@ -222,9 +222,15 @@ fn loss(a: &ChaosArgs, net: &Net, p: &Programs, rng: &mut ChaCha8Rng, t: &mut Ta
     for round in 0..a.trials {
         for &loss in &a.loss {
             let f = Faults { loss, dup: a.dup };
-            set_faults(net, f)?;
             for &w in &a.workloads {
+                set_faults(net, f)?;
                 let (secs, ends) = run_job(net, &spec(a, p, w, Length::Short, rng.gen(), None), limit)?;
+                let (mut dropped, mut duplicated) = (0, 0);
+                for ns in &net.ranks {
+                    let (d, u) = nft::counted(ns)?;
+                    dropped += d;
+                    duplicated += u;
+                }
                 runs += 1;
                 let (c, lines) = counters(&ends);
                 let what = match verdict(&ends) {
@@ -239,7 +245,14 @@ fn loss(a: &ChaosArgs, net: &Net, p: &Programs, rng: &mut ChaCha8Rng, t: &mut Ta
                         why
                     }
                 };
-                println!("loss {}/{}: {loss}% loss, {}% dup, {}: {what} ({})", round + 1, a.trials, a.dup, w.name(), fmt_counters(&c, lines));
+                println!(
+                    "loss {}/{}: {loss}% loss, {}% dup, {}: {what} (nftables dropped {dropped}, duplicated {duplicated} datagrams; {})",
+                    round + 1,
+                    a.trials,
+                    a.dup,
+                    w.name(),
+                    fmt_counters(&c, lines)
+                );
             }
         }
     }
