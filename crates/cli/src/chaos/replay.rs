@@ -120,7 +120,7 @@ impl Capture {
                 let n = unsafe {
                     libc::recvfrom(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), 0, (&mut from as *mut libc::sockaddr_ll).cast(), &mut len)
                 };
-                if n <= 0 || from.sll_pkttype == libc::PACKET_OUTGOING as u8 || from.sll_protocol != (libc::ETH_P_IP as u16).to_be() {
+                if n <= 0 || from.sll_pkttype == libc::PACKET_OUTGOING || from.sll_protocol != (libc::ETH_P_IP as u16).to_be() {
                     continue;
                 }
                 let p = &buf[..n as usize];
