@@ -86,7 +86,7 @@ impl Workload {
     /// The program and its arguments.
     pub fn command(self, p: &Programs, len: Length) -> (PathBuf, Vec<String>) {
         let laps = if len == Length::Long { "2000" } else { "20" };
-        let iters = if len == Length::Long { "40" } else { "5" };
+        let iters = if len == Length::Long { "150" } else { "5" };
         let bench = |mode: &str| {
             let args = ["bench", "bcast", "--worker", "--sizes=8,1024,16384,65536", "--warmup=1", "--rounds=1"];
             let mut v: Vec<String> = args.iter().map(|s| s.to_string()).collect();
