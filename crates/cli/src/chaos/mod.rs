@@ -4,22 +4,24 @@
 //! every rank of a job in its own namespace with a foreign launcher's
 //! variables and `OUTBOARD_RENDEZVOUS` (see [`job`]), and plays scenarios:
 //!
-//! - **kill**: a random rank (rank 0 included) gets SIGKILL at a random
+//! - **kill** ([`kill`]): a random rank (rank 0 included) gets SIGKILL at a random
 //!   moment of a random workload; every survivor must exit within
 //!   `peer_timeout` plus the margin (late exits are counted), and one still
 //!   running at the cap (4 x `peer_timeout` + 5 s) is a hang;
-//! - **loss**: every workload at each loss rate with duplication (nftables
+//! - **loss** ([`loss`]): every workload at each loss rate with duplication (nftables
 //!   in every namespace, see [`nft`]); every result check must pass;
-//! - **replay**: every datagram captured from one job, and forged,
+//! - **replay** ([`replay`]): every datagram captured from one job, and forged,
 //!   truncated and bit-flipped ones, sent at a later job with the same job
-//!   key from its ranks' addresses (see [`replay`]); the job must pass.
+//!   key from its ranks' addresses (see [`capture`]); the job must pass.
 //!
 //! Prints a line per trial and a summary; fails when a job hangs, a result
 //! check fails, or (kill) a survivor's error names another rank than the
 //! one killed (with `--strict`, also when a survivor is late).
 
+mod capture;
 mod job;
 mod kill;
+mod loss;
 mod netns;
 mod nft;
 mod replay;
@@ -27,14 +29,13 @@ mod report;
 mod workload;
 
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{bail, Context};
-use rand::{Rng, SeedableRng};
+use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
 use job::{Job, JobSpec, LauncherVars, RankEnd};
-use kill::Named;
 use netns::Net;
 use nft::Faults;
 use report::Counters;
@@ -153,13 +154,13 @@ pub fn run(a: ChaosArgs) -> anyhow::Result<()> {
     let mut tally = Tally::default();
     let all = a.scenario == Scenario::All;
     if all || a.scenario == Scenario::Loss {
-        loss(&a, &net, &programs, &mut rng, &mut tally)?;
+        loss::scenario(&a, &net, &programs, &mut rng, &mut tally)?;
     }
     if all || a.scenario == Scenario::Kill {
-        kills(&a, &net, &programs, &mut rng, &mut tally)?;
+        kill::scenario(&a, &net, &programs, &mut rng, &mut tally)?;
     }
     if all || a.scenario == Scenario::Replay {
-        replays(&a, &net, &programs, &mut rng, &mut tally)?;
+        replay::scenario(&a, &net, &programs, &mut rng, &mut tally)?;
     }
     println!("chaos: {} hangs, {} failed result checks, {} errors naming another rank, {} late survivors", tally.hangs, tally.failures, tally.wrong_rank, tally.late);
     if tally.hangs + tally.failures + tally.wrong_rank > 0 || (a.strict && tally.late > 0) {
@@ -214,251 +215,4 @@ fn fmt_counters(c: &Counters, lines: usize) -> String {
     let v: Vec<String> = report::drop_counters(c).iter().map(|(k, v)| format!("{k} {v}")).collect();
     let re = c.get("retransmits").copied().unwrap_or(0);
     format!("retransmits {re}; drops: {}", if v.is_empty() { "none".to_string() } else { v.join(", ") })
-}
-
-fn loss(a: &ChaosArgs, net: &Net, p: &Programs, rng: &mut ChaCha8Rng, t: &mut Tally) -> anyhow::Result<()> {
-    let limit = Duration::from_secs_f64(a.job_limit);
-    let (mut runs, mut bad) = (0, 0);
-    for round in 0..a.trials {
-        for &loss in &a.loss {
-            let f = Faults { loss, dup: a.dup };
-            for &w in &a.workloads {
-                set_faults(net, f)?;
-                let (secs, ends) = run_job(net, &spec(a, p, w, Length::Short, rng.gen(), None), limit)?;
-                let (mut dropped, mut duplicated) = (0, 0);
-                for ns in &net.ranks {
-                    let (d, u) = nft::counted(ns)?;
-                    dropped += d;
-                    duplicated += u;
-                }
-                runs += 1;
-                let (c, lines) = counters(&ends);
-                let what = match verdict(&ends) {
-                    None => format!("ok in {secs:.2} s"),
-                    Some((hang, why)) => {
-                        bad += 1;
-                        if hang {
-                            t.hangs += 1;
-                        } else {
-                            t.failures += 1;
-                        }
-                        why
-                    }
-                };
-                println!(
-                    "loss {}/{}: {loss}% loss, {}% dup, {}: {what} (nftables dropped {dropped}, duplicated {duplicated} datagrams; {})",
-                    round + 1,
-                    a.trials,
-                    a.dup,
-                    w.name(),
-                    fmt_counters(&c, lines)
-                );
-            }
-        }
-    }
-    set_faults(net, Faults { loss: 0, dup: 0 })?;
-    println!("loss summary: {runs} runs ({} workloads x loss {:?} % with {} % duplication x {} rounds), {bad} failed or hung", a.workloads.len(), a.loss, a.dup, a.trials);
-    Ok(())
-}
-
-fn kills(a: &ChaosArgs, net: &Net, p: &Programs, rng: &mut ChaCha8Rng, t: &mut Tally) -> anyhow::Result<()> {
-    set_faults(net, Faults { loss: 0, dup: 0 })?;
-    let pt = Duration::from_millis(a.peer_timeout_ms);
-    let margin = Duration::from_millis(a.margin_ms.unwrap_or(a.peer_timeout_ms / 4 + 500));
-    let bound = (pt + margin).as_secs_f64();
-    let cap = 4 * pt + Duration::from_secs(5);
-    // How long each workload runs undisturbed: kills land uniformly within
-    // it (a clean run also shows the set-up works).
-    let mut length = Vec::new();
-    for &w in &a.workloads {
-        let (secs, ends) = run_job(net, &spec(a, p, w, Length::Long, rng.gen(), None), Duration::from_secs_f64(a.job_limit))?;
-        if let Some((_, why)) = verdict(&ends) {
-            bail!("{} does not pass without faults: {why}", w.name());
-        }
-        println!("kill: {} runs {secs:.2} s undisturbed", w.name());
-        length.push((w, secs));
-    }
-    let (mut after, mut after0, mut landed) = (Vec::new(), Vec::new(), 0);
-    // When the kills that hung a survivor came, after the job's start.
-    let mut hang_moments = Vec::new();
-    let mut named = std::collections::BTreeMap::<&str, u32>::new();
-    for i in 0..a.trials {
-        let (w, secs) = length[rng.gen_range(0..length.len())];
-        let victim = a.victim.unwrap_or_else(|| rng.gen_range(0..a.ranks));
-        let at = match a.kill_at_ms {
-            Some(ms) => Duration::from_millis(ms),
-            None => Duration::from_secs_f64(rng.gen_range(0.0..secs.max(0.01))),
-        };
-        let o = kill::trial(net, &spec(a, p, w, Length::Long, rng.gen(), None), victim, at, cap)?;
-        landed += u32::from(o.landed);
-        let mut notes = Vec::new();
-        for s in &o.survivors {
-            let key = match s.named {
-                Named::Victim => "named the killed rank",
-                Named::Rendezvous => "lost the rendezvous (served by the killed rank 0)",
-                Named::Other => {
-                    t.wrong_rank += 1;
-                    notes.push(format!("rank {} names another rank: {}", s.rank, s.last_error));
-                    "named another rank"
-                }
-                Named::Nothing => "failed naming no rank",
-                Named::Finished => "finished cleanly",
-                Named::Before => "had exited before the kill",
-                Named::Hung => {
-                    t.hangs += 1;
-                    notes.push(format!("HANG: rank {} still running {} s after the kill (killed)", s.rank, cap.as_secs_f64()));
-                    "HUNG"
-                }
-            };
-            *named.entry(key).or_default() += 1;
-            if let Some(x) = s.exit_after {
-                if x > bound {
-                    t.late += 1;
-                    notes.push(format!("LATE: rank {} exited {x:.2} s after the kill", s.rank));
-                }
-                if o.landed {
-                    after.push(x);
-                    if victim == 0 {
-                        after0.push(x);
-                    }
-                }
-            }
-        }
-        if o.survivors.iter().any(|s| s.named == Named::Hung) {
-            hang_moments.push(o.at);
-        }
-        let exits: Vec<String> = o.survivors.iter().map(|s| s.exit_after.map_or("-".to_string(), |x| format!("{x:.2}"))).collect();
-        let kinds: Vec<String> = o.survivors.iter().map(|s| format!("{:?}", s.named)).collect();
-        println!(
-            "kill {}/{}: {}, rank {victim} {} at {:.3} s; survivors exit after [{}] s ({}){}",
-            i + 1,
-            a.trials,
-            w.name(),
-            if o.landed { "killed" } else { "had already exited" },
-            o.at,
-            exits.join(", "),
-            kinds.join(", "),
-            if notes.is_empty() { String::new() } else { format!("; {}", notes.join("; ")) }
-        );
-        if a.verbose {
-            for s in &o.survivors {
-                println!("    rank {}: {}", s.rank, s.last_error);
-            }
-        }
-    }
-    let dist = |v: &mut Vec<f64>| match report::spread(v) {
-        Some([lo, med, p90, hi]) => format!("min {lo:.3} / median {med:.3} / p90 {p90:.3} / max {hi:.3} s over {} survivors", v.len()),
-        None => "no survivors".to_string(),
-    };
-    println!(
-        "kill summary: {} trials ({landed} kills landed mid-run), peer timeout {} ms + margin {} ms = bound {bound:.2} s, cap {} s",
-        a.trials,
-        a.peer_timeout_ms,
-        margin.as_millis(),
-        cap.as_secs_f64()
-    );
-    println!("kill summary: survivors' exit after the kill: {}", dist(&mut after));
-    println!("kill summary: of these, rank 0 killed: {}", dist(&mut after0));
-    let n: Vec<String> = named.iter().map(|(k, v)| format!("{v} {k}")).collect();
-    println!("kill summary: survivors {}; {} hangs, {} beyond the bound", n.join(", "), named.get("HUNG").copied().unwrap_or(0), after.iter().filter(|&&x| x > bound).count());
-    if let Some([lo, med, _, hi]) = report::spread(&mut hang_moments) {
-        println!("kill summary: {} trials hung a survivor; their kills came {lo:.3} / {med:.3} / {hi:.3} s (min / median / max) after the job started", hang_moments.len());
-    }
-    Ok(())
-}
-
-fn random_secret(rng: &mut ChaCha8Rng) -> String {
-    format!("{:016x}{:016x}", rng.gen::<u64>(), rng.gen::<u64>())
-}
-
-fn replays(a: &ChaosArgs, net: &Net, p: &Programs, rng: &mut ChaCha8Rng, t: &mut Tally) -> anyhow::Result<()> {
-    set_faults(net, Faults { loss: 0, dup: 0 })?;
-    let limit = Duration::from_secs_f64(a.job_limit);
-    let header = outboard_wire::HEADER_LEN;
-    let mut bad = 0;
-    for i in 0..a.trials {
-        let w = a.workloads[i as usize % a.workloads.len()];
-        let job_key: u64 = rng.gen();
-        let shared = random_secret(rng);
-        let secret = |rng: &mut ChaCha8Rng| Some(if a.same_secret { shared.clone() } else { random_secret(rng) });
-        // The first job, every datagram captured.
-        let cap = replay::Capture::start(net)?;
-        let (_, ends) = run_job(net, &spec(a, p, w, Length::Long, job_key, secret(rng)), limit)?;
-        let old = cap.stop();
-        if let Some((_, why)) = verdict(&ends) {
-            bail!("replay: the first {} job failed without faults: {why}", w.name());
-        }
-        let old_ports = replay::ports(&old, a.ranks);
-        // The second job, same key; once every rank's engine has sent
-        // something its port is known, and the injection starts.
-        let cap = replay::Capture::start(net)?;
-        let injector = replay::Injector::open(net)?;
-        let mut job = Job::start(net, &spec(a, p, w, Length::Long, job_key, secret(rng)))?;
-        let deadline = job.started + limit;
-        let new_ports = loop {
-            let seen = cap.engine_ports(a.ranks);
-            if seen.iter().all(Option::is_some) {
-                break Some(seen.into_iter().flatten().collect::<Vec<u16>>());
-            }
-            if job.poll() || Instant::now() >= deadline {
-                break None;
-            }
-            std::thread::sleep(Duration::from_millis(1));
-        };
-        let Some(new_ports) = new_ports else {
-            bail!("replay: the second {} job ended before every rank had sent a datagram", w.name());
-        };
-        let (plan, n) = replay::plan(&old, &old_ports, &new_ports, header, a.forged, rng);
-        let mut while_running = 0;
-        let sending = Instant::now();
-        // Polling the ranks costs a system call each: once per batch.
-        for batch in plan.chunks(32) {
-            for d in batch {
-                injector.send(d)?;
-            }
-            job.poll();
-            if (0..a.ranks).all(|r| job.running(r)) {
-                while_running += batch.len();
-            }
-        }
-        let sent_in = sending.elapsed().as_secs_f64();
-        job.wait_until(deadline);
-        let ends = job.finish();
-        drop(cap);
-        let (c, lines) = counters(&ends);
-        let total = plan.len();
-        let what = match verdict(&ends) {
-            // A job that ended before the datagrams reached it proves
-            // nothing.
-            None if while_running < total => {
-                bad += 1;
-                t.failures += 1;
-                format!("INCONCLUSIVE: the job ended before {} of the datagrams were sent", total - while_running)
-            }
-            None => "ok: every result check passed".to_string(),
-            Some((hang, why)) => {
-                bad += 1;
-                if hang {
-                    t.hangs += 1;
-                } else {
-                    t.failures += 1;
-                }
-                why
-            }
-        };
-        println!(
-            "replay {}/{}: {}, {} secret: {} captured datagrams replayed + {} forged + {} truncated + {} bit-flipped (sent in {sent_in:.2} s, {while_running} while every rank ran): {what} ({})",
-            i + 1,
-            a.trials,
-            w.name(),
-            if a.same_secret { "same" } else { "fresh" },
-            n.replayed,
-            n.forged,
-            n.truncated,
-            n.flipped,
-            fmt_counters(&c, lines)
-        );
-    }
-    println!("replay summary: {} trials, {bad} failed or hung", a.trials);
-    Ok(())
 }
