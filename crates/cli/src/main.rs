@@ -5,6 +5,7 @@ use clap::{Parser, Subcommand};
 
 mod bench;
 mod bench_coll;
+mod chaos;
 mod demo;
 mod launch;
 mod nicvm_cmd;
@@ -41,6 +42,10 @@ enum Cmd {
     /// Compile, verify, disassemble and run NICVM user modules.
     #[command(subcommand)]
     Nicvm(nicvm_cmd::NicvmCommand),
+    /// Run jobs of real processes, one network namespace per rank, under
+    /// faults: SIGKILL of a rank, loss and duplication, replayed and forged
+    /// datagrams (needs root, iproute2 and nftables).
+    Chaos(chaos::ChaosArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -51,5 +56,6 @@ fn main() -> anyhow::Result<()> {
         Cmd::Run(a) => launch::run(a),
         Cmd::Bench(c) => bench::run(c),
         Cmd::Nicvm(c) => nicvm_cmd::run(c),
+        Cmd::Chaos(a) => chaos::run(a),
     }
 }

@@ -1,0 +1,97 @@
+//! What the trials' output says: the engines' counters (from the
+//! `outboard stats rank R: Stats { .. }` lines ranks print with
+//! `OUTBOARD_STATS=stderr`, where the runtime supports it) and the ranks
+//! an error names.
+
+use std::collections::BTreeMap;
+
+/// Counters summed over ranks, by name.
+pub type Counters = BTreeMap<String, u64>;
+
+/// Adds the counters of every `outboard stats rank R: Stats { .. }` line
+/// in `stderr` to `into`; how many such lines there were.
+pub fn add_stats(stderr: &str, into: &mut Counters) -> usize {
+    let mut lines = 0;
+    for line in stderr.lines() {
+        let Some(rest) = line.split_once("outboard stats rank ").map(|(_, r)| r) else { continue };
+        let Some(body) = rest.split_once('{').map(|(_, b)| b.trim_end().trim_end_matches('}')) else { continue };
+        lines += 1;
+        for field in body.split(',') {
+            let Some((k, v)) = field.split_once(':') else { continue };
+            if let Ok(v) = v.trim().parse::<u64>() {
+                *into.entry(k.trim().to_string()).or_default() += v;
+            }
+        }
+    }
+    lines
+}
+
+/// The counters that tell of rejected or suspicious input: names with
+/// one of these words in them.
+pub fn drop_counters(c: &Counters) -> Vec<(&str, u64)> {
+    const WORDS: [&str; 10] = ["malformed", "wrong_job", "misaddressed", "stale", "mac", "auth", "duplicates", "replay", "restart", "incarnation"];
+    c.iter().filter(|(k, v)| **v > 0 && WORDS.iter().any(|w| k.contains(w))).map(|(k, v)| (k.as_str(), *v)).collect()
+}
+
+/// The ranks an error text names: `NodeId(k)`, `rank k`, `rank: k` (a
+/// `Debug` field) and `peer k`,
+/// other than `me` (the examples prefix their errors with their own rank)
+/// and leaving out the `outboard stats` lines.
+pub fn ranks_named(text: &str, me: u32) -> Vec<u32> {
+    let mut found = Vec::new();
+    for line in text.lines().filter(|l| !l.starts_with("outboard stats")) {
+        for pat in ["NodeId(", "rank ", "rank: ", "peer "] {
+            for (i, _) in line.match_indices(pat) {
+                let digits: String = line[i + pat.len()..].chars().take_while(char::is_ascii_digit).collect();
+                if let Ok(k) = digits.parse() {
+                    if k != me && !found.contains(&k) {
+                        found.push(k);
+                    }
+                }
+            }
+        }
+    }
+    found
+}
+
+/// Minimum, median, 90th percentile and maximum of `v` (nearest rank).
+pub fn spread(v: &mut [f64]) -> Option<[f64; 4]> {
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_by(f64::total_cmp);
+    let at = |q: f64| v[((q * v.len() as f64).ceil() as usize).clamp(1, v.len()) - 1];
+    Some([v[0], at(0.5), at(0.9), v[v.len() - 1]])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stats_lines_are_summed_by_counter() {
+        let mut c = Counters::new();
+        let text = "noise\nouttboard\noutboard stats rank 0: Stats { malformed: 2, wrong_job: 0, stale_boot: 5 }\n\
+                    outboard stats rank 1: Stats { malformed: 1, stale_boot: 0, packets_in: 9 }\n";
+        assert_eq!(add_stats(text, &mut c), 2);
+        assert_eq!((c["malformed"], c["stale_boot"], c["packets_in"]), (3, 5, 9));
+        assert_eq!(drop_counters(&c), vec![("malformed", 3), ("stale_boot", 5)]);
+    }
+
+    #[test]
+    fn named_ranks_leave_out_the_writer() {
+        assert_eq!(ranks_named("rank 2: peer node NodeId(3) is unreachable", 2), vec![3]);
+        assert_eq!(ranks_named("Error: Op(PeerUnreachable(NodeId(0)))", 1), vec![0]);
+        assert_eq!(ranks_named("Error: rank 3 left the job: closed", 1), vec![3]);
+        assert_eq!(ranks_named("Error: Bootstrap(RankLost { rank: 2, reason: \"closed\" })", 0), vec![2]);
+        assert!(ranks_named("Error: rendezvous at 10.77.0.1:29500 lost", 1).is_empty());
+        assert!(ranks_named("# rank 1 engine: 3 retransmits\noutboard stats rank 1: Stats { peers_failed: 1 }", 1).is_empty());
+    }
+
+    #[test]
+    fn spread_takes_nearest_ranks() {
+        let mut v: Vec<f64> = (1..=10).map(f64::from).rev().collect();
+        assert_eq!(spread(&mut v), Some([1.0, 5.0, 9.0, 10.0]));
+        assert_eq!(spread(&mut []), None);
+    }
+}
