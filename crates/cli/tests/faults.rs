@@ -141,7 +141,6 @@ fn survivors_of_a_random_rank_killed_at_a_random_moment_exit_naming_it() {
 }
 
 #[test]
-#[ignore = "needs the per-job MAC (lead's branch): today one replayed datagram of an older boot resets the connection and fails the job"]
 fn replayed_forged_truncated_and_flipped_datagrams_change_nothing() {
     let Some((out, text)) = chaos("replayed_forged_truncated_and_flipped_datagrams_change_nothing", &[
         "--scenario", "replay", "--trials", "2", "--workloads", "collectives,bcast-nic", "--forged", "200", "--seed", "31",
@@ -154,7 +153,6 @@ fn replayed_forged_truncated_and_flipped_datagrams_change_nothing() {
 }
 
 #[test]
-#[ignore = "needs the per-job MAC and incarnation numbers (lead's branch)"]
 fn an_authentic_replay_of_an_older_incarnation_changes_nothing() {
     let Some((out, text)) = chaos("an_authentic_replay_of_an_older_incarnation_changes_nothing", &[
         "--scenario", "replay", "--same-secret", "--trials", "1", "--workloads", "collectives", "--forged", "100", "--seed", "32",

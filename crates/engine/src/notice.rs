@@ -27,6 +27,13 @@
 //!   never heard from the node carries no incarnation and is taken as is.
 //! - A restart (a new incarnation seen on the wire) is not a death and sends
 //!   no notice.
+//! - **Leaving after a failure.** A process that gives up after an error
+//!   (the application's choice, like `MPI_Abort`) would otherwise leave its
+//!   peers waiting a whole peer timeout on it, and whoever waited on it
+//!   would fail late, one timeout per link of the chain. [`Engine::leave`]
+//!   sends a notice naming the sender itself: its receiver takes the sender
+//!   for dead at once (`Stats::departures`). Operations on it then fail
+//!   naming it, while `Stats::first_failed` keeps the rank that died first.
 
 use outboard_wire as wire;
 
@@ -50,9 +57,40 @@ impl<D: Dma> Engine<D> {
         }
     }
 
+    /// This engine's process is leaving the job without finishing it (after
+    /// a failure): tells every live peer it has heard from, so what waits
+    /// on this node there fails at once instead of after the peer timeout.
+    /// Reliable like any notice; the driver keeps the engine running a few
+    /// retransmission timeouts afterwards to carry it across losses (the
+    /// receivers stop answering a node they took for dead, so there is no
+    /// acknowledgement to wait for).
+    /// The departure follows a notice of the first failure this engine
+    /// learned of, so a peer that had not heard of that one yet still names
+    /// it, and not the leaver, as the job's first failure.
+    pub fn leave(&mut self, now: Instant) {
+        self.set_now(now);
+        let mut bodies = Vec::with_capacity(2);
+        if let Some(first) = self.stats.first_failed {
+            let boot = self.conn_index.get(&first).and_then(|&ci| self.conns[ci].peer_boot);
+            bodies.push(wire::BodyRepr::PeerFailed(wire::PeerFailed { node: first.0, boot }));
+        }
+        bodies.push(wire::BodyRepr::PeerFailed(wire::PeerFailed { node: self.cfg.node.0, boot: Some(self.cfg.boot) }));
+        for ci in 0..self.conns.len() {
+            let c = &self.conns[ci];
+            if c.dead || c.heard_at.is_none() {
+                continue;
+            }
+            for body in &bodies {
+                self.conns[ci].push(TxRecord::Control(*body), now);
+                self.stats.notices_sent += 1;
+            }
+            self.mark_ready(ci);
+        }
+    }
+
     /// A notice from `from`: marks the named node dead unless it is this
-    /// node, the sender itself, or an incarnation other than the one known.
-    /// Never relayed.
+    /// node or an incarnation other than the one known; a notice naming its
+    /// own sender is that sender leaving ([`Engine::leave`]). Never relayed.
     pub(crate) fn on_peer_failed_notice(&mut self, now: Instant, from: NodeId, n: wire::PeerFailed) {
         self.stats.notices_received += 1;
         let node = NodeId(n.node);
@@ -61,8 +99,13 @@ impl<D: Dma> Engine<D> {
             return;
         }
         if node == from {
-            // Its sender is evidently alive: nothing honest sends this.
-            self.stats.notices_ignored += 1;
+            // Its sender is leaving the job: dead from now on. (Only a
+            // member of the job can send this: the packet authenticated.)
+            self.stats.departures += 1;
+            let ci = self.conn_for(node, now);
+            if !self.conns[ci].dead {
+                self.peer_failed(ci, now, false);
+            }
             return;
         }
         let ci = self.conn_for(node, now);

@@ -51,9 +51,11 @@ pub struct Stats {
     /// Of `notices_received`, those naming this node: a live node told it
     /// is dead (some peer's view of it was wrong). Ignored.
     pub notices_about_self: u64,
+    /// Of `notices_received`, those from a peer leaving the job after a
+    /// failure (naming itself): it is taken for dead at once.
+    pub departures: u64,
     /// Of `notices_received`, those ignored because they named an
-    /// incarnation other than the one known for that node (it restarted) or
-    /// their own sender.
+    /// incarnation other than the one known for that node (it restarted).
     pub notices_ignored: u64,
     /// Messages that arrived before a matching receive.
     pub unexpected: u64,

@@ -138,3 +138,40 @@ fn a_notice_about_a_replaced_incarnation_is_ignored_and_a_current_one_is_not() {
         assert!(!matches!(p.header.kind, Kind::PeerFailed), "sent {p:?}");
     }
 }
+
+#[test]
+fn a_peer_leaving_after_a_failure_is_dead_at_once_and_the_first_failure_stays_named() {
+    let (mut e, t) = receiver_waiting_on_node_2();
+    // Node 0 learned that node 3 died, gives up and leaves: its departure
+    // follows a notice of node 3's death.
+    e.handle_packet(t, NodeId(0), &packet(0, 4, 0, Body::PeerFailed(PeerFailed { node: 3, boot: None })));
+    e.handle_packet(t, NodeId(0), &packet(0, 4, 1, Body::PeerFailed(PeerFailed { node: 0, boot: Some(4) })));
+    let ev = e.poll_event().expect("the receive naming node 0 fails at once");
+    assert_eq!((ev.op, ev.result), (OpId(2), Err(OpError::PeerUnreachable(NodeId(0)))));
+    assert!(e.poll_event().is_none(), "the receive naming node 2 still waits");
+    let s = e.stats();
+    assert_eq!((s.departures, s.notices_received, s.peers_failed), (1, 2, 2));
+    assert_eq!(s.first_failed, Some(NodeId(3)), "the job's first failure, not the leaver");
+}
+
+#[test]
+fn leaving_tells_every_live_peer_the_first_failure_then_the_departure() {
+    let (mut e, t) = receiver_waiting_on_node_2();
+    // Node 1 (this engine) hears from node 0 too, then learns from node 0
+    // that node 3 died.
+    e.handle_packet(t, NodeId(0), &packet(0, 4, 0, Body::PeerFailed(PeerFailed { node: 3, boot: None })));
+    let mut out = vec![0u8; DEFAULT_MTU];
+    while e.poll_transmit(t, &mut out).is_some() {}
+    e.leave(t);
+    let key = cfg(NodeId(1)).mac_key();
+    let mut sent: Vec<(u32, u32)> = Vec::new();
+    while let Some(tx) = e.poll_transmit(t, &mut out) {
+        let p = Packet::parse(&out[..tx.len], &key).unwrap();
+        if let Body::PeerFailed(n) = p.body {
+            sent.push((p.header.dst_node, n.node));
+        }
+    }
+    sent.sort();
+    // To nodes 0 and 2 (live, heard from): node 3 first, then node 1 itself.
+    assert_eq!(sent, vec![(0, 1), (0, 3), (2, 1), (2, 3)]);
+}

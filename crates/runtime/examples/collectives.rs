@@ -286,7 +286,8 @@ fn main() -> Res<()> {
         Ok(line) => line,
         Err(e) => {
             eprintln!("{}", world.failure_report(&e));
-            std::process::exit(1);
+            // Tell the live ranks at once, so none waits a timeout on this one.
+            world.abort(1);
         }
     };
     println!("{line}");

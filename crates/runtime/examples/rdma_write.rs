@@ -17,7 +17,8 @@ fn main() -> Res<()> {
     let mut world = outboard_runtime::init()?;
     if let Err(e) = write_slices(&mut world) {
         eprintln!("{}", world.failure_report(&e));
-        std::process::exit(1);
+        // Tell the live ranks at once, so none waits a timeout on this one.
+        world.abort(1);
     }
     world.finalize()?;
     Ok(())

@@ -238,6 +238,15 @@ impl Node {
         self.shared.stats()
     }
 
+    /// Tells the live peers this node is leaving the job after a failure
+    /// (`Engine::leave`); the caller keeps the engine running a moment so
+    /// the notices get across.
+    pub fn leave(&self) {
+        let now = self.shared.clock.now();
+        self.shared.lock().engine.leave(now);
+        self.shared.ring_doorbell();
+    }
+
     /// Whether the engine has nothing under way (every send confirmed).
     pub fn is_quiet(&self) -> bool {
         self.shared.lock().engine.is_quiet()

@@ -137,6 +137,8 @@ pub struct World {
     progress_reason: String,
     /// Whether [`World::quiesce`] ran (once is enough).
     quiesced: bool,
+    /// Whether the departure notices went out (once is enough).
+    left: bool,
     finalized: bool,
     /// The id the next [`World::group`] gives its group.
     next_group: u64,
@@ -146,6 +148,11 @@ pub struct World {
 /// the next id. Applications that make groups of their own with
 /// [`Port::new_group`] should pick ids below this.
 pub const WORLD_GROUP_FIRST: u64 = 1 << 19;
+
+/// How long a rank that leaves after a failure keeps its engine running for
+/// its departure notices: a few retransmission timeouts of the default
+/// engine (0.5 ms doubling), enough for several losses in a row.
+pub const LEAVE_LINGER: Duration = Duration::from_millis(50);
 
 /// Joins the job described by the environment, with [`Options::from_env`].
 pub fn init() -> Result<World, InitError> {
@@ -228,7 +235,7 @@ pub fn init_with(opts: Options) -> Result<World, InitError> {
         }
         endpoints.push(Endpoint { node: NodeId(r), port: PortId(v[0]), gen: u32::from_be_bytes([v[1], v[2], v[3], v[4]]) });
     }
-    Ok(World { port, node, bootstrap: Some(boot), env, endpoints, peers, progress_reason, quiesced: false, finalized: false, next_group: WORLD_GROUP_FIRST })
+    Ok(World { port, node, bootstrap: Some(boot), env, endpoints, peers, progress_reason, quiesced: false, left: false, finalized: false, next_group: WORLD_GROUP_FIRST })
 }
 
 impl World {
@@ -317,6 +324,29 @@ impl World {
         self.node.stats().0.first_failed.map(|n| n.0)
     }
 
+    /// Gives the job up after a failure (what `MPI_Abort` is to MPI):
+    /// tells every live rank that this one is leaving, so their operations
+    /// waiting on it fail at once, naming the job's first failure, instead
+    /// of each waiting a peer timeout in turn; then ends the process with
+    /// `code`. Takes [`LEAVE_LINGER`] to carry the notices across losses.
+    pub fn abort(mut self, code: i32) -> ! {
+        self.leave();
+        std::process::exit(code)
+    }
+
+    /// Sends the departure notices once and drives the engine for
+    /// [`LEAVE_LINGER`].
+    fn leave(&mut self) {
+        if std::mem::replace(&mut self.left, true) {
+            return;
+        }
+        self.node.leave();
+        let start = WallClock::now();
+        while start.elapsed() < LEAVE_LINGER {
+            self.port.io().idle();
+        }
+    }
+
     /// The line a rank prints when it gives up on `err`: its rank, the
     /// error, and the job's first failure as this rank knows it.
     pub fn failure_report(&self, err: &dyn std::fmt::Display) -> String {
@@ -391,6 +421,11 @@ impl Drop for World {
     fn drop(&mut self) {
         if !self.finalized && !std::thread::panicking() {
             self.quiesce();
+            if self.node.stats().0.peers_failed > 0 {
+                // Leaving after a failure: say so, so no rank waits a
+                // peer timeout on this one.
+                self.leave();
+            }
         }
         if std::env::var("OUTBOARD_STATS").is_ok_and(|v| v == "stderr") {
             // For fault runs: what the engine dropped and why.

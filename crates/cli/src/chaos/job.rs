@@ -120,6 +120,12 @@ impl Job {
                 .env("OUTBOARD_RENDEZVOUS", format!("{}:{RENDEZVOUS_PORT}", rank_ip(0)))
                 .env("OUTBOARD_ADDR", rank_ip(r as u32).to_string())
                 .env("OUTBOARD_PEER_TIMEOUT_MS", spec.peer_timeout_ms.to_string())
+                // A rank killed before it reached the rendezvous is noticed
+                // at the join deadline, rank 0's bootstrap timeout: as long
+                // as the peer timeout here (at least 1 s), so a kill at
+                // start-up is bounded like any other. Ranks here start in
+                // well under a second.
+                .env("OUTBOARD_BOOTSTRAP_TIMEOUT_MS", spec.peer_timeout_ms.max(1_000).to_string())
                 .env("OUTBOARD_JOB_KEY", format!("{:016x}", spec.job_key))
                 .env("OUTBOARD_STATS", "stderr")
                 .stdin(Stdio::null())
