@@ -56,4 +56,4 @@ pub use driver::TransportStats;
 pub use node::{bind_udp, random_u64, Node, NodeError};
 pub use port::RtPort;
 pub use progress::{machine_cores, ParseProgressError, Progress};
-pub use world::{init, init_with, InitError, Options, World, WORLD_GROUP_FIRST};
+pub use world::{init, init_with, init_with_bootstrap, InitError, Options, World, WORLD_GROUP_FIRST};
