@@ -163,7 +163,7 @@ pub fn init_with(opts: Options) -> Result<World, InitError> {
 /// policy), and the engine binds `ip` unless [`Options::bind_ip`] names
 /// another address.
 pub fn init_with_bootstrap(opts: Options, boot: Box<dyn Bootstrap>, local_size: u32, ip: IpAddr) -> Result<World, InitError> {
-    let env = LaunchEnv { launcher: Launcher::Singleton, rank: boot.rank(), size: boot.size(), local_size: local_size.max(1), rendezvous: None, serve: false };
+    let env = LaunchEnv { launcher: Launcher::Program, rank: boot.rank(), size: boot.size(), local_size: local_size.max(1), rendezvous: None, serve: false };
     init_on(opts, env, JobBootstrap::Custom(boot, ip))
 }
 

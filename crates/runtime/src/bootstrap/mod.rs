@@ -110,6 +110,9 @@ pub enum Launcher {
     Slurm,
     /// Started directly: a job of one.
     Singleton,
+    /// Brought up by the program over its own exchange
+    /// ([`ExchangeBootstrap`]: an MPI job through `liboutboard_mpi`).
+    Program,
 }
 
 /// Rank, size and rendezvous of this process, read from its environment.
