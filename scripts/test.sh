@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 # Debian packages the tests use. A command can exist without its package's
 # development half (mpicc from openmpi-bin without mpi.h from
 # libopenmpi-dev), so packages are checked by name, not by command.
-packages=(gcc openmpi-bin libopenmpi-dev iproute2)
+packages=(gcc pkg-config openmpi-bin libopenmpi-dev iproute2)
 need_apt=()
 command -v cargo >/dev/null 2>&1 || need_apt+=(cargo rustc)
 for p in "${packages[@]}"; do
