@@ -31,7 +31,7 @@ pub fn mpicc_works() -> Result<(), String> {
     let src = dir.join("probe.c");
     std::fs::write(&src, "#include <mpi.h>\nint main(void) { return MPI_VERSION > 0 ? 0 : 1; }\n")
         .map_err(|e| format!("cannot write {}: {e}", src.display()))?;
-    let out = std::process::Command::new("mpicc").arg(&src).arg("-o").arg(dir.join("probe")).output();
+    let out = std::process::Command::new("mpicc.openmpi").arg(&src).arg("-o").arg(dir.join("probe")).output();
     let _ = std::fs::remove_dir_all(&dir);
     match out {
         Err(e) => Err(format!("mpicc not found ({e}); apt-get install -y openmpi-bin libopenmpi-dev")),
