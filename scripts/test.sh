@@ -8,8 +8,7 @@ cd "$(dirname "$0")/.."
 # Debian packages the tests use. Open MPI and MPICH coexist; the tests call
 # mpicc.openmpi / mpirun.openmpi and mpicc.mpich / mpiexec.mpich, never the
 # mpicc / mpirun alternatives (which either may own after an install).
-# Debian packages the tests use (continued). A command can exist without its package's
-# development half (mpicc from openmpi-bin without mpi.h from
+# A command can exist without its package's development half (mpicc from openmpi-bin without mpi.h from
 # libopenmpi-dev), so packages are checked by name, not by command.
 packages=(gcc pkg-config openmpi-bin libopenmpi-dev mpich libmpich-dev iproute2)
 need_apt=()
