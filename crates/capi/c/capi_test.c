@@ -226,6 +226,19 @@ int main(void) {
         collectives(half, "split");
         OK(outboard_group_free(half));
     }
+    /* A group made from a member list: every rank, reversed. */
+    uint32_t *rev = malloc(size * 4);
+    for (uint32_t r = 0; r < size; r++) rev[r] = size - 1 - r;
+    outboard_group *reversed;
+    OK(outboard_group_create(w, 5, size, rev, &reversed));
+    uint32_t rr;
+    OK(outboard_group_rank(reversed, &rr));
+    CHECK(rr == size - 1 - rank);
+    collectives(reversed, "created");
+    OK(outboard_group_free(reversed));
+    CHECK(outboard_group_create(w, OUTBOARD_GROUP_ID_LIMIT, size, rev, &reversed) == OUTBOARD_ERR_ARG);
+    CHECK(outboard_group_create(w, 6, 1, &rev[rank == 0 ? 1 : 0], &reversed) == OUTBOARD_ERR_ARG); /* not a member */
+    free(rev);
     messages(w);
     rdma(w, all);
     OK(outboard_group_free(all));

@@ -87,6 +87,10 @@
 // `color` of [`outboard_split`] for a rank that joins no group.
 #define OUTBOARD_UNDEFINED 4294967295
 
+// Group ids a program may choose for [`outboard_group_create`] are below
+// this (the ids above are taken by [`outboard_world_group`] and split).
+#define OUTBOARD_GROUP_ID_LIMIT (1 << 19)
+
 // `source` of a receive that accepts any sender.
 #define OUTBOARD_ANY_SOURCE -1
 
@@ -212,6 +216,17 @@ int outboard_group_size(const outboard_group *group, uint32_t *size);
 // Where the group's collectives run: [`OUTBOARD_MODE_OFFLOADED`] or
 // [`OUTBOARD_MODE_HOST_BASED`]. Every member must choose the same.
 int outboard_group_set_mode(const outboard_group *group, int mode);
+
+// A group of the `n` world ranks at `world_ranks`, in group-rank order,
+// under a program-chosen `id` (below [`OUTBOARD_GROUP_ID_LIMIT`], the
+// same at every member and not used by another group at any member's
+// port: an MPI library allocates it like a context id). Local: no
+// communication; this rank must be among the members.
+int outboard_group_create(const outboard_world *world,
+                          uint64_t id,
+                          uint32_t n,
+                          const uint32_t *world_ranks,
+                          outboard_group **out);
 
 // Allocates `len` zeroed bytes of registered memory.
 int outboard_mem_alloc(const outboard_world *world, size_t len, outboard_mem **out);

@@ -118,3 +118,38 @@ pub unsafe extern "C" fn outboard_group_set_mode(group: *const outboard_group, m
         })
     })
 }
+
+/// Group ids a program may choose for [`outboard_group_create`] are below
+/// this (the ids above are taken by [`outboard_world_group`] and split).
+pub const OUTBOARD_GROUP_ID_LIMIT: u64 = 1 << 19;
+const _: () = assert!(OUTBOARD_GROUP_ID_LIMIT == outboard_runtime::WORLD_GROUP_FIRST);
+
+/// A group of the `n` world ranks at `world_ranks`, in group-rank order,
+/// under a program-chosen `id` (below [`OUTBOARD_GROUP_ID_LIMIT`], the
+/// same at every member and not used by another group at any member's
+/// port: an MPI library allocates it like a context id). Local: no
+/// communication; this rank must be among the members.
+#[no_mangle]
+pub unsafe extern "C" fn outboard_group_create(world: *const outboard_world, id: u64, n: u32, world_ranks: *const u32, out: *mut *mut outboard_group) -> c_int {
+    guard(|| {
+        let w = unsafe { deref(world, "world") }?;
+        if world_ranks.is_null() || n == 0 {
+            return Err(Error::arg("a group needs members"));
+        }
+        if id >= OUTBOARD_GROUP_ID_LIMIT {
+            return Err(Error::arg(format!("group id {id} is not below {OUTBOARD_GROUP_ID_LIMIT}")));
+        }
+        // SAFETY: the program promises `n` readable ranks.
+        let ranks = unsafe { std::slice::from_raw_parts(world_ranks, n as usize) };
+        let g = w.shared.with(|w| {
+            let size = w.size();
+            if let Some(r) = ranks.iter().find(|&&r| r >= size) {
+                return Err(Error::arg(format!("world rank {r} outside a world of {size}")));
+            }
+            let me = ranks.iter().position(|&r| r == w.rank()).ok_or_else(|| Error::arg("this rank is not a member"))?;
+            let members = ranks.iter().map(|&r| w.endpoint(r)).collect();
+            Ok(w.port().new_group(outboard_host::GroupId(id), me as u32, members)?)
+        })?;
+        hand_out(w.shared.clone(), g, out)
+    })
+}
