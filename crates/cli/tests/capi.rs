@@ -59,7 +59,14 @@ fn direct_flags() -> Vec<String> {
 }
 
 fn run(n: u32, prog: &Path) -> (Output, String, String) {
-    let o = Command::new(OUTBOARD).args(["run", "-n", &n.to_string(), "--timeout", "300", "--"]).arg(prog).output().unwrap();
+    // cargo's LD_LIBRARY_PATH (which outranks the run path) may name a
+    // directory with an older build of the library first.
+    let o = Command::new(OUTBOARD)
+        .args(["run", "-n", &n.to_string(), "--timeout", "300", "--"])
+        .arg(prog)
+        .env("LD_LIBRARY_PATH", lib_dir())
+        .output()
+        .unwrap();
     let (so, se) = (String::from_utf8_lossy(&o.stdout).into_owned(), String::from_utf8_lossy(&o.stderr).into_owned());
     (o, so, se)
 }
