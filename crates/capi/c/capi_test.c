@@ -237,7 +237,8 @@ int main(void) {
     collectives(reversed, "created");
     OK(outboard_group_free(reversed));
     CHECK(outboard_group_create(w, OUTBOARD_GROUP_ID_LIMIT, size, rev, &reversed) == OUTBOARD_ERR_ARG);
-    CHECK(outboard_group_create(w, 6, 1, &rev[rank == 0 ? 1 : 0], &reversed) == OUTBOARD_ERR_ARG); /* not a member */
+    uint32_t other = (rank + 1) % size;
+    CHECK(outboard_group_create(w, 6, 1, &other, &reversed) == OUTBOARD_ERR_ARG); /* not a member */
     free(rev);
     messages(w);
     rdma(w, all);
