@@ -11,7 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int wrank, compared;
+/* quick: fewer sizes and roots (MPICH on an oversubscribed machine spends
+ * milliseconds per collective). */
+static int wrank, compared, quick;
 
 #define FAIL(...) do { fprintf(stderr, "rank %d: ", wrank); fprintf(stderr, __VA_ARGS__); fputc('\n', stderr); MPI_Abort(MPI_COMM_WORLD, 1); } while (0)
 
@@ -58,12 +60,14 @@ static void reductions(MPI_Comm comm, const char *cname, int max_count) {
         {MPI_SUM, "MPI_SUM", 0}, {MPI_MIN, "MPI_MIN", 0}, {MPI_MAX, "MPI_MAX", 0}, {MPI_BAND, "MPI_BAND", 1},
         {MPI_BOR, "MPI_BOR", 1}, {MPI_PROD, "MPI_PROD", 0}, {MPI_BXOR, "MPI_BXOR", 1},
     };
-    int counts[] = {1, 2, 7, 100, 1000, max_count};
+    int all_counts[] = {1, 2, 7, 100, 1000, max_count}, quick_counts[] = {1, 1000, max_count};
+    int *counts = quick ? quick_counts : all_counts;
+    size_t ncounts = quick ? 3 : 6;
     for (size_t ti = 0; ti < sizeof types / sizeof *types; ti++) {
         const struct dtype *d = &types[ti];
         for (size_t oi = 0; oi < sizeof ops / sizeof *ops; oi++) {
             if (ops[oi].ints_only && d->is_float) continue;
-            for (size_t ci = 0; ci < sizeof counts / sizeof *counts; ci++) {
+            for (size_t ci = 0; ci < ncounts; ci++) {
                 int n = counts[ci];
                 size_t bytes = (size_t)n * d->size;
                 char *in = malloc(bytes), *got = malloc(bytes), *want = malloc(bytes);
@@ -77,11 +81,13 @@ static void reductions(MPI_Comm comm, const char *cname, int max_count) {
                         FAIL("MPI_Allreduce %s %s n=%d in_place=%d on %s differs from PMPI", d->name, ops[oi].name, n, inplace, cname);
                     compared++;
                     /* Reduce to every root. */
-                    for (int root = 0; root < size; root++) {
+                    for (int root = quick ? size - 1 : 0; root < size; root++) {
                         PMPI_Reduce(in, want, n, d->t, ops[oi].op, root, comm);
                         memcpy(got, in, bytes);
                         const void *src = inplace && rank == root ? MPI_IN_PLACE : in;
-                        MPI_Reduce(src, rank == root ? got : NULL, n, d->t, ops[oi].op, root, comm);
+                        /* recvbuf is not significant off the root, but MPICH 4.0's
+                         * large-count reduce writes to it: pass one. */
+                        MPI_Reduce(src, got, n, d->t, ops[oi].op, root, comm);
                         if (rank == root && memcmp(got, want, bytes))
                             FAIL("MPI_Reduce %s %s n=%d root=%d in_place=%d on %s differs from PMPI", d->name, ops[oi].name, n, root, inplace, cname);
                         compared++;
@@ -104,7 +110,7 @@ static void broadcasts(MPI_Comm comm, const char *cname, int max_bytes) {
     MPI_Comm_rank(comm, &rank);
     MPI_Comm_size(comm, &size);
     int lens[] = {0, 1, 13, 1000, 4000, 70000, max_bytes / 8 + 8};
-    for (int root = 0; root < size; root++) {
+    for (int root = 0; root < size; root += quick ? size - 1 + (size == 1) : 1) {
         for (size_t li = 0; li < sizeof lens / sizeof *lens; li++) {
             int n = lens[li];
             double *buf = malloc(sizeof(double) * (n + 1));
@@ -141,6 +147,7 @@ int main(int argc, char **argv) {
     /* Beyond the library's default limit (OUTBOARD_MPI_MAX_BYTES) in the
      * largest case, 1 MiB of doubles. */
     int max_count = argc > 1 ? atoi(argv[1]) : 140000;
+    quick = argc > 2 && !strcmp(argv[2], "quick");
     MPI_Comm dup, half, rev;
     MPI_Comm_dup(MPI_COMM_WORLD, &dup);
     MPI_Comm_set_name(dup, "dup");
