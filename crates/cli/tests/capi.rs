@@ -13,18 +13,6 @@ fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-/// The directory holding `liboutboard_capi.so`: cargo builds it (the crate
-/// is a dev-dependency) beside this test's executable or one level up.
-fn lib_dir() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let deps = exe.parent().unwrap().to_path_buf();
-    let profile = deps.parent().unwrap().to_path_buf();
-    [deps, profile]
-        .into_iter()
-        .find(|d| d.join("liboutboard_capi.so").is_file())
-        .expect("liboutboard_capi.so next to the test executable (outboard-capi is a dev-dependency of outboard-cli)")
-}
-
 /// A fresh directory for this test's binaries.
 fn scratch(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("outboard-capi-{name}-{}", std::process::id()));
@@ -49,7 +37,7 @@ fn compile(src: &Path, out: &Path, flags: &[String]) {
 }
 
 fn direct_flags() -> Vec<String> {
-    let lib = lib_dir();
+    let lib = common::capi_lib_dir();
     vec![
         format!("-I{}", repo().join("crates/capi/include").display()),
         format!("-L{}", lib.display()),
@@ -64,7 +52,7 @@ fn run(n: u32, prog: &Path) -> (Output, String, String) {
     let o = Command::new(OUTBOARD)
         .args(["run", "-n", &n.to_string(), "--timeout", "300", "--"])
         .arg(prog)
-        .env("LD_LIBRARY_PATH", lib_dir())
+        .env("LD_LIBRARY_PATH", common::capi_lib_dir())
         .output()
         .unwrap();
     let (so, se) = (String::from_utf8_lossy(&o.stdout).into_owned(), String::from_utf8_lossy(&o.stderr).into_owned());
@@ -101,7 +89,7 @@ fn the_c_example_builds_with_pkg_config_and_sums_the_ranks() {
     let dir = scratch("example");
     let pc = std::fs::read_to_string(repo().join("crates/capi/outboard.pc.in")).unwrap();
     let pc = pc
-        .replace("@LIBDIR@", &lib_dir().display().to_string())
+        .replace("@LIBDIR@", &common::capi_lib_dir().display().to_string())
         .replace("@INCLUDEDIR@", &repo().join("crates/capi/include").canonicalize().unwrap().display().to_string())
         .replace("@VERSION@", env!("CARGO_PKG_VERSION"));
     std::fs::write(dir.join("outboard.pc"), pc).unwrap();

@@ -42,3 +42,16 @@ pub fn mpicc_works() -> Result<(), String> {
         Ok(_) => Ok(()),
     }
 }
+
+/// The directory holding `liboutboard_capi.so`, the C ABI: cargo builds it
+/// (outboard-capi is a dev-dependency of outboard-cli) beside the test
+/// executable or one level up.
+pub fn capi_lib_dir() -> std::path::PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let deps = exe.parent().unwrap().to_path_buf();
+    let profile = deps.parent().unwrap().to_path_buf();
+    [deps, profile]
+        .into_iter()
+        .find(|d| d.join("liboutboard_capi.so").is_file())
+        .expect("liboutboard_capi.so next to the test executable (outboard-capi is a dev-dependency of outboard-cli)")
+}
