@@ -12,7 +12,9 @@
  * MPI_Bcast, MPI_Reduce and MPI_Allreduce on intra-communicators are taken
  * over when the datatype and operation are ones the engine combines and the
  * message is within OUTBOARD_MPI_MAX_BYTES; everything else goes to PMPI
- * unchanged. Communicators are mapped lazily, on their first collective, to
+ * unchanged. MPI_Ibarrier, MPI_Ibcast, MPI_Ireduce and MPI_Iallreduce
+ * likewise, their requests usable with every MPI wait and test function,
+ * mixed with MPI's own. Communicators are mapped lazily, on their first collective, to
  * Outboard groups (members translated to world ranks, the group id agreed
  * like a context id by one PMPI_Allreduce), cached as an MPI attribute and
  * freed with the communicator.
@@ -170,8 +172,13 @@ int MPI_Init_thread(int *argc, char ***argv, int required, int *provided) {
     return rc;
 }
 
+struct obreq;
+static struct obreq *pending;
+static void drive(void);
+
 int MPI_Finalize(void) {
     if (ob.up) {
+        while (pending) drive();
         ob.up = 0;
         PMPI_Comm_delete_attr(MPI_COMM_WORLD, ob.keyval);
         int rc = outboard_finalize(ob.world);
@@ -337,4 +344,218 @@ int MPI_Allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype dt
     const void *src = sendbuf == MPI_IN_PLACE ? NULL : sendbuf;
     int rc = outboard_allreduce(g, src, recvbuf, (size_t)count, obdt, obop);
     return rc == OUTBOARD_OK ? MPI_SUCCESS : failed(comm, C_ALLREDUCE, rc);
+}
+
+/* ---- Non-blocking collectives and requests ----
+ *
+ * A taken-over MPI_Ibarrier / Ibcast / Ireduce / Iallreduce is an Outboard
+ * request behind an MPI generalized request (MPI_Grequest_start), so its
+ * handle is a real MPI_Request: arrays may mix it with MPI's own requests,
+ * and PMPI's wait and test functions report it. What MPI cannot do is
+ * drive it, so every wait and test function below first drives all
+ * Outboard requests under way (drive), completing the generalized request
+ * of each that finished, then hands the array to PMPI. */
+
+struct obreq {
+    MPI_Request handle;
+    outboard_request *r;    /* NULL once finished */
+    int error;              /* MPI error code once finished */
+    struct obreq *next;
+};
+/* pending: under ob.lock */
+
+static int greq_query(void *extra, MPI_Status *st) {
+    struct obreq *q = extra;
+    st->MPI_SOURCE = MPI_UNDEFINED;
+    st->MPI_TAG = MPI_UNDEFINED;
+    st->MPI_ERROR = q->error;
+    MPI_Status_set_elements(st, MPI_BYTE, 0);
+    MPI_Status_set_cancelled(st, 0);
+    return q->error;
+}
+
+static int greq_free(void *extra) {
+    free(extra);
+    return MPI_SUCCESS;
+}
+
+static int greq_cancel(void *extra, int complete) {
+    (void)extra; (void)complete;
+    return MPI_SUCCESS; /* collectives cannot be cancelled */
+}
+
+/* Tests every Outboard request under way; completes the generalized
+ * request of each that finished. */
+static void drive(void) {
+    pthread_mutex_lock(&ob.lock);
+    struct obreq **pp = &pending;
+    while (*pp) {
+        struct obreq *q = *pp;
+        int done = 0;
+        int rc = outboard_test(&q->r, &done, NULL);
+        if (!done && rc == OUTBOARD_OK) {
+            pp = &q->next;
+            continue;
+        }
+        if (rc != OUTBOARD_OK) {
+            fprintf(stderr, "outboard_mpi: rank %d: a non-blocking collective failed: %s: %s\n", ob.rank, outboard_strerror(rc), outboard_last_error());
+            q->error = MPI_ERR_OTHER;
+        }
+        *pp = q->next;
+        PMPI_Grequest_complete(q->handle);
+        /* q itself is freed by greq_free when MPI frees the request. */
+    }
+    pthread_mutex_unlock(&ob.lock);
+}
+
+static struct obreq *find(MPI_Request h) {
+    if (h == MPI_REQUEST_NULL) return NULL;
+    pthread_mutex_lock(&ob.lock);
+    struct obreq *q = pending;
+    while (q && q->handle != h) q = q->next;
+    pthread_mutex_unlock(&ob.lock);
+    return q;
+}
+
+/* Whether any of the n requests is an Outboard one still under way. */
+static int any_pending(int n, const MPI_Request *reqs) {
+    if (!pending) return 0;
+    for (int i = 0; i < n; i++)
+        if (find(reqs[i])) return 1;
+    return 0;
+}
+
+/* Lets MPI progress its own requests while Outboard ones are awaited. */
+static void poke_mpi(void) {
+    int flag;
+    PMPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &flag, MPI_STATUS_IGNORE);
+}
+
+/* Wraps a started Outboard request in a generalized request. */
+static int wrap(MPI_Comm comm, enum coll k, int rc, outboard_request *r, MPI_Request *req) {
+    if (rc != OUTBOARD_OK) return failed(comm, k, rc);
+    struct obreq *q = calloc(1, sizeof *q);
+    q->r = r;
+    q->error = MPI_SUCCESS;
+    PMPI_Grequest_start(greq_query, greq_free, greq_cancel, q, req);
+    q->handle = *req;
+    pthread_mutex_lock(&ob.lock);
+    q->next = pending;
+    pending = q;
+    pthread_mutex_unlock(&ob.lock);
+    return MPI_SUCCESS;
+}
+
+int MPI_Ibarrier(MPI_Comm comm, MPI_Request *req) {
+    outboard_group *g = take(comm, C_BARRIER, W_TAKEN, NULL);
+    if (!g) return PMPI_Ibarrier(comm, req);
+    outboard_request *r = NULL;
+    int rc = outboard_barrier_start(g, &r);
+    return wrap(comm, C_BARRIER, rc, r, req);
+}
+
+int MPI_Ibcast(void *buf, int count, MPI_Datatype dt, int root, MPI_Comm comm, MPI_Request *req) {
+    long long bytes = ob.up ? contiguous_bytes(count, dt) : -1;
+    enum why w = bytes < 0 ? W_DATATYPE : bytes > ob.max_bytes ? W_SIZE : W_TAKEN;
+    outboard_group *g = ob.up ? take(comm, C_BCAST, w, NULL) : NULL;
+    if (!g) return PMPI_Ibcast(buf, count, dt, root, comm, req);
+    outboard_request *r = NULL;
+    int rc = outboard_bcast_start(g, buf, (size_t)bytes, (uint32_t)root, &r);
+    return wrap(comm, C_BCAST, rc, r, req);
+}
+
+int MPI_Ireduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype dt, MPI_Op op, int root, MPI_Comm comm, MPI_Request *req) {
+    int obdt = 0, obop = 0;
+    enum why w = ob.up ? reduction(dt, op, &obdt, &obop) : W_OFF;
+    long long bytes = ob.up ? contiguous_bytes(count, dt) : -1;
+    if (w == W_TAKEN && bytes > ob.max_bytes) w = W_SIZE;
+    outboard_group *g = ob.up ? take(comm, C_REDUCE, w, NULL) : NULL;
+    if (!g) return PMPI_Ireduce(sendbuf, recvbuf, count, dt, op, root, comm, req);
+    const void *src = sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf;
+    outboard_request *r = NULL;
+    int rc = outboard_reduce_start(g, src, recvbuf, (size_t)count, obdt, obop, (uint32_t)root, &r);
+    return wrap(comm, C_REDUCE, rc, r, req);
+}
+
+int MPI_Iallreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype dt, MPI_Op op, MPI_Comm comm, MPI_Request *req) {
+    int obdt = 0, obop = 0;
+    enum why w = ob.up ? reduction(dt, op, &obdt, &obop) : W_OFF;
+    long long bytes = ob.up ? contiguous_bytes(count, dt) : -1;
+    if (w == W_TAKEN && bytes > ob.max_bytes) w = W_SIZE;
+    outboard_group *g = ob.up ? take(comm, C_ALLREDUCE, w, NULL) : NULL;
+    if (!g) return PMPI_Iallreduce(sendbuf, recvbuf, count, dt, op, comm, req);
+    const void *src = sendbuf == MPI_IN_PLACE ? NULL : sendbuf;
+    outboard_request *r = NULL;
+    int rc = outboard_allreduce_start(g, src, recvbuf, (size_t)count, obdt, obop, &r);
+    return wrap(comm, C_ALLREDUCE, rc, r, req);
+}
+
+int MPI_Wait(MPI_Request *req, MPI_Status *st) {
+    while (any_pending(1, req)) {
+        drive();
+        poke_mpi();
+    }
+    return PMPI_Wait(req, st);
+}
+
+int MPI_Waitall(int n, MPI_Request reqs[], MPI_Status sts[]) {
+    while (any_pending(n, reqs)) {
+        drive();
+        poke_mpi();
+    }
+    return PMPI_Waitall(n, reqs, sts);
+}
+
+int MPI_Waitany(int n, MPI_Request reqs[], int *idx, MPI_Status *st) {
+    if (!any_pending(n, reqs)) return PMPI_Waitany(n, reqs, idx, st);
+    for (;;) {
+        drive();
+        int flag = 0;
+        int rc = PMPI_Testany(n, reqs, idx, &flag, st);
+        if (rc != MPI_SUCCESS || flag) return rc;
+    }
+}
+
+int MPI_Waitsome(int n, MPI_Request reqs[], int *outcount, int idx[], MPI_Status sts[]) {
+    if (!any_pending(n, reqs)) return PMPI_Waitsome(n, reqs, outcount, idx, sts);
+    for (;;) {
+        drive();
+        int rc = PMPI_Testsome(n, reqs, outcount, idx, sts);
+        if (rc != MPI_SUCCESS || *outcount != 0) return rc;
+    }
+}
+
+int MPI_Test(MPI_Request *req, int *flag, MPI_Status *st) {
+    if (pending) drive();
+    return PMPI_Test(req, flag, st);
+}
+
+int MPI_Testall(int n, MPI_Request reqs[], int *flag, MPI_Status sts[]) {
+    if (pending) drive();
+    return PMPI_Testall(n, reqs, flag, sts);
+}
+
+int MPI_Testany(int n, MPI_Request reqs[], int *idx, int *flag, MPI_Status *st) {
+    if (pending) drive();
+    return PMPI_Testany(n, reqs, idx, flag, st);
+}
+
+int MPI_Testsome(int n, MPI_Request reqs[], int *outcount, int idx[], MPI_Status sts[]) {
+    if (pending) drive();
+    return PMPI_Testsome(n, reqs, outcount, idx, sts);
+}
+
+int MPI_Request_get_status(MPI_Request req, int *flag, MPI_Status *st) {
+    if (pending) drive();
+    return PMPI_Request_get_status(req, flag, st);
+}
+
+/* Freeing a collective's request is erroneous in MPI; an Outboard one is
+ * finished first (its buffers are in use until then), then freed. */
+int MPI_Request_free(MPI_Request *req) {
+    while (any_pending(1, req)) {
+        drive();
+        poke_mpi();
+    }
+    return PMPI_Request_free(req);
 }

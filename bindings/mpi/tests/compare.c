@@ -138,6 +138,84 @@ static void broadcasts(MPI_Comm comm, const char *cname, int max_bytes) {
     MPI_Barrier(comm);
 }
 
+/* Non-blocking collectives mixed with point-to-point requests in one array,
+ * finished by each wait and test function in turn; results against PMPI's
+ * blocking ones. */
+static void nonblocking(MPI_Comm comm, const char *cname) {
+    int rank, size;
+    MPI_Comm_rank(comm, &rank);
+    MPI_Comm_size(comm, &size);
+    int counts[] = {1, 100, 3000};
+    for (int round = 0; round < 5; round++) {
+        for (size_t ci = 0; ci < sizeof counts / sizeof *counts; ci++) {
+            int n = counts[ci], root = (round + (int)ci) % size;
+            long long *in = malloc(8 * n), *sum = malloc(8 * n), *want = malloc(8 * n), *red = malloc(8 * n), *wred = malloc(8 * n);
+            double *bc = malloc(8 * n), *d = malloc(8 * n), *dmax = malloc(8 * n), *wdmax = malloc(8 * n);
+            for (int i = 0; i < n; i++) {
+                in[i] = (long long)(rank + 1) * (i + 3) - 50;
+                d[i] = (rank * 13 + i) % 29 - 7.5;
+                bc[i] = rank == root ? i * 0.25 : -1;
+            }
+            int sendv = rank * 100 + round, recvv = -1;
+            int next = (rank + 1) % size, prev = (rank + size - 1) % size;
+            MPI_Request r[7];
+            MPI_Irecv(&recvv, 1, MPI_INT, prev, 77, comm, &r[0]);
+            MPI_Iallreduce(in, sum, n, MPI_LONG_LONG, MPI_SUM, comm, &r[1]);
+            MPI_Ibarrier(comm, &r[2]);
+            MPI_Ireduce(in, red, n, MPI_LONG_LONG, round % 2 ? MPI_MIN : MPI_BOR, root, comm, &r[3]);
+            MPI_Isend(&sendv, 1, MPI_INT, next, 77, comm, &r[4]);
+            MPI_Ibcast(bc, n, MPI_DOUBLE, root, comm, &r[5]);
+            memcpy(dmax, d, 8 * n);
+            MPI_Iallreduce(MPI_IN_PLACE, dmax, n, MPI_DOUBLE, MPI_MAX, comm, &r[6]);
+            MPI_Status st[7];
+            if (round == 0) {
+                MPI_Waitall(7, r, st);
+            } else if (round == 1) {
+                int flag = 0;
+                while (!flag) MPI_Testall(7, r, &flag, st);
+            } else if (round == 2) {
+                for (int left = 7; left > 0; left--) {
+                    int idx;
+                    MPI_Waitany(7, r, &idx, st);
+                    if (idx == MPI_UNDEFINED || r[idx] != MPI_REQUEST_NULL) FAIL("Waitany on %s", cname);
+                }
+            } else if (round == 3) {
+                int left = 7, idx[7], out;
+                while (left > 0) {
+                    MPI_Waitsome(7, r, &out, idx, st);
+                    if (out == MPI_UNDEFINED || out < 1) FAIL("Waitsome on %s", cname);
+                    left -= out;
+                }
+            } else {
+                for (int i = 6; i >= 0; i--) {
+                    int flag = 0;
+                    while (!flag) MPI_Request_get_status(r[i], &flag, MPI_STATUS_IGNORE);
+                    flag = 0;
+                    while (!flag) MPI_Test(&r[i], &flag, &st[0]);
+                    if (r[i] != MPI_REQUEST_NULL) FAIL("Test left a request on %s", cname);
+                }
+            }
+            for (int i = 0; i < 7; i++) if (r[i] != MPI_REQUEST_NULL) FAIL("round %d left request %d on %s", round, i, cname);
+            if (recvv != prev * 100 + round) FAIL("Irecv got %d on %s", recvv, cname);
+            PMPI_Allreduce(in, want, n, MPI_LONG_LONG, MPI_SUM, comm);
+            PMPI_Reduce(in, wred, n, MPI_LONG_LONG, round % 2 ? MPI_MIN : MPI_BOR, root, comm);
+            PMPI_Allreduce(d, wdmax, n, MPI_DOUBLE, MPI_MAX, comm);
+            if (memcmp(sum, want, 8 * n)) FAIL("MPI_Iallreduce n=%d round %d on %s differs from PMPI", n, round, cname);
+            if (rank == root && memcmp(red, wred, 8 * n)) FAIL("MPI_Ireduce n=%d round %d on %s differs from PMPI", n, round, cname);
+            if (memcmp(dmax, wdmax, 8 * n)) FAIL("MPI_Iallreduce in place n=%d round %d on %s differs from PMPI", n, round, cname);
+            for (int i = 0; i < n; i++) if (bc[i] != i * 0.25) FAIL("MPI_Ibcast n=%d round %d on %s", n, round, cname);
+            compared += 4;
+            free(in); free(sum); free(want); free(red); free(wred); free(bc); free(d); free(dmax); free(wdmax);
+        }
+    }
+    /* A freed Ibarrier request: the operation still completes. */
+    MPI_Request fr;
+    MPI_Ibarrier(comm, &fr);
+    MPI_Request_free(&fr);
+    if (fr != MPI_REQUEST_NULL) FAIL("Request_free on %s", cname);
+    MPI_Barrier(comm);
+}
+
 int main(int argc, char **argv) {
     int provided;
     MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
@@ -161,6 +239,7 @@ int main(int argc, char **argv) {
         MPI_Barrier(comms[i].c);
         broadcasts(comms[i].c, comms[i].name, max_count * 8);
         reductions(comms[i].c, comms[i].name, i == 0 ? max_count : 1000);
+        nonblocking(comms[i].c, comms[i].name);
     }
     /* Communicators freed and made again reuse nothing stale. */
     for (int k = 0; k < 3; k++) {
