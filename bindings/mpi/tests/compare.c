@@ -208,11 +208,18 @@ static void nonblocking(MPI_Comm comm, const char *cname) {
             free(in); free(sum); free(want); free(red); free(wred); free(bc); free(d); free(dmax); free(wdmax);
         }
     }
-    /* A freed Ibarrier request: the operation still completes. */
-    MPI_Request fr;
-    MPI_Ibarrier(comm, &fr);
-    MPI_Request_free(&fr);
-    if (fr != MPI_REQUEST_NULL) FAIL("Request_free on %s", cname);
+    /* A freed point-to-point request beside a non-blocking collective
+     * (freeing a collective's request is erroneous in MPI). */
+    MPI_Request fr[2];
+    int one = rank, got = -1;
+    MPI_Irecv(&got, 1, MPI_INT, (rank + size - 1) % size, 78, comm, &fr[0]);
+    MPI_Isend(&one, 1, MPI_INT, (rank + 1) % size, 78, comm, &fr[1]);
+    MPI_Request_free(&fr[1]);
+    MPI_Request b;
+    MPI_Ibarrier(comm, &b);
+    MPI_Wait(&fr[0], MPI_STATUS_IGNORE);
+    MPI_Wait(&b, MPI_STATUS_IGNORE);
+    if (fr[1] != MPI_REQUEST_NULL || got != (rank + size - 1) % size) FAIL("Request_free on %s", cname);
     MPI_Barrier(comm);
 }
 
