@@ -114,6 +114,8 @@ pub unsafe extern "C" fn outboard_mem_free(mem: *mut outboard_mem) -> c_int {
     })
 }
 
+// The C functions' arguments plus the direction.
+#[allow(clippy::too_many_arguments)]
 unsafe fn rdma_start(
     world: *const outboard_world,
     rank: u32,

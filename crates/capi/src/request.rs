@@ -50,8 +50,11 @@ pub(crate) unsafe fn hand_out(shared: Arc<Shared>, kind: Kind, out: *mut *mut ou
     Ok(())
 }
 
+/// A finished operation's result and status.
+type Finished = (Result<(), Error>, outboard_status);
+
 /// Whether `r` finished; if so, its result and status.
-fn poll(r: &mut outboard_request) -> Result<Option<(Result<(), Error>, outboard_status)>, Error> {
+fn poll(r: &mut outboard_request) -> Result<Option<Finished>, Error> {
     let mut st = outboard_status { source: -1, ..Default::default() };
     r.shared.with(|w| {
         let port = w.port();
