@@ -23,7 +23,10 @@ struct Mpi {
 impl Mpi {
     /// Builds the library and the test program, or says why it cannot.
     fn build(name: &'static str, cc: &'static str) -> Result<Mpi, String> {
-        let dir = std::env::temp_dir().join(format!("outboard-mpi-preload-{name}-{}", std::process::id()));
+        // One directory per build: tests run in parallel threads.
+        static BUILDS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = BUILDS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir = std::env::temp_dir().join(format!("outboard-mpi-preload-{name}-{}-{n}", std::process::id()));
         std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
         let lib = common::capi_lib_dir();
         let probe = Command::new(cc).arg("-showme:version").output().or_else(|_| Command::new(cc).arg("-v").output());
@@ -173,4 +176,53 @@ fn switched_off_everything_passes_through() {
     assert!(o.status.success(), "{so}\n{se}");
     assert!(so.contains("comparisons with PMPI equal"), "{so}\n{se}");
     assert!(se.contains("everything passes through") && !se.contains("taken over") && !se.contains("Outboard up"), "{se}");
+}
+
+/// A rank SIGKILLed mid-job: every survivor's next taken-over allreduce
+/// returns an error (MPI_ERRORS_RETURN) within the peer timeout instead of
+/// hanging, under Open MPI told to let the survivors run on
+/// (--enable-recovery); under MPICH the job ends (Hydra may end the
+/// survivors first) and no survivor sees the collective succeed.
+#[test]
+fn a_killed_rank_makes_the_survivors_collective_fail_not_hang() {
+    let test = "a_killed_rank_makes_the_survivors_collective_fail_not_hang";
+    for (name, cc) in [("openmpi", "mpicc.openmpi"), ("mpich", "mpicc.mpich")] {
+        let Some(mpi) = mpi_or_skip(test, name, cc) else { continue };
+        let prog = mpi.dir.join("killed");
+        mpi.cc_run(&[repo().join("bindings/mpi/tests/killed.c").display().to_string(), "-o".into(), prog.display().to_string()]).unwrap();
+        let out = mpi.dir.join("out");
+        std::fs::create_dir_all(&out).unwrap();
+        let lib = mpi.lib().display().to_string();
+        let env = [("LD_PRELOAD", lib.as_str()), ("OUTBOARD_PEER_TIMEOUT_MS", "500")];
+        // `timeout` ends a hung job; 124 says it had to.
+        let mut c = Command::new("timeout");
+        c.arg("120");
+        if name == "openmpi" {
+            c.args(["mpirun.openmpi", "--allow-run-as-root", "--oversubscribe", "--enable-recovery", "--mca", "btl", "tcp,self", "-np", "4"]);
+            for (k, v) in env {
+                c.arg("-x").arg(format!("{k}={v}"));
+            }
+        } else {
+            c.args(["mpiexec.mpich", "-n", "4", "-launcher", "fork", "-disable-auto-cleanup"]);
+            for (k, v) in env {
+                c.args(["-env", k, v]);
+            }
+        }
+        let o = c.env("LD_LIBRARY_PATH", common::capi_lib_dir()).arg(&prog).arg(&out).output().unwrap();
+        let ctx = format!("{name}: {}\n{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+        assert_ne!(o.status.code(), Some(124), "the job hung: {ctx}");
+        for r in 0..3 {
+            let got = std::fs::read_to_string(out.join(format!("rank-{r}"))).unwrap_or_default();
+            if name == "openmpi" {
+                assert_eq!(got.trim(), "allreduce after a kill returned an error", "rank {r}: {ctx}");
+            } else {
+                // Hydra, even with -disable-auto-cleanup, often kills the
+                // survivors before their peer timeout: a survivor either
+                // reported the error or was ended by the launcher, and
+                // none saw the collective succeed.
+                assert!(got.is_empty() || got.trim() == "allreduce after a kill returned an error", "rank {r}: {got} {ctx}");
+            }
+        }
+        assert!(!out.join("rank-3").exists(), "the killed rank wrote: {ctx}");
+    }
 }
