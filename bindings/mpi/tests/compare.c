@@ -258,6 +258,29 @@ int main(int argc, char **argv) {
         if (sum != want) FAIL("allreduce on a re-made split");
         MPI_Comm_free(&t);
     }
+    /* Communicators from MPI_Comm_split_type and MPI_Comm_create. */
+    MPI_Comm shared, evens;
+    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &shared);
+    MPI_Group wg, eg;
+    MPI_Comm_group(MPI_COMM_WORLD, &wg);
+    int range[1][3] = {{0, wsize - 1, 2}};
+    MPI_Group_range_incl(wg, 1, range, &eg);
+    MPI_Comm_create(MPI_COMM_WORLD, eg, &evens);
+    MPI_Group_free(&eg);
+    MPI_Group_free(&wg);
+    MPI_Comm made[2] = {shared, evens};
+    for (int k = 0; k < 2; k++) {
+        if (made[k] == MPI_COMM_NULL) continue;
+        double v[3] = {wrank, -wrank * 0.5, 7}, got[3], want[3];
+        MPI_Allreduce(v, got, 3, MPI_DOUBLE, MPI_MAX, made[k]);
+        PMPI_Allreduce(v, want, 3, MPI_DOUBLE, MPI_MAX, made[k]);
+        int b = wrank * 11, b0 = b;
+        MPI_Bcast(&b, 1, MPI_INT, 0, made[k]);
+        PMPI_Bcast(&b0, 1, MPI_INT, 0, made[k]);
+        if (memcmp(got, want, sizeof got) || b != b0) FAIL("collectives on a communicator from %s", k ? "MPI_Comm_create" : "MPI_Comm_split_type");
+        compared += 2;
+        MPI_Comm_free(&made[k]);
+    }
     MPI_Comm_free(&dup);
     MPI_Comm_free(&half);
     MPI_Comm_free(&rev);
