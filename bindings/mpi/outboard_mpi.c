@@ -37,6 +37,7 @@
 
 enum coll { C_BARRIER, C_BCAST, C_REDUCE, C_ALLREDUCE, C_COUNT };
 static const char *coll_name[C_COUNT] = {"MPI_Barrier", "MPI_Bcast", "MPI_Reduce", "MPI_Allreduce"};
+static const char *icoll_name[C_COUNT] = {"MPI_Ibarrier", "MPI_Ibcast", "MPI_Ireduce", "MPI_Iallreduce"};
 static const char *coll_env[C_COUNT] = {"OUTBOARD_MPI_BARRIER", "OUTBOARD_MPI_BCAST", "OUTBOARD_MPI_REDUCE", "OUTBOARD_MPI_ALLREDUCE"};
 
 enum how { H_OFF, H_OFFLOAD, H_HOST };
@@ -66,19 +67,20 @@ static struct {
 struct comm {
     outboard_group *group;  /* NULL: every collective passes through */
     enum why broken;        /* why group is NULL */
-    unsigned said[C_COUNT]; /* bit per `enum why` already printed */
+    unsigned said[C_COUNT]; /* bit per `enum why` already printed (+16: non-blocking) */
 };
 
-static void say(MPI_Comm comm, struct comm *c, enum coll k, enum why w) {
-    if (!ob.verbose || (c && (c->said[k] & (1u << w))))
+static void say(MPI_Comm comm, struct comm *c, enum coll k, int nb, enum why w) {
+    unsigned bit = 1u << (w + (nb ? 16 : 0));
+    if (!ob.verbose || (c && (c->said[k] & bit)))
         return;
     if (c)
-        c->said[k] |= 1u << w;
+        c->said[k] |= bit;
     char name[MPI_MAX_OBJECT_NAME] = "";
     int len = 0;
     PMPI_Comm_get_name(comm, name, &len);
     const char *mode = ob.how[k] == H_HOST ? " (host-based)" : ob.how[k] == H_OFFLOAD ? " (offloaded)" : "";
-    fprintf(stderr, "outboard_mpi: rank %d: %s on %s: %s%s\n", ob.rank, coll_name[k], len ? name : "a communicator",
+    fprintf(stderr, "outboard_mpi: rank %d: %s on %s: %s%s\n", ob.rank, nb ? icoll_name[k] : coll_name[k], len ? name : "a communicator",
             why_text[w], w == W_TAKEN ? mode : "");
 }
 
@@ -251,17 +253,20 @@ static struct comm *mapping(MPI_Comm comm) {
 
 /* The group to run collective `k` on, in the configured mode, or NULL
  * (with the reason printed in verbose mode). */
-static outboard_group *take(MPI_Comm comm, enum coll k, enum why w, struct comm **cp) {
+static outboard_group *take_as(MPI_Comm comm, enum coll k, int nb, enum why w, struct comm **cp) {
     if (!ob.up || comm == MPI_COMM_NULL) return NULL;
     if (ob.how[k] == H_OFF) w = W_OFF;
     struct comm *c = w == W_TAKEN || ob.verbose ? mapping(comm) : NULL;
     if (cp) *cp = c;
     if (w == W_TAKEN && (!c || !c->group)) w = c ? c->broken : W_NOGROUP;
-    say(comm, c, k, w);
+    say(comm, c, k, nb, w);
     if (w != W_TAKEN) return NULL;
     outboard_group_set_mode(c->group, ob.how[k] == H_HOST ? OUTBOARD_MODE_HOST_BASED : OUTBOARD_MODE_OFFLOADED);
     return c->group;
 }
+
+#define take(comm, k, w, cp) take_as(comm, k, 0, w, cp)
+#define itake(comm, k, w, cp) take_as(comm, k, 1, w, cp)
 
 /* Outboard's types for an MPI datatype and operation. */
 static enum why reduction(MPI_Datatype dt, MPI_Op op, int *obdt, int *obop) {
@@ -447,7 +452,7 @@ static int wrap(MPI_Comm comm, enum coll k, int rc, outboard_request *r, MPI_Req
 }
 
 int MPI_Ibarrier(MPI_Comm comm, MPI_Request *req) {
-    outboard_group *g = take(comm, C_BARRIER, W_TAKEN, NULL);
+    outboard_group *g = itake(comm, C_BARRIER, W_TAKEN, NULL);
     if (!g) return PMPI_Ibarrier(comm, req);
     outboard_request *r = NULL;
     int rc = outboard_barrier_start(g, &r);
@@ -457,7 +462,7 @@ int MPI_Ibarrier(MPI_Comm comm, MPI_Request *req) {
 int MPI_Ibcast(void *buf, int count, MPI_Datatype dt, int root, MPI_Comm comm, MPI_Request *req) {
     long long bytes = ob.up ? contiguous_bytes(count, dt) : -1;
     enum why w = bytes < 0 ? W_DATATYPE : bytes > ob.max_bytes ? W_SIZE : W_TAKEN;
-    outboard_group *g = ob.up ? take(comm, C_BCAST, w, NULL) : NULL;
+    outboard_group *g = ob.up ? itake(comm, C_BCAST, w, NULL) : NULL;
     if (!g) return PMPI_Ibcast(buf, count, dt, root, comm, req);
     outboard_request *r = NULL;
     int rc = outboard_bcast_start(g, buf, (size_t)bytes, (uint32_t)root, &r);
@@ -469,7 +474,7 @@ int MPI_Ireduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype dt, 
     enum why w = ob.up ? reduction(dt, op, &obdt, &obop) : W_OFF;
     long long bytes = ob.up ? contiguous_bytes(count, dt) : -1;
     if (w == W_TAKEN && bytes > ob.max_bytes) w = W_SIZE;
-    outboard_group *g = ob.up ? take(comm, C_REDUCE, w, NULL) : NULL;
+    outboard_group *g = ob.up ? itake(comm, C_REDUCE, w, NULL) : NULL;
     if (!g) return PMPI_Ireduce(sendbuf, recvbuf, count, dt, op, root, comm, req);
     const void *src = sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf;
     outboard_request *r = NULL;
@@ -482,7 +487,7 @@ int MPI_Iallreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype d
     enum why w = ob.up ? reduction(dt, op, &obdt, &obop) : W_OFF;
     long long bytes = ob.up ? contiguous_bytes(count, dt) : -1;
     if (w == W_TAKEN && bytes > ob.max_bytes) w = W_SIZE;
-    outboard_group *g = ob.up ? take(comm, C_ALLREDUCE, w, NULL) : NULL;
+    outboard_group *g = ob.up ? itake(comm, C_ALLREDUCE, w, NULL) : NULL;
     if (!g) return PMPI_Iallreduce(sendbuf, recvbuf, count, dt, op, comm, req);
     const void *src = sendbuf == MPI_IN_PLACE ? NULL : sendbuf;
     outboard_request *r = NULL;

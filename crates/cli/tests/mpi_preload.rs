@@ -127,7 +127,7 @@ fn check(mpi: &Mpi, n: u32, mode: &str, env: &[(&str, &str)], args: &[&str]) {
     }
     assert!(se.contains(&format!("Outboard up on {n} ranks")), "{ctx}");
     for comm in ["MPI_COMM_WORLD", "dup", "split", "reversed"] {
-        for call in ["MPI_Barrier", "MPI_Bcast", "MPI_Reduce", "MPI_Allreduce"] {
+        for call in ["MPI_Barrier", "MPI_Bcast", "MPI_Reduce", "MPI_Allreduce", "MPI_Ibarrier", "MPI_Ibcast", "MPI_Ireduce", "MPI_Iallreduce"] {
             let line = format!("rank 0: {call} on {comm}: taken over ({mode})");
             assert!(se.contains(&line), "no \"{line}\": {ctx}");
         }
