@@ -597,10 +597,10 @@ fn found(cmd: &str) -> bool {
 
 /// Compiles the C program, or says why Open MPI is skipped.
 fn mpi_setup() -> Result<Mpi, String> {
-    if !found("mpicc") {
+    if !found("mpicc.openmpi") {
         return Err("skipped: mpicc not found (apt install libopenmpi-dev)".into());
     }
-    if !found("mpirun") {
+    if !found("mpirun.openmpi") {
         return Err("skipped: mpirun not found (apt install openmpi-bin)".into());
     }
     let dir = std::env::temp_dir().join(format!("outboard-mpi-{}", std::process::id()));
@@ -608,7 +608,7 @@ fn mpi_setup() -> Result<Mpi, String> {
     let mpi = Mpi { exe: dir.join("ob_mpi_coll"), dir: dir.clone() };
     let src = dir.join("mpi_coll.c");
     std::fs::write(&src, include_str!("mpi_coll.c")).map_err(|e| format!("skipped: cannot write {}: {e}", src.display()))?;
-    let out = Command::new("mpicc")
+    let out = Command::new("mpicc.openmpi")
         .args(["-O2", "-o"])
         .arg(&mpi.exe)
         .arg(&src)
@@ -626,7 +626,7 @@ fn mpi_setup() -> Result<Mpi, String> {
 fn run_mpi(mpi: &Mpi, op: Op, split_phase: bool, a: &CollArgs, n: u32, timeout: Duration) -> anyhow::Result<Figures> {
     let sizes = if matches!(op, Op::Barrier(_)) { "0".to_string() } else { a.sizes().iter().map(u32::to_string).collect::<Vec<_>>().join(",") };
     let op = op.mpi_name(split_phase);
-    let mut child = Command::new("mpirun")
+    let mut child = Command::new("mpirun.openmpi")
         .args(["--oversubscribe", "--mca", "btl", "tcp,self", "-n", &n.to_string()])
         .arg(&mpi.exe)
         .args([op, &sizes, &a.warmup.to_string(), &a.iters.to_string(), &a.rounds.to_string()])

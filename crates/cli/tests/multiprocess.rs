@@ -356,12 +356,12 @@ fn free_port() -> u16 {
 #[test]
 fn two_ranks_bootstrap_under_open_mpi_mpirun() {
     let _serial = serial();
-    if Command::new("mpirun").arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status().is_err() {
+    if Command::new("mpirun.openmpi").arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status().is_err() {
         common::skip("two_ranks_bootstrap_under_open_mpi_mpirun", "mpirun not found (apt-get install -y openmpi-bin)");
         return;
     }
     let rendezvous = format!("127.0.0.1:{}", free_port());
-    let out = Command::new("mpirun")
+    let out = Command::new("mpirun.openmpi")
         .args(["--allow-run-as-root", "--oversubscribe", "-np", "2", "-x", "OB_SCENARIO", "-x", "OUTBOARD_RENDEZVOUS"])
         .arg(me())
         .args(rank_args())

@@ -56,4 +56,4 @@ pub use driver::TransportStats;
 pub use node::{bind_udp, random_u64, Node, NodeError};
 pub use port::RtPort;
 pub use progress::{machine_cores, ParseProgressError, Progress};
-pub use world::{init, init_with, random_secret, InitError, Options, World, LEAVE_LINGER, WORLD_GROUP_FIRST};
+pub use world::{init, init_with, init_with_bootstrap, random_secret, InitError, Options, World, LEAVE_LINGER, WORLD_GROUP_FIRST};

@@ -114,6 +114,9 @@ impl Options {
 enum JobBootstrap {
     Tcp(TcpBootstrap),
     Single(SingletonBootstrap),
+    /// Supplied by the program ([`init_with_bootstrap`]), with the address
+    /// to bind the engine to when `OUTBOARD_ADDR` does not name one.
+    Custom(Box<dyn Bootstrap>, IpAddr),
 }
 
 impl JobBootstrap {
@@ -121,6 +124,7 @@ impl JobBootstrap {
         match self {
             JobBootstrap::Tcp(b) => b,
             JobBootstrap::Single(b) => b,
+            JobBootstrap::Custom(b, _) => b.as_mut(),
         }
     }
 }
@@ -162,7 +166,7 @@ pub fn init() -> Result<World, InitError> {
 /// Joins the job described by the environment.
 pub fn init_with(opts: Options) -> Result<World, InitError> {
     let env = LaunchEnv::detect()?;
-    let mut boot = match env.rendezvous {
+    let boot = match env.rendezvous {
         Some(addr) => {
             let mut t = TcpBootstrap::connect(env.rank, env.size, addr, env.serve, opts.bootstrap_timeout)?;
             // A rendezvous that says nothing for as long as a dead peer
@@ -172,9 +176,24 @@ pub fn init_with(opts: Options) -> Result<World, InitError> {
         }
         None => JobBootstrap::Single(SingletonBootstrap::default()),
     };
+    init_on(opts, env, boot)
+}
+
+/// Joins a job whose processes already talk through `boot` (an MPI job:
+/// see [`crate::bootstrap::ExchangeBootstrap`]): rank and size come from it,
+/// `local_size` is the number of ranks on this machine (for the progress
+/// policy), and the engine binds `ip` unless [`Options::bind_ip`] names
+/// another address.
+pub fn init_with_bootstrap(opts: Options, boot: Box<dyn Bootstrap>, local_size: u32, ip: IpAddr) -> Result<World, InitError> {
+    let env = LaunchEnv { launcher: Launcher::Program, rank: boot.rank(), size: boot.size(), local_size: local_size.max(1), rendezvous: None, serve: false };
+    init_on(opts, env, JobBootstrap::Custom(boot, ip))
+}
+
+fn init_on(opts: Options, env: LaunchEnv, mut boot: JobBootstrap) -> Result<World, InitError> {
     let ip = opts.bind_ip.unwrap_or_else(|| match &boot {
         JobBootstrap::Tcp(t) => t.local_ip().unwrap_or(IpAddr::V4(Ipv4Addr::LOCALHOST)),
         JobBootstrap::Single(_) => IpAddr::V4(Ipv4Addr::LOCALHOST),
+        JobBootstrap::Custom(_, ip) => *ip,
     });
     let socket = bind_udp(ip).map_err(|source| InitError::Bind { ip, source })?;
     let addr = socket.local_addr().map_err(|source| InitError::Bind { ip, source })?;

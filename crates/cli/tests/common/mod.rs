@@ -31,7 +31,7 @@ pub fn mpicc_works() -> Result<(), String> {
     let src = dir.join("probe.c");
     std::fs::write(&src, "#include <mpi.h>\nint main(void) { return MPI_VERSION > 0 ? 0 : 1; }\n")
         .map_err(|e| format!("cannot write {}: {e}", src.display()))?;
-    let out = std::process::Command::new("mpicc").arg(&src).arg("-o").arg(dir.join("probe")).output();
+    let out = std::process::Command::new("mpicc.openmpi").arg(&src).arg("-o").arg(dir.join("probe")).output();
     let _ = std::fs::remove_dir_all(&dir);
     match out {
         Err(e) => Err(format!("mpicc not found ({e}); apt-get install -y openmpi-bin libopenmpi-dev")),
@@ -41,4 +41,17 @@ pub fn mpicc_works() -> Result<(), String> {
         )),
         Ok(_) => Ok(()),
     }
+}
+
+/// The directory holding `liboutboard_capi.so`, the C ABI: cargo builds it
+/// (outboard-capi is a dev-dependency of outboard-cli) beside the test
+/// executable or one level up.
+pub fn capi_lib_dir() -> std::path::PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let deps = exe.parent().unwrap().to_path_buf();
+    let profile = deps.parent().unwrap().to_path_buf();
+    [deps, profile]
+        .into_iter()
+        .find(|d| d.join("liboutboard_capi.so").is_file())
+        .expect("liboutboard_capi.so next to the test executable (outboard-capi is a dev-dependency of outboard-cli)")
 }

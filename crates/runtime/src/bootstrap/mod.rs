@@ -22,6 +22,7 @@
 //! `MASTER_ADDR:MASTER_PORT` elsewhere), e.g.
 //! `mpirun -x OUTBOARD_RENDEZVOUS=node0:29500 ./app`.
 
+mod exchange;
 mod rendezvous;
 
 use std::net::SocketAddr;
@@ -29,6 +30,7 @@ use std::time::Duration;
 
 use thiserror::Error;
 
+pub use exchange::{Allgather, ExchangeBootstrap};
 pub use rendezvous::{RendezvousServer, TcpBootstrap, MIN_SILENCE, PING_INTERVAL};
 
 /// Why the bootstrap failed.
@@ -108,6 +110,9 @@ pub enum Launcher {
     Slurm,
     /// Started directly: a job of one.
     Singleton,
+    /// Brought up by the program over its own exchange
+    /// ([`ExchangeBootstrap`]: an MPI job through `liboutboard_mpi`).
+    Program,
 }
 
 /// Rank, size and rendezvous of this process, read from its environment.

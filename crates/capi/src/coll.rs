@@ -1,0 +1,213 @@
+//! Collectives on a group: barrier, broadcast, reduce and allreduce, each
+//! blocking and split-phase (`*_start`, then [`crate::outboard_test`] /
+//! [`crate::outboard_wait`]). They run in the group's mode with its
+//! default algorithm and tree.
+
+use std::ffi::{c_int, c_void};
+
+use outboard_host::{Datatype, ReduceOp, Reduction};
+
+use crate::error::{bytes, deref, guard, Error};
+use crate::group::outboard_group;
+use crate::request::{finish, hand_out, outboard_request, Kind};
+
+/// 32-bit signed integers (`int32_t`).
+pub const OUTBOARD_INT32: c_int = 1;
+/// 64-bit signed integers (`int64_t`).
+pub const OUTBOARD_INT64: c_int = 2;
+/// 64-bit unsigned integers (`uint64_t`).
+pub const OUTBOARD_UINT64: c_int = 3;
+/// IEEE 754 single (`float`).
+pub const OUTBOARD_FLOAT: c_int = 4;
+/// IEEE 754 double (`double`).
+pub const OUTBOARD_DOUBLE: c_int = 5;
+
+/// Sum (integers wrap).
+pub const OUTBOARD_SUM: c_int = 1;
+/// Minimum (floats: a NaN loses to a number).
+pub const OUTBOARD_MIN: c_int = 2;
+/// Maximum (floats: a NaN loses to a number).
+pub const OUTBOARD_MAX: c_int = 3;
+/// Bitwise and (integer types).
+pub const OUTBOARD_BAND: c_int = 4;
+/// Bitwise or (integer types).
+pub const OUTBOARD_BOR: c_int = 5;
+
+pub(crate) fn reduction(dtype: c_int, op: c_int) -> Result<Reduction, Error> {
+    let dtype = match dtype {
+        OUTBOARD_INT32 => Datatype::I32,
+        OUTBOARD_INT64 => Datatype::I64,
+        OUTBOARD_UINT64 => Datatype::U64,
+        OUTBOARD_FLOAT => Datatype::F32,
+        OUTBOARD_DOUBLE => Datatype::F64,
+        _ => return Err(Error::arg(format!("unknown datatype {dtype}"))),
+    };
+    let op = match op {
+        OUTBOARD_SUM => ReduceOp::Sum,
+        OUTBOARD_MIN => ReduceOp::Min,
+        OUTBOARD_MAX => ReduceOp::Max,
+        OUTBOARD_BAND => ReduceOp::Band,
+        OUTBOARD_BOR => ReduceOp::Bor,
+        _ => return Err(Error::arg(format!("unknown operation {op}"))),
+    };
+    let r = Reduction { op, dtype };
+    r.validate().map_err(|e| Error::arg(format!("{} on {}: {e}", op.name(), dtype.name())))?;
+    Ok(r)
+}
+
+unsafe fn start(group: *const outboard_group, out: *mut *mut outboard_request, kind: impl FnOnce(&outboard_group) -> Result<Kind, Error>) -> Result<(), Error> {
+    let g = unsafe { deref(group, "group") }?;
+    if out.is_null() {
+        return Err(Error::arg("request is null"));
+    }
+    let k = kind(g)?;
+    unsafe { hand_out(g.shared.clone(), k, out) }
+}
+
+/// Starts a barrier.
+#[no_mangle]
+pub unsafe extern "C" fn outboard_barrier_start(group: *const outboard_group, req: *mut *mut outboard_request) -> c_int {
+    guard(|| unsafe {
+        start(group, req, |g| {
+            let r = g.with(|g, w| {
+                let d = g.defaults();
+                Ok(w.port().start_barrier(g, d.mode, d.barrier)?)
+            })?;
+            Ok(Kind::Coll { req: r, out: std::ptr::null_mut(), len: 0 })
+        })
+    })
+}
+
+/// Starts a broadcast of `len` bytes at `buf` from `root` (a group rank);
+/// at the other ranks the data lands in `buf` on completion. `buf` must
+/// stay valid until then.
+#[no_mangle]
+pub unsafe extern "C" fn outboard_bcast_start(group: *const outboard_group, buf: *mut c_void, len: usize, root: u32, req: *mut *mut outboard_request) -> c_int {
+    guard(|| unsafe {
+        let data = bytes(buf, len, "buf")?;
+        start(group, req, |g| {
+            let r = g.with(|g, w| {
+                let d = g.defaults();
+                let zeros;
+                let mine = if g.rank() == root {
+                    data
+                } else {
+                    zeros = vec![0u8; len];
+                    &zeros[..]
+                };
+                Ok(w.port().start_bcast(g, d.mode, d.tree, root, mine)?)
+            })?;
+            Ok(Kind::Coll { req: r, out: buf.cast(), len })
+        })
+    })
+}
+
+/// Starts a reduction of `count` elements of `dtype` with `op` to `root`:
+/// `sendbuf` is this rank's contribution (null, or equal to `recvbuf`:
+/// taken from `recvbuf`, in place); the result lands in `recvbuf` at the
+/// root on completion (ignored elsewhere, may be null there).
+#[no_mangle]
+pub unsafe extern "C" fn outboard_reduce_start(
+    group: *const outboard_group,
+    sendbuf: *const c_void,
+    recvbuf: *mut c_void,
+    count: usize,
+    dtype: c_int,
+    op: c_int,
+    root: u32,
+    req: *mut *mut outboard_request,
+) -> c_int {
+    guard(|| unsafe {
+        let red = reduction(dtype, op)?;
+        let len = count.checked_mul(red.dtype.size()).ok_or_else(|| Error::arg("count too large"))?;
+        start(group, req, |g| {
+            let r = g.with(|g, w| {
+                let src = if sendbuf.is_null() { recvbuf.cast_const() } else { sendbuf };
+                let data = bytes(src, len, "sendbuf")?;
+                let d = g.defaults();
+                let at_root = g.rank() == root;
+                if at_root && len > 0 && recvbuf.is_null() {
+                    return Err(Error::arg("recvbuf is null at the root"));
+                }
+                let r = w.port().start_reduce(g, d.mode, d.tree, root, red, data)?;
+                Ok((r, at_root))
+            })?;
+            let out = if r.1 { recvbuf.cast() } else { std::ptr::null_mut() };
+            Ok(Kind::Coll { req: r.0, out, len })
+        })
+    })
+}
+
+/// Starts an allreduce of `count` elements of `dtype` with `op`: `sendbuf`
+/// as in [`outboard_reduce_start`] (null for in place); every rank gets
+/// the result in `recvbuf` on completion.
+#[no_mangle]
+pub unsafe extern "C" fn outboard_allreduce_start(
+    group: *const outboard_group,
+    sendbuf: *const c_void,
+    recvbuf: *mut c_void,
+    count: usize,
+    dtype: c_int,
+    op: c_int,
+    req: *mut *mut outboard_request,
+) -> c_int {
+    guard(|| unsafe {
+        let red = reduction(dtype, op)?;
+        let len = count.checked_mul(red.dtype.size()).ok_or_else(|| Error::arg("count too large"))?;
+        if len > 0 && recvbuf.is_null() {
+            return Err(Error::arg("recvbuf is null"));
+        }
+        start(group, req, |g| {
+            let r = g.with(|g, w| {
+                let src = if sendbuf.is_null() { recvbuf.cast_const() } else { sendbuf };
+                let data = bytes(src, len, "sendbuf")?;
+                let d = g.defaults();
+                Ok(w.port().start_allreduce(g, d.mode, d.allreduce, red, data)?)
+            })?;
+            Ok(Kind::Coll { req: r, out: recvbuf.cast(), len })
+        })
+    })
+}
+
+/// Blocking barrier.
+#[no_mangle]
+pub unsafe extern "C" fn outboard_barrier(group: *const outboard_group) -> c_int {
+    let mut r = std::ptr::null_mut();
+    unsafe { finish(outboard_barrier_start(group, &mut r), r) }
+}
+
+/// Blocking broadcast (see [`outboard_bcast_start`]).
+#[no_mangle]
+pub unsafe extern "C" fn outboard_bcast(group: *const outboard_group, buf: *mut c_void, len: usize, root: u32) -> c_int {
+    let mut r = std::ptr::null_mut();
+    unsafe { finish(outboard_bcast_start(group, buf, len, root, &mut r), r) }
+}
+
+/// Blocking reduce (see [`outboard_reduce_start`]).
+#[no_mangle]
+pub unsafe extern "C" fn outboard_reduce(
+    group: *const outboard_group,
+    sendbuf: *const c_void,
+    recvbuf: *mut c_void,
+    count: usize,
+    dtype: c_int,
+    op: c_int,
+    root: u32,
+) -> c_int {
+    let mut r = std::ptr::null_mut();
+    unsafe { finish(outboard_reduce_start(group, sendbuf, recvbuf, count, dtype, op, root, &mut r), r) }
+}
+
+/// Blocking allreduce (see [`outboard_allreduce_start`]).
+#[no_mangle]
+pub unsafe extern "C" fn outboard_allreduce(
+    group: *const outboard_group,
+    sendbuf: *const c_void,
+    recvbuf: *mut c_void,
+    count: usize,
+    dtype: c_int,
+    op: c_int,
+) -> c_int {
+    let mut r = std::ptr::null_mut();
+    unsafe { finish(outboard_allreduce_start(group, sendbuf, recvbuf, count, dtype, op, &mut r), r) }
+}

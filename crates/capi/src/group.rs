@@ -1,0 +1,155 @@
+//! Groups: every rank (`outboard_world_group`, like `MPI_Comm_dup` of
+//! `MPI_COMM_WORLD`), split, free, and the mode their collectives run in.
+
+use std::ffi::c_int;
+use std::sync::{Arc, Mutex};
+
+use outboard_host::coll::UNDEFINED;
+use outboard_host::{Group, Mode};
+
+use crate::error::{deref, guard, put, Error, OUTBOARD_ERR_STATE};
+use crate::world::{outboard_world, Shared};
+
+/// A group of ranks (opaque): the members of a collective.
+pub struct outboard_group {
+    pub(crate) shared: Arc<Shared>,
+    pub(crate) group: Mutex<Group>,
+}
+
+/// Collectives run by the engines (the default).
+pub const OUTBOARD_MODE_OFFLOADED: c_int = 0;
+/// Collectives run by the hosts over point-to-point messages.
+pub const OUTBOARD_MODE_HOST_BASED: c_int = 1;
+/// `color` of [`outboard_split`] for a rank that joins no group.
+pub const OUTBOARD_UNDEFINED: u32 = 0xFFFF_FFFF;
+const _: () = assert!(OUTBOARD_UNDEFINED == UNDEFINED);
+
+impl outboard_group {
+    /// Runs `f` on the group and the world.
+    pub(crate) fn with<R>(&self, f: impl FnOnce(&mut Group, &mut outboard_runtime::World) -> Result<R, Error>) -> Result<R, Error> {
+        let mut g = self.group.lock().map_err(|_| Error::new(OUTBOARD_ERR_STATE, "an earlier call panicked with the group in use"))?;
+        self.shared.with(|w| f(&mut g, w))
+    }
+}
+
+fn hand_out(shared: Arc<Shared>, g: Group, out: *mut *mut outboard_group) -> Result<(), Error> {
+    let h = Box::into_raw(Box::new(outboard_group { shared, group: Mutex::new(g) }));
+    // SAFETY: checked by `put`.
+    unsafe { put(out, h, "out") }.inspect_err(|_| drop(unsafe { Box::from_raw(h) }))
+}
+
+/// A new group of every rank in rank order. Collective: every rank makes
+/// its world groups in the same order.
+#[no_mangle]
+pub unsafe extern "C" fn outboard_world_group(world: *const outboard_world, out: *mut *mut outboard_group) -> c_int {
+    guard(|| {
+        let w = unsafe { deref(world, "world") }?;
+        let g = w.shared.with(|w| Ok(w.group()?))?;
+        hand_out(w.shared.clone(), g, out)
+    })
+}
+
+/// Splits `group` by `color` (`MPI_Comm_split`): ranks of one color form a
+/// new group, ordered by `key` then by rank. Collective over `group`. A
+/// rank passing [`OUTBOARD_UNDEFINED`] gets null in `*out`.
+#[no_mangle]
+pub unsafe extern "C" fn outboard_split(group: *const outboard_group, color: u32, key: u32, out: *mut *mut outboard_group) -> c_int {
+    guard(|| {
+        let g = unsafe { deref(group, "group") }?;
+        if out.is_null() {
+            return Err(Error::arg("out is null"));
+        }
+        match g.with(|g, w| Ok(w.port().split(g, color, key)?))? {
+            Some(ng) => hand_out(g.shared.clone(), ng, out),
+            None => unsafe { put(out, std::ptr::null_mut(), "out") },
+        }
+    })
+}
+
+/// Frees a group (no collective of it may be under way); the handle is
+/// freed even on failure.
+#[no_mangle]
+pub unsafe extern "C" fn outboard_group_free(group: *mut outboard_group) -> c_int {
+    guard(|| {
+        if group.is_null() {
+            return Err(Error::arg("group is null"));
+        }
+        // SAFETY: a handle from this module, freed only here.
+        let h = unsafe { Box::from_raw(group) };
+        let g = h.group.into_inner().map_err(|_| Error::new(OUTBOARD_ERR_STATE, "an earlier call panicked with the group in use"))?;
+        h.shared.with(|w| Ok(w.port().free_group(g)?))
+    })
+}
+
+/// This rank's rank in the group.
+#[no_mangle]
+pub unsafe extern "C" fn outboard_group_rank(group: *const outboard_group, rank: *mut u32) -> c_int {
+    guard(|| {
+        let g = unsafe { deref(group, "group") }?;
+        let r = g.with(|g, _| Ok(g.rank()))?;
+        unsafe { put(rank, r, "rank") }
+    })
+}
+
+/// The number of ranks in the group.
+#[no_mangle]
+pub unsafe extern "C" fn outboard_group_size(group: *const outboard_group, size: *mut u32) -> c_int {
+    guard(|| {
+        let g = unsafe { deref(group, "group") }?;
+        let s = g.with(|g, _| Ok(g.size()))?;
+        unsafe { put(size, s, "size") }
+    })
+}
+
+/// Where the group's collectives run: [`OUTBOARD_MODE_OFFLOADED`] or
+/// [`OUTBOARD_MODE_HOST_BASED`]. Every member must choose the same.
+#[no_mangle]
+pub unsafe extern "C" fn outboard_group_set_mode(group: *const outboard_group, mode: c_int) -> c_int {
+    guard(|| {
+        let g = unsafe { deref(group, "group") }?;
+        let m = match mode {
+            OUTBOARD_MODE_OFFLOADED => Mode::Offloaded,
+            OUTBOARD_MODE_HOST_BASED => Mode::HostBased,
+            _ => return Err(Error::arg(format!("mode {mode} is neither offloaded (0) nor host-based (1)"))),
+        };
+        g.with(|g, _| {
+            g.set_default(m);
+            Ok(())
+        })
+    })
+}
+
+/// Group ids a program may choose for [`outboard_group_create`] are below
+/// this (the ids above are taken by [`outboard_world_group`] and split).
+pub const OUTBOARD_GROUP_ID_LIMIT: u64 = 1 << 19;
+const _: () = assert!(OUTBOARD_GROUP_ID_LIMIT == outboard_runtime::WORLD_GROUP_FIRST);
+
+/// A group of the `n` world ranks at `world_ranks`, in group-rank order,
+/// under a program-chosen `id` (below [`OUTBOARD_GROUP_ID_LIMIT`], the
+/// same at every member and not used by another group at any member's
+/// port: an MPI library allocates it like a context id). Local: no
+/// communication; this rank must be among the members.
+#[no_mangle]
+pub unsafe extern "C" fn outboard_group_create(world: *const outboard_world, id: u64, n: u32, world_ranks: *const u32, out: *mut *mut outboard_group) -> c_int {
+    guard(|| {
+        let w = unsafe { deref(world, "world") }?;
+        if world_ranks.is_null() || n == 0 {
+            return Err(Error::arg("a group needs members"));
+        }
+        if id >= OUTBOARD_GROUP_ID_LIMIT {
+            return Err(Error::arg(format!("group id {id} is not below {OUTBOARD_GROUP_ID_LIMIT}")));
+        }
+        // SAFETY: the program promises `n` readable ranks.
+        let ranks = unsafe { std::slice::from_raw_parts(world_ranks, n as usize) };
+        let g = w.shared.with(|w| {
+            let size = w.size();
+            if let Some(r) = ranks.iter().find(|&&r| r >= size) {
+                return Err(Error::arg(format!("world rank {r} outside a world of {size}")));
+            }
+            let me = ranks.iter().position(|&r| r == w.rank()).ok_or_else(|| Error::arg("this rank is not a member"))?;
+            let members = ranks.iter().map(|&r| w.endpoint(r)).collect();
+            Ok(w.port().new_group(outboard_host::GroupId(id), me as u32, members)?)
+        })?;
+        hand_out(w.shared.clone(), g, out)
+    })
+}

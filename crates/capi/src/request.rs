@@ -1,0 +1,179 @@
+//! Split-phase operations under way: [`outboard_test`] and
+//! [`outboard_wait`] finish any of them, copy results out, free what the
+//! library allocated and free the request.
+
+use std::ffi::c_int;
+use std::sync::Arc;
+
+use outboard_host::{CollRequest, Completion, HostBuf, HostError, OpError, PortIo, Request};
+
+use crate::error::{guard, Error, OUTBOARD_OK};
+use crate::world::Shared;
+
+/// An operation under way (opaque); freed by the test or wait that
+/// completes it.
+pub struct outboard_request {
+    shared: Arc<Shared>,
+    kind: Kind,
+}
+
+/// What a request is and where its result goes.
+pub(crate) enum Kind {
+    /// A collective; its result bytes (if `out` is not null) go to `out`.
+    Coll { req: CollRequest, out: *mut u8, len: usize },
+    /// A send from a buffer the library allocated.
+    Send { req: Request, buf: HostBuf },
+    /// A receive into a buffer the library allocated, copied to `out`.
+    Recv { req: Request, buf: HostBuf, out: *mut u8, cap: usize },
+    /// An RDMA operation on the program's registered memory.
+    Rdma { req: Request },
+}
+
+/// What a finished request reports.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct outboard_status {
+    /// A receive's sender (world rank); -1 otherwise.
+    pub source: i32,
+    /// A receive's tag.
+    pub tag: u64,
+    /// A receive's message length (the full length when truncated).
+    pub len: u64,
+    /// The operation's error code (also returned by test and wait).
+    pub error: c_int,
+}
+
+pub(crate) unsafe fn hand_out(shared: Arc<Shared>, kind: Kind, out: *mut *mut outboard_request) -> Result<(), Error> {
+    let h = Box::into_raw(Box::new(outboard_request { shared, kind }));
+    // SAFETY: the callers checked `out` for null.
+    unsafe { out.write(h) };
+    Ok(())
+}
+
+/// A finished operation's result and status.
+type Finished = (Result<(), Error>, outboard_status);
+
+/// Whether `r` finished; if so, its result and status.
+fn poll(r: &mut outboard_request) -> Result<Option<Finished>, Error> {
+    let mut st = outboard_status { source: -1, ..Default::default() };
+    r.shared.with(|w| {
+        let port = w.port();
+        let res = match &mut r.kind {
+            Kind::Coll { req, out, len } => match port.coll_test(req) {
+                None => return Ok(None),
+                Some(Ok(v)) => {
+                    if !out.is_null() {
+                        let n = v.len().min(*len);
+                        // SAFETY: the program promised `len` writable bytes
+                        // at `out` until completion.
+                        unsafe { std::ptr::copy_nonoverlapping(v.as_ptr(), *out, n) };
+                    }
+                    Ok(())
+                }
+                Some(Err(e)) => Err(Error::from(e)),
+            },
+            Kind::Send { req, buf } => match port.test(*req) {
+                None => return Ok(None),
+                Some(r) => {
+                    let _ = port.free(*buf);
+                    r.map(|_| ()).map_err(Error::from)
+                }
+            },
+            Kind::Rdma { req } => match port.test(*req) {
+                None => return Ok(None),
+                Some(r) => r.map(|_| ()).map_err(Error::from),
+            },
+            Kind::Recv { req, buf, out, cap } => match port.test(*req) {
+                None => return Ok(None),
+                Some(r) => {
+                    let (res, got) = match r {
+                        Ok(Completion::Received { src, tag, len }) => (Ok(()), Some((src, tag, len))),
+                        Ok(other) => (Err(Error::new(crate::OUTBOARD_ERR_OTHER, format!("receive completed as {other:?}"))), None),
+                        Err(e @ HostError::Op(OpError::Truncated { src, tag, len })) => (Err(Error::from(e)), Some((src, tag, len))),
+                        Err(e) => (Err(Error::from(e)), None),
+                    };
+                    if let Some((src, tag, len)) = got {
+                        st.source = src.node.0 as i32;
+                        st.tag = tag;
+                        st.len = u64::from(len);
+                        let n = (len as usize).min(*cap);
+                        let mut v = vec![0u8; n];
+                        port.io_ref().read(buf.addr, &mut v).map_err(|e| Error::from(HostError::from(e)))?;
+                        // SAFETY: the program promised `cap` writable bytes.
+                        unsafe { std::ptr::copy_nonoverlapping(v.as_ptr(), *out, n) };
+                    }
+                    let _ = port.free(*buf);
+                    res
+                }
+            },
+        };
+        Ok(Some((res, st)))
+    })
+}
+
+/// Tests `*req`: sets `*done` to 1 when it finished (then frees it, sets
+/// `*req` to null, fills `*status` if not null and returns the operation's
+/// code), to 0 otherwise (returning `OUTBOARD_OK`). A null `*req` counts
+/// as finished.
+#[no_mangle]
+pub unsafe extern "C" fn outboard_test(req: *mut *mut outboard_request, done: *mut c_int, status: *mut outboard_status) -> c_int {
+    guard(|| {
+        if req.is_null() || done.is_null() {
+            return Err(Error::arg("req or done is null"));
+        }
+        // SAFETY: checked above; `*req` is a handle from this library or null.
+        let Some(r) = (unsafe { (*req).as_mut() }) else {
+            unsafe { done.write(1) };
+            return Ok(());
+        };
+        match poll(r)? {
+            None => {
+                unsafe { done.write(0) };
+                Ok(())
+            }
+            Some((res, mut st)) => {
+                unsafe {
+                    drop(Box::from_raw(*req));
+                    *req = std::ptr::null_mut();
+                    done.write(1);
+                }
+                st.error = res.as_ref().map_or_else(|e| e.code, |()| OUTBOARD_OK);
+                if !status.is_null() {
+                    unsafe { status.write(st) };
+                }
+                res
+            }
+        }
+    })
+}
+
+/// Blocks until `*req` finishes; then as [`outboard_test`].
+#[no_mangle]
+pub unsafe extern "C" fn outboard_wait(req: *mut *mut outboard_request, status: *mut outboard_status) -> c_int {
+    let mut done: c_int = 0;
+    loop {
+        let rc = unsafe { outboard_test(req, &mut done, status) };
+        if rc != OUTBOARD_OK || done != 0 {
+            return rc;
+        }
+        let idle = guard(|| {
+            // SAFETY: not finished, so `*req` is still a live handle.
+            let r = unsafe { &**req };
+            r.shared.with(|w| {
+                w.port().io().idle();
+                Ok(())
+            })
+        });
+        if idle != OUTBOARD_OK {
+            return idle;
+        }
+    }
+}
+
+/// A blocking call's end: the start's code, or the wait's.
+pub(crate) unsafe fn finish(started: c_int, mut req: *mut outboard_request) -> c_int {
+    if started != OUTBOARD_OK {
+        return started;
+    }
+    unsafe { outboard_wait(&mut req, std::ptr::null_mut()) }
+}

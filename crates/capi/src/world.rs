@@ -1,0 +1,141 @@
+//! Joining and leaving the job: [`outboard_init`] (the environment
+//! `outboard run`, `mpirun`, Hydra or Slurm set), [`outboard_init_exchange`]
+//! (a job that already talks, through the program's own allgather), and
+//! [`outboard_finalize`].
+
+use std::ffi::{c_int, c_void};
+use std::net::{IpAddr, Ipv4Addr, ToSocketAddrs};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use outboard_runtime::bootstrap::ExchangeBootstrap;
+use outboard_runtime::{Options, World};
+
+use crate::error::{deref, guard, put, Error, OUTBOARD_ERR_STATE};
+
+/// This process's place in the job (opaque).
+pub struct outboard_world {
+    pub(crate) shared: Arc<Shared>,
+}
+
+/// The world behind its lock, shared with the groups, requests and memory
+/// made from it; `None` once finalized.
+pub(crate) struct Shared {
+    world: Mutex<Option<World>>,
+}
+
+impl Shared {
+    /// Runs `f` on the world, or fails if it was finalized or a panic left
+    /// it half-changed.
+    pub(crate) fn with<R>(&self, f: impl FnOnce(&mut World) -> Result<R, Error>) -> Result<R, Error> {
+        let mut w = self.world.lock().map_err(|_| Error::new(OUTBOARD_ERR_STATE, "an earlier call panicked with the world in use"))?;
+        let w = w.as_mut().ok_or_else(|| Error::new(OUTBOARD_ERR_STATE, "the world was finalized"))?;
+        f(w)
+    }
+}
+
+fn hand_out(world: World, out: *mut *mut outboard_world) -> Result<(), Error> {
+    let h = Box::new(outboard_world { shared: Arc::new(Shared { world: Mutex::new(Some(world)) }) });
+    // SAFETY: `out` checked non-null by `put`; on failure the box is dropped.
+    unsafe { put(out, Box::into_raw(h), "out") }
+}
+
+/// Joins the job its environment describes (`outboard run`, Open MPI's
+/// `mpirun`, MPICH's Hydra or Slurm's `srun` with `OUTBOARD_RENDEZVOUS`;
+/// alone, a job of one). Settings from `OUTBOARD_*` variables as in the
+/// Rust `outboard_runtime::init`.
+#[no_mangle]
+pub unsafe extern "C" fn outboard_init(out: *mut *mut outboard_world) -> c_int {
+    guard(|| hand_out(outboard_runtime::init()?, out))
+}
+
+/// The collective [`outboard_init_exchange`] runs: every rank passes `len`
+/// bytes at `mine`; on return `all` holds every rank's `len` bytes in rank
+/// order (`MPI_Allgather` of `MPI_BYTE`). Returns 0 on success.
+pub type outboard_allgather_fn = Option<unsafe extern "C" fn(ctx: *mut c_void, mine: *const c_void, len: usize, all: *mut c_void) -> c_int>;
+
+/// Joins a job whose processes already communicate, as `rank` of `size`
+/// (`local_size` of them on this machine): engine addresses and rank 0's
+/// job key are exchanged with `allgather(ctx, ...)`, which every rank
+/// calls collectively, now and again in [`outboard_finalize`]; `ctx` must
+/// stay valid until then. The engine binds `OUTBOARD_ADDR`, else the
+/// loopback address when all ranks share this machine, else this host's
+/// name's address.
+#[no_mangle]
+pub unsafe extern "C" fn outboard_init_exchange(
+    rank: u32,
+    size: u32,
+    local_size: u32,
+    allgather: outboard_allgather_fn,
+    ctx: *mut c_void,
+    out: *mut *mut outboard_world,
+) -> c_int {
+    guard(|| {
+        let f = allgather.ok_or_else(|| Error::arg("allgather is null"))?;
+        // The context is the caller's; it promises it stays valid and may
+        // be used from the thread that calls into the world.
+        let ctx = ctx as usize;
+        let n = size as usize;
+        let ag = Box::new(move |mine: &[u8]| -> Result<Vec<u8>, String> {
+            let mut all = vec![0u8; mine.len() * n];
+            // SAFETY: `mine` is readable for its length and `all` writable
+            // for `size` times that, as the callback's contract says.
+            let rc = unsafe { f(ctx as *mut c_void, mine.as_ptr().cast(), mine.len(), all.as_mut_ptr().cast()) };
+            if rc == 0 {
+                Ok(all)
+            } else {
+                Err(format!("the program's allgather returned {rc}"))
+            }
+        });
+        let boot = ExchangeBootstrap::new(rank, size, ag).map_err(|e| Error::arg(e.to_string()))?;
+        let ip = if local_size >= size { IpAddr::V4(Ipv4Addr::LOCALHOST) } else { host_ip() };
+        let world = outboard_runtime::init_with_bootstrap(Options::from_env()?, Box::new(boot), local_size, ip)?;
+        hand_out(world, out)
+    })
+}
+
+/// This host's name's first non-loopback IPv4 address, else the loopback
+/// address.
+fn host_ip() -> IpAddr {
+    let name = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+    (name.trim(), 0)
+        .to_socket_addrs()
+        .ok()
+        .and_then(|mut a| a.find(|a| a.is_ipv4() && !a.ip().is_loopback()))
+        .map_or(IpAddr::V4(Ipv4Addr::LOCALHOST), |a| a.ip())
+}
+
+/// Leaves the job together with every other rank (collective) and frees
+/// `world`; groups, requests and memory made from it fail with
+/// `OUTBOARD_ERR_STATE` afterwards (free them before). The handle is freed
+/// even when leaving fails.
+#[no_mangle]
+pub unsafe extern "C" fn outboard_finalize(world: *mut outboard_world) -> c_int {
+    guard(|| {
+        if world.is_null() {
+            return Err(Error::arg("world is null"));
+        }
+        // SAFETY: a handle from `outboard_init*`, freed only here.
+        let h = unsafe { Box::from_raw(world) };
+        let w = h.shared.world.lock().unwrap_or_else(PoisonError::into_inner).take();
+        let w = w.ok_or_else(|| Error::new(OUTBOARD_ERR_STATE, "the world was finalized"))?;
+        w.finalize().map_err(|e| Error::new(crate::OUTBOARD_ERR_PEER, format!("leaving the job: {e}")))
+    })
+}
+
+/// This process's rank.
+#[no_mangle]
+pub unsafe extern "C" fn outboard_rank(world: *const outboard_world, rank: *mut u32) -> c_int {
+    guard(|| {
+        let r = unsafe { deref(world, "world") }?.shared.with(|w| Ok(w.rank()))?;
+        unsafe { put(rank, r, "rank") }
+    })
+}
+
+/// The number of ranks.
+#[no_mangle]
+pub unsafe extern "C" fn outboard_size(world: *const outboard_world, size: *mut u32) -> c_int {
+    guard(|| {
+        let s = unsafe { deref(world, "world") }?.shared.with(|w| Ok(w.size()))?;
+        unsafe { put(size, s, "size") }
+    })
+}

@@ -1,0 +1,112 @@
+//! The C ABI from C: `crates/capi/c/capi_test.c` and the example, compiled
+//! with gcc against `include/outboard.h` and `liboutboard_capi.so`, run
+//! under `outboard run` with 2 and 4 ranks.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+const OUTBOARD: &str = env!("CARGO_BIN_EXE_outboard");
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// A fresh directory for this test's binaries.
+fn scratch(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("outboard-capi-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// gcc, or a recorded skip.
+fn gcc(test: &str) -> bool {
+    match Command::new("gcc").arg("--version").output() {
+        Ok(o) if o.status.success() => true,
+        _ => {
+            common::skip(test, "gcc not found (apt-get install -y gcc)");
+            false
+        }
+    }
+}
+
+fn compile(src: &Path, out: &Path, flags: &[String]) {
+    let o = Command::new("gcc").args(["-Wall", "-Wextra", "-Werror", "-std=c11", "-D_DEFAULT_SOURCE"]).arg(src).arg("-o").arg(out).args(flags).output().unwrap();
+    assert!(o.status.success(), "gcc {}:\n{}", src.display(), String::from_utf8_lossy(&o.stderr));
+}
+
+fn direct_flags() -> Vec<String> {
+    let lib = common::capi_lib_dir();
+    vec![
+        format!("-I{}", repo().join("crates/capi/include").display()),
+        format!("-L{}", lib.display()),
+        format!("-Wl,-rpath,{}", lib.display()),
+        "-loutboard_capi".into(),
+    ]
+}
+
+fn run(n: u32, prog: &Path) -> (Output, String, String) {
+    // cargo's LD_LIBRARY_PATH (which outranks the run path) may name a
+    // directory with an older build of the library first.
+    let o = Command::new(OUTBOARD)
+        .args(["run", "-n", &n.to_string(), "--timeout", "300", "--"])
+        .arg(prog)
+        .env("LD_LIBRARY_PATH", common::capi_lib_dir())
+        .output()
+        .unwrap();
+    let (so, se) = (String::from_utf8_lossy(&o.stdout).into_owned(), String::from_utf8_lossy(&o.stderr).into_owned());
+    (o, so, se)
+}
+
+#[test]
+fn the_c_test_program_passes_with_two_and_four_ranks() {
+    if !gcc("the_c_test_program_passes_with_two_and_four_ranks") {
+        return;
+    }
+    let dir = scratch("test");
+    let exe = dir.join("capi_test");
+    compile(&repo().join("crates/capi/c/capi_test.c"), &exe, &direct_flags());
+    for n in [2, 4] {
+        let (o, so, se) = run(n, &exe);
+        assert!(o.status.success(), "{n} ranks:\nstdout:\n{so}\nstderr:\n{se}");
+        for r in 0..n {
+            assert!(so.contains(&format!("[{r}] rank {r}: all ")), "rank {r} of {n} did not finish:\n{so}\n{se}");
+            assert!(so.contains(&format!("[{r}] world host-based: collectives of {n} ranks ok")), "{so}");
+        }
+        assert!(so.contains("[0] split: collectives of"), "{so}");
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// The example builds with the flags the pkg-config template gives.
+#[test]
+fn the_c_example_builds_with_pkg_config_and_sums_the_ranks() {
+    let test = "the_c_example_builds_with_pkg_config_and_sums_the_ranks";
+    if !gcc(test) {
+        return;
+    }
+    let dir = scratch("example");
+    let pc = std::fs::read_to_string(repo().join("crates/capi/outboard.pc.in")).unwrap();
+    let pc = pc
+        .replace("@LIBDIR@", &common::capi_lib_dir().display().to_string())
+        .replace("@INCLUDEDIR@", &repo().join("crates/capi/include").canonicalize().unwrap().display().to_string())
+        .replace("@VERSION@", env!("CARGO_PKG_VERSION"));
+    std::fs::write(dir.join("outboard.pc"), pc).unwrap();
+    let flags = match Command::new("pkg-config").args(["--cflags", "--libs", "outboard"]).env("PKG_CONFIG_PATH", &dir).output() {
+        Ok(o) if o.status.success() => String::from_utf8(o.stdout).unwrap().split_whitespace().map(String::from).collect(),
+        Ok(o) => panic!("pkg-config refused the filled-in template: {}", String::from_utf8_lossy(&o.stderr)),
+        Err(_) => {
+            common::skip(test, "pkg-config not found (apt-get install -y pkg-config); built with direct flags instead");
+            direct_flags()
+        }
+    };
+    let exe = dir.join("example");
+    compile(&repo().join("crates/capi/c/example.c"), &exe, &flags);
+    let (o, so, se) = run(4, &exe);
+    assert!(o.status.success(), "stdout:\n{so}\nstderr:\n{se}");
+    for r in 0..4 {
+        assert!(so.contains(&format!("[{r}] rank {r} of 4: sum of ranks 6")), "{so}\n{se}");
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}
