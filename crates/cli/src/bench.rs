@@ -52,6 +52,9 @@ pub enum BenchCmd {
     /// Split-phase overlap in the OSU style (start, compute for the pure
     /// latency, wait), offloaded vs host-based vs Open MPI.
     Overlap(crate::bench_coll::CollArgs),
+    /// Latency of remote atomic operations (fetch-add, swap, CAS hit and
+    /// miss), value returned in the event or written directly.
+    Atomics(crate::bench_atomic::AtomicArgs),
 }
 
 /// What to compare the engine path with.
@@ -425,6 +428,7 @@ pub fn run(cmd: BenchCmd) -> anyhow::Result<()> {
         BenchCmd::Reduce(a) => return coll(Kind::Reduce, a),
         BenchCmd::Overlap(a) => return coll(Kind::Overlap, a),
         BenchCmd::Bcast(a) => return coll(Kind::Bcast, a),
+        BenchCmd::Atomics(a) => return crate::bench_atomic::run(a),
         BenchCmd::Pingpong(a) => {
             let raw = a.compare == Some(Compare::RawUdp);
             (a, true, raw)
