@@ -431,6 +431,22 @@ fn the_mcs_lock_keeps_four_processes_apart() {
 }
 
 #[test]
+fn bench_atomics_prints_every_operation_and_form_and_runs_each_once() {
+    let _serial = serial();
+    let out = Command::new(OUTBOARD).args(["bench", "atomics", "-n", "2", "--iters", "20", "--rounds", "1"]).output().unwrap();
+    let (so, se) = text(&out);
+    assert!(out.status.success(), "{so}\n{se}");
+    for op in ["fetch-add", "swap", "cas-hit", "cas-miss"] {
+        let line = so.lines().find(|l| l.starts_with(op)).unwrap_or_else(|| panic!("{op}:\n{so}"));
+        let v: Vec<f64> = line.split_whitespace().skip(1).map(|x| x.parse().unwrap()).collect();
+        assert!(v.len() == 2 && v.iter().all(|&x| x > 0.0), "{line}");
+    }
+    // 4 operations x 2 forms x (10 warm-up + 20 timed + 1 reset).
+    assert!(se.contains("# target engine: 248 atomics executed"), "{se}");
+    assert!(Command::new(OUTBOARD).args(["bench", "atomics", "-n", "3"]).output().unwrap().status.code() != Some(0));
+}
+
+#[test]
 fn a_killed_rank_fails_its_peers_operations_in_time_and_the_launcher_names_it() {
     let _serial = serial();
     let timeout_ms = 500;
