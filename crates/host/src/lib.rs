@@ -15,6 +15,7 @@
 #![warn(missing_docs)]
 
 mod atomic;
+pub mod atomic_server;
 pub mod coll;
 mod io;
 pub mod lock;

@@ -279,3 +279,58 @@ fn try_lock_takes_only_a_free_lock() {
     assert_eq!(word_at(&net, 0, prepared[0].0, 16), 0);
     assert!(matches!(McsLock::from_table(table, 3, 0, prepared[0].0, prepared[0].1), Err(LockError::BadTable { .. })));
 }
+
+#[test]
+fn host_based_server_serves_each_request_once_in_every_waiting_mode() {
+    use outboard_host::atomic_server::{AtomicServer, ServerWait};
+    use std::sync::atomic::AtomicBool;
+    for (seed, wait) in [(21, ServerWait::Poll), (22, ServerWait::SpinThenBlock { spins: 50 }), (23, ServerWait::Block)] {
+        let net = network(4, seed);
+        let mut server = port(&net, 0);
+        let region = server.buffer(16).unwrap();
+        let key = server.register(region).unwrap();
+        let sep = server.endpoint();
+        let stop = Arc::new(AtomicBool::new(false));
+        let st = stop.clone();
+        let srv = std::thread::spawn(move || {
+            let mut s = AtomicServer::new();
+            s.expose(key, region);
+            while s.serve_one(&mut server, wait, &|| st.load(Ordering::SeqCst)).unwrap() {}
+            // The server's host adds locally meanwhile too: once, at the end.
+            server.local_atomic(region, 0, AtomicWidth::W64, AtomicOp::FetchAdd(1000)).unwrap();
+            (s.served, server)
+        });
+        let clients: Vec<_> = (1..4)
+            .map(|i| {
+                let mut p = port(&net, i);
+                std::thread::spawn(move || {
+                    let mut olds = Vec::new();
+                    for _ in 0..40 {
+                        olds.push(p.hb_atomic(sep, key, 0, AtomicWidth::W64, AtomicOp::FetchAdd(u64::from(i))).unwrap());
+                    }
+                    let cas = p.hb_atomic(sep, key, 8, AtomicWidth::W32, AtomicOp::CompareSwap { compare: 0, new: u64::from(i) }).unwrap();
+                    assert!(matches!(p.hb_atomic(sep, key ^ 1, 0, AtomicWidth::W64, AtomicOp::Swap(1)), Err(HostError::Op(OpError::BadKey))));
+                    assert!(matches!(p.hb_atomic(sep, key, 4, AtomicWidth::W64, AtomicOp::Swap(1)), Err(HostError::Op(OpError::Misaligned))));
+                    assert!(matches!(p.hb_atomic(sep, key, 16, AtomicWidth::W32, AtomicOp::Swap(1)), Err(HostError::Op(OpError::OutOfBounds))));
+                    (olds, cas)
+                })
+            })
+            .collect();
+        let mut olds = Vec::new();
+        let mut winners = 0;
+        for c in clients {
+            let (o, cas) = c.join().unwrap();
+            olds.extend(o);
+            winners += u32::from(cas == 0);
+        }
+        stop.store(true, Ordering::SeqCst);
+        let (served, _server) = srv.join().unwrap();
+        assert_eq!(served, 3 * (40 + 1 + 3), "{wait:?}: each request served once");
+        olds.sort_unstable();
+        olds.dedup();
+        assert_eq!(olds.len(), 120, "{wait:?}: old values distinct");
+        assert_eq!(word_at(&net, 0, region, 0), 40 * (1 + 2 + 3) + 1000);
+        assert_eq!(winners, 1, "{wait:?}: one CAS winner");
+        assert_eq!(mem(&net, 0).engine(NodeId(0)).stats().atomics_executed, 0, "the engine performed none of them");
+    }
+}
