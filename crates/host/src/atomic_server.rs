@@ -9,10 +9,17 @@
 //! The server waits for requests in one of the paper's three ways
 //! ([`ServerWait`], GM's `gm_receive`, `gm_blocking_receive` and
 //! `gm_blocking_receive_no_spin`): polling without pause, polling a while
-//! and then blocking, or blocking at once. "Blocking" is the port's
-//! [`PortIo::idle`]: in the runtime it is what the progress policy does
-//! while a host waits (under spin-then-block, a sleep in the kernel until
-//! the engine wakes it).
+//! and then blocking, or blocking at once. Waiting is the port's
+//! [`PortIo::idle`], which in the runtime is what the node's progress
+//! policy does while a host waits (under spin-then-block, a sleep in the
+//! kernel until the engine wakes it; under dedicated or host-assisted
+//! progress, a spin that also drives the engine). So today the three modes
+//! differ only as far as that policy lets them: `Poll` calls `idle` on
+//! every poll, `SpinThenBlock` spins on the event queue (calling `idle`
+//! every 16th poll, so a host-driven engine still runs) before it calls
+//! `idle` each time, and `Block` is `idle` at once. A server that blocks in
+//! the kernel whatever its node's policy needs a per-port blocking wait in
+//! the runtime, which does not exist yet.
 
 use std::collections::BTreeMap;
 
@@ -30,7 +37,8 @@ const REPLY_LEN: u32 = 16;
 /// How a server waits for its next request (dissertation 5.4.1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ServerWait {
-    /// Poll without pause (`gm_receive`): the fastest answer, a whole CPU.
+    /// Poll without pause (`gm_receive`): the fastest answer, a whole CPU
+    /// (each poll also calls `idle`, which drives a host-driven engine).
     Poll,
     /// Poll this many times, then block (`gm_blocking_receive`).
     SpinThenBlock {
@@ -113,8 +121,9 @@ impl AtomicServer {
             }
             polls = polls.saturating_add(1);
             match wait {
-                ServerWait::Poll => std::hint::spin_loop(),
-                ServerWait::SpinThenBlock { spins } if polls < spins => std::hint::spin_loop(),
+                // Spinning must still let a host-driven engine run: only
+                // `idle` drives it under host-assisted progress.
+                ServerWait::SpinThenBlock { spins } if polls < spins && polls % 16 != 0 => std::hint::spin_loop(),
                 _ => port.io().idle(),
             }
         };
