@@ -42,7 +42,8 @@ fn rank_program() {
         "killed_recv_only" => killed_recv_only(world),
         "malformed" => malformed(world),
         "atomics" => atomics(world),
-        "lock" => lock(world),
+        "lock" => lock(world, false),
+        "lock-hb" => lock(world, true),
         other => panic!("unknown scenario {other}"),
     }
 }
@@ -211,13 +212,33 @@ fn atomics(mut world: outboard_runtime::World) {
 /// Every rank takes an MCS lock homed at rank 0 many times; inside, it
 /// increments a counter at rank 1 with a plain RDMA read and write (not
 /// atomic: only the lock keeps the increments apart). The counter ends at
-/// the number of critical sections.
-fn lock(mut world: outboard_runtime::World) {
+/// the number of critical sections. Host-based: each rank runs an atomic
+/// server thread on its port 1, and the lock's remote operations go to it.
+fn lock(mut world: outboard_runtime::World, host_based: bool) {
+    use outboard_host::atomic_server::{AtomicServer, ServerWait};
     use outboard_host::lock::McsLock;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
     const CYCLES: u64 = 200;
     let (me, n) = (world.rank(), world.size());
     let mut g = world.group().unwrap();
     let mut lock = McsLock::create(world.port(), &mut g, 0).unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut server = None;
+    if host_based {
+        let (words, key) = lock.words();
+        let mut sp = outboard_host::Port::new(world.node().open_port(PortId(1)).unwrap());
+        let st = stop.clone();
+        server = Some(std::thread::spawn(move || {
+            let mut s = AtomicServer::new();
+            s.expose(key, words);
+            while s.serve_one(&mut sp, ServerWait::Block, &|| st.load(Ordering::SeqCst)).unwrap() {}
+            s.served
+        }));
+        // Every rank's server is port 1, first incarnation, of its node.
+        let servers = (0..n).map(|r| outboard_engine::Endpoint { port: PortId(1), gen: 1, ..world.endpoint(r) }).collect();
+        lock = lock.over_servers(servers).unwrap();
+    }
     // Rank 1's counter; its key travels in an allreduce like the lock's.
     let counter = world.port().buffer(8).unwrap();
     let key = world.port().register(counter).unwrap();
@@ -252,6 +273,17 @@ fn lock(mut world: outboard_runtime::World) {
         // (with local atomics only) and gives it back.
         assert!(lock.try_lock(world.port()).unwrap());
         lock.release(world.port()).unwrap();
+    }
+    if let Some(s) = server {
+        // Nobody needs this rank's server once everyone is past the lock.
+        world.port().barrier(&mut g, d.mode, outboard_host::BarrierAlgorithm::Dissemination).unwrap();
+        stop.store(true, Ordering::SeqCst);
+        let served = s.join().unwrap();
+        if me == 0 {
+            assert!(served >= u64::from(n - 1) * CYCLES, "the home rank's server performed every remote swap on the lock word: {served}");
+            assert_eq!(world.stats().0.atomics_executed, 0, "the engine performed none");
+            println!("rank 0: host-based lock, {served} requests served at the home");
+        }
     }
     println!("rank {me}: {CYCLES} lock cycles, {queued} queued behind another rank");
     world.finalize().unwrap();
@@ -428,6 +460,16 @@ fn the_mcs_lock_keeps_four_processes_apart() {
     let (so, se) = text(&out);
     assert!(out.status.success(), "stdout:\n{so}\nstderr:\n{se}");
     assert!(so.contains("[1] rank 1: 800 critical sections, counter exact"), "{so}\n{se}");
+}
+
+#[test]
+fn the_mcs_lock_over_host_based_atomics_keeps_four_processes_apart() {
+    let _serial = serial();
+    let (out, _) = outboard_run(4, "lock-hb", &[]);
+    let (so, se) = text(&out);
+    assert!(out.status.success(), "stdout:\n{so}\nstderr:\n{se}");
+    assert!(so.contains("[1] rank 1: 800 critical sections, counter exact"), "{so}\n{se}");
+    assert!(so.contains("[0] rank 0: host-based lock,"), "{so}\n{se}");
 }
 
 #[test]

@@ -85,6 +85,9 @@ pub struct McsLock {
     key: u64,
     held: bool,
     queued_behind: Option<u32>,
+    /// Host-based: each rank's atomic server, which performs the
+    /// operations on its words instead of its engine.
+    servers: Option<Vec<Endpoint>>,
 }
 
 impl McsLock {
@@ -102,7 +105,7 @@ impl McsLock {
         if rank as usize >= table.len() || home as usize >= table.len() {
             return Err(LockError::BadTable { rank, home, len: table.len() });
         }
-        Ok(McsLock { table, rank, home, words, key, held: false, queued_behind: None })
+        Ok(McsLock { table, rank, home, words, key, held: false, queued_behind: None, servers: None })
     }
 
     /// Creates the lock collectively over `group` (every member calls it,
@@ -123,6 +126,19 @@ impl McsLock {
         let table =
             group.members().iter().enumerate().map(|(i, &ep)| LockSlot { ep, key: word(2 * i), offset: word(2 * i + 1) }).collect();
         Self::from_table(table, rank, home, words, key)
+    }
+
+    /// The same lock over host-based atomics, for comparison (5.4.2):
+    /// `servers[i]` is the port of rank `i`'s
+    /// [`AtomicServer`](crate::atomic_server::AtomicServer), which must
+    /// expose that rank's words under their key. This rank's own words are
+    /// still reached with local atomics.
+    pub fn over_servers(mut self, servers: Vec<Endpoint>) -> Result<McsLock, LockError> {
+        if servers.len() != self.table.len() {
+            return Err(LockError::BadTable { rank: self.rank, home: self.home, len: servers.len() });
+        }
+        self.servers = Some(servers);
+        Ok(self)
     }
 
     /// This rank.
@@ -158,6 +174,9 @@ impl McsLock {
             return port.local_atomic(self.words, at, AtomicWidth::W64, op);
         }
         let s = self.table[rank as usize];
+        if let Some(servers) = &self.servers {
+            return port.hb_atomic(servers[rank as usize], s.key, s.offset + at, AtomicWidth::W64, op);
+        }
         port.atomic(RemoteWord { ep: s.ep, key: s.key, offset: s.offset + at, width: AtomicWidth::W64 }, op)
     }
 
