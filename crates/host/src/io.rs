@@ -55,9 +55,10 @@ pub trait PortIo {
     /// compare-and-swap on a registered word.
     ///
     /// The default, a read and then a write, is right only where the
-    /// engine cannot run between the two (the simulator and the test
-    /// network, which run engine and host in one thread); the runtime,
-    /// whose engine thread runs beside the host, overrides it.
+    /// engine cannot run between the two (the simulator, which runs engine
+    /// and host in one thread); the runtime, whose engine thread runs beside
+    /// the host, and the test network, which any thread may step, override
+    /// it.
     fn atomic(&mut self, addr: u64, width: AtomicWidth, op: AtomicOp) -> Result<u64, MemoryError> {
         let n = width.bytes() as usize;
         let mut word = [0u8; 8];

@@ -83,6 +83,9 @@ impl PortIo for Watched {
     fn write(&mut self, addr: u64, data: &[u8]) -> Result<(), MemoryError> {
         self.io.write(addr, data)
     }
+    fn atomic(&mut self, addr: u64, width: AtomicWidth, op: AtomicOp) -> Result<u64, MemoryError> {
+        self.io.atomic(addr, width, op)
+    }
 }
 
 fn port(net: &Arc<Mutex<Network>>, node: u32) -> Port<Watched> {
