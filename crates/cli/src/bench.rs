@@ -52,6 +52,9 @@ pub enum BenchCmd {
     /// Split-phase overlap in the OSU style (start, compute for the pure
     /// latency, wait), offloaded vs host-based vs Open MPI.
     Overlap(crate::bench_coll::CollArgs),
+    /// Latency of remote atomic operations (fetch-add, swap, CAS hit and
+    /// miss), value returned in the event or written directly.
+    Atomics(crate::bench_atomic::AtomicArgs),
 }
 
 /// What to compare the engine path with.
@@ -372,9 +375,12 @@ fn engine_times(steps: &[Step], rounds: u32, progress: Progress, max: usize) -> 
     let sockets = [bind_udp(ip)?, bind_udp(ip)?];
     let addrs: Vec<SocketAddr> = sockets.iter().map(|s| s.local_addr()).collect::<Result<_, _>>()?;
     let key = random_u64();
+    // Datagrams cross the loopback interface: a real secret, like a job's.
+    let secret = outboard_runtime::random_secret()?;
     let mut nodes = Vec::new();
     for (i, s) in sockets.into_iter().enumerate() {
         let mut c = EngineConfig::new(NodeId(i as u32), key, random_u64());
+        c.secret = secret.clone();
         c.max_message = c.max_message.max(max as u32);
         nodes.push(Node::start(c, s, &addrs, progress)?);
     }
@@ -425,6 +431,7 @@ pub fn run(cmd: BenchCmd) -> anyhow::Result<()> {
         BenchCmd::Reduce(a) => return coll(Kind::Reduce, a),
         BenchCmd::Overlap(a) => return coll(Kind::Overlap, a),
         BenchCmd::Bcast(a) => return coll(Kind::Bcast, a),
+        BenchCmd::Atomics(a) => return crate::bench_atomic::run(a),
         BenchCmd::Pingpong(a) => {
             let raw = a.compare == Some(Compare::RawUdp);
             (a, true, raw)

@@ -4,6 +4,7 @@
 use clap::{Parser, Subcommand};
 
 mod bench;
+mod bench_atomic;
 mod bench_coll;
 mod chaos;
 mod demo;

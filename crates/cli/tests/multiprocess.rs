@@ -41,6 +41,9 @@ fn rank_program() {
         "killed" => killed(world),
         "killed_recv_only" => killed_recv_only(world),
         "malformed" => malformed(world),
+        "atomics" => atomics(world),
+        "lock" => lock(world, false),
+        "lock-hb" => lock(world, true),
         other => panic!("unknown scenario {other}"),
     }
 }
@@ -121,6 +124,168 @@ fn rdma(mut world: outboard_runtime::World) {
         world.port().send(root, 2, b"ok").unwrap();
         println!("rank {me}: bad key refused, good key accepted");
     }
+    world.finalize().unwrap();
+}
+
+/// Rank 0 exposes a region of words (its key sent to the others); every
+/// rank works on them with remote atomics while rank 0 works on the same
+/// words with local ones. Rank 0 checks the sums, that every fetch-add's old
+/// value is distinct, one CAS winner, the swap chain, and the refusals.
+fn atomics(mut world: outboard_runtime::World) {
+    use outboard_host::{AtomicOp, AtomicWidth, RemoteWord};
+    const K: u64 = 300;
+    let (me, n) = (world.rank(), world.size());
+    let root = world.endpoint(0);
+    let region = world.port().buffer(64).unwrap();
+    let w64 = |key, offset| RemoteWord { ep: root, key, offset, width: AtomicWidth::W64 };
+    let mut olds = Vec::new();
+    if me == 0 {
+        let key = world.port().register(region).unwrap();
+        for r in 1..n {
+            let ep = world.endpoint(r);
+            world.port().send(ep, 1, &key.to_le_bytes()).unwrap();
+        }
+        // Local fetch-adds of 1000 on the counter the others add to.
+        for _ in 0..K {
+            olds.push(world.port().local_atomic(region, 0, AtomicWidth::W64, AtomicOp::FetchAdd(1000)).unwrap());
+        }
+        let mut cas_winners = 0;
+        let mut swapped = vec![world.port().local_atomic(region, 24, AtomicWidth::W64, AtomicOp::FetchAdd(0)).unwrap()];
+        for _ in 1..n {
+            let (_, _, m) = world.port().recv(RecvMatch::tag(2), 16 + 8 * K as u32).unwrap();
+            let word = |i: usize| u64::from_le_bytes(m[8 * i..][..8].try_into().unwrap());
+            cas_winners += u32::from(word(0) == 0);
+            swapped.push(word(1));
+            olds.extend((0..K as usize).map(|i| word(2 + i)));
+        }
+        let local = |port: &mut outboard_host::Port<_>, at, width| port.local_atomic(region, at, width, AtomicOp::FetchAdd(0)).unwrap();
+        let sum: u64 = (1..u64::from(n)).map(|r| r * K).sum::<u64>() + 1000 * K;
+        assert_eq!(local(world.port(), 0, AtomicWidth::W64), sum, "fetch-add total");
+        olds.sort_unstable();
+        olds.dedup();
+        assert_eq!(olds.len() as u64, u64::from(n) * K, "every fetch-add's old value distinct");
+        assert_eq!(local(world.port(), 8, AtomicWidth::W32), u64::from(n - 1) * K, "direct-form 32-bit total");
+        assert_eq!(cas_winners, 1, "one compare-and-swap hit");
+        let winner = local(world.port(), 16, AtomicWidth::W64);
+        assert!((1..u64::from(n)).contains(&winner));
+        // Swaps: the old values and the final one are every rank once.
+        swapped[0] = local(world.port(), 24, AtomicWidth::W64);
+        swapped.sort_unstable();
+        assert_eq!(swapped, (0..u64::from(n)).collect::<Vec<_>>(), "swap chain");
+        assert_eq!(world.stats().0.access_violations, 3 * u64::from(n - 1));
+        assert!(world.stats().0.atomics_executed >= u64::from(n - 1) * (2 * K + 2));
+        println!("rank 0: {} fetch-adds summed exactly, old values distinct, one CAS winner, swap chain whole, {} violations refused", u64::from(n) * K, 3 * (n - 1));
+    } else {
+        let (_, _, k) = world.port().recv(RecvMatch::from(root.node, root.port, 1), 8).unwrap();
+        let key = u64::from_le_bytes(k.try_into().unwrap());
+        // Event form, several under way at once.
+        for chunk in 0..K / 10 {
+            let reqs: Vec<_> = (0..10).map(|_| world.port().start_atomic(w64(key, 0), AtomicOp::FetchAdd(u64::from(me))).unwrap()).collect();
+            for r in reqs {
+                match world.port().wait(r).unwrap() {
+                    Completion::Atomic { value } => olds.push(value),
+                    other => panic!("chunk {chunk}: {other:?}"),
+                }
+            }
+        }
+        // Direct form on a 32-bit word.
+        let w32 = RemoteWord { width: AtomicWidth::W32, ..w64(key, 8) };
+        for _ in 0..K {
+            let d = world.port().start_atomic_direct(w32, AtomicOp::FetchAdd(1)).unwrap();
+            world.port().wait_direct(d).unwrap();
+        }
+        let cas = world.port().compare_swap(w64(key, 16), 0, u64::from(me)).unwrap();
+        let swapped = world.port().swap(w64(key, 24), u64::from(me)).unwrap();
+        assert_eq!(world.port().fetch_add(w64(key, 4), 1), Err(HostError::Op(OpError::Misaligned)));
+        assert_eq!(world.port().fetch_add(w64(key, 64), 1), Err(HostError::Op(OpError::OutOfBounds)));
+        assert_eq!(world.port().fetch_add(w64(key ^ 1, 0), 1), Err(HostError::Op(OpError::BadKey)));
+        let mut report = Vec::new();
+        for v in [cas, swapped].into_iter().chain(olds) {
+            report.extend_from_slice(&v.to_le_bytes());
+        }
+        world.port().send(root, 2, &report).unwrap();
+        println!("rank {me}: atomics done");
+    }
+    world.finalize().unwrap();
+}
+
+/// Every rank takes an MCS lock homed at rank 0 many times; inside, it
+/// increments a counter at rank 1 with a plain RDMA read and write (not
+/// atomic: only the lock keeps the increments apart). The counter ends at
+/// the number of critical sections. Host-based: each rank runs an atomic
+/// server thread on its port 1, and the lock's remote operations go to it.
+fn lock(mut world: outboard_runtime::World, host_based: bool) {
+    use outboard_host::atomic_server::{AtomicServer, ServerWait};
+    use outboard_host::lock::McsLock;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    const CYCLES: u64 = 200;
+    let (me, n) = (world.rank(), world.size());
+    let mut g = world.group().unwrap();
+    let mut lock = McsLock::create(world.port(), &mut g, 0).unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut server = None;
+    if host_based {
+        let (words, key) = lock.words();
+        let mut sp = outboard_host::Port::new(world.node().open_port(PortId(1)).unwrap());
+        let st = stop.clone();
+        server = Some(std::thread::spawn(move || {
+            let mut s = AtomicServer::new();
+            s.expose(key, words);
+            while s.serve_one(&mut sp, ServerWait::Block, &|| st.load(Ordering::SeqCst)).unwrap() {}
+            s.served
+        }));
+        // Every rank's server is port 1, first incarnation, of its node.
+        let servers = (0..n).map(|r| outboard_engine::Endpoint { port: PortId(1), gen: 1, ..world.endpoint(r) }).collect();
+        lock = lock.over_servers(servers).unwrap();
+    }
+    // Rank 1's counter; its key travels in an allreduce like the lock's.
+    let counter = world.port().buffer(8).unwrap();
+    let key = world.port().register(counter).unwrap();
+    let bor = outboard_host::Reduction { op: outboard_host::ReduceOp::Bor, dtype: outboard_host::Datatype::U64 };
+    let mine = if me == 1 { key } else { 0 };
+    let d = g.defaults();
+    let keys = world.port().allreduce(&mut g, d.mode, d.allreduce, bor, &mine.to_ne_bytes()).unwrap();
+    let key1 = u64::from_ne_bytes(keys.try_into().unwrap());
+    let home = world.endpoint(1);
+    let tmp = world.port().buffer(8).unwrap();
+    let mut queued = 0;
+    for _ in 0..CYCLES {
+        lock.acquire(world.port()).unwrap();
+        queued += u32::from(lock.queued_behind().is_some());
+        let r = world.port().start_read(home, key1, 0, tmp).unwrap();
+        world.port().wait(r).unwrap();
+        let v = u64::from_ne_bytes(world.port().read_buffer(tmp).unwrap().try_into().unwrap());
+        outboard_host::PortIo::write(world.port().io(), tmp.addr, &(v + 1).to_ne_bytes()).unwrap();
+        let w = world.port().start_write(home, key1, 0, tmp).unwrap();
+        world.port().wait(w).unwrap();
+        lock.release(world.port()).unwrap();
+    }
+    // Only then may rank 1 look: a barrier after everyone's last release.
+    world.port().barrier(&mut g, d.mode, outboard_host::BarrierAlgorithm::Dissemination).unwrap();
+    if me == 1 {
+        let v = u64::from_ne_bytes(world.port().read_buffer(counter).unwrap().try_into().unwrap());
+        assert_eq!(v, u64::from(n) * CYCLES, "lost increments: two holders at once");
+        println!("rank 1: {} critical sections, counter exact", u64::from(n) * CYCLES);
+    }
+    if me == 0 {
+        // Free now, and nobody else asks: the home rank takes it at once
+        // (with local atomics only) and gives it back.
+        assert!(lock.try_lock(world.port()).unwrap());
+        lock.release(world.port()).unwrap();
+    }
+    if let Some(s) = server {
+        // Nobody needs this rank's server once everyone is past the lock.
+        world.port().barrier(&mut g, d.mode, outboard_host::BarrierAlgorithm::Dissemination).unwrap();
+        stop.store(true, Ordering::SeqCst);
+        let served = s.join().unwrap();
+        if me == 0 {
+            assert!(served >= u64::from(n - 1) * CYCLES, "the home rank's server performed every remote swap on the lock word: {served}");
+            assert_eq!(world.stats().0.atomics_executed, 0, "the engine performed none");
+            println!("rank 0: host-based lock, {served} requests served at the home");
+        }
+    }
+    println!("rank {me}: {CYCLES} lock cycles, {queued} queued behind another rank");
     world.finalize().unwrap();
 }
 
@@ -279,6 +444,53 @@ fn rdma_with_a_bad_key_is_refused_across_processes() {
     let (so, se) = text(&out);
     assert!(out.status.success(), "stdout:\n{so}\nstderr:\n{se}");
     assert!(so.contains("[0] rank 0: good writes landed, 3 bad-key writes refused"), "{so}\n{se}");
+}
+
+#[test]
+fn remote_and_local_atomics_across_four_processes() {
+    let _serial = serial();
+    let (out, _) = outboard_run(4, "atomics", &[]);
+    let (so, se) = text(&out);
+    assert!(out.status.success(), "stdout:\n{so}\nstderr:\n{se}");
+    assert!(so.contains("[0] rank 0: 1200 fetch-adds summed exactly, old values distinct, one CAS winner, swap chain whole, 9 violations refused"), "{so}\n{se}");
+}
+
+#[test]
+fn the_mcs_lock_keeps_four_processes_apart() {
+    let _serial = serial();
+    let (out, _) = outboard_run(4, "lock", &[]);
+    let (so, se) = text(&out);
+    assert!(out.status.success(), "stdout:\n{so}\nstderr:\n{se}");
+    assert!(so.contains("[1] rank 1: 800 critical sections, counter exact"), "{so}\n{se}");
+}
+
+#[test]
+fn the_mcs_lock_over_host_based_atomics_keeps_four_processes_apart() {
+    let _serial = serial();
+    let (out, _) = outboard_run(4, "lock-hb", &[]);
+    let (so, se) = text(&out);
+    assert!(out.status.success(), "stdout:\n{so}\nstderr:\n{se}");
+    assert!(so.contains("[1] rank 1: 800 critical sections, counter exact"), "{so}\n{se}");
+    assert!(so.contains("[0] rank 0: host-based lock,"), "{so}\n{se}");
+}
+
+#[test]
+fn bench_atomics_prints_every_operation_and_form_and_runs_each_once() {
+    let _serial = serial();
+    let out = Command::new(OUTBOARD).args(["bench", "atomics", "-n", "2", "--iters", "20", "--rounds", "1"]).output().unwrap();
+    let (so, se) = text(&out);
+    assert!(out.status.success(), "{so}\n{se}");
+    for op in ["fetch-add", "swap", "cas-hit", "cas-miss"] {
+        let line = so.lines().find(|l| l.starts_with(op)).unwrap_or_else(|| panic!("{op}:\n{so}"));
+        let v: Vec<f64> = line.split_whitespace().skip(1).map(|x| x.parse().unwrap()).collect();
+        assert!(v.len() == 6 && v.iter().all(|&x| x > 0.0), "{line}");
+    }
+    // Offloaded: 20 to settle the connection, 4 operations x 2 forms x
+    // (10 warm-up + 20 timed), a reset after each of the 5 forms;
+    // host-based: 4 x 3 x 30.
+    assert!(se.contains("# target engine: 280 atomics executed"), "{se}");
+    assert!(se.contains("host-based server: 360 served"), "{se}");
+    assert!(Command::new(OUTBOARD).args(["bench", "atomics", "-n", "3"]).output().unwrap().status.code() != Some(0));
 }
 
 #[test]

@@ -2,6 +2,7 @@
 
 use thiserror::Error;
 
+use crate::atomic::{AtomicOp, AtomicReturn, AtomicWidth};
 use crate::coll::{CollError, GroupId, Reduction, ScheduleId};
 use crate::{Endpoint, HostBuf, NodeId, OpId, PortId, RecvMatch};
 
@@ -155,6 +156,28 @@ pub enum Command {
         /// Where the result goes.
         recv: HostBuf,
     },
+    /// Perform `atomic` on the `width` word at `offset` of the remote region
+    /// `key` (dissertation chapter 5; module `atomic`). The word must be
+    /// aligned to its width; for 32-bit words the operands' low 32 bits are
+    /// used. Uses a send token; completes with [`Completion::Atomic`] and
+    /// the word's old value, which [`AtomicReturn::Direct`] also writes to
+    /// host memory. The target executes it exactly once.
+    Atomic {
+        /// Operation name: the caller's tag, returned with the value.
+        op: OpId,
+        /// The port owning the region.
+        dest: Endpoint,
+        /// Region key.
+        key: u64,
+        /// Offset of the word inside the region.
+        offset: u64,
+        /// 32- or 64-bit word.
+        width: AtomicWidth,
+        /// The operation and its operands.
+        atomic: AtomicOp,
+        /// How the old value comes back.
+        ret: AtomicReturn,
+    },
 }
 
 impl Command {
@@ -172,7 +195,8 @@ impl Command {
             | Command::CreateGroup { op, .. }
             | Command::DestroyGroup { op, .. }
             | Command::SetSchedule { op, .. }
-            | Command::Collective { op, .. } => op,
+            | Command::Collective { op, .. }
+            | Command::Atomic { op, .. } => op,
         }
     }
 }
@@ -228,6 +252,11 @@ pub enum Completion {
         epoch: u32,
         /// Bytes written to `recv`.
         len: u32,
+    },
+    /// The atomic operation was performed at the target.
+    Atomic {
+        /// The word's value before the operation.
+        value: u64,
     },
 }
 
@@ -290,6 +319,9 @@ pub enum OpError {
     /// Deregister: no region with that key on this port.
     #[error("no region with that key")]
     NoSuchRegion,
+    /// An atomic operation named a word not aligned to its width.
+    #[error("atomic operation on a misaligned word")]
+    Misaligned,
     /// A group, schedule or collective failed.
     #[error("collective: {0}")]
     Collective(#[from] CollError),

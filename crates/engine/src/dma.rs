@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 use thiserror::Error;
 
-use crate::{HostBuf, PortId};
+use crate::{AtomicOp, AtomicWidth, HostBuf, PortId};
 
 /// Host memory could not be accessed at that address.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
@@ -28,6 +28,36 @@ pub trait Dma {
     fn read(&mut self, port: PortId, addr: u64, out: &mut [u8]) -> Result<(), DmaFault>;
     /// Copies `data` to `addr` of `port`'s process.
     fn write(&mut self, port: PortId, addr: u64, data: &[u8]) -> Result<(), DmaFault>;
+
+    /// Performs `op` on the `width` word at `addr` (aligned to its width,
+    /// native byte order) and returns the word's old value.
+    ///
+    /// Why it is a method of its own: an atomic operation must be atomic
+    /// against the host's own accesses to the word, which two separate DMA
+    /// transfers are not. A PCIe NIC does this with one PCIe AtomicOp
+    /// (FetchAdd, Swap, CAS) that the root complex performs as a locked
+    /// read-modify-write; the dissertation's LANai could only DMA, and
+    /// needed a mutex with its host (5.2.3). The runtime overrides this with
+    /// an access its host's own atomics serialise with. This default, a
+    /// read and (when the value changes) a write, is right only where
+    /// nothing else touches the memory meanwhile: the simulator and tests.
+    fn atomic(&mut self, port: PortId, addr: u64, width: AtomicWidth, op: AtomicOp) -> Result<u64, DmaFault> {
+        let n = width.bytes() as usize;
+        let mut word = [0u8; 8];
+        self.read(port, addr, &mut word[..n])?;
+        let old = match width {
+            AtomicWidth::W32 => u64::from(u32::from_ne_bytes(word[..4].try_into().expect("4 bytes"))),
+            AtomicWidth::W64 => u64::from_ne_bytes(word),
+        };
+        let new = op.apply(width, old);
+        if new != old {
+            match width {
+                AtomicWidth::W32 => self.write(port, addr, &(new as u32).to_ne_bytes())?,
+                AtomicWidth::W64 => self.write(port, addr, &new.to_ne_bytes())?,
+            }
+        }
+        Ok(old)
+    }
 }
 
 /// Simulated host memory: separate allocations at distinct addresses, shared

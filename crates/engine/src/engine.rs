@@ -164,6 +164,8 @@ pub struct Engine<D: Dma> {
     /// When to next probe the peers that operations wait on (see
     /// [`crate::keepalive`]); `None` while nothing waits.
     pub(crate) keepalive_at: Option<Instant>,
+    /// Atomic operations, both roles (module `atomic`).
+    pub(crate) atomics: crate::atomic::AtomicState,
 }
 
 impl<D: Dma> Engine<D> {
@@ -194,6 +196,7 @@ impl<D: Dma> Engine<D> {
             multis: HashMap::new(),
             next_multi: 0,
             keepalive_at: None,
+            atomics: Default::default(),
         })
     }
 
@@ -299,6 +302,7 @@ impl<D: Dma> Engine<D> {
         self.inbound.retain(|_, m| m.port != port);
         self.multis.retain(|_, m| m.port != port);
         self.coll_port_closed(port);
+        self.atomic_port_closed(now, port);
         self.keepalive_settle();
         self.debug_check();
     }
@@ -385,6 +389,18 @@ impl<D: Dma> Engine<D> {
                 if let Err(e) = self.coll_start(now, port, crate::coll::run::CollRequest { op, group, schedule, reduction, send, recv }) {
                     self.complete(port, gen, op, Err(e), TokenClass::Coll);
                 }
+                Ok(())
+            }
+            Command::Atomic { op, dest, key, offset, width, atomic, ret } => {
+                if self.conn_index.get(&dest.node).is_some_and(|&ci| self.conns[ci].dead) {
+                    return Err(CommandError::PeerUnreachable(dest.node));
+                }
+                let p = &mut self.ports[pi];
+                if p.send_tokens == 0 {
+                    return Err(CommandError::NoSendToken);
+                }
+                p.send_tokens -= 1;
+                self.atomic_start(now, port, gen, op, dest, key, offset, width, atomic, ret);
                 Ok(())
             }
         }
@@ -752,7 +768,7 @@ impl<D: Dma> Engine<D> {
     pub fn poll_timeout(&self) -> Option<Instant> {
         let conns = self.conns.iter().filter_map(|c| c.deadline());
         let retries = self.parked.iter().filter_map(|k| self.ops.get(k).and_then(|o| o.retry_at));
-        conns.chain(retries).chain(self.coll_deadline()).chain(self.keepalive_deadline()).min()
+        conns.chain(retries).chain(self.coll_deadline()).chain(self.keepalive_deadline()).chain(self.atomics.deadline()).min()
     }
 
     /// Handles timers due at `now`: retransmissions, dead peers, keepalive
@@ -775,6 +791,7 @@ impl<D: Dma> Engine<D> {
             }
         }
         self.keepalive_due(now);
+        self.atomic_retry_due(now);
         self.coll_retry_due(now);
         self.coll_drain(now);
         self.keepalive_settle();
@@ -827,6 +844,7 @@ impl<D: Dma> Engine<D> {
             self.fail_op(k, OpError::PeerUnreachable(node));
         }
         self.coll_peer_failed(node);
+        self.atomic_peer_failed(node);
         // Partly received messages from it will never complete.
         let partial: Vec<(NodeId, u32)> = self.inbound.keys().filter(|(n, _)| *n == node).copied().collect();
         for key in partial {
@@ -883,6 +901,7 @@ impl<D: Dma> Engine<D> {
         self.ops.is_empty()
             && self.inbound.is_empty()
             && self.coll_is_quiet()
+            && self.atomics.is_quiet()
             && self.conns.iter().all(|c| c.dead || c.is_quiet())
     }
 

@@ -19,6 +19,8 @@
 //! - refusal and retry: a message for a port that is not open yet, or that
 //!   finds no buffer, is refused and retried by its sender in stream order.
 //!
+//! - atomic fetch-and-add, swap and compare-and-swap on registered words,
+//!   executed exactly once by the target engine (module `atomic`);
 //! - collectives (barrier, reduction, broadcast) run by the engines among
 //!   themselves from schedules the hosts install, with unexpected packets
 //!   kept in a bounded pool (module [`coll`]).
@@ -28,6 +30,7 @@
 #![warn(missing_docs)]
 
 mod api;
+mod atomic;
 pub mod coll;
 mod config;
 mod conn;
@@ -43,6 +46,7 @@ mod time;
 mod tokens;
 mod tx;
 
+pub use atomic::{AtomicOp, AtomicReturn, AtomicWidth, ATOMIC_WINDOW};
 pub use api::{Command, CommandError, Completion, ConfigError, Event, OpError, OpenError, Transmit};
 pub use coll::{
     decode_members, encode_members, max_collective_command_len_for, max_collective_len_for, MAX_COLL_PIECES, CollError, Datatype, Fold, GroupId, ReduceOp, Reduction,

@@ -126,6 +126,8 @@ impl<D: Dma> Engine<D> {
             Body::ReadRequest(r) => self.on_read_request(now, from, r),
             Body::ReadResponse(h, payload) => self.on_read_response(from, h, payload),
             Body::PeerFailed(n) => self.on_peer_failed_notice(now, from, n),
+            Body::AtomicRequest(r) => self.on_atomic_request(now, from, r),
+            Body::AtomicReply(r) => self.on_atomic_reply(now, from, r),
             Body::Abort(a) => match a.what {
                 AbortWhat::Message => self.drop_inbound((from, a.msg_id)),
                 AbortWhat::ReadResponse => {

@@ -57,6 +57,15 @@ pub struct Stats {
     /// Of `notices_received`, those ignored because they named an
     /// incarnation other than the one known for that node (it restarted).
     pub notices_ignored: u64,
+    /// Atomic requests this engine performed on its host's memory (each
+    /// once, however often it arrived).
+    pub atomics_executed: u64,
+    /// Atomic requests that arrived again and were answered from the reply
+    /// table without being performed again.
+    pub atomic_duplicates: u64,
+    /// Atomic requests older than the reply table reaches (an honest
+    /// initiator never sends one): dropped unanswered.
+    pub atomic_stale: u64,
     /// Messages that arrived before a matching receive.
     pub unexpected: u64,
     /// Collective packets that arrived before their collective started.

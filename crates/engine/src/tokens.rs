@@ -16,7 +16,7 @@ use crate::{Command, CommandError, EngineConfig, OpId};
 /// peers and must not starve the point-to-point traffic they wait on).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TokenClass {
-    /// Send, RDMA write, RDMA read, multi-send.
+    /// Send, RDMA write, RDMA read, multi-send, atomic.
     Send,
     /// A posted receive.
     Recv,
@@ -28,7 +28,11 @@ impl Command {
     /// The token this command holds until it completes, if any.
     pub fn token_class(&self) -> Option<TokenClass> {
         match self {
-            Command::Send { .. } | Command::RdmaWrite { .. } | Command::RdmaRead { .. } | Command::MultiSend { .. } => {
+            Command::Send { .. }
+            | Command::RdmaWrite { .. }
+            | Command::RdmaRead { .. }
+            | Command::MultiSend { .. }
+            | Command::Atomic { .. } => {
                 Some(TokenClass::Send)
             }
             Command::Recv { .. } => Some(TokenClass::Recv),

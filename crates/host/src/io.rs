@@ -1,4 +1,4 @@
-use outboard_engine::{Command, CommandError, Endpoint, Event, HostBuf, Instant};
+use outboard_engine::{AtomicOp, AtomicWidth, Command, CommandError, Endpoint, Event, HostBuf, Instant};
 use thiserror::Error;
 
 /// A host buffer could not be used.
@@ -48,6 +48,34 @@ pub trait PortIo {
     fn read(&self, addr: u64, out: &mut [u8]) -> Result<(), MemoryError>;
     /// Copies `data` to `addr` of host memory.
     fn write(&mut self, addr: u64, data: &[u8]) -> Result<(), MemoryError>;
+    /// Performs `op` on the `width` word at `addr` (aligned, native byte
+    /// order) of host memory, atomically with respect to the engine's
+    /// atomic operations on the same word ([`outboard_engine::Dma::atomic`]),
+    /// and returns its old value: the host's own fetch-add, swap and
+    /// compare-and-swap on a registered word.
+    ///
+    /// The default, a read and then a write, is right only where the
+    /// engine cannot run between the two (the simulator, which runs engine
+    /// and host in one thread); the runtime, whose engine thread runs beside
+    /// the host, and the test network, which any thread may step, override
+    /// it.
+    fn atomic(&mut self, addr: u64, width: AtomicWidth, op: AtomicOp) -> Result<u64, MemoryError> {
+        let n = width.bytes() as usize;
+        let mut word = [0u8; 8];
+        self.read(addr, &mut word[..n])?;
+        let old = match width {
+            AtomicWidth::W32 => u64::from(u32::from_ne_bytes([word[0], word[1], word[2], word[3]])),
+            AtomicWidth::W64 => u64::from_ne_bytes(word),
+        };
+        let new = op.apply(width, old);
+        if new != old {
+            match width {
+                AtomicWidth::W32 => self.write(addr, &(new as u32).to_ne_bytes())?,
+                AtomicWidth::W64 => self.write(addr, &new.to_ne_bytes())?,
+            }
+        }
+        Ok(old)
+    }
     /// The largest contribution one offloaded collective carries: the
     /// engine's `max_collective_len` (its MTU less the packet and collective
     /// headers). Longer offloaded data is split into consecutive

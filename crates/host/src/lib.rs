@@ -14,8 +14,11 @@
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
+mod atomic;
+pub mod atomic_server;
 pub mod coll;
 mod io;
+pub mod lock;
 mod multisend;
 mod port;
 pub mod postal;
@@ -26,9 +29,10 @@ pub use coll::{
     AllreduceAlgorithm, BarrierAlgorithm, BcastMode, CollDefaults, CollRequest, CollectiveError,
     Group, Mode, TreeShape,
 };
+pub use atomic::{DirectAtomic, RemoteWord};
 pub use io::{MemoryError, PortIo, DEFAULT_COLL_MAX_LEN};
 pub use outboard_engine::{
-    CollError, Command, CommandError, Completion, Datatype, Endpoint, Event, GroupId, HostBuf,
+    AtomicOp, AtomicReturn, AtomicWidth, CollError, Command, CommandError, Completion, Datatype, Endpoint, Event, GroupId, HostBuf,
     Instant, NodeId, OpError, OpId, PortId, RecvMatch, ReduceOp, Reduction, Schedule,
 };
 pub use multisend::MultiSend;

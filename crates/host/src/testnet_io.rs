@@ -13,7 +13,7 @@ use std::collections::{HashSet, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use outboard_engine::{
-    Command, CommandError, Dma, Endpoint, Event, HostBuf, Instant, NodeId, OpenError, PortId,
+    AtomicOp, AtomicWidth, Command, CommandError, Dma, Endpoint, Event, HostBuf, Instant, NodeId, OpenError, PortId,
 };
 use outboard_testnet::Network;
 
@@ -116,6 +116,14 @@ impl PortIo for NetIo {
                 addr,
                 len: data.len(),
             })
+    }
+    /// One read-modify-write under the network's lock: other threads
+    /// step the engines (and so their atomics) between any two calls.
+    fn atomic(&mut self, addr: u64, width: AtomicWidth, op: AtomicOp) -> Result<u64, MemoryError> {
+        self.net()
+            .memory(self.ep.node)
+            .atomic(self.ep.port, addr, width, op)
+            .map_err(|_| MemoryError::Invalid { addr, len: width.bytes() as usize })
     }
     fn coll_max_len(&self) -> u32 {
         self.max_coll

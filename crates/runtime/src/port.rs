@@ -5,7 +5,7 @@ use std::sync::atomic::{fence, Ordering};
 use std::sync::{Arc, PoisonError};
 use std::time::Duration;
 
-use outboard_engine::{Command, CommandError, Endpoint, Event, HostBuf, Instant, Stats, TokenMirror};
+use outboard_engine::{AtomicOp, AtomicWidth, Command, CommandError, Endpoint, Event, HostBuf, Instant, Stats, TokenMirror};
 use outboard_host::{MemoryError, PortIo};
 
 use crate::driver::{PortShared, TransportStats, Turn};
@@ -195,6 +195,10 @@ impl PortIo for RtPort {
 
     fn write(&mut self, addr: u64, data: &[u8]) -> Result<(), MemoryError> {
         self.node.memory.write(addr, data)
+    }
+
+    fn atomic(&mut self, addr: u64, width: AtomicWidth, op: AtomicOp) -> Result<u64, MemoryError> {
+        self.node.memory.atomic(addr, width, op)
     }
 }
 

@@ -418,7 +418,8 @@ impl PortIo for SimIo {
                 Command::Send { buf, .. } | Command::RdmaWrite { buf, .. } | Command::MultiSend { buf, .. } => {
                     c.send(buf.len)
                 }
-                Command::RdmaRead { .. } => c.host_send,
+                // An atomic is one descriptor without data, like a read.
+                Command::RdmaRead { .. } | Command::Atomic { .. } => c.host_send,
                 Command::Recv { .. } => c.host_post_recv,
                 // Starting an offloaded collective is one descriptor, like a
                 // send without data to copy (but the message layer's copy of

@@ -1,4 +1,5 @@
 use crate::header::{be32, be64};
+use crate::atomic::{AtomicReply, AtomicRequest, ATOMIC_REPLY_LEN, ATOMIC_REQUEST_LEN};
 use crate::{Kind, WireError};
 
 /// What a [`Kind::Data`] fragment is for at the receiving port.
@@ -224,6 +225,10 @@ pub enum Body<'a> {
     Coll(CollHeader, &'a [u8]),
     /// A failure notice.
     PeerFailed(PeerFailed),
+    /// An atomic operation request.
+    AtomicRequest(AtomicRequest),
+    /// An atomic operation's outcome.
+    AtomicReply(AtomicReply),
 }
 
 /// The fixed part of a body, without payload: what the sender writes before
@@ -248,6 +253,10 @@ pub enum BodyRepr {
     Coll(CollHeader),
     /// See [`Kind::PeerFailed`].
     PeerFailed(PeerFailed),
+    /// See [`Kind::AtomicRequest`].
+    AtomicRequest(AtomicRequest),
+    /// See [`Kind::AtomicReply`].
+    AtomicReply(AtomicReply),
 }
 
 const DATA_LEN: usize = DATA_FIXED_LEN;
@@ -391,6 +400,8 @@ impl<'a> Body<'a> {
                 };
                 Body::PeerFailed(PeerFailed { node: be32(b, 0..4), boot })
             }
+            Kind::AtomicRequest => Body::AtomicRequest(AtomicRequest::parse(b)?),
+            Kind::AtomicReply => Body::AtomicReply(AtomicReply::parse(b)?),
         })
     }
 
@@ -406,6 +417,8 @@ impl<'a> Body<'a> {
             Body::Abort(a) => BodyRepr::Abort(a),
             Body::Coll(h, _) => BodyRepr::Coll(h),
             Body::PeerFailed(n) => BodyRepr::PeerFailed(n),
+            Body::AtomicRequest(r) => BodyRepr::AtomicRequest(r),
+            Body::AtomicReply(r) => BodyRepr::AtomicReply(r),
         }
     }
 
@@ -444,6 +457,8 @@ impl BodyRepr {
             BodyRepr::Abort(_) => Kind::Abort,
             BodyRepr::Coll(_) => Kind::Coll,
             BodyRepr::PeerFailed(_) => Kind::PeerFailed,
+            BodyRepr::AtomicRequest(_) => Kind::AtomicRequest,
+            BodyRepr::AtomicReply(_) => Kind::AtomicReply,
         }
     }
 
@@ -458,6 +473,8 @@ impl BodyRepr {
             BodyRepr::Abort(_) => ABORT_LEN,
             BodyRepr::Coll(_) => COLL_FIXED_LEN,
             BodyRepr::PeerFailed(_) => PEER_FAILED_LEN,
+            BodyRepr::AtomicRequest(_) => ATOMIC_REQUEST_LEN,
+            BodyRepr::AtomicReply(_) => ATOMIC_REPLY_LEN,
         }
     }
 
@@ -544,6 +561,8 @@ impl BodyRepr {
                 b[12] = if n.boot.is_some() { PEER_FAILED_BOOT_KNOWN } else { 0 };
                 b[13..16].copy_from_slice(&[0; 3]);
             }
+            BodyRepr::AtomicRequest(r) => r.emit(b),
+            BodyRepr::AtomicReply(r) => r.emit(b),
         }
     }
 }

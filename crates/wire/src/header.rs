@@ -56,6 +56,11 @@ pub enum Kind {
     /// of one death instead of each rank timing out on its own (and naming
     /// whichever rank it noticed first). Carried reliably; never relayed.
     PeerFailed = 9,
+    /// A request for an atomic read-modify-write on a word of a remote
+    /// registered region (dissertation chapter 5).
+    AtomicRequest = 10,
+    /// The outcome of an atomic request: the word's old value or a fault.
+    AtomicReply = 11,
 }
 
 impl Kind {
@@ -70,6 +75,8 @@ impl Kind {
             7 => Kind::Abort,
             8 => Kind::Coll,
             9 => Kind::PeerFailed,
+            10 => Kind::AtomicRequest,
+            11 => Kind::AtomicReply,
             found => return Err(WireError::UnknownKind { found }),
         })
     }
@@ -92,6 +99,8 @@ impl Kind {
             Kind::Abort => "abort",
             Kind::Coll => "coll",
             Kind::PeerFailed => "peer-failed",
+            Kind::AtomicRequest => "atomic-request",
+            Kind::AtomicReply => "atomic-reply",
         }
     }
 }

@@ -68,6 +68,8 @@ fn arb_body() -> impl Strategy<Value = (BodyRepr, Vec<u8>)> {
         resp,
         (prop_oneof![Just(AbortWhat::Message), Just(AbortWhat::ReadResponse)], any::<u32>()).prop_map(|(what, msg_id)| (BodyRepr::Abort(Abort { what, msg_id }), vec![])),
         any::<(u32, Option<u64>)>().prop_map(|(node, boot)| (BodyRepr::PeerFailed(PeerFailed { node, boot }), vec![])),
+        crate::atomic::tests::arb_request().prop_map(|r| (BodyRepr::AtomicRequest(r), vec![])),
+        crate::atomic::tests::arb_reply().prop_map(|r| (BodyRepr::AtomicReply(r), vec![])),
     ]
 }
 
@@ -82,6 +84,8 @@ fn body_of<'a>(repr: BodyRepr, payload: &'a [u8]) -> Body<'a> {
         BodyRepr::Abort(a) => Body::Abort(a),
         BodyRepr::Coll(h) => Body::Coll(h, payload),
         BodyRepr::PeerFailed(n) => Body::PeerFailed(n),
+        BodyRepr::AtomicRequest(r) => Body::AtomicRequest(r),
+        BodyRepr::AtomicReply(r) => Body::AtomicReply(r),
     }
 }
 
