@@ -433,17 +433,20 @@ impl Drop for World {
     /// Without [`World::finalize`], leaves on its own: no fence (other
     /// ranks may be waiting for this one), so their next fence fails with
     /// [`BootstrapError::RankLost`] instead of hanging. Blocks for at most
-    /// the peer timeout plus a second (this engine's last sends) plus, on
+    /// the peer timeout plus a second (this engine's last sends; after a
+    /// failure, only [`LEAVE_LINGER`] for the departure notices) plus, on
     /// the rank that serves the rendezvous, the peer timeout for the others
     /// to leave (none when the job is known to have failed) and a fraction
     /// of a second; never on a dead or silent rendezvous.
     fn drop(&mut self) {
         if !self.finalized && !std::thread::panicking() {
-            self.quiesce();
             if self.node.stats().0.peers_failed > 0 {
-                // Leaving after a failure: say so, so no rank waits a
-                // peer timeout on this one.
+                // Leaving after a failure: say so at once, so no rank waits
+                // a peer timeout on this one (nor on this one's wait for
+                // its last sends to ranks that may be leaving too).
                 self.leave();
+            } else {
+                self.quiesce();
             }
         }
         if std::env::var("OUTBOARD_STATS").is_ok_and(|v| v == "stderr") {
