@@ -69,7 +69,8 @@ pub enum BootstrapError {
     /// The rendezvous closed the connection or stopped answering a fence
     /// (not even its pings) for the silence limit: the process that serves
     /// it (rank 0 under `mpirun`, `mpiexec` or `srun`, the launcher under
-    /// `outboard run`) died, is stopped, or its host is cut off.
+    /// `outboard run`) died, is stopped, or its host is cut off; or it was
+    /// never reached within the bootstrap timeout.
     #[error("rendezvous at {addr} lost: {reason}")]
     RendezvousLost {
         /// The rendezvous address.

@@ -411,7 +411,12 @@ impl TcpBootstrap {
         let mut stream = loop {
             match TcpStream::connect_timeout(&addr, Duration::from_secs(1)) {
                 Ok(s) => break s,
-                Err(e) if start.elapsed() >= timeout => return Err(io(e)),
+                Err(e) if start.elapsed() >= timeout => {
+                    // Its server (rank 0 under mpirun/srun) never came up,
+                    // or died before this rank reached it.
+                    let reason = format!("not reached within {timeout:?} ({e}); the process serving it never started or died");
+                    return Err(BootstrapError::RendezvousLost { addr, reason });
+                }
                 Err(_) => std::thread::sleep(Duration::from_millis(50)),
             }
         };
