@@ -28,9 +28,13 @@ fuzz_target!(|data: &[u8]| {
         let take = len.min(body.len());
         t += 1_000;
         let mut dgram = body[..take].to_vec();
-        // Seal most datagrams with the job's MAC so they reach the
-        // protocol logic; leave some raw.
+        // Most datagrams get the magic, version, length and the job's MAC
+        // right, so they reach the protocol logic; some stay raw.
         if rest[1] & 0x80 == 0 && dgram.len() >= outboard_wire::HEADER_LEN {
+            dgram[0..2].copy_from_slice(&outboard_wire::MAGIC.to_be_bytes());
+            dgram[2] = outboard_wire::VERSION;
+            let body_len = (dgram.len() - outboard_wire::HEADER_LEN) as u16;
+            dgram[6..8].copy_from_slice(&body_len.to_be_bytes());
             outboard_wire::seal(&mut dgram, &key);
         }
         e.handle_packet(Instant::from_nanos(t), from, &dgram);

@@ -16,10 +16,15 @@ fn check(key: &MacKey, data: &[u8]) {
 fuzz_target!(|data: &[u8]| {
     let key = MacKey::new(&JobSecret::from_bytes([3; 16]), 1);
     check(&key, data);
-    // Random bytes never carry a valid MAC; seal a copy so the fuzzer also
-    // reaches every body parser behind it.
-    if data.len() >= outboard_wire::HEADER_LEN {
+    // Random bytes never carry a valid MAC; a copy with the magic, version
+    // and length fields right, sealed, reaches every kind and body parser
+    // behind them.
+    if data.len() >= outboard_wire::HEADER_LEN && data.len() - outboard_wire::HEADER_LEN <= usize::from(u16::MAX) {
         let mut sealed = data.to_vec();
+        sealed[0..2].copy_from_slice(&outboard_wire::MAGIC.to_be_bytes());
+        sealed[2] = outboard_wire::VERSION;
+        let body_len = (sealed.len() - outboard_wire::HEADER_LEN) as u16;
+        sealed[6..8].copy_from_slice(&body_len.to_be_bytes());
         outboard_wire::seal(&mut sealed, &key);
         check(&key, &sealed);
     }
