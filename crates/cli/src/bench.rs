@@ -370,7 +370,10 @@ impl Side for RawSide {
     }
 }
 
-fn engine_times(steps: &[Step], rounds: u32, progress: Progress, max: usize) -> anyhow::Result<Vec<Vec<f64>>> {
+/// Two engines of one job in this process, over UDP on the loopback
+/// interface (the in-process benches' pair); `tweak` adjusts each
+/// configuration.
+pub(crate) fn loopback_pair(progress: Progress, tweak: impl Fn(&mut EngineConfig)) -> anyhow::Result<Vec<Node>> {
     let ip = IpAddr::V4(Ipv4Addr::LOCALHOST);
     let sockets = [bind_udp(ip)?, bind_udp(ip)?];
     let addrs: Vec<SocketAddr> = sockets.iter().map(|s| s.local_addr()).collect::<Result<_, _>>()?;
@@ -381,9 +384,14 @@ fn engine_times(steps: &[Step], rounds: u32, progress: Progress, max: usize) -> 
     for (i, s) in sockets.into_iter().enumerate() {
         let mut c = EngineConfig::new(NodeId(i as u32), key, random_u64());
         c.secret = secret.clone();
-        c.max_message = c.max_message.max(max as u32);
+        tweak(&mut c);
         nodes.push(Node::start(c, s, &addrs, progress)?);
     }
+    Ok(nodes)
+}
+
+fn engine_times(steps: &[Step], rounds: u32, progress: Progress, max: usize) -> anyhow::Result<Vec<Vec<f64>>> {
+    let nodes = loopback_pair(progress, |c| c.max_message = c.max_message.max(max as u32))?;
     let pa = Port::new(nodes[0].open_port(PortId(0))?);
     let pb = Port::new(nodes[1].open_port(PortId(0))?);
     let (ea, eb) = (pa.endpoint(), pb.endpoint());

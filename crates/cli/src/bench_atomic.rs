@@ -18,16 +18,15 @@
 //! Not measured yet: Open MPI's `MPI_Fetch_and_op` /
 //! `MPI_Compare_and_swap`.
 
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::Instant;
 
 use anyhow::{anyhow, bail};
-use outboard_engine::{EngineConfig, NodeId, PortId};
+use outboard_engine::PortId;
 use outboard_host::atomic_server::{AtomicServer, ServerWait};
 use outboard_host::{AtomicOp, AtomicWidth, Port, RemoteWord};
-use outboard_runtime::{bind_udp, machine_cores, random_u64, Node, Progress, RtPort};
+use outboard_runtime::{machine_cores, Progress, RtPort};
 
 use crate::stats::median;
 
@@ -123,18 +122,7 @@ pub fn run(a: AtomicArgs) -> anyhow::Result<()> {
         Some(p) => (Progress::parse(p)?, "set by --progress".to_string()),
         None => Progress::from_env(2)?,
     };
-    let ip = IpAddr::V4(Ipv4Addr::LOCALHOST);
-    let sockets = [bind_udp(ip)?, bind_udp(ip)?];
-    let addrs: Vec<SocketAddr> = sockets.iter().map(|s| s.local_addr()).collect::<Result<_, _>>()?;
-    let key = random_u64();
-    // Datagrams cross the loopback interface: a real secret, like a job's.
-    let secret = outboard_runtime::random_secret()?;
-    let mut nodes = Vec::new();
-    for (i, s) in sockets.into_iter().enumerate() {
-        let mut c = EngineConfig::new(NodeId(i as u32), key, random_u64());
-        c.secret = secret.clone();
-        nodes.push(Node::start(c, s, &addrs, progress)?);
-    }
+    let nodes = crate::bench::loopback_pair(progress, |_| {})?;
     let mut pa = Port::new(nodes[0].open_port(PortId(0))?);
     let mut pb = Port::new(nodes[1].open_port(PortId(0))?);
     let region = pb.buffer(64)?;

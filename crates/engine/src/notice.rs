@@ -46,14 +46,22 @@ impl<D: Dma> Engine<D> {
     pub(crate) fn notify_peer_failed(&mut self, ci: usize, now: Instant) {
         let dead = &self.conns[ci];
         let body = wire::BodyRepr::PeerFailed(wire::PeerFailed { node: dead.peer.0, boot: dead.peer_boot });
-        for other in 0..self.conns.len() {
-            let c = &self.conns[other];
-            if other == ci || c.dead || c.heard_at.is_none() {
+        self.tell_live_peers(&[body], Some(ci), now);
+    }
+
+    /// Queues `bodies`, in order, as reliable control records to every peer
+    /// heard from and still alive, but the one of connection `except`.
+    fn tell_live_peers(&mut self, bodies: &[wire::BodyRepr], except: Option<usize>, now: Instant) {
+        for ci in 0..self.conns.len() {
+            let c = &self.conns[ci];
+            if Some(ci) == except || c.dead || c.heard_at.is_none() {
                 continue;
             }
-            self.conns[other].push(TxRecord::Control(body), now);
-            self.stats.notices_sent += 1;
-            self.mark_ready(other);
+            for body in bodies {
+                self.conns[ci].push(TxRecord::Control(*body), now);
+                self.stats.notices_sent += 1;
+            }
+            self.mark_ready(ci);
         }
     }
 
@@ -75,17 +83,7 @@ impl<D: Dma> Engine<D> {
             bodies.push(wire::BodyRepr::PeerFailed(wire::PeerFailed { node: first.0, boot }));
         }
         bodies.push(wire::BodyRepr::PeerFailed(wire::PeerFailed { node: self.cfg.node.0, boot: Some(self.cfg.boot) }));
-        for ci in 0..self.conns.len() {
-            let c = &self.conns[ci];
-            if c.dead || c.heard_at.is_none() {
-                continue;
-            }
-            for body in &bodies {
-                self.conns[ci].push(TxRecord::Control(*body), now);
-                self.stats.notices_sent += 1;
-            }
-            self.mark_ready(ci);
-        }
+        self.tell_live_peers(&bodies, None, now);
     }
 
     /// A notice from `from`: marks the named node dead unless it is this

@@ -34,11 +34,7 @@ pub(super) fn scenario(a: &ChaosArgs, net: &Net, p: &Programs, rng: &mut ChaCha8
                     None => format!("ok in {secs:.2} s"),
                     Some((hang, why)) => {
                         bad += 1;
-                        if hang {
-                            t.hangs += 1;
-                        } else {
-                            t.failures += 1;
-                        }
+                        t.job_failed(hang);
                         why
                     }
                 };

@@ -130,6 +130,17 @@ struct Tally {
     late: u32,
 }
 
+impl Tally {
+    /// Counts a job that did not pass: a hang, or a failure.
+    fn job_failed(&mut self, hang: bool) {
+        if hang {
+            self.hangs += 1;
+        } else {
+            self.failures += 1;
+        }
+    }
+}
+
 /// Runs `outboard chaos`.
 pub fn run(a: ChaosArgs) -> anyhow::Result<()> {
     if let Some(v) = a.victim {

@@ -91,11 +91,7 @@ pub(super) fn scenario(a: &ChaosArgs, net: &Net, p: &Programs, rng: &mut ChaCha8
             None => "ok: every result check passed".to_string(),
             Some((hang, why)) => {
                 bad += 1;
-                if hang {
-                    t.hangs += 1;
-                } else {
-                    t.failures += 1;
-                }
+                t.job_failed(hang);
                 why
             }
         };

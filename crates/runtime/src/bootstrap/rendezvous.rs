@@ -181,14 +181,13 @@ impl RendezvousServer {
     /// A launcher that watches its ranks' processes (`outboard run`) sees a
     /// rank die before it joins; no join deadline.
     pub fn spawn(self, size: u32) -> io::Result<JoinHandle<RendezvousReport>> {
-        Ok(self.spawn_closable(size, None, None)?.0)
+        Ok(self.spawn_closable(size, None)?.0)
     }
 
     /// [`spawn`](Self::spawn), also returning the sender through which the
     /// serving rank closes the rendezvous when it leaves; with `join`, the
     /// job is aborted if a rank has not connected by then.
-    /// `serving` is the rank whose process runs the server, if one does.
-    fn spawn_closable(self, size: u32, serving: Option<u32>, join: Option<Duration>) -> io::Result<(JoinHandle<RendezvousReport>, mpsc::Sender<Msg>)> {
+    fn spawn_closable(self, size: u32, join: Option<Duration>) -> io::Result<(JoinHandle<RendezvousReport>, mpsc::Sender<Msg>)> {
         let join_by = join.map(|d| Instant::now() + d);
         let (tx, rx) = mpsc::channel();
         let listener = self.listener;
@@ -200,7 +199,7 @@ impl RendezvousServer {
                 let _ = std::thread::Builder::new().name("outboard-rendezvous-conn".into()).spawn(move || serve_conn(s, &tx));
             }
         })?;
-        let h = std::thread::Builder::new().name("outboard-rendezvous".into()).spawn(move || coordinate(size, serving, join_by, &rx))?;
+        let h = std::thread::Builder::new().name("outboard-rendezvous".into()).spawn(move || coordinate(size, join_by, &rx))?;
         Ok((h, tx))
     }
 }
@@ -244,25 +243,14 @@ fn serve_conn(mut s: TcpStream, tx: &mpsc::Sender<Msg>) {
     }
 }
 
-/// Writes `frame` to every connected rank, the serving rank's own
-/// connection last: that rank's process may end as soon as it reads an
-/// abort, and the server, a thread of it, with it, before the others had
-/// theirs.
-fn send_all(writers: &mut [Option<TcpStream>], frame: &[u8], serving: Option<u32>) {
-    let last = serving.map(|r| r as usize);
-    for (i, w) in writers.iter_mut().enumerate() {
-        if Some(i) != last {
-            if let Some(w) = w {
-                let _ = write_frame(w, frame);
-            }
-        }
-    }
-    if let Some(w) = last.and_then(|i| writers.get_mut(i)).and_then(Option::as_mut) {
+/// Writes `frame` to every connected rank.
+fn send_all(writers: &mut [Option<TcpStream>], frame: &[u8]) {
+    for w in writers.iter_mut().flatten() {
         let _ = write_frame(w, frame);
     }
 }
 
-fn coordinate(size: u32, serving: Option<u32>, join_by: Option<Instant>, rx: &mpsc::Receiver<Msg>) -> RendezvousReport {
+fn coordinate(size: u32, join_by: Option<Instant>, rx: &mpsc::Receiver<Msg>) -> RendezvousReport {
     let n = size as usize;
     let mut writers: Vec<Option<TcpStream>> = (0..n).map(|_| None).collect();
     let mut fenced: Vec<Option<Entries>> = vec![None; n];
@@ -297,7 +285,7 @@ fn coordinate(size: u32, serving: Option<u32>, join_by: Option<Instant>, rx: &mp
                 if let Some(r) = missing {
                     let reason = "never joined the job (killed or not started before it reached the rendezvous)".to_string();
                     let f = abort_frame(r as u32, &reason);
-                    send_all(&mut writers, &f, serving);
+                    send_all(&mut writers, &f);
                     lost = Some((r as u32, reason));
                 }
             }
@@ -324,7 +312,7 @@ fn coordinate(size: u32, serving: Option<u32>, join_by: Option<Instant>, rx: &mp
                         // never come.
                         let reason = "left the job without reaching the fence".to_string();
                         let f = abort_frame(gone as u32, &reason);
-                        send_all(&mut writers, &f, serving);
+                        send_all(&mut writers, &f);
                         lost = Some((gone as u32, reason));
                         continue;
                     }
@@ -341,7 +329,7 @@ fn coordinate(size: u32, serving: Option<u32>, join_by: Option<Instant>, rx: &mp
                     for e in fenced.iter_mut() {
                         put_entries(&mut f, &e.take().expect("all fenced"));
                     }
-                    send_all(&mut writers, &f, serving);
+                    send_all(&mut writers, &f);
                 }
             }
             Msg::Bye { rank } => {
@@ -350,14 +338,14 @@ fn coordinate(size: u32, serving: Option<u32>, join_by: Option<Instant>, rx: &mp
                 if lost.is_none() && fenced.iter().any(Option::is_some) {
                     let reason = "left the job without reaching the fence".to_string();
                     let f = abort_frame(rank, &reason);
-                    send_all(&mut writers, &f, serving);
+                    send_all(&mut writers, &f);
                     lost = Some((rank, reason));
                 }
             }
             Msg::Close { rank } => {
                 let (who, why) = lost.clone().unwrap_or((rank, "left the job; the rendezvous it served is closed".to_string()));
                 let f = abort_frame(who, &why);
-                send_all(&mut writers, &f, serving);
+                send_all(&mut writers, &f);
                 return RendezvousReport { lost: Some((who, why)) };
             }
             Msg::Gone { rank, reason } => {
@@ -365,7 +353,7 @@ fn coordinate(size: u32, serving: Option<u32>, join_by: Option<Instant>, rx: &mp
                 writers[rank as usize] = None;
                 if lost.is_none() {
                     let f = abort_frame(rank, &reason);
-                    send_all(&mut writers, &f, serving);
+                    send_all(&mut writers, &f);
                     lost = Some((rank, reason));
                 }
             }
@@ -402,7 +390,7 @@ impl TcpBootstrap {
     pub fn connect(rank: u32, size: u32, addr: SocketAddr, serve: bool, timeout: Duration) -> Result<TcpBootstrap, BootstrapError> {
         let io = |source| BootstrapError::Io { addr, source };
         let (server, closer) = if serve {
-            let (h, tx) = RendezvousServer::bind(addr).map_err(io)?.spawn_closable(size, Some(rank), Some(timeout)).map_err(io)?;
+            let (h, tx) = RendezvousServer::bind(addr).map_err(io)?.spawn_closable(size, Some(timeout)).map_err(io)?;
             (Some(h), Some(tx))
         } else {
             (None, None)
