@@ -12,11 +12,14 @@ fuzz_target!(|data: &[u8]| {
         assert_eq!(s.encode(), data, "decode then encode is the identity");
     }
     let _ = decode_members(data);
+    if let Ok(m) = MemberList::decode(data) {
+        assert_eq!(m.encode(), data, "a member list has one byte form");
+    }
 
     let mut e = Engine::new(EngineConfig::new(NodeId(0), 1, 1), VecMemory::new(), Instant::ZERO).unwrap();
     let ep = e.open_port(Instant::ZERO, PortId(0)).unwrap();
     let peers = [ep, Endpoint { node: NodeId(1), port: PortId(0), gen: 1 }, Endpoint { node: NodeId(2), port: PortId(0), gen: 1 }];
-    let members = e.dma_mut().alloc_with(&encode_members(&peers));
+    let members = e.dma_mut().alloc_with(&MemberList::from_endpoints(peers).encode());
     let sched = e.dma_mut().alloc_with(data);
     let junk_members = e.dma_mut().alloc_with(data);
     let g = GroupId(1);

@@ -104,7 +104,9 @@ pub enum Command {
         buf: HostBuf,
     },
     /// Install a group at this port: `members` holds the member list in
-    /// rank order ([`crate::encode_members`]); the entry at `rank` must be
+    /// rank order, in [`crate::MemberList`]'s byte form (runs of
+    /// consecutive nodes, so a world group costs a few bytes whatever its
+    /// size); the entry at `rank` must be
     /// this port. Completes with [`Completion::GroupCreated`]. Packets of
     /// the group that arrived earlier are kept and used.
     CreateGroup {

@@ -5,6 +5,11 @@
 use outboard_engine::*;
 use outboard_testnet::{LinkConfig, Network};
 
+/// A group's member list in its byte form.
+fn group_bytes(eps: &[Endpoint]) -> Vec<u8> {
+    MemberList::from_endpoints(eps.iter().copied()).encode()
+}
+
 const P0: PortId = PortId(0);
 const G: GroupId = GroupId(77);
 const BARRIER: ScheduleId = ScheduleId(1);
@@ -72,7 +77,7 @@ impl Cluster {
     fn install(&mut self, rank: u32) {
         let n = self.eps.len() as u32;
         let node = NodeId(rank);
-        let members = self.net.memory(node).alloc_with(&encode_members(&self.eps));
+        let members = self.net.memory(node).alloc_with(&group_bytes(&self.eps));
         self.net.command(node, P0, Command::CreateGroup { op: OpId(1), group: G, rank, members }).unwrap();
         for (id, s) in [(BARRIER, dissemination(rank, n)), (ALLREDUCE, tree_allreduce(rank, n))] {
             let buf = self.net.memory(node).alloc_with(&s.encode());
@@ -308,7 +313,7 @@ fn bad_commands_get_clear_errors() {
     let node = NodeId(0);
     let junk = c.net.memory(node).alloc_with(b"not a schedule");
     c.net.command(node, P0, Command::SetSchedule { op: OpId(1), group: G, schedule: ScheduleId(9), buf: junk }).unwrap();
-    let members = c.net.memory(node).alloc_with(&encode_members(&c.eps));
+    let members = c.net.memory(node).alloc_with(&group_bytes(&c.eps));
     c.net.command(node, P0, Command::CreateGroup { op: OpId(2), group: GroupId(5), rank: 1, members }).unwrap();
     let bad = Reduction { op: ReduceOp::Band, dtype: Datatype::F64 };
     let send = c.net.memory(node).alloc(8);
@@ -339,7 +344,7 @@ fn concurrent_collectives_on_two_ports_and_groups_of_one_engine_never_mix() {
     let groups = [(GroupId(1), a.clone(), 1i64), (GroupId(2), b.clone(), 1000i64)];
     for (gid, members, _) in &groups {
         for (rank, ep) in members.iter().enumerate() {
-            let m = net.memory(ep.node).alloc_with(&encode_members(members));
+            let m = net.memory(ep.node).alloc_with(&group_bytes(members));
             net.command(ep.node, ep.port, Command::CreateGroup { op: OpId(1), group: *gid, rank: rank as u32, members: m }).unwrap();
             let s = net.memory(ep.node).alloc_with(&tree_allreduce(rank as u32, members.len() as u32).encode());
             net.command(ep.node, ep.port, Command::SetSchedule { op: OpId(2), group: *gid, schedule: ALLREDUCE, buf: s }).unwrap();
@@ -410,7 +415,7 @@ fn chain_engines(n: u32, t0: Instant) -> Vec<Engine<VecMemory>> {
         .collect();
     let eps: Vec<Endpoint> = engines.iter_mut().map(|e| e.open_port(t0, P0).unwrap()).collect();
     for (r, e) in engines.iter_mut().enumerate() {
-        let members = e.dma_mut().alloc_with(&encode_members(&eps));
+        let members = e.dma_mut().alloc_with(&group_bytes(&eps));
         e.handle_command(t0, P0, Command::CreateGroup { op: OpId(1), group: G, rank: r as u32, members }).unwrap();
         let buf = e.dma_mut().alloc_with(&chain_bcast(r as u32, n).encode());
         e.handle_command(t0, P0, Command::SetSchedule { op: OpId(2), group: G, schedule: BCAST, buf }).unwrap();
@@ -751,7 +756,7 @@ fn collectives_a_dead_peer_fails_complete_in_group_order() {
     // Created in an order that is neither the ids' nor their reverse.
     let ids: Vec<u64> = (0..24u64).map(|i| (i * 7) % 24 + 1).collect();
     for &id in &ids {
-        let members = net.memory(a).alloc_with(&encode_members(&eps));
+        let members = net.memory(a).alloc_with(&group_bytes(&eps));
         net.command(a, P0, Command::CreateGroup { op: OpId(0), group: GroupId(id), rank: 0, members }).unwrap();
         let buf = net.memory(a).alloc_with(&dissemination(0, 2).encode());
         net.command(a, P0, Command::SetSchedule { op: OpId(0), group: GroupId(id), schedule: BARRIER, buf }).unwrap();

@@ -7,6 +7,11 @@
 use outboard_engine::*;
 use outboard_testnet::{LinkConfig, Network};
 
+/// A group's member list in its byte form.
+fn group_bytes(eps: &[Endpoint]) -> Vec<u8> {
+    MemberList::from_endpoints(eps.iter().copied()).encode()
+}
+
 mod common;
 use common::{cfg, result_of, P0, PEER_TIMEOUT};
 
@@ -147,7 +152,7 @@ fn a_collective_that_only_waits_for_a_dead_member_fails() {
     let eps: Vec<Endpoint> = (0..2).map(|i| net.open_port(NodeId(i), P0).unwrap()).collect();
     let (root, leaf) = (NodeId(0), NodeId(1));
     let (group, schedule) = (GroupId(5), ScheduleId(1));
-    let members = net.memory(leaf).alloc_with(&encode_members(&eps));
+    let members = net.memory(leaf).alloc_with(&group_bytes(&eps));
     net.command(leaf, P0, Command::CreateGroup { op: OpId(1), group, rank: 1, members }).unwrap();
     // A broadcast leaf: it only receives from the root.
     let s = net.memory(leaf).alloc_with(&Schedule::new(vec![Step::recv([0], Fold::Replace)]).encode());

@@ -124,7 +124,7 @@ impl McsLock {
         let all = port.allreduce(group, d.mode, d.allreduce, bor, &mine)?;
         let word = |i: usize| u64::from_ne_bytes(all[i * 8..][..8].try_into().expect("8 bytes"));
         let table =
-            group.members().iter().enumerate().map(|(i, &ep)| LockSlot { ep, key: word(2 * i), offset: word(2 * i + 1) }).collect();
+            group.members().iter().enumerate().map(|(i, ep)| LockSlot { ep, key: word(2 * i), offset: word(2 * i + 1) }).collect();
         Self::from_table(table, rank, home, words, key)
     }
 

@@ -3,27 +3,43 @@
 //! 1. Event core: processes that only `compute`, so every event is a
 //!    wake-up through the full loop (queue, RefCell, future poll) with no
 //!    engine work: the simulator's own events per second.
-//! 2. Full stack: the dissemination exchange (real engines, host library,
-//!    cost model, wire) at 1,024 and 65,536 nodes: wall time, events per
-//!    second and peak memory (VmHWM, whole process, so it only grows).
+//! 2. Full stack: barrier, allreduce (8 B) and broadcast (8 B, 64 KiB),
+//!    host-based and offloaded, on the `dpu400` profile at 1,024, 16,384 and
+//!    65,536 nodes (real engines, host library, cost model, wire). Each
+//!    point runs in a child process of its own, so its peak memory (VmHWM)
+//!    is its own: bytes per node = (peak - the child's resident size before
+//!    the simulation was built) / nodes. Every process runs one collective
+//!    to install the group and schedule, then `TIMED` more; the wall time
+//!    per collective is the wall time from the moment the last process
+//!    finished the first one to the moment the last finished them all,
+//!    divided by `TIMED` (the simulator runs events in virtual-time order,
+//!    so that stretch is the simulation of the timed collectives). Events
+//!    per second are of the whole run: every event the simulation took off
+//!    its queue (packet arrivals, NIC inputs, timers, process wake-ups)
+//!    over the whole run's wall time, set-up included.
 //!
-//! `cargo bench -p outboard-sim --bench scale` (add `-- quick` to skip
-//! 65,536 nodes).
+//! `cargo bench -p outboard-sim --bench scale` (`-- quick`: 1,024 nodes
+//! only; `-- huge`: also 1,048,576 nodes, barrier and allreduce).
+//! LogGOPSim (Hoefler et al., HPDC 2010) reports over a million events per
+//! second and runs of 8 million processes on one machine; its events are
+//! LogGOPS message events without protocol state, ours are engine inputs.
 
+use std::cell::Cell;
+use std::process::Command;
+use std::rc::Rc;
 use std::time::Instant;
 
-use outboard_sim::experiments::dissemination;
+use outboard_host::{Mode, TreeShape};
+use outboard_sim::experiments::coll::{run_all, sum_of};
 use outboard_sim::{Dur, Profile, Simulation};
 
-fn vm_hwm_mib() -> Option<f64> {
-    let s = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = s.lines().find(|l| l.starts_with("VmHWM:"))?;
-    let kb: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kb / 1024.0)
-}
+/// Collectives timed after the first.
+const TIMED: u32 = 3;
 
-fn mem() -> String {
-    vm_hwm_mib().map(|m| format!("{m:.0} MiB")).unwrap_or_else(|| "n/a".into())
+fn proc_status_kib(field: &str) -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = s.lines().find(|l| l.starts_with(field))?;
+    line.split_whitespace().nth(1)?.parse().ok()
 }
 
 fn event_core() {
@@ -42,36 +58,213 @@ fn event_core() {
     let r = sim.run().unwrap();
     let wall = t.elapsed().as_secs_f64();
     println!(
-        "event core: {} events in {:.3} s wall = {:.2} M events/s (1,000 processes x 5,000 compute steps; peak RSS {})",
+        "event core: {} events in {:.3} s wall = {:.2} M events/s (1,000 processes x 5,000 compute steps)",
         r.stats.events,
         wall,
         r.stats.events as f64 / wall / 1e6,
-        mem()
     );
 }
 
-fn dissemination_at(n: u32) {
+/// The collectives measured.
+#[derive(Debug, Clone, Copy)]
+enum Coll {
+    Barrier,
+    Allreduce8,
+    Bcast8,
+    Bcast64K,
+}
+
+impl Coll {
+    const ALL: [Coll; 4] = [Coll::Barrier, Coll::Allreduce8, Coll::Bcast8, Coll::Bcast64K];
+
+    fn name(self) -> &'static str {
+        match self {
+            Coll::Barrier => "barrier",
+            Coll::Allreduce8 => "allreduce-8B",
+            Coll::Bcast8 => "bcast-8B",
+            Coll::Bcast64K => "bcast-64KiB",
+        }
+    }
+
+    fn parse(s: &str) -> Option<Coll> {
+        Coll::ALL.into_iter().find(|c| c.name() == s)
+    }
+}
+
+fn mode_name(m: Mode) -> &'static str {
+    match m {
+        Mode::HostBased => "host",
+        Mode::Offloaded => "offloaded",
+    }
+}
+
+/// Wall and CPU time of this process, as a pair of stamps.
+#[derive(Debug, Clone, Copy)]
+struct Stamp {
+    wall: Instant,
+    cpu_s: f64,
+}
+
+impl Stamp {
+    fn now() -> Stamp {
+        let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+        // SAFETY: clock_gettime writes the timespec it is given.
+        let rc = unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
+        let cpu_s = if rc == 0 { ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9 } else { f64::NAN };
+        Stamp { wall: Instant::now(), cpu_s }
+    }
+
+    /// (wall, CPU) seconds since `earlier`.
+    fn since(self, earlier: Stamp) -> (f64, f64) {
+        (self.wall.duration_since(earlier.wall).as_secs_f64(), self.cpu_s - earlier.cpu_s)
+    }
+}
+
+/// Counts one more process past a point; the last one stamps the time.
+fn mark(c: &(Cell<u32>, Cell<Option<Stamp>>), nodes: u32) {
+    c.0.set(c.0.get() + 1);
+    if c.0.get() == nodes {
+        c.1.set(Some(Stamp::now()));
+    }
+}
+
+/// One point, in this process: prints one `point ...` line.
+fn one(coll: Coll, mode: Mode, nodes: u32) {
+    let rss_before = proc_status_kib("VmRSS:").unwrap_or(0);
     let profile = Profile::builtin("dpu400");
-    let t = Instant::now();
-    let (us, r) = dissemination::exchange(&profile, n, 0, 1, 1).unwrap();
-    let wall = t.elapsed().as_secs_f64();
+    // (processes done with the first collective, wall time when the last
+    // was), (done with all, wall time then).
+    let warm = Rc::new((Cell::new(0u32), Cell::new(None::<Stamp>)));
+    let done = Rc::new((Cell::new(0u32), Cell::new(None::<Stamp>)));
+    let t = Stamp::now();
+    let report = run_all(&profile, nodes, 1, |p, rank, mut port, mut g| {
+        let (warm, done) = (warm.clone(), done.clone());
+        async move {
+            let d = g.defaults();
+            let len = match coll {
+                Coll::Bcast64K => 65_536,
+                _ => 8,
+            };
+            let data = vec![(rank % 251) as u8; len];
+            for i in 0..=TIMED {
+                let req = match coll {
+                    Coll::Barrier => port.start_barrier(&mut g, mode, d.barrier)?,
+                    Coll::Allreduce8 => {
+                        port.start_allreduce(&mut g, mode, d.allreduce, sum_of(false), &(i64::from(rank)).to_ne_bytes())?
+                    }
+                    Coll::Bcast8 | Coll::Bcast64K => port.start_bcast(&mut g, mode, TreeShape::Binomial, 0, &data)?,
+                };
+                let out = p.coll_wait(&mut port, req).await?;
+                match coll {
+                    Coll::Allreduce8 => {
+                        let n = i64::from(nodes);
+                        assert_eq!(out, (n * (n - 1) / 2).to_ne_bytes(), "allreduce result");
+                    }
+                    Coll::Bcast8 | Coll::Bcast64K => assert!(out.iter().all(|&b| b == 0), "broadcast result"),
+                    Coll::Barrier => {}
+                }
+                if i == 0 {
+                    mark(&warm, nodes);
+                }
+            }
+            mark(&done, nodes);
+            Ok(())
+        }
+    })
+    .unwrap_or_else(|e| panic!("{} {} {nodes}: {e}", coll.name(), mode_name(mode)));
+    let (wall, cpu) = Stamp::now().since(t);
+    let peak = proc_status_kib("VmHWM:").unwrap_or(0);
+    let (per_coll, per_coll_cpu) = match (warm.1.get(), done.1.get()) {
+        (Some(a), Some(b)) => {
+            let (w, c) = b.since(a);
+            (w / f64::from(TIMED), c / f64::from(TIMED))
+        }
+        _ => (f64::NAN, f64::NAN),
+    };
     println!(
-        "dissemination {n} nodes ({} rounds, dpu400, 0 B): virtual {us:.3} us; wall {wall:.3} s; {} events ({:.2} M/s); {} engine calls ({:.2} M/s); {} packets; peak RSS {}",
-        dissemination::rounds(n),
-        r.stats.events,
-        r.stats.events as f64 / wall / 1e6,
-        r.stats.nic_inputs,
-        r.stats.nic_inputs as f64 / wall / 1e6,
-        r.stats.packets,
-        mem()
+        "point coll={} mode={} nodes={} virtual_us={:.3} per_coll_s={:.6} per_coll_cpu_s={:.6} wall_s={:.3} cpu_s={:.3} events={} peak_kib={} bytes_per_node={:.0}",
+        coll.name(),
+        mode_name(mode),
+        nodes,
+        report.end.as_us(),
+        per_coll,
+        per_coll_cpu,
+        wall,
+        cpu,
+        report.stats.events,
+        peak,
+        (peak.saturating_sub(rss_before) as f64 * 1024.0) / f64::from(nodes),
+    );
+}
+
+/// Runs one point in a child process and prints its row.
+fn measure(coll: Coll, mode: Mode, nodes: u32) {
+    let exe = std::env::current_exe().expect("own path");
+    let out = Command::new(exe)
+        .args(["one", coll.name(), mode_name(mode), &nodes.to_string()])
+        .output()
+        .expect("run a child");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let Some(line) = text.lines().find(|l| l.starts_with("point ")) else {
+        println!(
+            "{:<13} {:<9} {:>9}  FAILED: {}",
+            coll.name(),
+            mode_name(mode),
+            nodes,
+            String::from_utf8_lossy(&out.stderr).lines().last().unwrap_or("")
+        );
+        return;
+    };
+    let field = |k: &str| {
+        line.split_whitespace().find_map(|f| f.strip_prefix(k).and_then(|v| v.strip_prefix('='))).unwrap_or("?").to_string()
+    };
+    let num = |k: &str| field(k).parse::<f64>().unwrap_or(f64::NAN);
+    println!(
+        "{:<13} {:<9} {:>9} {:>11.2} {:>9.1} {:>9.1} {:>8.2} {:>8.2} {:>10} {:>8.2} {:>9.0} {:>8.0}",
+        coll.name(),
+        mode_name(mode),
+        nodes,
+        num("virtual_us"),
+        num("per_coll_s") * 1e3,
+        num("per_coll_cpu_s") * 1e3,
+        num("wall_s"),
+        num("cpu_s"),
+        field("events"),
+        num("events") / num("wall_s") / 1e6,
+        num("peak_kib") / 1024.0,
+        num("bytes_per_node"),
     );
 }
 
 fn main() {
-    let quick = std::env::args().any(|a| a == "quick");
-    event_core();
-    dissemination_at(1_024);
-    if !quick {
-        dissemination_at(65_536);
+    let args: Vec<String> = std::env::args().skip(1).filter(|a| a != "--bench").collect();
+    if args.first().map(String::as_str) == Some("one") {
+        let coll = Coll::parse(&args[1]).expect("a collective name");
+        let mode = if args[2] == "host" { Mode::HostBased } else { Mode::Offloaded };
+        one(coll, mode, args[3].parse().expect("a node count"));
+        return;
     }
+    let quick = args.iter().any(|a| a == "quick");
+    let huge = args.iter().any(|a| a == "huge");
+    event_core();
+    println!(
+        "{:<13} {:<9} {:>9} {:>11} {:>9} {:>9} {:>8} {:>8} {:>10} {:>8} {:>9} {:>8}",
+        "collective", "mode", "nodes", "virtual us", "ms/coll", "cpu ms", "run s", "cpu s", "events", "M ev/s", "peak MiB", "B/node"
+    );
+    let sizes: &[u32] = if quick { &[1_024] } else { &[1_024, 16_384, 65_536] };
+    for &n in sizes {
+        for coll in Coll::ALL {
+            for mode in [Mode::HostBased, Mode::Offloaded] {
+                measure(coll, mode, n);
+            }
+        }
+    }
+    if huge {
+        for coll in [Coll::Barrier, Coll::Allreduce8] {
+            for mode in [Mode::HostBased, Mode::Offloaded] {
+                measure(coll, mode, 1 << 20);
+            }
+        }
+    }
+    println!("virtual us: simulated time of the whole run (1 + {TIMED} collectives); ms/coll and cpu ms: wall and CPU time per timed collective (see the file's doc); M ev/s: events over the run's wall time");
 }

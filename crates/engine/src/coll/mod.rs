@@ -20,6 +20,7 @@
 //!   reduction contributions, 4.2.1) are kept in a bounded pool; when it is
 //!   full the sender is refused and retries later.
 
+mod member_list;
 mod members;
 mod reduce;
 mod rounds;
@@ -28,6 +29,7 @@ mod schedule;
 
 use thiserror::Error;
 
+pub use member_list::{MemberList, MAX_GROUP_MEMBERS, MEMBER_RUN_LEN};
 pub use members::{decode_members, encode_members, MEMBER_LEN};
 pub use reduce::{Datatype, ReduceOp, Reduction};
 pub use rounds::{rounds, Rounds};

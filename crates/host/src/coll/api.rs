@@ -9,9 +9,8 @@
 //! [`CollRun`] (`run`); the bookkeeping here is the same for every mode.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
-use std::sync::Arc;
 
-use outboard_engine::{Endpoint, GroupId, HostBuf, Reduction};
+use outboard_engine::{GroupId, HostBuf, MemberList, Reduction};
 
 use super::group::{IdPool, ScheduleKey};
 use super::run::{piece_len, CollRun, Spec};
@@ -49,7 +48,7 @@ struct CollOp<P: PortIo> {
 /// A group as registered at this port (first use).
 #[derive(Debug)]
 pub(super) struct Registered {
-    pub members: Arc<[Endpoint]>,
+    pub members: MemberList,
 }
 
 /// The collective state of one port.

@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use outboard_engine::{Endpoint, GroupId, Schedule, ScheduleId};
+use outboard_engine::{Endpoint, GroupId, MemberList, Schedule, ScheduleId};
 
 use super::options::{AllreduceAlgorithm, BarrierAlgorithm, CollDefaults, Mode, TreeShape};
 use super::schedules as s;
@@ -54,7 +54,7 @@ pub(crate) struct Slot {
 pub struct Group {
     id: GroupId,
     rank: u32,
-    members: Arc<[Endpoint]>,
+    members: MemberList,
     defaults: CollDefaults,
     pub(crate) installed: bool,
     pub(crate) schedules: HashMap<ScheduleKey, Slot>,
@@ -70,6 +70,13 @@ impl Group {
     /// that uses the group: checked by [`crate::Port::new_group`] at once,
     /// or by the first collective otherwise.
     pub fn new(id: GroupId, rank: u32, members: Vec<Endpoint>) -> Result<Group, CollectiveError> {
+        Group::with_members(id, rank, MemberList::from_endpoints(members))
+    }
+
+    /// The same from a [`MemberList`], which a job's world group fills in a
+    /// few bytes whatever its size ([`MemberList::contiguous`]): what a
+    /// member of a 65,536-rank job, or a simulation of one, should use.
+    pub fn with_members(id: GroupId, rank: u32, members: MemberList) -> Result<Group, CollectiveError> {
         if id.0 >= APP_GROUP_ID_LIMIT {
             return Err(CollectiveError::GroupIdOutOfRange(id));
         }
@@ -79,24 +86,22 @@ impl Group {
     pub(crate) fn build(
         id: GroupId,
         rank: u32,
-        members: Vec<Endpoint>,
+        members: MemberList,
     ) -> Result<Group, CollectiveError> {
-        let size = members.len() as u32;
+        let size = members.len();
         if size == 0 {
             return Err(CollectiveError::EmptyGroup);
         }
         if rank >= size {
             return Err(CollectiveError::RankOutOfRange { rank, size });
         }
-        let mut sorted = members.iter().map(|e| (e.node, e.port)).collect::<Vec<_>>();
-        sorted.sort();
-        if sorted.windows(2).any(|w| w[0] == w[1]) {
+        if members.has_duplicate_port() {
             return Err(CollectiveError::DuplicateMember);
         }
         Ok(Group {
             id,
             rank,
-            members: members.into(),
+            members,
             defaults: CollDefaults::default(),
             installed: false,
             schedules: HashMap::new(),
@@ -118,16 +123,17 @@ impl Group {
 
     /// Number of members.
     pub fn size(&self) -> u32 {
-        self.members.len() as u32
+        self.members.len()
     }
 
-    /// The members in rank order.
-    pub fn members(&self) -> &[Endpoint] {
+    /// The members in rank order (shared: cloning it copies no member).
+    pub fn members(&self) -> &MemberList {
         &self.members
     }
 
-    pub(crate) fn members_arc(&self) -> Arc<[Endpoint]> {
-        self.members.clone()
+    /// The member at `rank`.
+    pub fn member(&self, rank: u32) -> Option<Endpoint> {
+        self.members.get(rank)
     }
 
     /// The default mode and algorithms (used by `split`, and for callers that

@@ -21,7 +21,7 @@ use std::sync::Arc;
 
 use outboard_engine::coll::{rounds, Rounds};
 use outboard_engine::{
-    CollError, Completion, Endpoint, Fold, GroupId, HostBuf, RecvMatch, Reduction, Schedule,
+    CollError, Completion, Fold, GroupId, HostBuf, MemberList, RecvMatch, Reduction, Schedule,
 };
 
 use crate::{CommandError, HostError, Port, PortIo, Request};
@@ -62,7 +62,7 @@ pub(crate) struct HostRun {
     group: GroupId,
     epoch: u32,
     rank: u32,
-    members: Arc<[Endpoint]>,
+    members: MemberList,
     schedule: Arc<Schedule>,
     /// Rounds per send and receive, numbered per peer by [`rounds`] (the
     /// numbering the engine's packets carry).
@@ -90,7 +90,7 @@ impl HostRun {
         group: GroupId,
         epoch: u32,
         rank: u32,
-        members: Arc<[Endpoint]>,
+        members: MemberList,
         schedule: Arc<Schedule>,
         reduction: Option<Reduction>,
         value: Vec<u8>,
@@ -195,7 +195,7 @@ impl HostRun {
                 let round = self.send_round[self.step][self.sends_posted];
                 let buf = Self::buf_for(port, Some(&self.value), self.value.len())?;
                 match port.start_send(
-                    self.members[to as usize],
+                    self.members.get(to).expect("schedules name members"),
                     tag(self.group, self.epoch, round),
                     buf,
                 ) {
@@ -208,7 +208,7 @@ impl HostRun {
                 self.sends_posted += 1;
             }
             while self.recvs.len() < st.recv_from.len() {
-                let from = self.members[st.recv_from[self.recvs.len()] as usize];
+                let from = self.members.get(st.recv_from[self.recvs.len()]).expect("schedules name members");
                 let round = self.recv_round[self.step][self.recvs.len()];
                 let m = RecvMatch::from(from.node, from.port, tag(self.group, self.epoch, round));
                 let buf = Self::buf_for(port, None, self.value.len())?;

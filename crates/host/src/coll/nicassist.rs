@@ -24,7 +24,7 @@
 use std::collections::VecDeque;
 
 use outboard_engine::{
-    encode_members, CollError, Command, Completion, Endpoint, GroupId, HostBuf, RecvMatch,
+    encode_members, CollError, Command, Completion, Endpoint, GroupId, HostBuf, MemberList, RecvMatch,
 };
 
 use super::hostbased::{nic_tag, MAX_ROUNDS};
@@ -106,7 +106,7 @@ impl NicRun {
         group: GroupId,
         epoch: u32,
         rank: u32,
-        members: &[Endpoint],
+        members: &MemberList,
         tree: &Tree,
         chunk: u32,
         data: &[u8],
@@ -123,11 +123,11 @@ impl NicRun {
             }
             .into());
         }
-        let parent = tree.parent(rank).map(|p| members[p as usize]);
+        let parent = tree.parent(rank).and_then(|p| members.get(p));
         let kids: Vec<Endpoint> = tree
             .send_order(rank)
             .into_iter()
-            .map(|c| members[c as usize])
+            .filter_map(|c| members.get(c))
             .collect();
         let buf = if parent.is_none() {
             port.buffer_from(data)?

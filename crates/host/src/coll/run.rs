@@ -118,7 +118,7 @@ impl<P: PortIo> Port<P> {
         let tree = tree_for(shape, g.size(), root)?;
         let epoch = g.nic_epoch;
         g.nic_epoch = g.nic_epoch.wrapping_add(1);
-        let members = g.members_arc();
+        let members = g.members().clone();
         NicRun::new(
             self,
             g.id(),
@@ -140,7 +140,7 @@ fn start_host_based(g: &mut Group, spec: &Spec<'_>) -> Result<HostRun, HostError
         g.id(),
         epoch,
         g.rank(),
-        g.members_arc(),
+        g.members().clone(),
         schedule,
         spec.reduction,
         spec.data.to_vec(),

@@ -4,7 +4,7 @@
 //! waiting, collecting those installations, and freeing a group.
 
 use outboard_engine::{
-    encode_members, CollError, Command, Endpoint, GroupId, HostBuf, OpId, ScheduleId,
+    CollError, Command, Endpoint, GroupId, HostBuf, OpId, ScheduleId,
 };
 
 use super::api::Registered;
@@ -48,11 +48,11 @@ impl<P: PortIo> Port<P> {
     /// Checks that `g` names this port at its rank and that its id is not
     /// used by another group here; records it.
     pub(crate) fn register_group(&mut self, g: &Group) -> Result<(), HostError> {
-        if g.members()[g.rank() as usize] != self.endpoint() {
+        if g.member(g.rank()) != Some(self.endpoint()) {
             return Err(CollectiveError::NotMember.into());
         }
         match self.coll.groups.get(&g.id()) {
-            Some(r) if *r.members != *g.members() => {
+            Some(r) if r.members != *g.members() => {
                 Err(CollectiveError::GroupIdInUse(g.id()).into())
             }
             Some(_) => Ok(()),
@@ -60,7 +60,7 @@ impl<P: PortIo> Port<P> {
                 self.coll.groups.insert(
                     g.id(),
                     Registered {
-                        members: g.members_arc(),
+                        members: g.members().clone(),
                     },
                 );
                 Ok(())
@@ -76,7 +76,7 @@ impl<P: PortIo> Port<P> {
     pub(super) fn install(&mut self, g: &mut Group, key: ScheduleKey) -> Result<ScheduleId, HostError> {
         if !g.installed {
             let (group, rank) = (g.id(), g.rank());
-            self.post_setup(group, &encode_members(g.members()), |op, members| {
+            self.post_setup(group, &g.members().encode(), |op, members| {
                 Command::CreateGroup {
                     op,
                     group,

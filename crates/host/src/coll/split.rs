@@ -11,7 +11,7 @@
 //!    in common. `split` is blocking, so no other allocation at this port
 //!    can interleave between contributing the mask and taking the id.
 
-use outboard_engine::{Datatype, ReduceOp, Reduction};
+use outboard_engine::{Datatype, MemberList, ReduceOp, Reduction};
 
 use super::group::{IdPool, UNDEFINED};
 use super::{CollectiveError, Group};
@@ -61,7 +61,7 @@ impl<P: PortIo> Port<P> {
             .iter()
             .position(|&(_, r)| r == g.rank())
             .expect("this member is of its own color") as u32;
-        let members = mine.iter().map(|&(_, r)| g.members()[r as usize]).collect();
+        let members = MemberList::from_endpoints(mine.iter().filter_map(|&(_, r)| g.member(r)));
         let mut ng = Group::build(id, rank, members)?;
         ng.set_defaults(d);
         self.coll.ids.take(id);

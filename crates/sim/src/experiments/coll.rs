@@ -5,7 +5,7 @@
 
 use std::future::Future;
 
-use outboard_engine::{Datatype, GroupId, ReduceOp, Reduction};
+use outboard_engine::{Datatype, GroupId, MemberList, ReduceOp, Reduction};
 use outboard_host::{BarrierAlgorithm, Group, HostError, Mode, Port, TreeShape};
 
 use super::common::first_port;
@@ -56,7 +56,9 @@ pub fn contribution(float: bool, rank: u32, it: u32) -> Vec<u8> {
 
 /// The group of all `n` nodes, seen from `rank`.
 pub fn world(n: u32, rank: u32) -> Group {
-    Group::new(GROUP, rank, (0..n).map(first_port).collect()).expect("a valid group of all nodes")
+    let first = first_port(0);
+    let members = MemberList::contiguous(first.node, n, first.port, first.gen).expect("node numbers fit");
+    Group::with_members(GROUP, rank, members).expect("a valid group of all nodes")
 }
 
 /// A blocking barrier.

@@ -95,7 +95,7 @@ impl<D: Dma> Engine<D> {
         let err = OpError::PeerUnreachable(node);
         let mut touched = Vec::new();
         for (&(port, group), g) in self.coll.groups.iter_mut() {
-            if !g.members.iter().any(|m| m.node == node) {
+            if !g.members.has_node(node) {
                 continue;
             }
             for r in g.running.iter_mut().filter(|r| r.is_waiting()) {

@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 
-use super::super::{decode_members, rounds, CollError, Fold, GroupId, Schedule, ScheduleId};
+use super::super::{rounds, CollError, Fold, GroupId, MemberList, Schedule, ScheduleId};
 use super::complete::Partial;
 use super::Running;
 use crate::{Completion, Dma, Endpoint, Engine, Generation, HostBuf, OpError, PortId};
@@ -67,7 +67,7 @@ impl Compiled {
 pub(crate) struct Group {
     pub gen: Generation,
     pub rank: u32,
-    pub members: Vec<Endpoint>,
+    pub members: MemberList,
     pub schedules: BTreeMap<u16, Arc<Compiled>>,
     /// The epoch the next collective started here takes (by the host or,
     /// for a broadcast, by its first packet).
@@ -109,9 +109,9 @@ impl<D: Dma> Engine<D> {
             return Err(CollError::GroupExists.into());
         }
         let bytes = self.read_host(port, members)?;
-        let members = decode_members(&bytes)?;
-        let size = members.len() as u32;
-        let me = *members.get(rank as usize).ok_or(CollError::RankOutOfRange { rank, size })?;
+        let members = MemberList::decode(&bytes)?;
+        let size = members.len();
+        let me = members.get(rank).ok_or(CollError::RankOutOfRange { rank, size })?;
         if me != (Endpoint { node: self.cfg.node, port, gen }) {
             return Err(CollError::NotMember.into());
         }
@@ -161,7 +161,7 @@ impl<D: Dma> Engine<D> {
         let bytes = self.read_host(port, buf)?;
         let sched = Schedule::decode(&bytes)?;
         let g = self.coll.groups.get_mut(&(port, group)).expect("checked above");
-        sched.validate(g.rank, g.members.len() as u32)?;
+        sched.validate(g.rank, g.members.len())?;
         g.schedules.insert(id.0, Arc::new(Compiled::new(id.0, sched)?));
         // Broadcast packets that came before their schedule can start now.
         self.coll_start_pooled(self.now, port, group);

@@ -105,3 +105,14 @@ impl<D: Dma> Engine<D> {
         self.coll.pool_bytes
     }
 }
+#[cfg(test)]
+mod size_probe {
+    #[test]
+    fn print_sizes() {
+        use std::mem::size_of;
+        eprintln!("SIZES Group {} CollOut {} Running {} Conn {} TxRecord {} OutOp {} Engine {} Port {} Inbound {} Event {} Compiled {}",
+            size_of::<super::install::Group>(), size_of::<super::out::CollOut>(), size_of::<super::Running>(),
+            size_of::<crate::conn::Conn>(), size_of::<crate::conn::TxRecord>(), size_of::<crate::engine::OutOp>(),
+            size_of::<crate::Engine<crate::VecMemory>>(), size_of::<crate::port::Port>(), size_of::<crate::engine::Inbound>(), size_of::<crate::Event>(), size_of::<super::install::Compiled>());
+    }
+}

@@ -110,7 +110,7 @@ impl<D: Dma> Engine<D> {
             return;
         }
         let Some(g) = self.coll.groups.get(&(port, group)) else { return };
-        let (gen, rank, members) = (g.gen, g.rank, g.members.clone());
+        let (gen, rank, members) = (g.gen, g.rank, g.members.clone()); // shared, not copied
         for PendingSends { epoch, schedule, data, to, relay } in sends {
             if relay {
                 self.work.coll_relays_out += to.len() as u64;
@@ -126,7 +126,7 @@ impl<D: Dma> Engine<D> {
                     round,
                     schedule,
                     copy: i > 0,
-                    dest: members[dst_rank as usize],
+                    dest: members.get(dst_rank).expect("schedules are validated against the group size"),
                     data: data.clone(),
                     attempt: 0,
                     retry_at: None,

@@ -50,7 +50,7 @@ impl<D: Dma> Engine<D> {
         for g in self.coll.groups.values() {
             for r in g.running.iter().filter(|r| r.is_waiting()) {
                 if let Some(st) = r.sched.schedule.steps.get(r.step) {
-                    nodes.extend(st.recv_from[r.next_recv..].iter().map(|&x| g.members[x as usize].node));
+                    nodes.extend(st.recv_from[r.next_recv..].iter().map(|&x| g.members.get(x).expect("validated rank").node));
                 }
             }
         }

@@ -89,7 +89,7 @@ impl<D: Dma> Engine<D> {
         // A member it must hear from may already be known dead: no packet
         // would ever tell this collective so.
         let awaited: Vec<NodeId> =
-            sched.schedule.steps.iter().flat_map(|s| s.recv_from.iter().map(|&r| g.members[r as usize].node)).collect();
+            sched.schedule.steps.iter().flat_map(|s| s.recv_from.iter().map(|&r| g.members.get(r).expect("validated rank").node)).collect();
         if let Some(node) = awaited.into_iter().find(|n| self.conn_index.get(n).is_some_and(|&ci| self.conns[ci].dead)) {
             outcome = Some(Err(OpError::PeerUnreachable(node)));
         }

@@ -28,7 +28,7 @@ impl<D: Dma> Engine<D> {
         let group = GroupId(h.group);
         let arrival = Arrival { src_rank: h.src_rank, round: h.round, schedule: h.schedule, data: payload.to_vec() };
         if let Some(g) = self.coll.groups.get_mut(&(port, group)) {
-            let src_ok = g.members.get(h.src_rank as usize).is_some_and(|m| {
+            let src_ok = g.members.get(h.src_rank).is_some_and(|m| {
                 m.node == from && m.port.0 == h.src_port && m.gen == h.src_gen
             });
             if !src_ok {

@@ -30,7 +30,7 @@ fn split_groups_by_color_and_key_in_both_modes() {
                         let a = p.split(&mut g, color, key).unwrap();
                         let b = p.split(&mut g, 0, 0).unwrap().unwrap();
                         (
-                            a.map(|a| (a.id(), a.rank(), a.members().to_vec())),
+                            a.map(|a| (a.id(), a.rank(), a.members().iter().collect::<Vec<_>>())),
                             b.id(),
                             b.rank(),
                         )
