@@ -353,6 +353,17 @@ impl Conn {
         self.records.drain(..n)
     }
 
+    /// Gives back the record queue's memory once everything sent is
+    /// confirmed. A node talks to most peers in bursts (a collective's few
+    /// packets), and an engine of a large job keeps a connection to each
+    /// peer it ever talked to: held, the queues' capacity would be most of
+    /// its memory (a simulation holds a million engines).
+    pub fn release_if_idle(&mut self) {
+        if self.records.is_empty() && self.records.capacity() > 0 {
+            self.records = VecDeque::new();
+        }
+    }
+
     /// The timer deadline, if one is armed.
     pub fn deadline(&self) -> Option<Instant> {
         if self.dead {

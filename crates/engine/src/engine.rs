@@ -139,8 +139,13 @@ pub struct Engine<D: Dma> {
     pub(crate) mac: wire::MacKey,
     pub(crate) dma: D,
     pub(crate) ports: Vec<Port>,
-    pub(crate) conns: Vec<Conn>,
-    pub(crate) conn_index: HashMap<NodeId, usize>,
+    /// Connections by index (`conn_index`), with their deadlines kept in
+    /// a heap ([`crate::conn_table`]).
+    pub(crate) conns: crate::conn_table::ConnTable,
+    /// Connection by peer. Fx hashing: looked up for every packet, keyed
+    /// by node numbers the driver maps from its own peer table (never
+    /// chosen by a remote sender, so no hash flooding to defend against).
+    pub(crate) conn_index: rustc_hash::FxHashMap<NodeId, usize>,
     /// Connections that may have something to transmit.
     pub(crate) ready: VecDeque<usize>,
     /// Outgoing operations by engine-local key (also their message id).
@@ -179,8 +184,8 @@ impl<D: Dma> Engine<D> {
             cfg,
             dma,
             ports,
-            conns: Vec::new(),
-            conn_index: HashMap::new(),
+            conns: Default::default(),
+            conn_index: Default::default(),
             ready: VecDeque::new(),
             ops: BTreeMap::new(),
             next_key: 1,
@@ -304,6 +309,7 @@ impl<D: Dma> Engine<D> {
         self.coll_port_closed(port);
         self.atomic_port_closed(now, port);
         self.keepalive_settle();
+        self.conns.settle();
         self.debug_check();
     }
 
@@ -316,6 +322,7 @@ impl<D: Dma> Engine<D> {
         let r = self.command(now, port, cmd);
         self.coll_drain(now);
         self.keepalive_settle();
+        self.conns.settle();
         self.debug_check();
         r
     }
@@ -599,8 +606,7 @@ impl<D: Dma> Engine<D> {
         if let Some(&i) = self.conn_index.get(&node) {
             return i;
         }
-        let i = self.conns.len();
-        self.conns.push(Conn::new(node, &self.cfg, now));
+        let i = self.conns.push(Conn::new(node, &self.cfg, now));
         self.conn_index.insert(node, i);
         i
     }
@@ -766,9 +772,9 @@ impl<D: Dma> Engine<D> {
     /// When [`handle_timeout`](Self::handle_timeout) should next be called.
     #[must_use]
     pub fn poll_timeout(&self) -> Option<Instant> {
-        let conns = self.conns.iter().filter_map(|c| c.deadline());
+        let conns = self.conns.next_deadline();
         let retries = self.parked.iter().filter_map(|k| self.ops.get(k).and_then(|o| o.retry_at));
-        conns.chain(retries).chain(self.coll_deadline()).chain(self.keepalive_deadline()).chain(self.atomics.deadline()).min()
+        conns.into_iter().chain(retries).chain(self.coll_deadline()).chain(self.keepalive_deadline()).chain(self.atomics.deadline()).min()
     }
 
     /// Handles timers due at `now`: retransmissions, dead peers, keepalive
@@ -795,6 +801,7 @@ impl<D: Dma> Engine<D> {
         self.coll_retry_due(now);
         self.coll_drain(now);
         self.keepalive_settle();
+        self.conns.settle();
         self.debug_check();
         let due: Vec<u32> = self
             .parked

@@ -34,6 +34,7 @@ mod atomic;
 pub mod coll;
 mod config;
 mod conn;
+mod conn_table;
 mod dma;
 mod engine;
 mod ids;

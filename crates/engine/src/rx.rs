@@ -22,6 +22,7 @@ impl<D: Dma> Engine<D> {
         self.receive(now, from, bytes);
         self.coll_drain(now);
         self.keepalive_settle();
+        self.conns.settle();
         self.debug_check();
     }
 
@@ -99,6 +100,7 @@ impl<D: Dma> Engine<D> {
     /// Completes what the records confirmed up to `upto` finish.
     fn confirm_upto(&mut self, ci: usize, upto: wire::Seq) {
         let done: Vec<TxRecord> = self.conns[ci].pop_confirmed(upto).collect();
+        self.conns[ci].release_if_idle();
         for rec in done {
             if let TxRecord::Coll { key, attempt } = rec {
                 self.on_coll_confirmed(key, attempt);

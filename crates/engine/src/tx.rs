@@ -17,6 +17,8 @@ impl<D: Dma> Engine<D> {
     pub fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
         assert!(buf.len() >= self.cfg.mtu, "transmit buffer shorter than the MTU");
         self.set_now(now);
+        // What the previous call sent moved its connection's deadline.
+        self.conns.settle();
         while let Some(&ci) = self.ready.front() {
             let window = self.cfg.window;
             let c = &self.conns[ci];

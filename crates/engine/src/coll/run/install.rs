@@ -117,7 +117,7 @@ impl<D: Dma> Engine<D> {
         }
         self.coll.groups.insert(
             (port, group),
-            Group {
+            Box::new(Group {
                 gen,
                 rank,
                 members,
@@ -126,7 +126,7 @@ impl<D: Dma> Engine<D> {
                 host_epoch: 0,
                 running: VecDeque::new(),
                 partial: None,
-            },
+            }),
         );
         Ok(Completion::GroupCreated)
     }

@@ -49,7 +49,9 @@ pub(crate) const COLL_KEY_BIT: u32 = 1 << 31;
 /// Engine-wide collective state.
 #[derive(Debug, Default)]
 pub(crate) struct CollState {
-    pub groups: BTreeMap<(PortId, GroupId), Group>,
+    /// Boxed: a map node has room for eleven entries, and most engines
+    /// hold one group.
+    pub groups: BTreeMap<(PortId, GroupId), Box<Group>>,
     /// Packets for collectives not started (or groups not created) yet.
     pub pool: BTreeMap<(PortId, GroupId, u32), Vec<Arrival>>,
     /// Bytes the pool holds: its packets, and those of collectives the
@@ -103,16 +105,5 @@ impl<D: Dma> Engine<D> {
     /// Bytes held for collective packets that arrived early.
     pub fn coll_unexpected_bytes(&self) -> usize {
         self.coll.pool_bytes
-    }
-}
-#[cfg(test)]
-mod size_probe {
-    #[test]
-    fn print_sizes() {
-        use std::mem::size_of;
-        eprintln!("SIZES Group {} CollOut {} Running {} Conn {} TxRecord {} OutOp {} Engine {} Port {} Inbound {} Event {} Compiled {}",
-            size_of::<super::install::Group>(), size_of::<super::out::CollOut>(), size_of::<super::Running>(),
-            size_of::<crate::conn::Conn>(), size_of::<crate::conn::TxRecord>(), size_of::<crate::engine::OutOp>(),
-            size_of::<crate::Engine<crate::VecMemory>>(), size_of::<crate::port::Port>(), size_of::<crate::engine::Inbound>(), size_of::<crate::Event>(), size_of::<super::install::Compiled>());
     }
 }

@@ -1,0 +1,159 @@
+//! [`ConnTable`]: the engine's connections, and the earliest of their
+//! timer deadlines without a scan over all of them.
+//!
+//! The driver asks for the next deadline after every input
+//! ([`Engine::poll_timeout`](crate::Engine::poll_timeout)). Scanning every
+//! connection for it costs a cache miss per peer the engine ever talked to;
+//! in a simulation of thousands of engines that was the largest single
+//! cost per packet. Instead the table keeps a min-heap of (deadline,
+//! connection) entries, refreshed lazily: every mutable access to a
+//! connection marks it *dirty* (its deadline may have moved);
+//! [`settle`](ConnTable::settle), called at the end of the engine's input
+//! handlers, pushes the dirty connections' current deadlines and drops
+//! entries at the top that no longer match their connection. An entry is
+//! valid while its connection's deadline equals it, so the heap's valid
+//! top, with the deadlines of connections dirtied since, is exactly the
+//! minimum a full scan would give; where the top is stale (accesses after
+//! the last settle), the table falls back to the scan. Stale entries below
+//! the top are dropped when they surface, and the heap is rebuilt when they
+//! outnumber the connections.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::ops::{Index, IndexMut};
+
+use crate::conn::Conn;
+use crate::Instant;
+
+/// The engine's connections by index, with their deadlines in a heap.
+#[derive(Debug, Default)]
+pub(crate) struct ConnTable {
+    /// Boxed: a connection is large and most engines hold a few, so the
+    /// vector's spare capacity holds pointers, not connections.
+    conns: Vec<Box<Conn>>,
+    /// Per connection: whether it is in `dirty`.
+    is_dirty: Vec<bool>,
+    dirty: Vec<usize>,
+    heap: BinaryHeap<Reverse<(Instant, usize)>>,
+}
+
+impl ConnTable {
+    pub fn len(&self) -> usize {
+        self.conns.len()
+    }
+
+    /// Adds a connection; its index.
+    pub fn push(&mut self, conn: Conn) -> usize {
+        let i = self.conns.len();
+        self.conns.push(Box::new(conn));
+        self.is_dirty.push(false);
+        self.mark(i);
+        i
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &Conn> + '_ {
+        self.conns.iter().map(|c| &**c)
+    }
+
+    fn mark(&mut self, i: usize) {
+        if !self.is_dirty[i] {
+            self.is_dirty[i] = true;
+            self.dirty.push(i);
+        }
+    }
+
+    fn is_valid(&self, &Reverse((at, i)): &Reverse<(Instant, usize)>) -> bool {
+        self.conns[i].deadline() == Some(at)
+    }
+
+    /// Brings the heap up to date with the connections touched since the
+    /// last call.
+    pub fn settle(&mut self) {
+        if self.heap.len() > 2 * self.conns.len() + 64 {
+            self.heap.clear();
+            self.dirty.clear();
+            self.is_dirty.iter_mut().for_each(|d| *d = false);
+            let all: Vec<_> =
+                self.conns.iter().enumerate().filter_map(|(i, c)| c.deadline().map(|d| Reverse((d, i)))).collect();
+            self.heap.extend(all);
+            return;
+        }
+        for k in 0..self.dirty.len() {
+            let i = self.dirty[k];
+            self.is_dirty[i] = false;
+            if let Some(d) = self.conns[i].deadline() {
+                self.heap.push(Reverse((d, i)));
+            }
+        }
+        self.dirty.clear();
+        while let Some(top) = self.heap.peek() {
+            if self.is_valid(top) {
+                break;
+            }
+            self.heap.pop();
+        }
+    }
+
+    /// The earliest deadline of any connection: the same value a scan over
+    /// all of them gives.
+    pub fn next_deadline(&self) -> Option<Instant> {
+        let dirty = self.dirty.iter().filter_map(|&i| self.conns[i].deadline()).min();
+        let settled = match self.heap.peek() {
+            None => None,
+            Some(top) if self.is_valid(top) => Some(top.0 .0),
+            Some(_) => return self.iter().filter_map(Conn::deadline).min(),
+        };
+        dirty.into_iter().chain(settled).min()
+    }
+}
+
+impl Index<usize> for ConnTable {
+    type Output = Conn;
+
+    fn index(&self, i: usize) -> &Conn {
+        &self.conns[i]
+    }
+}
+
+impl IndexMut<usize> for ConnTable {
+    fn index_mut(&mut self, i: usize) -> &mut Conn {
+        self.mark(i);
+        &mut self.conns[i]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{EngineConfig, NodeId};
+    use proptest::prelude::*;
+    use std::time::Duration;
+
+    proptest! {
+        /// Whatever the sequence of deadline changes and settles, the
+        /// table's answer is the scan's.
+        #[test]
+        fn next_deadline_equals_a_full_scan(
+            ops in proptest::collection::vec((0usize..6, proptest::option::of(0u64..50), any::<bool>(), any::<bool>()), 1..200)
+        ) {
+            let cfg = EngineConfig::new(NodeId(0), 1, 1);
+            let mut t = ConnTable::default();
+            for n in 0..6 {
+                t.push(Conn::new(NodeId(n), &cfg, Instant::ZERO));
+            }
+            for (i, at, which, settle) in ops {
+                let at = at.map(|ms| Instant::ZERO + Duration::from_millis(ms));
+                if which {
+                    t[i].rto_deadline = at;
+                } else {
+                    t[i].ack_due = at;
+                }
+                if settle {
+                    t.settle();
+                }
+                let scan = t.iter().filter_map(Conn::deadline).min();
+                prop_assert_eq!(t.next_deadline(), scan);
+            }
+        }
+    }
+}
