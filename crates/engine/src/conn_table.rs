@@ -33,6 +33,10 @@ pub(crate) struct ConnTable {
     conns: Vec<Box<Conn>>,
     /// Per connection: whether it is in `dirty`.
     is_dirty: Vec<bool>,
+    /// Per connection: the deadline of its latest heap entry. While the
+    /// connection's deadline still equals it, that entry is valid and so
+    /// still in the heap (only invalid entries are dropped): no new one.
+    pushed: Vec<Option<Instant>>,
     dirty: Vec<usize>,
     heap: BinaryHeap<Reverse<(Instant, usize)>>,
 }
@@ -47,6 +51,7 @@ impl ConnTable {
         let i = self.conns.len();
         self.conns.push(Box::new(conn));
         self.is_dirty.push(false);
+        self.pushed.push(None);
         self.mark(i);
         i
     }
@@ -73,17 +78,22 @@ impl ConnTable {
             self.heap.clear();
             self.dirty.clear();
             self.is_dirty.iter_mut().for_each(|d| *d = false);
-            let all: Vec<_> =
-                self.conns.iter().enumerate().filter_map(|(i, c)| c.deadline().map(|d| Reverse((d, i)))).collect();
-            self.heap.extend(all);
+            for (i, c) in self.conns.iter().enumerate() {
+                self.pushed[i] = c.deadline();
+                if let Some(d) = self.pushed[i] {
+                    self.heap.push(Reverse((d, i)));
+                }
+            }
             return;
         }
         for k in 0..self.dirty.len() {
             let i = self.dirty[k];
             self.is_dirty[i] = false;
-            if let Some(d) = self.conns[i].deadline() {
-                self.heap.push(Reverse((d, i)));
+            let d = self.conns[i].deadline();
+            if d.is_some() && d != self.pushed[i] {
+                self.heap.push(Reverse((d.expect("checked"), i)));
             }
+            self.pushed[i] = d;
         }
         self.dirty.clear();
         while let Some(top) = self.heap.peek() {

@@ -19,7 +19,8 @@
 //!    over the whole run's wall time, set-up included.
 //!
 //! `cargo bench -p outboard-sim --bench scale` (`-- quick`: 1,024 nodes
-//! only; `-- huge`: also 1,048,576 nodes, barrier and allreduce).
+//! only; `-- huge`: also 1,048,576 nodes, offloaded allreduce and
+//! broadcast of 8 B).
 //! LogGOPSim (Hoefler et al., HPDC 2010) reports over a million events per
 //! second and runs of 8 million processes on one machine; its events are
 //! LogGOPS message events without protocol state, ours are engine inputs.
@@ -33,7 +34,7 @@ use outboard_host::{Mode, TreeShape};
 use outboard_sim::experiments::coll::{run_all, sum_of};
 use outboard_sim::{Dur, Profile, Simulation};
 
-/// Collectives timed after the first.
+/// Collectives timed after the first (one at 1,048,576 nodes).
 const TIMED: u32 = 3;
 
 fn proc_status_kib(field: &str) -> Option<u64> {
@@ -98,45 +99,47 @@ fn mode_name(m: Mode) -> &'static str {
     }
 }
 
-/// Wall and CPU time of this process, as a pair of stamps.
+/// Wall and CPU time of this process, and the simulation's virtual time,
+/// as a set of stamps.
 #[derive(Debug, Clone, Copy)]
 struct Stamp {
     wall: Instant,
     cpu_s: f64,
+    virtual_us: f64,
 }
 
 impl Stamp {
-    fn now() -> Stamp {
+    fn now(virtual_us: f64) -> Stamp {
         let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
         // SAFETY: clock_gettime writes the timespec it is given.
         let rc = unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
         let cpu_s = if rc == 0 { ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9 } else { f64::NAN };
-        Stamp { wall: Instant::now(), cpu_s }
+        Stamp { wall: Instant::now(), cpu_s, virtual_us }
     }
 
-    /// (wall, CPU) seconds since `earlier`.
-    fn since(self, earlier: Stamp) -> (f64, f64) {
-        (self.wall.duration_since(earlier.wall).as_secs_f64(), self.cpu_s - earlier.cpu_s)
+    /// (wall s, CPU s, virtual us) since `earlier`.
+    fn since(self, earlier: Stamp) -> (f64, f64, f64) {
+        (self.wall.duration_since(earlier.wall).as_secs_f64(), self.cpu_s - earlier.cpu_s, self.virtual_us - earlier.virtual_us)
     }
 }
 
 /// Counts one more process past a point; the last one stamps the time.
-fn mark(c: &(Cell<u32>, Cell<Option<Stamp>>), nodes: u32) {
+fn mark(c: &(Cell<u32>, Cell<Option<Stamp>>), nodes: u32, virtual_us: f64) {
     c.0.set(c.0.get() + 1);
     if c.0.get() == nodes {
-        c.1.set(Some(Stamp::now()));
+        c.1.set(Some(Stamp::now(virtual_us)));
     }
 }
 
 /// One point, in this process: prints one `point ...` line.
-fn one(coll: Coll, mode: Mode, nodes: u32) {
+fn one(coll: Coll, mode: Mode, nodes: u32, timed: u32) {
     let rss_before = proc_status_kib("VmRSS:").unwrap_or(0);
     let profile = Profile::builtin("dpu400");
     // (processes done with the first collective, wall time when the last
     // was), (done with all, wall time then).
     let warm = Rc::new((Cell::new(0u32), Cell::new(None::<Stamp>)));
     let done = Rc::new((Cell::new(0u32), Cell::new(None::<Stamp>)));
-    let t = Stamp::now();
+    let t = Stamp::now(0.0);
     let report = run_all(&profile, nodes, 1, |p, rank, mut port, mut g| {
         let (warm, done) = (warm.clone(), done.clone());
         async move {
@@ -146,7 +149,7 @@ fn one(coll: Coll, mode: Mode, nodes: u32) {
                 _ => 8,
             };
             let data = vec![(rank % 251) as u8; len];
-            for i in 0..=TIMED {
+            for i in 0..=timed {
                 let req = match coll {
                     Coll::Barrier => port.start_barrier(&mut g, mode, d.barrier)?,
                     Coll::Allreduce8 => {
@@ -164,29 +167,30 @@ fn one(coll: Coll, mode: Mode, nodes: u32) {
                     Coll::Barrier => {}
                 }
                 if i == 0 {
-                    mark(&warm, nodes);
+                    mark(&warm, nodes, p.now().as_us());
                 }
             }
-            mark(&done, nodes);
+            mark(&done, nodes, p.now().as_us());
             Ok(())
         }
     })
     .unwrap_or_else(|e| panic!("{} {} {nodes}: {e}", coll.name(), mode_name(mode)));
-    let (wall, cpu) = Stamp::now().since(t);
+    let (wall, cpu, _) = Stamp::now(report.end.as_us()).since(t);
     let peak = proc_status_kib("VmHWM:").unwrap_or(0);
-    let (per_coll, per_coll_cpu) = match (warm.1.get(), done.1.get()) {
+    let (per_coll, per_coll_cpu, virtual_us) = match (warm.1.get(), done.1.get()) {
         (Some(a), Some(b)) => {
-            let (w, c) = b.since(a);
-            (w / f64::from(TIMED), c / f64::from(TIMED))
+            let (w, c, v) = b.since(a);
+            let k = f64::from(timed);
+            (w / k, c / k, v / k)
         }
-        _ => (f64::NAN, f64::NAN),
+        _ => (f64::NAN, f64::NAN, f64::NAN),
     };
     println!(
         "point coll={} mode={} nodes={} virtual_us={:.3} per_coll_s={:.6} per_coll_cpu_s={:.6} wall_s={:.3} cpu_s={:.3} events={} peak_kib={} bytes_per_node={:.0}",
         coll.name(),
         mode_name(mode),
         nodes,
-        report.end.as_us(),
+        virtual_us,
         per_coll,
         per_coll_cpu,
         wall,
@@ -198,10 +202,10 @@ fn one(coll: Coll, mode: Mode, nodes: u32) {
 }
 
 /// Runs one point in a child process and prints its row.
-fn measure(coll: Coll, mode: Mode, nodes: u32) {
+fn measure(coll: Coll, mode: Mode, nodes: u32, timed: u32) {
     let exe = std::env::current_exe().expect("own path");
     let out = Command::new(exe)
-        .args(["one", coll.name(), mode_name(mode), &nodes.to_string()])
+        .args(["one", coll.name(), mode_name(mode), &nodes.to_string(), &timed.to_string()])
         .output()
         .expect("run a child");
     let text = String::from_utf8_lossy(&out.stdout);
@@ -241,7 +245,7 @@ fn main() {
     if args.first().map(String::as_str) == Some("one") {
         let coll = Coll::parse(&args[1]).expect("a collective name");
         let mode = if args[2] == "host" { Mode::HostBased } else { Mode::Offloaded };
-        one(coll, mode, args[3].parse().expect("a node count"));
+        one(coll, mode, args[3].parse().expect("a node count"), args[4].parse().expect("a count of timed collectives"));
         return;
     }
     let quick = args.iter().any(|a| a == "quick");
@@ -255,16 +259,16 @@ fn main() {
     for &n in sizes {
         for coll in Coll::ALL {
             for mode in [Mode::HostBased, Mode::Offloaded] {
-                measure(coll, mode, n);
+                measure(coll, mode, n, TIMED);
             }
         }
     }
     if huge {
-        for coll in [Coll::Barrier, Coll::Allreduce8] {
-            for mode in [Mode::HostBased, Mode::Offloaded] {
-                measure(coll, mode, 1 << 20);
-            }
+        // The dissemination barrier keeps about 40 connections per node at
+        // this size (30 GB): the tree collectives fit this machine's 24 GB.
+        for coll in [Coll::Allreduce8, Coll::Bcast8] {
+            measure(coll, Mode::Offloaded, 1 << 20, 1);
         }
     }
-    println!("virtual us: simulated time of the whole run (1 + {TIMED} collectives); ms/coll and cpu ms: wall and CPU time per timed collective (see the file's doc); M ev/s: events over the run's wall time");
+    println!("virtual us: simulated time per timed collective (as the wall time; {TIMED} timed, 1 at 1,048,576 nodes); ms/coll and cpu ms: wall and CPU time per timed collective (see the file's doc); M ev/s: events over the run's wall time");
 }
