@@ -35,7 +35,7 @@ fn push(steps: &mut Vec<Step>, s: Step) {
 /// order), then send to the parent. With `Fold::Ignore` this is the gather
 /// half of a gather-and-broadcast barrier.
 fn gather(tree: &Tree, rank: u32, fold: Fold, steps: &mut Vec<Step>) {
-    push(steps, Step::recv(tree.children(rank).iter().copied(), fold));
+    push(steps, Step::recv(tree.children(rank), fold));
     if let Some(p) = tree.parent(rank) {
         push(steps, Step::send([p]));
     }

@@ -1,10 +1,14 @@
 //! Spanning trees over the ranks of a group, computed on the host (as the
 //! papers do) and turned into schedules by [`super::schedules`].
 //!
-//! A [`Tree`] is only parent/children lists per rank, so any shape plugs in:
-//! the builders here (binomial, k-ary, chain) and, later, trees optimal
-//! under a cost model. Every builder works on ranks *relative to the root*
-//! (`v = (rank - root) mod n`) and maps back, so any rank can be the root.
+//! A [`Tree`] answers parent and children per rank, so any shape plugs in:
+//! the builders here (binomial, k-ary, chain) and trees optimal under a
+//! cost model (postal, or any parent list). The regular shapes work on
+//! ranks *relative to the root* (`v = (rank - root) mod n`) and map back,
+//! so any rank can be the root; they are computed per rank when asked,
+//! never stored: a member of a 65,536-rank group builds its schedule from
+//! its own few neighbours, not from a list of every rank (in a simulation
+//! of the whole job, lists would cost N per member, N^2 in all).
 //!
 //! The order of a rank's children is the order a reduction folds them in
 //! (see [`super::schedules`] for the resulting floating-point order).
@@ -16,8 +20,31 @@ use super::CollectiveError;
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Tree {
     root: u32,
-    parent: Vec<Option<u32>>,
-    children: Vec<Vec<u32>>,
+    size: u32,
+    shape: Shape,
+}
+
+/// How a tree's edges are known.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum Shape {
+    /// MPICH's binomial tree, computed per rank.
+    Binomial,
+    /// The complete k-ary tree in breadth-first order, computed per rank.
+    Kary(u32),
+    /// Lists for every rank (postal trees, parent lists).
+    Listed {
+        parent: Vec<Option<u32>>,
+        children: Vec<Vec<u32>>,
+    },
+}
+
+/// Relative rank `v`'s lowest set bit (2^32 for the root, which has them all).
+fn low_bit(v: u32) -> u64 {
+    if v == 0 {
+        1u64 << 32
+    } else {
+        1u64 << v.trailing_zeros()
+    }
 }
 
 impl Tree {
@@ -60,34 +87,19 @@ impl Tree {
         }
         Ok(Tree {
             root,
-            parent,
-            children,
+            size: n,
+            shape: Shape::Listed { parent, children },
         })
     }
 
-    /// Builds from a relative-rank shape: `parent_of(v)` for `v` in `1..n`
-    /// and children in the order `children_of(v)` lists them.
-    fn relative(
-        n: u32,
-        root: u32,
-        parent_of: impl Fn(u32) -> u32,
-        children_of: impl Fn(u32) -> Vec<u32>,
-    ) -> Tree {
-        assert!(n > 0 && root < n, "checked by the callers");
-        let abs = |v: u32| (v + root) % n;
-        let mut parent = vec![None; n as usize];
-        let mut children = vec![Vec::new(); n as usize];
-        for v in 0..n {
-            if v != 0 {
-                parent[abs(v) as usize] = Some(abs(parent_of(v)));
-            }
-            children[abs(v) as usize] = children_of(v).into_iter().map(abs).collect();
-        }
-        Tree {
-            root,
-            parent,
-            children,
-        }
+    /// Rank `rank` relative to the root.
+    fn rel(&self, rank: u32) -> u32 {
+        ((u64::from(rank) + u64::from(self.size) - u64::from(self.root)) % u64::from(self.size)) as u32
+    }
+
+    /// Relative rank `v` as a rank.
+    fn abs(&self, v: u32) -> u32 {
+        ((u64::from(v) + u64::from(self.root)) % u64::from(self.size)) as u32
     }
 
     fn check(n: u32, root: u32) -> Result<(), CollectiveError> {
@@ -105,27 +117,7 @@ impl Tree {
     /// ...` below that bit (nearest first, the order MPICH's reduce folds).
     pub fn binomial(n: u32, root: u32) -> Result<Tree, CollectiveError> {
         Self::check(n, root)?;
-        let low_bit = |v: u32| {
-            if v == 0 {
-                1u64 << 32
-            } else {
-                1u64 << v.trailing_zeros()
-            }
-        };
-        Ok(Self::relative(
-            n,
-            root,
-            |v| v & (v - 1),
-            |v| {
-                let mut out = Vec::new();
-                let mut m = 1u64;
-                while m < low_bit(v) && u64::from(v) + m < u64::from(n) {
-                    out.push(v + m as u32);
-                    m <<= 1;
-                }
-                out
-            },
-        ))
+        Ok(Tree { root, size: n, shape: Shape::Binomial })
     }
 
     /// The complete k-ary tree in breadth-first order: relative rank `v`'s
@@ -135,17 +127,7 @@ impl Tree {
         if k == 0 {
             return Err(CollectiveError::BadTree("degree 0"));
         }
-        Ok(Self::relative(
-            n,
-            root,
-            |v| (v - 1) / k,
-            |v| {
-                let first = u64::from(k) * u64::from(v) + 1;
-                (first..(first + u64::from(k)).min(u64::from(n)))
-                    .map(|c| c as u32)
-                    .collect()
-            },
-        ))
+        Ok(Tree { root, size: n, shape: Shape::Kary(k) })
     }
 
     /// A chain: relative rank `v`'s parent is `v - 1` (a k-ary tree of
@@ -165,8 +147,8 @@ impl Tree {
         let t = crate::postal::build(n, lambda).rooted_at(root);
         Ok(Tree {
             root,
-            parent: t.parent,
-            children: t.children,
+            size: n,
+            shape: Shape::Listed { parent: t.parent, children: t.children },
         })
     }
 
@@ -182,11 +164,16 @@ impl Tree {
 
     /// Ranks in the subtree under `rank`, itself included.
     pub fn subtree_size(&self, rank: u32) -> u32 {
+        if self.shape == Shape::Binomial {
+            // Relative rank v's subtree is v .. v + lowbit(v), cut at n.
+            let v = self.rel(rank);
+            return (low_bit(v).min(u64::from(self.size - v))) as u32;
+        }
         let mut n = 0;
         let mut stack = vec![rank];
         while let Some(q) = stack.pop() {
             n += 1;
-            stack.extend_from_slice(self.children(q));
+            stack.extend(self.children(q));
         }
         n
     }
@@ -208,7 +195,7 @@ impl Tree {
 
     /// Number of ranks.
     pub fn size(&self) -> u32 {
-        self.parent.len() as u32
+        self.size
     }
 
     /// The root.
@@ -218,12 +205,35 @@ impl Tree {
 
     /// `rank`'s parent (`None` for the root).
     pub fn parent(&self, rank: u32) -> Option<u32> {
-        self.parent[rank as usize]
+        let v = self.rel(rank);
+        match &self.shape {
+            Shape::Listed { parent, .. } => parent[rank as usize],
+            _ if v == 0 => None,
+            Shape::Binomial => Some(self.abs(v & (v - 1))),
+            Shape::Kary(k) => Some(self.abs((v - 1) / k)),
+        }
     }
 
     /// `rank`'s children, in folding order.
-    pub fn children(&self, rank: u32) -> &[u32] {
-        &self.children[rank as usize]
+    pub fn children(&self, rank: u32) -> Vec<u32> {
+        let v = self.rel(rank);
+        let n = u64::from(self.size);
+        match &self.shape {
+            Shape::Listed { children, .. } => children[rank as usize].clone(),
+            Shape::Binomial => {
+                let mut out = Vec::new();
+                let mut m = 1u64;
+                while m < low_bit(v) && u64::from(v) + m < n {
+                    out.push(self.abs(v + m as u32));
+                    m <<= 1;
+                }
+                out
+            }
+            Shape::Kary(k) => {
+                let first = u64::from(*k) * u64::from(v) + 1;
+                (first..(first + u64::from(*k)).min(n)).map(|c| self.abs(c as u32)).collect()
+            }
+        }
     }
 
     /// The longest root-to-leaf path, in edges.
@@ -271,7 +281,13 @@ mod tests {
                     Tree::kary(n, 7, root),
                 ] {
                     let t = t.unwrap();
-                    let again = Tree::from_parents(root, t.parent.clone()).unwrap();
+                    let again = Tree::from_parents(root, (0..n).map(|r| t.parent(r)).collect()).unwrap();
+                    // Subtree sizes (closed form for the binomial tree) agree
+                    // with counting the listed tree's subtrees.
+                    for r in 0..n {
+                        assert_eq!(t.subtree_size(r), again.subtree_size(r), "n {n} root {root} rank {r}");
+                        assert_eq!(t.send_order(r), again.send_order(r));
+                    }
                     let mut a: Vec<_> = (0..n)
                         .map(|r| {
                             let mut c = t.children(r).to_vec();
