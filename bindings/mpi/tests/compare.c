@@ -250,6 +250,24 @@ int main(int argc, char **argv) {
      * largest case, 1 MiB of doubles. */
     int max_count = argc > 1 ? atoi(argv[1]) : 140000;
     quick = argc > 2 && !strcmp(argv[2], "quick");
+    /* Each operation first on a communicator of its own, so that the
+     * verbose mode's line for that communicator says whether the operation
+     * was taken over. */
+    struct { MPI_Op op; const char *name; } first[] = {
+        {MPI_SUM, "op MPI_SUM"}, {MPI_PROD, "op MPI_PROD"}, {MPI_BXOR, "op MPI_BXOR"},
+        {MPI_LAND, "op MPI_LAND"}, {MPI_LOR, "op MPI_LOR"}, {MPI_LXOR, "op MPI_LXOR"},
+    };
+    for (size_t i = 0; i < sizeof first / sizeof *first; i++) {
+        MPI_Comm c;
+        MPI_Comm_dup(MPI_COMM_WORLD, &c);
+        MPI_Comm_set_name(c, first[i].name);
+        int v[3] = {wrank + 1, wrank % 2, 3}, got[3], want[3];
+        MPI_Allreduce(v, got, 3, MPI_INT, first[i].op, c);
+        PMPI_Allreduce(v, want, 3, MPI_INT, first[i].op, c);
+        if (memcmp(got, want, sizeof got)) FAIL("MPI_Allreduce on %s differs from PMPI", first[i].name);
+        compared++;
+        MPI_Comm_free(&c);
+    }
     MPI_Comm dup, half, rev;
     MPI_Comm_dup(MPI_COMM_WORLD, &dup);
     MPI_Comm_set_name(dup, "dup");

@@ -139,6 +139,10 @@ fn check(mpi: &Mpi, n: u32, mode: &str, env: &[(&str, &str)], args: &[&str]) {
             assert!(se.contains(&line), "no \"{line}\": {ctx}");
         }
     }
+    for op in ["MPI_SUM", "MPI_PROD", "MPI_BXOR", "MPI_LAND", "MPI_LOR", "MPI_LXOR"] {
+        let line = format!("rank 0: MPI_Allreduce on op {op}: taken over ({mode})");
+        assert!(se.contains(&line), "no \"{line}\": {ctx}");
+    }
     for why in [
         "MPI_Bcast on MPI_COMM_WORLD: datatype not offloadable",
         "MPI_Allreduce on MPI_COMM_WORLD: operation not offloadable for this datatype",
