@@ -11,7 +11,7 @@
  * PMPI_Allgather on a private duplicate of MPI_COMM_WORLD). MPI_Barrier,
  * MPI_Bcast, MPI_Reduce and MPI_Allreduce on intra-communicators are taken
  * over when the datatype and operation are ones the engine combines and the
- * message is within OUTBOARD_MPI_MAX_BYTES; everything else goes to PMPI
+ * message is within that collective's size threshold; everything else goes to PMPI
  * unchanged. MPI_Ibarrier, MPI_Ibcast, MPI_Ireduce and MPI_Iallreduce
  * likewise, their requests usable with every MPI wait and test function,
  * mixed with MPI's own. Communicators are mapped lazily, on their first collective, to
@@ -23,6 +23,9 @@
  *   OUTBOARD_MPI=offload|host|off        all collectives (default offload)
  *   OUTBOARD_MPI_BARRIER / _BCAST / _REDUCE / _ALLREDUCE = offload|host|off
  *   OUTBOARD_MPI_MAX_BYTES=N             larger messages pass through (default 1 MiB)
+ *   OUTBOARD_MPI_BCAST_MAX_BYTES / _REDUCE_MAX_BYTES / _ALLREDUCE_MAX_BYTES=N
+ *                                        the same per collective (blocking and
+ *                                        non-blocking), overriding the above
  *   OUTBOARD_MPI_VERBOSE=1               print, per communicator and collective,
  *                                        what was taken over and why not
  */
@@ -32,6 +35,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "outboard.h"
 
@@ -39,6 +43,7 @@ enum coll { C_BARRIER, C_BCAST, C_REDUCE, C_ALLREDUCE, C_COUNT };
 static const char *coll_name[C_COUNT] = {"MPI_Barrier", "MPI_Bcast", "MPI_Reduce", "MPI_Allreduce"};
 static const char *icoll_name[C_COUNT] = {"MPI_Ibarrier", "MPI_Ibcast", "MPI_Ireduce", "MPI_Iallreduce"};
 static const char *coll_env[C_COUNT] = {"OUTBOARD_MPI_BARRIER", "OUTBOARD_MPI_BCAST", "OUTBOARD_MPI_REDUCE", "OUTBOARD_MPI_ALLREDUCE"};
+static const char *max_env[C_COUNT] = {NULL, "OUTBOARD_MPI_BCAST_MAX_BYTES", "OUTBOARD_MPI_REDUCE_MAX_BYTES", "OUTBOARD_MPI_ALLREDUCE_MAX_BYTES"};
 
 enum how { H_OFF, H_OFFLOAD, H_HOST };
 
@@ -47,7 +52,7 @@ enum how { H_OFF, H_OFFLOAD, H_HOST };
 enum why { W_TAKEN, W_OFF, W_DATATYPE, W_OP, W_SIZE, W_INTER, W_NOGROUP, W_COUNT };
 static const char *why_text[W_COUNT] = {
     "taken over", "pass-through by configuration", "datatype not offloadable",
-    "operation not offloadable for this datatype", "message beyond OUTBOARD_MPI_MAX_BYTES",
+    "operation not offloadable for this datatype", "message beyond the size threshold",
     "inter-communicator", "no Outboard group (set-up failed at some rank)"};
 
 static struct {
@@ -55,12 +60,15 @@ static struct {
     int verbose;
     int rank;
     enum how how[C_COUNT];
-    long long max_bytes;
+    long long max_bytes[C_COUNT]; /* per collective; barrier's unused */
     outboard_world *world;
     MPI_Comm boot;          /* private duplicate of MPI_COMM_WORLD for the bootstrap */
     int keyval;             /* communicator -> struct comm attribute */
     uint64_t next_id;       /* next group id this process may use */
-    pthread_mutex_t lock;   /* guards next_id and the lazy mapping */
+    int id_busy;            /* a mapping is agreeing on an id (MPI_THREAD_MULTIPLE) */
+    unsigned seed;          /* for the retry pauses */
+    unsigned long retries;  /* id agreements retried (printed at finalize, verbose) */
+    pthread_mutex_t lock;   /* guards next_id, id_busy and the pending list */
 } ob = {.keyval = MPI_KEYVAL_INVALID, .lock = PTHREAD_MUTEX_INITIALIZER};
 
 /* What a communicator maps to. */
@@ -80,8 +88,11 @@ static void say(MPI_Comm comm, struct comm *c, enum coll k, int nb, enum why w) 
     int len = 0;
     PMPI_Comm_get_name(comm, name, &len);
     const char *mode = ob.how[k] == H_HOST ? " (host-based)" : ob.how[k] == H_OFFLOAD ? " (offloaded)" : "";
-    fprintf(stderr, "outboard_mpi: rank %d: %s on %s: %s%s\n", ob.rank, nb ? icoll_name[k] : coll_name[k], len ? name : "a communicator",
-            why_text[w], w == W_TAKEN ? mode : "");
+    char limit[160] = "";
+    if (w == W_SIZE)
+        snprintf(limit, sizeof limit, " (%lld bytes, %s or OUTBOARD_MPI_MAX_BYTES)", ob.max_bytes[k], max_env[k] ? max_env[k] : "");
+    fprintf(stderr, "outboard_mpi: rank %d: %s on %s: %s%s%s\n", ob.rank, nb ? icoll_name[k] : coll_name[k], len ? name : "a communicator",
+            why_text[w], w == W_TAKEN ? mode : "", limit);
 }
 
 static enum how parse_how(const char *v, enum how dflt) {
@@ -97,7 +108,11 @@ static void read_config(void) {
     enum how all = parse_how(getenv("OUTBOARD_MPI"), H_OFFLOAD);
     for (int k = 0; k < C_COUNT; k++) ob.how[k] = parse_how(getenv(coll_env[k]), all);
     const char *m = getenv("OUTBOARD_MPI_MAX_BYTES");
-    ob.max_bytes = m && *m ? atoll(m) : 1 << 20;
+    long long dflt = m && *m ? atoll(m) : 1 << 20;
+    for (int k = 0; k < C_COUNT; k++) {
+        const char *mk = max_env[k] ? getenv(max_env[k]) : NULL;
+        ob.max_bytes[k] = mk && *mk ? atoll(mk) : dflt;
+    }
     const char *v = getenv("OUTBOARD_MPI_VERBOSE");
     ob.verbose = v && *v && strcmp(v, "0") != 0;
 }
@@ -152,13 +167,16 @@ static void start_outboard(void) {
     }
     PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, delete_comm, &ob.keyval, NULL);
     ob.next_id = 1;
+    ob.seed = (unsigned)ob.rank * 2654435761u + 1;
     ob.up = 1;
     if (ob.verbose && ob.rank == 0) {
-        fprintf(stderr, "outboard_mpi: Outboard up on %d ranks (%d on this host); barrier %s, bcast %s, reduce %s, allreduce %s; max %lld bytes\n",
+        fprintf(stderr, "outboard_mpi: Outboard up on %d ranks (%d on this host); barrier %s, bcast %s, reduce %s, allreduce %s; "
+                "max bytes bcast %lld, reduce %lld, allreduce %lld\n",
                 size, local_size, ob.how[0] == H_OFF ? "off" : ob.how[0] == H_HOST ? "host" : "offload",
                 ob.how[1] == H_OFF ? "off" : ob.how[1] == H_HOST ? "host" : "offload",
                 ob.how[2] == H_OFF ? "off" : ob.how[2] == H_HOST ? "host" : "offload",
-                ob.how[3] == H_OFF ? "off" : ob.how[3] == H_HOST ? "host" : "offload", ob.max_bytes);
+                ob.how[3] == H_OFF ? "off" : ob.how[3] == H_HOST ? "host" : "offload", ob.max_bytes[C_BCAST], ob.max_bytes[C_REDUCE],
+                ob.max_bytes[C_ALLREDUCE]);
     }
 }
 
@@ -178,11 +196,25 @@ struct obreq;
 static struct obreq *pending;
 static void drive(void);
 
+/* Whether any Outboard request is under way (a read of the list head
+ * without the lock: another thread may be adding or finishing one). */
+static int some_pending(void) {
+    return __atomic_load_n(&pending, __ATOMIC_ACQUIRE) != NULL;
+}
+
 int MPI_Finalize(void) {
     if (ob.up) {
-        while (pending) drive();
+        while (some_pending()) drive();
+        if (ob.verbose && ob.retries)
+            fprintf(stderr, "outboard_mpi: rank %d: %lu group id agreements retried (mapped concurrently by several threads)\n", ob.rank, ob.retries);
         ob.up = 0;
-        PMPI_Comm_delete_attr(MPI_COMM_WORLD, ob.keyval);
+        /* MPI_COMM_WORLD's group, if it was mapped (a program may never
+         * call a collective on it; deleting a missing attribute is an
+         * error in Open MPI). */
+        void *attr = NULL;
+        int mapped = 0;
+        PMPI_Comm_get_attr(MPI_COMM_WORLD, ob.keyval, &attr, &mapped);
+        if (mapped) PMPI_Comm_delete_attr(MPI_COMM_WORLD, ob.keyval);
         int rc = outboard_finalize(ob.world);
         if (rc != OUTBOARD_OK)
             fprintf(stderr, "outboard_mpi: rank %d: leaving Outboard: %s: %s\n", ob.rank, outboard_strerror(rc), outboard_last_error());
@@ -226,14 +258,39 @@ static struct comm *mapping(MPI_Comm comm) {
     }
     PMPI_Group_free(&g);
     PMPI_Group_free(&wg);
-    /* The id: the largest next id of any member, so unused at each; a
-     * failure anywhere is carried in the second slot. */
-    pthread_mutex_lock(&ob.lock);
-    unsigned long long mine[2] = {ob.next_id, translated ? 0 : 1}, agreed[2];
-    PMPI_Allreduce(mine, agreed, 2, MPI_UNSIGNED_LONG_LONG, MPI_MAX, comm);
-    int ok = agreed[1] == 0 && agreed[0] < OUTBOARD_GROUP_ID_LIMIT;
-    if (ok) ob.next_id = agreed[0] + 1;
-    pthread_mutex_unlock(&ob.lock);
+    /* The id: the largest next id of any member, so unused at each. Under
+     * MPI_THREAD_MULTIPLE, threads may map different communicators at
+     * once, and no lock may be held across the agreement (two ranks taking
+     * two such locks in opposite orders would deadlock): each rank lets one
+     * mapping at a time own its next id (id_busy); a round in which some
+     * member's mapping did not own it agrees on nothing, and is retried
+     * after a random pause (as MPICH does for context ids). A failure
+     * anywhere is carried in the third slot. */
+    unsigned long long agreed[3];
+    int ok = 0;
+    for (int attempt = 0;; attempt++) {
+        pthread_mutex_lock(&ob.lock);
+        int owner = !ob.id_busy;
+        if (owner) ob.id_busy = 1;
+        long pause_us = (long)(rand_r(&ob.seed) % 100 + 1) * (attempt < 10 ? attempt + 1 : 10);
+        unsigned long long mine[3] = {owner ? ob.next_id : 0, !owner, translated ? 0 : 1};
+        pthread_mutex_unlock(&ob.lock);
+        PMPI_Allreduce(mine, agreed, 3, MPI_UNSIGNED_LONG_LONG, MPI_MAX, comm);
+        int agreed_now = agreed[1] == 0;
+        pthread_mutex_lock(&ob.lock);
+        if (owner) {
+            if (agreed_now && agreed[2] == 0 && agreed[0] < OUTBOARD_GROUP_ID_LIMIT) ob.next_id = agreed[0] + 1;
+            ob.id_busy = 0;
+        }
+        pthread_mutex_unlock(&ob.lock);
+        if (agreed_now || agreed[2] != 0) {
+            ok = agreed_now && agreed[2] == 0 && agreed[0] < OUTBOARD_GROUP_ID_LIMIT;
+            break;
+        }
+        __atomic_add_fetch(&ob.retries, 1, __ATOMIC_RELAXED);
+        struct timespec pause = {0, pause_us * 1000L};
+        nanosleep(&pause, NULL);
+    }
     int made = ok && outboard_group_create(ob.world, agreed[0], (uint32_t)n, ranks, &c->group) == OUTBOARD_OK;
     if (ok && !made && ob.verbose)
         fprintf(stderr, "outboard_mpi: rank %d: group set-up failed: %s\n", ob.rank, outboard_last_error());
@@ -286,6 +343,13 @@ static enum why reduction(MPI_Datatype dt, MPI_Op op, int *obdt, int *obop) {
     else if (op == MPI_MAX) o = unsigned32 ? 0 : OUTBOARD_MAX;
     else if (op == MPI_BAND) o = bitwise_ok ? OUTBOARD_BAND : 0;
     else if (op == MPI_BOR) o = bitwise_ok ? OUTBOARD_BOR : 0;
+    /* Products and the bitwise and logical ops give the same bits on
+     * unsigned 32-bit values as on signed ones (wrapping, non-zero). */
+    else if (op == MPI_PROD) o = OUTBOARD_PROD;
+    else if (op == MPI_BXOR) o = bitwise_ok ? OUTBOARD_BXOR : 0;
+    else if (op == MPI_LAND) o = bitwise_ok ? OUTBOARD_LAND : 0;
+    else if (op == MPI_LOR) o = bitwise_ok ? OUTBOARD_LOR : 0;
+    else if (op == MPI_LXOR) o = bitwise_ok ? OUTBOARD_LXOR : 0;
     if (!o) return W_OP;
     *obdt = d;
     *obop = o;
@@ -320,7 +384,7 @@ int MPI_Barrier(MPI_Comm comm) {
 
 int MPI_Bcast(void *buf, int count, MPI_Datatype dt, int root, MPI_Comm comm) {
     long long bytes = ob.up ? contiguous_bytes(count, dt) : -1;
-    enum why w = bytes < 0 ? W_DATATYPE : bytes > ob.max_bytes ? W_SIZE : W_TAKEN;
+    enum why w = bytes < 0 ? W_DATATYPE : bytes > ob.max_bytes[C_BCAST] ? W_SIZE : W_TAKEN;
     outboard_group *g = ob.up ? take(comm, C_BCAST, w, NULL) : NULL;
     if (!g) return PMPI_Bcast(buf, count, dt, root, comm);
     int rc = outboard_bcast(g, buf, (size_t)bytes, (uint32_t)root);
@@ -331,7 +395,7 @@ int MPI_Reduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype dt, M
     int obdt = 0, obop = 0;
     enum why w = ob.up ? reduction(dt, op, &obdt, &obop) : W_OFF;
     long long bytes = ob.up ? contiguous_bytes(count, dt) : -1;
-    if (w == W_TAKEN && bytes > ob.max_bytes) w = W_SIZE;
+    if (w == W_TAKEN && bytes > ob.max_bytes[C_REDUCE]) w = W_SIZE;
     outboard_group *g = ob.up ? take(comm, C_REDUCE, w, NULL) : NULL;
     if (!g) return PMPI_Reduce(sendbuf, recvbuf, count, dt, op, root, comm);
     const void *src = sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf;
@@ -343,7 +407,7 @@ int MPI_Allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype dt
     int obdt = 0, obop = 0;
     enum why w = ob.up ? reduction(dt, op, &obdt, &obop) : W_OFF;
     long long bytes = ob.up ? contiguous_bytes(count, dt) : -1;
-    if (w == W_TAKEN && bytes > ob.max_bytes) w = W_SIZE;
+    if (w == W_TAKEN && bytes > ob.max_bytes[C_ALLREDUCE]) w = W_SIZE;
     outboard_group *g = ob.up ? take(comm, C_ALLREDUCE, w, NULL) : NULL;
     if (!g) return PMPI_Allreduce(sendbuf, recvbuf, count, dt, op, comm);
     const void *src = sendbuf == MPI_IN_PLACE ? NULL : sendbuf;
@@ -424,7 +488,7 @@ static struct obreq *find(MPI_Request h) {
 
 /* Whether any of the n requests is an Outboard one still under way. */
 static int any_pending(int n, const MPI_Request *reqs) {
-    if (!pending) return 0;
+    if (!some_pending()) return 0;
     for (int i = 0; i < n; i++)
         if (find(reqs[i])) return 1;
     return 0;
@@ -461,7 +525,7 @@ int MPI_Ibarrier(MPI_Comm comm, MPI_Request *req) {
 
 int MPI_Ibcast(void *buf, int count, MPI_Datatype dt, int root, MPI_Comm comm, MPI_Request *req) {
     long long bytes = ob.up ? contiguous_bytes(count, dt) : -1;
-    enum why w = bytes < 0 ? W_DATATYPE : bytes > ob.max_bytes ? W_SIZE : W_TAKEN;
+    enum why w = bytes < 0 ? W_DATATYPE : bytes > ob.max_bytes[C_BCAST] ? W_SIZE : W_TAKEN;
     outboard_group *g = ob.up ? itake(comm, C_BCAST, w, NULL) : NULL;
     if (!g) return PMPI_Ibcast(buf, count, dt, root, comm, req);
     outboard_request *r = NULL;
@@ -473,7 +537,7 @@ int MPI_Ireduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype dt, 
     int obdt = 0, obop = 0;
     enum why w = ob.up ? reduction(dt, op, &obdt, &obop) : W_OFF;
     long long bytes = ob.up ? contiguous_bytes(count, dt) : -1;
-    if (w == W_TAKEN && bytes > ob.max_bytes) w = W_SIZE;
+    if (w == W_TAKEN && bytes > ob.max_bytes[C_REDUCE]) w = W_SIZE;
     outboard_group *g = ob.up ? itake(comm, C_REDUCE, w, NULL) : NULL;
     if (!g) return PMPI_Ireduce(sendbuf, recvbuf, count, dt, op, root, comm, req);
     const void *src = sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf;
@@ -486,7 +550,7 @@ int MPI_Iallreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype d
     int obdt = 0, obop = 0;
     enum why w = ob.up ? reduction(dt, op, &obdt, &obop) : W_OFF;
     long long bytes = ob.up ? contiguous_bytes(count, dt) : -1;
-    if (w == W_TAKEN && bytes > ob.max_bytes) w = W_SIZE;
+    if (w == W_TAKEN && bytes > ob.max_bytes[C_ALLREDUCE]) w = W_SIZE;
     outboard_group *g = ob.up ? itake(comm, C_ALLREDUCE, w, NULL) : NULL;
     if (!g) return PMPI_Iallreduce(sendbuf, recvbuf, count, dt, op, comm, req);
     const void *src = sendbuf == MPI_IN_PLACE ? NULL : sendbuf;
@@ -531,27 +595,27 @@ int MPI_Waitsome(int n, MPI_Request reqs[], int *outcount, int idx[], MPI_Status
 }
 
 int MPI_Test(MPI_Request *req, int *flag, MPI_Status *st) {
-    if (pending) drive();
+    if (some_pending()) drive();
     return PMPI_Test(req, flag, st);
 }
 
 int MPI_Testall(int n, MPI_Request reqs[], int *flag, MPI_Status sts[]) {
-    if (pending) drive();
+    if (some_pending()) drive();
     return PMPI_Testall(n, reqs, flag, sts);
 }
 
 int MPI_Testany(int n, MPI_Request reqs[], int *idx, int *flag, MPI_Status *st) {
-    if (pending) drive();
+    if (some_pending()) drive();
     return PMPI_Testany(n, reqs, idx, flag, st);
 }
 
 int MPI_Testsome(int n, MPI_Request reqs[], int *outcount, int idx[], MPI_Status sts[]) {
-    if (pending) drive();
+    if (some_pending()) drive();
     return PMPI_Testsome(n, reqs, outcount, idx, sts);
 }
 
 int MPI_Request_get_status(MPI_Request req, int *flag, MPI_Status *st) {
-    if (pending) drive();
+    if (some_pending()) drive();
     return PMPI_Request_get_status(req, flag, st);
 }
 

@@ -2,8 +2,10 @@
  * datatypes x operations x sizes (1 element to beyond the offloaded limit)
  * x communicators (world, dup, split, split with reversed keys) x in place,
  * plus broadcasts of any predefined type and of a derived one, barriers,
- * and calls that must pass through (MPI_PROD, MPI_SHORT, a user-defined
- * operation). A plain MPI program: run it with and without the library.
+ * and calls that must pass through (MPI_SHORT, a user-defined operation,
+ * MIN/MAX of 32-bit unsigned values). Every result is compared bit for bit:
+ * floating-point values are chosen so that sums and products are exact in
+ * any order (see fill). A plain MPI program: run it with and without the library.
  * Exits 1 at the first difference. */
 #include <mpi.h>
 #include <stdint.h>
@@ -19,22 +21,35 @@ static int wrank, compared, quick;
 
 struct dtype { MPI_Datatype t; const char *name; int size; int is_float; int is_unsigned; };
 
-/* A value for element i at rank r: small integers, so sums of floats are
- * exact and the order of combination cannot change them. */
-/* `order`: values for MIN and MAX on unsigned types stay below 2^(bits-1):
- * Open MPI 4.1 (MPI_UNSIGNED_LONG) and MPICH 4.0 (every unsigned type)
- * order larger ones as signed, so PMPI would be a wrong oracle there
- * (Outboard orders them as unsigned). */
-static void fill(const struct dtype *d, void *buf, int n, int r, int salt, int order) {
+/* A value for element i at rank r, by `kind`:
+ * K_PLAIN: small integers (floats too), so sums of floats are exact and
+ *   the order of combination cannot change them; every third integer
+ *   element any bits (sums and products wrap).
+ * K_ORDER (MIN, MAX): as K_PLAIN, but values of unsigned types stay below
+ *   2^(bits-1): Open MPI 4.1 (MPI_UNSIGNED_LONG) and MPICH 4.0 (every
+ *   unsigned type) order larger ones as signed, so PMPI would be a wrong
+ *   oracle there (Outboard orders them as unsigned).
+ * K_PROD: floats in -3..3 (doubles in quarters of that), whose products
+ *   over up to 8 ranks are exactly representable, so the order of
+ *   combination cannot change them and bits are compared; integers as
+ *   K_PLAIN.
+ * K_LOGIC (LAND, LOR, LXOR): 0, -1, 1, 2, a quarter of them zero. */
+enum kind { K_PLAIN, K_ORDER, K_PROD, K_LOGIC };
+
+static void fill(const struct dtype *d, void *buf, int n, int r, int salt, enum kind kind) {
     for (int i = 0; i < n; i++) {
-        long long v = ((long long)(r + 1) * 7919 + (long long)i * 104729 + salt) % 201 - 100;
+        long long x = (long long)(r + 1) * 7919 + (long long)i * 104729 + salt;
+        long long v = x % 201 - 100;
         unsigned long long u = ((unsigned long long)(r + 1) * 0x9E3779B97F4A7C15ull) ^ ((unsigned long long)i * 0x100000001B3ull) ^ (unsigned)salt;
-        if (order && d->is_unsigned) u &= 0x7FFFFFFFull, v = v < 0 ? -v : v;
+        if (kind == K_ORDER && d->is_unsigned) u &= 0x7FFFFFFFull, v = v < 0 ? -v : v;
+        if (kind == K_PROD && d->is_float) v = x % 7 - 3;
+        if (kind == K_LOGIC) v = (long long[]){0, -1, 1, 2}[x % 4];
+        int any_bits = i % 3 == 0 && kind != K_LOGIC;
         if (d->t == MPI_FLOAT) ((float *)buf)[i] = (float)v;
         else if (d->t == MPI_DOUBLE) ((double *)buf)[i] = (double)v / 4;
         else if (d->t == MPI_SHORT) ((short *)buf)[i] = (short)v;
-        else if (d->size == 4) ((uint32_t *)buf)[i] = (i % 3 == 0) ? (uint32_t)u : (uint32_t)(int32_t)v;
-        else ((uint64_t *)buf)[i] = (i % 3 == 0) ? u : (uint64_t)v;
+        else if (d->size == 4) ((uint32_t *)buf)[i] = any_bits ? (uint32_t)u : (uint32_t)(int32_t)v;
+        else ((uint64_t *)buf)[i] = any_bits ? u : (uint64_t)v;
     }
 }
 
@@ -56,9 +71,11 @@ static void reductions(MPI_Comm comm, const char *cname, int max_count) {
     };
     MPI_Op user;
     MPI_Op_create(user_max, 1, &user);
-    struct { MPI_Op op; const char *name; int ints_only; } ops[] = {
-        {MPI_SUM, "MPI_SUM", 0}, {MPI_MIN, "MPI_MIN", 0}, {MPI_MAX, "MPI_MAX", 0}, {MPI_BAND, "MPI_BAND", 1},
-        {MPI_BOR, "MPI_BOR", 1}, {MPI_PROD, "MPI_PROD", 0}, {MPI_BXOR, "MPI_BXOR", 1},
+    struct { MPI_Op op; const char *name; int ints_only; enum kind kind; } ops[] = {
+        {MPI_SUM, "MPI_SUM", 0, K_PLAIN}, {MPI_MIN, "MPI_MIN", 0, K_ORDER}, {MPI_MAX, "MPI_MAX", 0, K_ORDER},
+        {MPI_BAND, "MPI_BAND", 1, K_PLAIN}, {MPI_BOR, "MPI_BOR", 1, K_PLAIN}, {MPI_PROD, "MPI_PROD", 0, K_PROD},
+        {MPI_BXOR, "MPI_BXOR", 1, K_PLAIN}, {MPI_LAND, "MPI_LAND", 1, K_LOGIC}, {MPI_LOR, "MPI_LOR", 1, K_LOGIC},
+        {MPI_LXOR, "MPI_LXOR", 1, K_LOGIC},
     };
     int all_counts[] = {1, 2, 7, 100, 1000, max_count}, quick_counts[] = {1, 1000, max_count};
     int *counts = quick ? quick_counts : all_counts;
@@ -71,7 +88,7 @@ static void reductions(MPI_Comm comm, const char *cname, int max_count) {
                 int n = counts[ci];
                 size_t bytes = (size_t)n * d->size;
                 char *in = malloc(bytes), *got = malloc(bytes), *want = malloc(bytes);
-                fill(d, in, n, rank, (int)(ti * 31 + oi), ops[oi].op == MPI_MIN || ops[oi].op == MPI_MAX);
+                fill(d, in, n, rank, (int)(ti * 31 + oi), ops[oi].kind);
                 for (int inplace = 0; inplace < 2; inplace++) {
                     /* Allreduce. */
                     PMPI_Allreduce(in, want, n, d->t, ops[oi].op, comm);
@@ -233,6 +250,24 @@ int main(int argc, char **argv) {
      * largest case, 1 MiB of doubles. */
     int max_count = argc > 1 ? atoi(argv[1]) : 140000;
     quick = argc > 2 && !strcmp(argv[2], "quick");
+    /* Each operation first on a communicator of its own, so that the
+     * verbose mode's line for that communicator says whether the operation
+     * was taken over. */
+    struct { MPI_Op op; const char *name; } first[] = {
+        {MPI_SUM, "op MPI_SUM"}, {MPI_PROD, "op MPI_PROD"}, {MPI_BXOR, "op MPI_BXOR"},
+        {MPI_LAND, "op MPI_LAND"}, {MPI_LOR, "op MPI_LOR"}, {MPI_LXOR, "op MPI_LXOR"},
+    };
+    for (size_t i = 0; i < sizeof first / sizeof *first; i++) {
+        MPI_Comm c;
+        MPI_Comm_dup(MPI_COMM_WORLD, &c);
+        MPI_Comm_set_name(c, first[i].name);
+        int v[3] = {wrank + 1, wrank % 2, 3}, got[3], want[3];
+        MPI_Allreduce(v, got, 3, MPI_INT, first[i].op, c);
+        PMPI_Allreduce(v, want, 3, MPI_INT, first[i].op, c);
+        if (memcmp(got, want, sizeof got)) FAIL("MPI_Allreduce on %s differs from PMPI", first[i].name);
+        compared++;
+        MPI_Comm_free(&c);
+    }
     MPI_Comm dup, half, rev;
     MPI_Comm_dup(MPI_COMM_WORLD, &dup);
     MPI_Comm_set_name(dup, "dup");

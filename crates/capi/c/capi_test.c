@@ -78,6 +78,47 @@ static void collectives(outboard_group *g, const char *label) {
         }
         free(a); free(ra); free(b); free(rb); free(c); free(rc); free(d); free(rd); free(f); free(rf);
     }
+    /* Product, exclusive or and the logical operations, against a fold
+     * over the group ranks' values in rank order (with one member that is
+     * its own value, unnormalised, as in MPI). Float products of values
+     * +-0.5 and +-2 are exact, so the order of combination cannot show. */
+    {
+        int64_t p = gr % 3 + 1, pr = 0, pwant = 1;
+        uint64_t xv = 0x9E3779B97F4A7C15ull * (gr + 1), xr = 0, xwant = 0;
+        double dv = gr % 2 ? -2.0 : 0.5, dr = 0, dwant = 1;
+        int32_t lv[4] = {gr == 1 ? 0 : 5, (int32_t)gr, gr % 2 ? -3 : 0, 0}, lr[4];
+        for (uint32_t r = 0; r < gs; r++) {
+            pwant *= r % 3 + 1;
+            xwant ^= 0x9E3779B97F4A7C15ull * (r + 1);
+            dwant *= r % 2 ? -2.0 : 0.5;
+        }
+        OK(outboard_allreduce(g, &p, &pr, 1, OUTBOARD_INT64, OUTBOARD_PROD));
+        CHECK(pr == pwant);
+        OK(outboard_allreduce(g, &xv, &xr, 1, OUTBOARD_UINT64, OUTBOARD_BXOR));
+        CHECK(xr == xwant);
+        OK(outboard_allreduce(g, &dv, &dr, 1, OUTBOARD_DOUBLE, OUTBOARD_PROD));
+        CHECK(dr == dwant);
+        int ops[3] = {OUTBOARD_LAND, OUTBOARD_LOR, OUTBOARD_LXOR};
+        for (int k = 0; k < 3; k++) {
+            int32_t want[4];
+            for (int e = 0; e < 4; e++) {
+                for (uint32_t r = 0; r < gs; r++) {
+                    int32_t v = e == 0 ? (r == 1 ? 0 : 5) : e == 1 ? (int32_t)r : e == 2 ? (r % 2 ? -3 : 0) : 0;
+                    if (r == 0) want[e] = v;
+                    else if (k == 0) want[e] = want[e] != 0 && v != 0;
+                    else if (k == 1) want[e] = want[e] != 0 || v != 0;
+                    else want[e] = (want[e] != 0) != (v != 0);
+                }
+            }
+            for (uint32_t root = 0; root < gs; root++) {
+                memset(lr, 0x55, sizeof lr);
+                OK(outboard_reduce(g, lv, lr, 4, OUTBOARD_INT32, ops[k], root));
+                if (gr == root) CHECK(memcmp(lr, want, sizeof want) == 0);
+            }
+        }
+        CHECK(outboard_allreduce(g, &dv, &dr, 1, OUTBOARD_DOUBLE, OUTBOARD_LAND) == OUTBOARD_ERR_ARG);
+        CHECK(outboard_allreduce(g, &dv, &dr, 1, OUTBOARD_DOUBLE, 11) == OUTBOARD_ERR_ARG);
+    }
     /* Split-phase: two collectives under way at once, finished by test
      * then wait, in either order. */
     int64_t x = gr + 1, sum = 0;

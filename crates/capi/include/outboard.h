@@ -8,6 +8,15 @@
 #include <stddef.h>
 #include <stdint.h>
 
+// Fetch-and-add: the word becomes `old + operand` (wrapping).
+#define OUTBOARD_FETCH_ADD 1
+
+// Swap (fetch-and-write): the word becomes `operand`.
+#define OUTBOARD_SWAP 2
+
+// Compare-and-swap: the word becomes `operand` if it held `compare`.
+#define OUTBOARD_COMPARE_SWAP 3
+
 // 32-bit signed integers (`int32_t`).
 #define OUTBOARD_INT32 1
 
@@ -38,6 +47,22 @@
 // Bitwise or (integer types).
 #define OUTBOARD_BOR 5
 
+// Product (integers wrap; floats depend on the order of combination).
+#define OUTBOARD_PROD 6
+
+// Bitwise exclusive or (integer types).
+#define OUTBOARD_BXOR 7
+
+// Logical and: 1 if both are non-zero, else 0 (integer types).
+#define OUTBOARD_LAND 8
+
+// Logical or: 1 if either is non-zero, else 0 (integer types).
+#define OUTBOARD_LOR 9
+
+// Logical exclusive or: 1 if exactly one is non-zero, else 0 (integer
+// types).
+#define OUTBOARD_LXOR 10
+
 // Success.
 #define OUTBOARD_OK 0
 
@@ -53,7 +78,8 @@
 // A message longer than the receive buffer (the buffer holds its start).
 #define OUTBOARD_ERR_TRUNCATED 4
 
-// An RDMA access with a wrong key or out of the region's bounds.
+// An RDMA or atomic access with a wrong key, out of the region's bounds
+// or (atomics) misaligned.
 #define OUTBOARD_ERR_RDMA 5
 
 // The engine is out of tokens or the message is too long for it.
@@ -97,6 +123,9 @@
 // A group of ranks (opaque): the members of a collective.
 typedef struct outboard_group outboard_group;
 
+// One rank's handle on a distributed MCS queue lock (opaque).
+typedef struct outboard_lock outboard_lock;
+
 // A buffer of registered (DMA-reachable) memory (opaque).
 typedef struct outboard_mem outboard_mem;
 
@@ -127,6 +156,96 @@ typedef int (*outboard_allgather_fn)(void *ctx, const void *mine, size_t len, vo
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
+
+// Starts `op` on the `bits`-bit word (32 or 64) at `offset` of region
+// `key` of world rank `rank` (which may be this rank). `operand` is the
+// addend (fetch-add) or the new value (swap, compare-and-swap); `compare`
+// is compare-and-swap's expected value (ignored otherwise). On completion
+// the word's old value (zero-extended) is written to `*old` if `old` is
+// not null; it must stay valid until then. The engine checks key, bounds
+// and alignment before touching memory (`OUTBOARD_ERR_RDMA`).
+int outboard_atomic_start(const outboard_world *world,
+                          uint32_t rank,
+                          uint64_t key,
+                          uint64_t offset,
+                          uint32_t bits,
+                          int op,
+                          uint64_t operand,
+                          uint64_t compare,
+                          uint64_t *old,
+                          outboard_request **req);
+
+// Blocking form of [`outboard_atomic_start`].
+int outboard_atomic(const outboard_world *world,
+                    uint32_t rank,
+                    uint64_t key,
+                    uint64_t offset,
+                    uint32_t bits,
+                    int op,
+                    uint64_t operand,
+                    uint64_t compare,
+                    uint64_t *old);
+
+// Blocking fetch-and-add on a 64-bit remote word; the old value in `*old`.
+int outboard_fetch_add(const outboard_world *world,
+                       uint32_t rank,
+                       uint64_t key,
+                       uint64_t offset,
+                       uint64_t add,
+                       uint64_t *old);
+
+// Blocking swap on a 64-bit remote word; the old value in `*old`.
+int outboard_swap(const outboard_world *world,
+                  uint32_t rank,
+                  uint64_t key,
+                  uint64_t offset,
+                  uint64_t value,
+                  uint64_t *old);
+
+// Blocking compare-and-swap on a 64-bit remote word: it becomes `new` if
+// it held `compare`; the old value in `*old` (equal to `compare` when it
+// swapped).
+int outboard_compare_swap(const outboard_world *world,
+                          uint32_t rank,
+                          uint64_t key,
+                          uint64_t offset,
+                          uint64_t compare,
+                          uint64_t new_,
+                          uint64_t *old);
+
+// `op` on the `bits`-bit word at `offset` of this process's own buffer
+// `mem`, atomically with respect to the engine's remote atomics on it
+// (operands as in [`outboard_atomic_start`]); the old value in `*old`.
+int outboard_local_atomic(const outboard_mem *mem,
+                          uint64_t offset,
+                          uint32_t bits,
+                          int op,
+                          uint64_t operand,
+                          uint64_t compare,
+                          uint64_t *old);
+
+// Creates an MCS lock over `group` whose lock word lives at group rank
+// `home`. Collective over `group` (every member passes the same `home`):
+// each member registers its queue words and the members exchange where
+// they are.
+int outboard_lock_create(const outboard_group *group, uint32_t home, outboard_lock **out);
+
+// Blocks until this rank holds the lock (FIFO among the waiters; a
+// waiting rank polls only its own memory). Other threads' calls on the
+// same world wait meanwhile.
+int outboard_lock_acquire(const outboard_lock *lock);
+
+// Takes the lock if nobody holds or awaits it, never waiting: `*acquired`
+// is 1 if it was taken, else 0.
+int outboard_lock_try(const outboard_lock *lock, int *acquired);
+
+// Releases the lock, handing it to the next waiter if there is one.
+int outboard_lock_release(const outboard_lock *lock);
+
+// Frees this rank's handle and its queue words. Every rank must be done
+// with the lock first (for instance after a barrier): another rank's
+// operation on freed words fails. The handle is freed even on failure.
+int outboard_lock_free(outboard_lock *lock);
 
 // Starts a barrier.
 int outboard_barrier_start(const outboard_group *group, outboard_request **req);
@@ -328,7 +447,10 @@ int outboard_recv(const outboard_world *world,
 // as finished.
 int outboard_test(outboard_request **req, int *done, outboard_status *status);
 
-// Blocks until `*req` finishes; then as [`outboard_test`].
+// Blocks until `*req` finishes; then as [`outboard_test`]. Several
+// threads may wait at once (on different operations): while more than
+// one does, each pauses briefly outside the world's lock instead of
+// idling inside it.
 int outboard_wait(outboard_request **req, outboard_status *status);
 
 // Joins the job its environment describes (`outboard run`, Open MPI's

@@ -32,6 +32,17 @@ pub const OUTBOARD_MAX: c_int = 3;
 pub const OUTBOARD_BAND: c_int = 4;
 /// Bitwise or (integer types).
 pub const OUTBOARD_BOR: c_int = 5;
+/// Product (integers wrap; floats depend on the order of combination).
+pub const OUTBOARD_PROD: c_int = 6;
+/// Bitwise exclusive or (integer types).
+pub const OUTBOARD_BXOR: c_int = 7;
+/// Logical and: 1 if both are non-zero, else 0 (integer types).
+pub const OUTBOARD_LAND: c_int = 8;
+/// Logical or: 1 if either is non-zero, else 0 (integer types).
+pub const OUTBOARD_LOR: c_int = 9;
+/// Logical exclusive or: 1 if exactly one is non-zero, else 0 (integer
+/// types).
+pub const OUTBOARD_LXOR: c_int = 10;
 
 pub(crate) fn reduction(dtype: c_int, op: c_int) -> Result<Reduction, Error> {
     let dtype = match dtype {
@@ -48,6 +59,11 @@ pub(crate) fn reduction(dtype: c_int, op: c_int) -> Result<Reduction, Error> {
         OUTBOARD_MAX => ReduceOp::Max,
         OUTBOARD_BAND => ReduceOp::Band,
         OUTBOARD_BOR => ReduceOp::Bor,
+        OUTBOARD_PROD => ReduceOp::Prod,
+        OUTBOARD_BXOR => ReduceOp::Bxor,
+        OUTBOARD_LAND => ReduceOp::Land,
+        OUTBOARD_LOR => ReduceOp::Lor,
+        OUTBOARD_LXOR => ReduceOp::Lxor,
         _ => return Err(Error::arg(format!("unknown operation {op}"))),
     };
     let r = Reduction { op, dtype };

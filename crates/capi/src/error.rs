@@ -18,7 +18,8 @@ pub const OUTBOARD_ERR_INIT: c_int = 2;
 pub const OUTBOARD_ERR_PEER: c_int = 3;
 /// A message longer than the receive buffer (the buffer holds its start).
 pub const OUTBOARD_ERR_TRUNCATED: c_int = 4;
-/// An RDMA access with a wrong key or out of the region's bounds.
+/// An RDMA or atomic access with a wrong key, out of the region's bounds
+/// or (atomics) misaligned.
 pub const OUTBOARD_ERR_RDMA: c_int = 5;
 /// The engine is out of tokens or the message is too long for it.
 pub const OUTBOARD_ERR_RESOURCE: c_int = 6;
@@ -58,7 +59,7 @@ impl From<HostError> for Error {
         let code = match e {
             HostError::Op(OpError::PeerUnreachable(_)) | HostError::Command(CommandError::PeerUnreachable(_)) => OUTBOARD_ERR_PEER,
             HostError::Op(OpError::Truncated { .. }) => OUTBOARD_ERR_TRUNCATED,
-            HostError::Op(OpError::BadKey | OpError::OutOfBounds) => OUTBOARD_ERR_RDMA,
+            HostError::Op(OpError::BadKey | OpError::OutOfBounds | OpError::Misaligned) => OUTBOARD_ERR_RDMA,
             HostError::Op(OpError::Cancelled) => OUTBOARD_ERR_CANCELLED,
             HostError::Command(_) => OUTBOARD_ERR_RESOURCE,
             HostError::Memory(_) | HostError::Op(OpError::DmaFault) => OUTBOARD_ERR_MEMORY,
@@ -116,7 +117,7 @@ pub extern "C" fn outboard_strerror(code: c_int) -> *const c_char {
         OUTBOARD_ERR_INIT => b"joining the job failed\0",
         OUTBOARD_ERR_PEER => b"a peer is unreachable\0",
         OUTBOARD_ERR_TRUNCATED => b"message truncated\0",
-        OUTBOARD_ERR_RDMA => b"remote memory access refused (key or bounds)\0",
+        OUTBOARD_ERR_RDMA => b"remote memory access refused (key, bounds or alignment)\0",
         OUTBOARD_ERR_RESOURCE => b"engine resources exhausted or message too long\0",
         OUTBOARD_ERR_MEMORY => b"registered memory exhausted or access out of bounds\0",
         OUTBOARD_ERR_COLL => b"collective refused\0",

@@ -15,6 +15,7 @@
 //! - `coll`: barrier, broadcast, reduce, allreduce, blocking and split-phase.
 //! - `p2p`: tagged send and receive.
 //! - `mem`: registered memory and RDMA.
+//! - `atomic`: remote and local atomics, the MCS lock.
 //! - `request`: test and wait of every split-phase operation.
 //!
 //! `include/outboard.h` is generated from this crate by cbindgen (the
@@ -25,6 +26,7 @@
 // repeat that.
 #![allow(clippy::missing_safety_doc)]
 
+mod atomic;
 mod coll;
 mod error;
 mod group;
@@ -33,6 +35,7 @@ mod p2p;
 mod request;
 mod world;
 
+pub use atomic::*;
 pub use coll::*;
 pub use error::*;
 pub use group::*;

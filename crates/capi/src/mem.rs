@@ -22,6 +22,16 @@ pub struct outboard_mem {
 }
 
 impl outboard_mem {
+    /// The world it belongs to.
+    pub(crate) fn shared(&self) -> &Arc<Shared> {
+        &self.shared
+    }
+
+    /// The whole buffer.
+    pub(crate) fn buf(&self) -> HostBuf {
+        self.buf
+    }
+
     /// `len` bytes at `offset`, checked against the buffer.
     fn part(&self, offset: u64, len: usize) -> Result<HostBuf, Error> {
         let len32 = u32::try_from(len).map_err(|_| Error::arg("length beyond 4 GiB"))?;

@@ -27,6 +27,8 @@ pub(crate) enum Kind {
     Recv { req: Request, buf: HostBuf, out: *mut u8, cap: usize },
     /// An RDMA operation on the program's registered memory.
     Rdma { req: Request },
+    /// A remote atomic; the word's old value goes to `out` (if not null).
+    Atomic { req: Request, out: *mut u64 },
 }
 
 /// What a finished request reports.
@@ -82,6 +84,18 @@ fn poll(r: &mut outboard_request) -> Result<Option<Finished>, Error> {
             Kind::Rdma { req } => match port.test(*req) {
                 None => return Ok(None),
                 Some(r) => r.map(|_| ()).map_err(Error::from),
+            },
+            Kind::Atomic { req, out } => match port.atomic_result(*req) {
+                None => return Ok(None),
+                Some(Ok(v)) => {
+                    if !out.is_null() {
+                        // SAFETY: the program promised a writable u64 at
+                        // `out` until completion.
+                        unsafe { out.write(v) };
+                    }
+                    Ok(())
+                }
+                Some(Err(e)) => Err(Error::from(e)),
             },
             Kind::Recv { req, buf, out, cap } => match port.test(*req) {
                 None => return Ok(None),
@@ -147,19 +161,30 @@ pub unsafe extern "C" fn outboard_test(req: *mut *mut outboard_request, done: *m
     })
 }
 
-/// Blocks until `*req` finishes; then as [`outboard_test`].
+/// Blocks until `*req` finishes; then as [`outboard_test`]. Several
+/// threads may wait at once (on different operations): while more than
+/// one does, each pauses briefly outside the world's lock instead of
+/// idling inside it.
 #[no_mangle]
 pub unsafe extern "C" fn outboard_wait(req: *mut *mut outboard_request, status: *mut outboard_status) -> c_int {
     let mut done: c_int = 0;
+    // The world outlives the request (the request holds it).
+    let shared = match unsafe { req.as_ref().and_then(|r| r.as_ref()) } {
+        Some(r) => r.shared.clone(),
+        None => return unsafe { outboard_test(req, &mut done, status) },
+    };
+    let _waiting = shared.waiting();
     loop {
         let rc = unsafe { outboard_test(req, &mut done, status) };
         if rc != OUTBOARD_OK || done != 0 {
             return rc;
         }
+        if shared.contended() {
+            std::thread::sleep(std::time::Duration::from_micros(10));
+            continue;
+        }
         let idle = guard(|| {
-            // SAFETY: not finished, so `*req` is still a live handle.
-            let r = unsafe { &**req };
-            r.shared.with(|w| {
+            shared.with(|w| {
                 w.port().io().idle();
                 Ok(())
             })

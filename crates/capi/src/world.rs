@@ -5,6 +5,7 @@
 
 use std::ffi::{c_int, c_void};
 use std::net::{IpAddr, Ipv4Addr, ToSocketAddrs};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use outboard_runtime::bootstrap::ExchangeBootstrap;
@@ -21,6 +22,17 @@ pub struct outboard_world {
 /// made from it; `None` once finalized.
 pub(crate) struct Shared {
     world: Mutex<Option<World>>,
+    /// Threads inside a blocking wait on this world.
+    waiters: AtomicUsize,
+}
+
+/// A thread's presence in a blocking wait ([`Shared::waiting`]).
+pub(crate) struct Waiting<'a>(&'a Shared);
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.0.waiters.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 impl Shared {
@@ -31,10 +43,23 @@ impl Shared {
         let w = w.as_mut().ok_or_else(|| Error::new(OUTBOARD_ERR_STATE, "the world was finalized"))?;
         f(w)
     }
+
+    /// Counts this thread among the waiters until the guard is dropped.
+    pub(crate) fn waiting(&self) -> Waiting<'_> {
+        self.waiters.fetch_add(1, Ordering::AcqRel);
+        Waiting(self)
+    }
+
+    /// Whether another thread is waiting too: then a waiter must not idle
+    /// (park until an event) holding the world's lock, or the other could
+    /// not even start the collective both depend on.
+    pub(crate) fn contended(&self) -> bool {
+        self.waiters.load(Ordering::Acquire) > 1
+    }
 }
 
 fn hand_out(world: World, out: *mut *mut outboard_world) -> Result<(), Error> {
-    let h = Box::new(outboard_world { shared: Arc::new(Shared { world: Mutex::new(Some(world)) }) });
+    let h = Box::new(outboard_world { shared: Arc::new(Shared { world: Mutex::new(Some(world)), waiters: AtomicUsize::new(0) }) });
     // SAFETY: `out` checked non-null by `put`; on failure the box is dropped.
     unsafe { put(out, Box::into_raw(h), "out") }
 }

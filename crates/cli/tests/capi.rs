@@ -1,5 +1,5 @@
-//! The C ABI from C: `crates/capi/c/capi_test.c` and the example, compiled
-//! with gcc against `include/outboard.h` and `liboutboard_capi.so`, run
+//! The C ABI from C: `crates/capi/c/capi_test.c`, `atomic_test.c` and the
+//! example, compiled with gcc against `include/outboard.h` and `liboutboard_capi.so`, run
 //! under `outboard run` with 2 and 4 ranks.
 
 mod common;
@@ -75,6 +75,26 @@ fn the_c_test_program_passes_with_two_and_four_ranks() {
             assert!(so.contains(&format!("[{r}] world host-based: collectives of {n} ranks ok")), "{so}");
         }
         assert!(so.contains("[0] split: collectives of"), "{so}");
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// Remote atomics and the MCS lock from C with 4 ranks: fetch-add old
+/// values distinct and the count exact (remote and local adds mixed),
+/// 32-bit wrap, one compare-and-swap winner, swap's old values, refusals,
+/// and increments by plain RDMA inside the lock that lose nothing.
+#[test]
+fn the_c_atomics_and_lock_test_passes_with_four_ranks() {
+    if !gcc("the_c_atomics_and_lock_test_passes_with_four_ranks") {
+        return;
+    }
+    let dir = scratch("atomic");
+    let exe = dir.join("atomic_test");
+    compile(&repo().join("crates/capi/c/atomic_test.c"), &exe, &direct_flags());
+    let (o, so, se) = run(4, &exe);
+    assert!(o.status.success(), "stdout:\n{so}\nstderr:\n{se}");
+    for r in 0..4 {
+        assert!(so.contains(&format!("[{r}] rank {r}: atomics and lock: all ")), "rank {r} did not finish:\n{so}\n{se}");
     }
     let _ = std::fs::remove_dir_all(dir);
 }

@@ -80,9 +80,16 @@ impl Mpi {
     /// Runs the test program on `n` ranks with the library preloaded and
     /// `env` set in every rank.
     fn run(&self, n: u32, env: &[(&str, &str)], args: &[&str]) -> (Output, String, String) {
+        self.run_prog(&self.prog(), n, env, args)
+    }
+
+    /// Runs `prog` (built with [`Mpi::cc_run`]) as [`Mpi::run`] does.
+    fn run_prog(&self, prog: &Path, n: u32, env: &[(&str, &str)], args: &[&str]) -> (Output, String, String) {
         let lib = self.lib().display().to_string();
-        let mut all: Vec<(&str, &str)> = vec![("LD_PRELOAD", &lib), ("OUTBOARD_MPI_VERBOSE", "1")];
-        all.extend_from_slice(env);
+        // LD_PRELOAD set to nothing in `env`: the program alone.
+        let preload = env.iter().find(|(k, _)| *k == "LD_PRELOAD").map_or(lib.as_str(), |(_, v)| *v);
+        let mut all: Vec<(&str, &str)> = vec![("LD_PRELOAD", preload), ("OUTBOARD_MPI_VERBOSE", "1")];
+        all.extend(env.iter().filter(|(k, _)| *k != "LD_PRELOAD"));
         let ld = common::capi_lib_dir().display().to_string();
         let mut c;
         if self.name == "openmpi" {
@@ -103,7 +110,7 @@ impl Mpi {
                 c.args(["-env", k, v]);
             }
         }
-        c.env("LD_LIBRARY_PATH", &ld).arg(self.prog()).args(args);
+        c.env("LD_LIBRARY_PATH", &ld).arg(prog).args(args);
         let o = c.output().unwrap();
         let (so, se) = (String::from_utf8_lossy(&o.stdout).into_owned(), String::from_utf8_lossy(&o.stderr).into_owned());
         (o, so, se)
@@ -132,14 +139,25 @@ fn check(mpi: &Mpi, n: u32, mode: &str, env: &[(&str, &str)], args: &[&str]) {
             assert!(se.contains(&line), "no \"{line}\": {ctx}");
         }
     }
+    for op in ["MPI_SUM", "MPI_PROD", "MPI_BXOR", "MPI_LAND", "MPI_LOR", "MPI_LXOR"] {
+        let line = format!("rank 0: MPI_Allreduce on op {op}: taken over ({mode})");
+        assert!(se.contains(&line), "no \"{line}\": {ctx}");
+    }
     for why in [
         "MPI_Bcast on MPI_COMM_WORLD: datatype not offloadable",
         "MPI_Allreduce on MPI_COMM_WORLD: operation not offloadable for this datatype",
         "MPI_Allreduce on MPI_COMM_WORLD: datatype not offloadable",
-        "MPI_Allreduce on MPI_COMM_WORLD: message beyond OUTBOARD_MPI_MAX_BYTES",
-        "MPI_Bcast on MPI_COMM_WORLD: message beyond OUTBOARD_MPI_MAX_BYTES",
     ] {
         assert!(se.contains(why), "no \"{why}\": {ctx}");
+    }
+    // Each collective's threshold: its own variable, else the global one,
+    // else 1 MiB; the largest messages of the test program exceed it.
+    let set = |name: &str| env.iter().find(|(k, _)| *k == name).map(|(_, v)| *v);
+    for call in ["MPI_Allreduce", "MPI_Reduce", "MPI_Bcast"] {
+        let var = format!("OUTBOARD_MPI_{}_MAX_BYTES", call[4..].to_uppercase());
+        let limit = set(&var).or_else(|| set("OUTBOARD_MPI_MAX_BYTES")).unwrap_or("1048576");
+        let why = format!("{call} on MPI_COMM_WORLD: message beyond the size threshold ({limit} bytes, {var} or OUTBOARD_MPI_MAX_BYTES)");
+        assert!(se.contains(&why), "no \"{why}\": {ctx}");
     }
 }
 
@@ -161,6 +179,16 @@ fn under_open_mpi_every_taken_over_collective_equals_pmpi() {
     check(&mpi, 4, "host-based", &[("OUTBOARD_MPI", "host")], &["140000", "quick"]);
 }
 
+/// Per-collective size thresholds: with small ones, the smallest calls are
+/// still taken over and larger ones pass through to PMPI (the verbose lines
+/// name the threshold and its variable), with the same results.
+#[test]
+fn per_collective_size_thresholds_pass_larger_calls_through() {
+    let Some(mpi) = mpi_or_skip("per_collective_size_thresholds_pass_larger_calls_through", "openmpi", "mpicc.openmpi") else { return };
+    let env = [("OUTBOARD_MPI_BCAST_MAX_BYTES", "16"), ("OUTBOARD_MPI_REDUCE_MAX_BYTES", "8"), ("OUTBOARD_MPI_ALLREDUCE_MAX_BYTES", "64")];
+    check(&mpi, 2, "offloaded", &env, &["1000", "quick"]);
+}
+
 #[test]
 fn under_mpich_every_taken_over_collective_equals_pmpi() {
     let Some(mpi) = mpi_or_skip("under_mpich_every_taken_over_collective_equals_pmpi", "mpich", "mpicc.mpich") else { return };
@@ -168,7 +196,39 @@ fn under_mpich_every_taken_over_collective_equals_pmpi() {
     check(&mpi, 4, "offloaded", &[], &["140000", "quick"]);
 }
 
-/// With OUTBOARD_MPI=off nothing is taken over and the program still runs.
+/// MPI_THREAD_MULTIPLE: three threads per rank run collectives at once on
+/// their own communicators (mapped to Outboard groups concurrently), each
+/// result equal to PMPI's, under both MPIs with 2 ranks; the library
+/// leaves the provided level as the MPI answered it.
+#[test]
+fn several_threads_run_collectives_on_distinct_communicators() {
+    let test = "several_threads_run_collectives_on_distinct_communicators";
+    for (name, cc) in [("openmpi", "mpicc.openmpi"), ("mpich", "mpicc.mpich")] {
+        let Some(mpi) = mpi_or_skip(test, name, cc) else { continue };
+        let prog = mpi.dir.join("threads");
+        let src = repo().join("bindings/mpi/tests/threads.c").display().to_string();
+        mpi.cc_run(&["-O1".into(), "-Wall".into(), "-Wextra".into(), "-Werror".into(), "-pthread".into(), src, "-o".into(), prog.display().to_string()])
+            .unwrap();
+        let (o, so, se) = mpi.run_prog(&prog, 2, &[], &[]);
+        let ctx = format!("{name}:\nstdout:\n{so}\nstderr:\n{se}");
+        assert!(o.status.success(), "{ctx}");
+        if !so.contains("thread level provided: MPI_THREAD_MULTIPLE") {
+            common::skip(test, &format!("{name} does not provide MPI_THREAD_MULTIPLE"));
+            continue;
+        }
+        for r in 0..2 {
+            let want = format!("rank {r}: 3 threads, {} comparisons with PMPI equal", 3 * 40 * 4);
+            assert!(so.contains(&want), "no \"{want}\": {ctx}");
+        }
+        for call in ["MPI_Allreduce", "MPI_Reduce", "MPI_Bcast", "MPI_Barrier", "MPI_Iallreduce", "MPI_Ibarrier"] {
+            assert!(se.lines().any(|l| l.contains(&format!("rank 0: {call} on ")) && l.ends_with("taken over (offloaded)")), "{call} not taken over: {ctx}");
+        }
+    }
+}
+
+/// With OUTBOARD_MPI=off nothing is taken over and the program still runs;
+/// without the library at all it runs too, making as many comparisons as
+/// with it (the same program, unmodified).
 #[test]
 fn switched_off_everything_passes_through() {
     let Some(mpi) = mpi_or_skip("switched_off_everything_passes_through", "openmpi", "mpicc.openmpi") else { return };
@@ -176,6 +236,18 @@ fn switched_off_everything_passes_through() {
     assert!(o.status.success(), "{so}\n{se}");
     assert!(so.contains("comparisons with PMPI equal"), "{so}\n{se}");
     assert!(se.contains("everything passes through") && !se.contains("taken over") && !se.contains("Outboard up"), "{se}");
+    let (o, plain, se) = mpi.run(2, &[("LD_PRELOAD", "")], &["1000", "quick"]);
+    assert!(o.status.success(), "{plain}\n{se}");
+    assert!(!se.contains("outboard_mpi"), "{se}");
+    let (o, with, se) = mpi.run(2, &[], &["1000", "quick"]);
+    assert!(o.status.success() && se.contains("taken over"), "{with}\n{se}");
+    let counts = |out: &str| {
+        let mut v: Vec<String> = out.lines().filter(|l| l.contains("comparisons with PMPI equal")).map(String::from).collect();
+        v.sort();
+        v
+    };
+    assert_eq!(counts(&plain), counts(&with), "with and without the library");
+    assert_eq!(counts(&plain).len(), 2, "{plain}");
 }
 
 /// A rank SIGKILLed mid-job: every survivor's next taken-over allreduce
