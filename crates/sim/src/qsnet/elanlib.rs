@@ -12,11 +12,11 @@
 //!   retried `max_errors` times, then the barrier fails with that status.
 //! - `elan_hgsyncEvent`: the same, each process blocked on an event rather
 //!   than polling (the event notification costs `event_wake_us`).
-//! - `elan_gsync`: each Elan thread waits for its own process and for the
-//!   'ready' signals (remote fetch-and-adds on an event counter) of its
-//!   children in a balanced tree of degree `gsync_degree`, then signals its
-//!   parent; the root's thread releases everyone by a hardware broadcast
-//!   write.
+//! - `elan_gsync`: each node's event counts its own process's arrival and
+//!   its children's 'ready' signals (remote fetch-and-adds) in a balanced
+//!   tree of degree `gsync_degree`; when it is complete the Elan thread
+//!   wakes and signals the parent; the root's thread releases everyone by
+//!   a hardware broadcast write.
 //! - `elan_hbcast`: an `elan_hgsync`, then the root's process starts the
 //!   broadcast DMA of the data (packets of 320 bytes, `dma_window` open).
 //! - `elan_bcast`: `elan_gsync`'s gather, then the root's thread starts
@@ -78,7 +78,6 @@ const ENTER: u64 = 1;
 const THREAD_IN: u64 = 2;
 const PROBE: u64 = 3;
 const SEEN: u64 = 4;
-const KID: u64 = 5;
 const EXIT: u64 = 6;
 
 fn token(kind: u64, node: u32) -> u64 {
@@ -208,8 +207,9 @@ impl Elanlib {
                 f.timer(self.id, t, token(PROBE, 0));
             }
         } else {
-            let t = f.thread(i, now + f.p.doorbell);
-            f.timer(self.id, t, token(THREAD_IN, i));
+            // The process's arrival sets an event in Elan memory (a command
+            // through the doorbell); the thread runs when the event fires.
+            f.timer(self.id, now + f.p.doorbell, token(THREAD_IN, i));
         }
     }
 
@@ -328,10 +328,6 @@ impl Job for Elanlib {
                         self.self_in[i as usize] = self.k[i as usize];
                         self.check(f, i);
                     }
-                    KID => {
-                        self.kids_in[i as usize] += 1;
-                        self.check(f, i);
-                    }
                     SEEN => match self.algo {
                         Algo::HBcast(_) if i == 0 => {
                             let t = f.now() + f.p.host_send + f.p.doorbell;
@@ -381,8 +377,10 @@ impl Job for Elanlib {
                 }
                 T_RELEASE => self.seen(f, node, 0),
                 T_READY => {
-                    let t = f.thread(node, f.now());
-                    f.timer(self.id, t, token(KID, node));
+                    // The fetch-and-add counted the child on the parent's
+                    // event; the thread wakes when the count is complete.
+                    self.kids_in[node as usize] += 1;
+                    self.check(f, node);
                 }
                 T_DATA => {
                     let j = node as usize;

@@ -105,3 +105,6 @@ pub fn run_with(p: Params, setup: &Setup) -> Result {
         fabric: f.stats.clone(),
     }
 }
+
+#[cfg(test)]
+mod tests;
