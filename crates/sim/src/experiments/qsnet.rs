@@ -275,3 +275,40 @@ pub fn run_bcast(p: &Params, progress: &mut dyn FnMut(usize, usize)) -> Result<O
         notes: vec!["latency: mean per broadcast, root to root (the root is done when the last packet's combined ack says every node has it); bandwidth = size / latency".into()],
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn params(nodes: Vec<u32>, sizes: Vec<u32>) -> Params {
+        Params { profiles: vec![Profile::builtin("elan3")], nodes, sizes, seed: 1, iters: 1 }
+    }
+
+    #[test]
+    fn the_barrier_rows_carry_paper_ids_and_basis() {
+        let o = run_barrier(&params(vec![4, 16, 64], vec![]), &mut |_, _| {}).unwrap();
+        let row = |s: &str, n: u32, m: &str| o.rows.iter().find(|r| r.series == s && r.nodes == n && r.metric == m).unwrap_or_else(|| panic!("{s} {n} {m}"));
+        let h16 = row("elan3 hgsync", 16, "latency");
+        assert_eq!(h16.paper_id.as_deref(), Some("elan-hgsync-16"));
+        assert_eq!(h16.basis, Some(Basis::Calibrated));
+        let g64 = row("elan3 gsync", 64, "latency");
+        assert_eq!((g64.paper, g64.basis), (Some(14.8), Some(Basis::Predicted)));
+        // The hardware barrier beats the software one and grows less.
+        assert!(row("elan3 hgsync", 64, "latency").value < g64.value);
+        assert!(row("elan3 hgsync", 64, "growth 4-64").value < row("elan3 gsync", 64, "growth 4-64").value);
+    }
+
+    #[test]
+    fn the_traffic_run_gives_histograms_that_add_up() {
+        let (o, h) = run_traffic_with_histograms(&params(vec![16], vec![]), &mut |_, _| {}).unwrap();
+        assert!(o.rows.iter().any(|r| r.metric == "slowdown"));
+        for series in ["elan3 hgsync none 16", "elan3 gsync uniform 16"] {
+            let total: f64 = h.rows.iter().filter(|r| r.series == series).map(|r| r.value).sum();
+            assert!((total - 100.0).abs() < 1e-6, "{series}: {total}");
+        }
+        // Traffic slows both barriers down.
+        let mean = |s: &str| o.rows.iter().find(|r| r.series == s && r.metric == "mean").unwrap().value;
+        assert!(mean("elan3 gsync uniform") > mean("elan3 gsync none"));
+        assert!(mean("elan3 hgsync uniform") > mean("elan3 hgsync none"));
+    }
+}

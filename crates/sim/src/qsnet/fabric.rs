@@ -13,7 +13,9 @@
 //!
 //! Once every branch is open, the body streams: each link carries it after
 //! its parent link and after the bodies it already carries (its bandwidth
-//! is shared, its channels are not). Each destination's Elan performs the
+//! is shared, its channels are not). A branch whose body would have
+//! arrived before the last branch opened delivers when it opens (events
+//! are never scheduled in the past). Each destination's Elan performs the
 //! transaction (`txn.rs`) and acknowledges; a switch passes on one
 //! acknowledgement when all its branches have answered, the worst status
 //! winning, so the source gets one. A dead destination's switch answers
@@ -495,10 +497,8 @@ impl Fabric {
     /// Every branch is open: stream the body, schedule the destinations'
     /// transactions, the acknowledgements and the channels' release.
     fn finish(&mut self, pkt: u64) {
-        let now = self.now;
         let hop = self.p.hop;
         let mut p = self.pkts.remove(&pkt).expect("live");
-        let multicast = matches!(p.send.dest, Dest::Range(..));
         let dur = self.p.wire(p.send.data);
         let n = p.circ.len();
         let mut s = vec![0u64; n];
@@ -521,9 +521,6 @@ impl Fabric {
             let mut si = c.grant.max(self.links[link].bw_free);
             if let Some(pi) = c.parent {
                 si = si.max(s[pi] + hop);
-            }
-            if multicast && c.down {
-                si = si.max(now);
             }
             self.links[link].bw_free = si + dur;
             s[i] = si;
