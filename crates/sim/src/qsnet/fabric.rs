@@ -313,8 +313,15 @@ impl Fabric {
 
     /// When an action of node `n`'s Elan thread processor asked at `t` is done.
     pub fn thread(&mut self, n: u32, t: u64) -> u64 {
+        let us = self.p.t.thread_us;
+        self.thread_for(n, t, us)
+    }
+
+    /// The same for work of `us` microseconds (the thread processor serves
+    /// its work in the order it was asked for).
+    pub fn thread_for(&mut self, n: u32, t: u64, us: f64) -> u64 {
         let i = n as usize;
-        let s = t.max(self.thread_free[i]) + ps(self.p.t.thread_us);
+        let s = t.max(self.thread_free[i]) + ps(us);
         self.thread_free[i] = s;
         s
     }

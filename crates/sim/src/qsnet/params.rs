@@ -29,6 +29,7 @@ pub struct Table {
     pub noise_mean_us: f64,
     pub traffic_window: u32,
     pub traffic_packet_bytes: u32,
+    pub tport_thread_us: f64,
     pub basis: FigureBasis,
 }
 

@@ -3,8 +3,14 @@
 //! measured. Complement: node a sends to the node whose binary
 //! coordinates are a's complemented (on a partly used tree, the mirror
 //! image `nodes - 1 - a`). Uniform: every packet to a destination drawn
-//! at random. Each sender keeps `traffic_window` packets open and sends
-//! the next when one is acknowledged.
+//! at random. Each sender keeps `traffic_window` messages (one packet
+//! each) open. The background job is an MPI-style program (128 processes,
+//! one sender and one receiver per node): each message is matched by the
+//! Tport thread on the receiving Elan's thread processor (6.1: MPI "needs
+//! to run a thread in the Elan microprocessor in order to match the
+//! message tags"), for `tport_thread_us`, and the sender sends its next
+//! message when the last one was matched. That thread time competes with
+//! elan_gsync's and elan_hgsync's thread work on the same Elan.
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -78,16 +84,26 @@ impl Traffic {
         }
         let data = f.p.t.traffic_packet_bytes;
         let at = f.dma(n, f.now(), data, false);
-        let s = Send { agent: self.id, tag: 0, src: n, dest: Dest::One(d), txn: Txn::Data, data, close: Close::OnAck, high: false, main_memory: false, notify: false };
+        let s = Send { agent: self.id, tag: u64::from(n), src: n, dest: Dest::One(d), txn: Txn::Data, data, close: Close::OnAck, high: false, main_memory: false, notify: true };
         f.send(s, at);
     }
 }
 
 impl Job for Traffic {
     fn on(&mut self, f: &mut Fabric, note: Note) {
-        if let Note::Done { src, .. } = note {
-            self.delivered += 1;
-            self.next(f, src);
+        match note {
+            Note::Delivered { tag, node, .. } => {
+                // Matched by the receiver's Tport thread; then the sender
+                // (its process learns of it) goes on.
+                let us = f.p.t.tport_thread_us;
+                let t = f.thread_for(node, f.now(), us);
+                f.timer(self.id, t, tag);
+            }
+            Note::Timer { token, .. } => {
+                self.delivered += 1;
+                self.next(f, token as u32);
+            }
+            Note::Done { .. } => {}
         }
     }
 
