@@ -63,6 +63,18 @@ impl Setup {
     pub fn new(nodes: u32, algo: Algo, iters: u32, seed: u64) -> Setup {
         Setup { nodes, algo, iters, traffic: None, main_memory: false, seed, loss: 0.0, dead: Vec::new() }
     }
+
+    /// `count` distinct dead nodes other than the root, drawn from the seed.
+    pub fn with_dead_from_seed(mut self, count: u32) -> Setup {
+        use rand::seq::SliceRandom;
+        use rand::SeedableRng;
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(self.seed ^ 0x4445_4144_0000_0004);
+        let mut others: Vec<u32> = (1..self.nodes).collect();
+        others.shuffle(&mut rng);
+        self.dead = others.into_iter().take(count as usize).collect();
+        self.dead.sort_unstable();
+        self
+    }
 }
 
 /// What a run gave.

@@ -145,7 +145,7 @@ fn a_lost_packet_shows_up_as_an_error_and_is_not_delivered() {
     let errors = r.done.values().filter(|d| d.0 == Status::Error).count();
     assert!(errors > 0 && errors < 40, "{errors} of 40 lost somewhere");
     for t in 0..40u64 {
-        let got = (0..64).filter(|&n| r.delivered.get(&(t, n)).is_some()).count();
+        let got = (0..64).filter(|&n| r.delivered.contains_key(&(t, n))).count();
         assert!((0..64).all(|n| r.delivered.get(&(t, n)).copied().unwrap_or(0) <= 1));
         if r.done[&t].0 == Status::Ok {
             assert_eq!(got, 64);
@@ -158,11 +158,15 @@ fn a_lost_packet_shows_up_as_an_error_and_is_not_delivered() {
 #[test]
 fn hgsync_fails_with_error_on_a_dead_node_and_lossy_links_are_retried() {
     let p = Profile::builtin("elan3");
-    let mut s = Setup::new(16, Algo::HgSync, 5, 4);
-    s.dead = vec![7];
-    let r = run(&p, &s);
-    assert_eq!(r.failed, Some(Status::Error));
-    assert!(!r.completed);
+    for seed in [4, 5, 6] {
+        let s = Setup::new(16, Algo::HgSync, 5, seed).with_dead_from_seed(1);
+        assert_eq!(s.dead.len(), 1);
+        assert_eq!(s.dead, Setup::new(16, Algo::HgSync, 5, seed).with_dead_from_seed(1).dead, "the seed picks it");
+        let r = run(&p, &s);
+        assert_eq!(r.failed, Some(Status::Error), "seed {seed}: dead node {:?}", s.dead);
+        assert!(!r.completed);
+        assert!(r.times_us.is_empty(), "no barrier completes without the dead node");
+    }
     // Loss: probes that meet a corrupted link are retried; the barriers
     // complete.
     let mut s = Setup::new(16, Algo::HgSync, 50, 4);
