@@ -272,7 +272,11 @@ pub fn run_bcast(p: &Params, progress: &mut dyn FnMut(usize, usize)) -> Result<O
         title: "QsNet broadcast: elan_hbcast and elan_bcast, Elan-memory buffers; under traffic main memory (Petrini et al. 6.2.2)".into(),
         x: XAxis::Size,
         rows,
-        notes: vec!["latency: mean per broadcast, root to root (the root is done when the last packet's combined ack says every node has it); bandwidth = size / latency".into()],
+        notes: vec![
+            "latency: mean per broadcast, root to root (the root is done when the last packet's combined ack says every node has it); bandwidth = size / latency".into(),
+            "elan-hbcast-2k-traffic-max is an upper bound (section 7: less than 200 us up to 2 KB under load): a value below it agrees".into(),
+            "under traffic: 1 MB from and to main memory (the background job holds Elan memory), one broadcast per point".into(),
+        ],
     })
 }
 
