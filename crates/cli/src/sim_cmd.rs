@@ -17,6 +17,8 @@ pub struct SimArgs {
     /// overlap (OSU-style split-phase overlap, both forms).
     /// Multicast (issue 5): multisend, multicast, bcast, bcast-skew,
     /// bcast-skew-size and lambda-sweep (docs/multicast.md).
+    /// QsNet (issue 20, --profile elan3): qsnet-barrier, qsnet-traffic
+    /// (also writes NAME-hist.csv/.svg beside --csv/--svg), qsnet-bcast.
     #[arg(required_unless_present = "list_profiles")]
     pub experiment: Option<String>,
     /// Hardware profile(s), comma-separated: a built-in name (fm-lanai43,
@@ -70,10 +72,20 @@ pub fn run(args: SimArgs) -> anyhow::Result<()> {
             .progress_chars("=> "),
     );
     bar.set_message(experiment.clone());
-    let outcome = experiments::run(&experiment, &params, &mut |done, total| {
+    let mut progress = |done: usize, total: usize| {
         bar.set_length(total as u64);
         bar.set_position(done as u64);
-    });
+    };
+    // qsnet-traffic also gives its latency histograms (written beside the
+    // CSV and SVG as NAME-hist.csv / NAME-hist.svg).
+    let (outcome, histograms) = if experiment == "qsnet-traffic" && !params.profiles.is_empty() {
+        match experiments::qsnet::run_traffic_with_histograms(&params, &mut progress) {
+            Ok((o, h)) => (Ok(o), Some(h)),
+            Err(e) => (Err(e), None),
+        }
+    } else {
+        (experiments::run(&experiment, &params, &mut progress), None)
+    };
     bar.finish_and_clear();
     let outcome = outcome?;
     print!("{}", outcome.to_table());
@@ -86,6 +98,17 @@ pub fn run(args: SimArgs) -> anyhow::Result<()> {
         let svg = outboard_sim::plot::outcome_svg(&outcome)?;
         std::fs::write(path, svg).with_context(|| format!("writing {}", path.display()))?;
         println!("svg: {}", path.display());
+    }
+    if let Some(h) = histograms {
+        let beside = |p: &PathBuf| p.with_file_name(format!("{}-hist.{}", p.file_stem().unwrap_or_default().to_string_lossy(), p.extension().unwrap_or_default().to_string_lossy()));
+        if let Some(path) = args.csv.as_ref().map(beside) {
+            std::fs::write(&path, h.to_csv()).with_context(|| format!("writing {}", path.display()))?;
+            println!("histograms csv: {}", path.display());
+        }
+        if let Some(path) = args.svg.as_ref().map(beside) {
+            std::fs::write(&path, outboard_sim::plot::outcome_svg(&h)?).with_context(|| format!("writing {}", path.display()))?;
+            println!("histograms svg: {}", path.display());
+        }
     }
     Ok(())
 }

@@ -30,6 +30,7 @@ pub mod paper;
 pub mod plot;
 pub mod process;
 pub mod profile;
+pub mod qsnet;
 pub mod queue;
 pub mod reproduce;
 pub mod sim;

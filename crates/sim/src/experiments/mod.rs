@@ -23,6 +23,7 @@ pub mod multicast;
 pub mod multisend;
 pub mod overlap;
 pub mod pingpong;
+pub mod qsnet;
 pub mod reduction;
 
 /// Names of the experiments, for the command line.
@@ -42,6 +43,9 @@ pub const NAMES: &[&str] = &["closed-form", "pingpong", "dissemination", "barrie
     "bcast-skew-size",
     "lambda-sweep",
     "overlap",
+    "qsnet-barrier",
+    "qsnet-traffic",
+    "qsnet-bcast",
 ];
 
 /// An experiment could not run.
@@ -250,6 +254,9 @@ pub fn run(name: &str, p: &Params, progress: &mut dyn FnMut(usize, usize)) -> Re
         "bcast-skew" => multicast::run_skew(p, progress),
         "bcast-skew-size" => multicast::run_skew_size(p, progress),
         "lambda-sweep" => lambda::run(p, progress),
+        "qsnet-barrier" => qsnet::run_barrier(p, progress),
+        "qsnet-traffic" => qsnet::run_traffic(p, progress),
+        "qsnet-bcast" => qsnet::run_bcast(p, progress),
         other => Err(ExperimentError::Unknown(other.to_string())),
     }
 }
