@@ -30,6 +30,7 @@ use crate::Instant;
 pub(crate) struct ConnTable {
     /// Boxed: a connection is large and most engines hold a few, so the
     /// vector's spare capacity holds pointers, not connections.
+    #[allow(clippy::vec_box)]
     conns: Vec<Box<Conn>>,
     /// Per connection: whether it is in `dirty`.
     is_dirty: Vec<bool>,
@@ -90,8 +91,8 @@ impl ConnTable {
             let i = self.dirty[k];
             self.is_dirty[i] = false;
             let d = self.conns[i].deadline();
-            if d.is_some() && d != self.pushed[i] {
-                self.heap.push(Reverse((d.expect("checked"), i)));
+            if let Some(at) = d.filter(|_| d != self.pushed[i]) {
+                self.heap.push(Reverse((at, i)));
             }
             self.pushed[i] = d;
         }
