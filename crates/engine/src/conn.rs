@@ -142,6 +142,12 @@ pub(crate) struct Conn {
     pub pending_confirm: VecDeque<(Seq, Seq)>,
     /// Whether the connection is in the engine's ready queue.
     pub queued: bool,
+    /// [`crate::conn_table::ConnTable`]'s bookkeeping, kept here so that
+    /// it shares the connection's cache lines: whether the connection was
+    /// touched since the table last looked, and the deadline of its latest
+    /// heap entry.
+    pub timer_dirty: bool,
+    pub timer_pushed: Option<Instant>,
 }
 
 impl Conn {
@@ -172,6 +178,8 @@ impl Conn {
             rx_unacked: 0,
             pending_confirm: VecDeque::new(),
             queued: false,
+            timer_dirty: false,
+            timer_pushed: None,
         }
     }
 
@@ -179,10 +187,11 @@ impl Conn {
     pub fn reset(&mut self, cfg: &EngineConfig, now: Instant) {
         let peer = self.peer;
         let boot = self.peer_boot;
-        let queued = self.queued;
+        let (queued, timer_dirty, timer_pushed) = (self.queued, self.timer_dirty, self.timer_pushed);
         *self = Conn::new(peer, cfg, now);
         self.peer_boot = boot;
         self.queued = queued;
+        (self.timer_dirty, self.timer_pushed) = (timer_dirty, timer_pushed);
     }
 
     /// Queues a record; returns its sequence number.

@@ -32,12 +32,10 @@ pub(crate) struct ConnTable {
     /// vector's spare capacity holds pointers, not connections.
     #[allow(clippy::vec_box)]
     conns: Vec<Box<Conn>>,
-    /// Per connection: whether it is in `dirty`.
-    is_dirty: Vec<bool>,
-    /// Per connection: the deadline of its latest heap entry. While the
-    /// connection's deadline still equals it, that entry is valid and so
-    /// still in the heap (only invalid entries are dropped): no new one.
-    pushed: Vec<Option<Instant>>,
+    /// Connections touched since the last settle (`Conn::timer_dirty`
+    /// marks them). A connection whose deadline still equals
+    /// `Conn::timer_pushed` has a valid entry, so still one in the heap
+    /// (only invalid entries are dropped): it needs no new one.
     dirty: Vec<usize>,
     heap: BinaryHeap<Reverse<(Instant, usize)>>,
 }
@@ -51,8 +49,6 @@ impl ConnTable {
     pub fn push(&mut self, conn: Conn) -> usize {
         let i = self.conns.len();
         self.conns.push(Box::new(conn));
-        self.is_dirty.push(false);
-        self.pushed.push(None);
         self.mark(i);
         i
     }
@@ -62,8 +58,9 @@ impl ConnTable {
     }
 
     fn mark(&mut self, i: usize) {
-        if !self.is_dirty[i] {
-            self.is_dirty[i] = true;
+        let c = &mut self.conns[i];
+        if !c.timer_dirty {
+            c.timer_dirty = true;
             self.dirty.push(i);
         }
     }
@@ -78,10 +75,10 @@ impl ConnTable {
         if self.heap.len() > 2 * self.conns.len() + 64 {
             self.heap.clear();
             self.dirty.clear();
-            self.is_dirty.iter_mut().for_each(|d| *d = false);
-            for (i, c) in self.conns.iter().enumerate() {
-                self.pushed[i] = c.deadline();
-                if let Some(d) = self.pushed[i] {
+            for (i, c) in self.conns.iter_mut().enumerate() {
+                c.timer_dirty = false;
+                c.timer_pushed = c.deadline();
+                if let Some(d) = c.timer_pushed {
                     self.heap.push(Reverse((d, i)));
                 }
             }
@@ -89,12 +86,13 @@ impl ConnTable {
         }
         for k in 0..self.dirty.len() {
             let i = self.dirty[k];
-            self.is_dirty[i] = false;
-            let d = self.conns[i].deadline();
-            if let Some(at) = d.filter(|_| d != self.pushed[i]) {
+            let c = &mut self.conns[i];
+            c.timer_dirty = false;
+            let d = c.deadline();
+            if let Some(at) = d.filter(|_| d != c.timer_pushed) {
                 self.heap.push(Reverse((at, i)));
             }
-            self.pushed[i] = d;
+            c.timer_pushed = d;
         }
         self.dirty.clear();
         while let Some(top) = self.heap.peek() {
