@@ -140,15 +140,19 @@ fn one(coll: Coll, mode: Mode, nodes: u32, timed: u32) {
     let warm = Rc::new((Cell::new(0u32), Cell::new(None::<Stamp>)));
     let done = Rc::new((Cell::new(0u32), Cell::new(None::<Stamp>)));
     let t = Stamp::now(0.0);
+    let len = match coll {
+        Coll::Bcast64K => 65_536,
+        _ => 8,
+    };
+    let others = Rc::new(vec![0u8; len]);
     let report = run_all(&profile, nodes, 1, |p, rank, mut port, mut g| {
-        let (warm, done) = (warm.clone(), done.clone());
+        let (warm, done, others) = (warm.clone(), done.clone(), others.clone());
         async move {
             let d = g.defaults();
-            let len = match coll {
-                Coll::Bcast64K => 65_536,
-                _ => 8,
-            };
-            let data = vec![(rank % 251) as u8; len];
+            // The root's message; the others pass one shared buffer of the
+            // same length (its contents are ignored), as a real program
+            // would pass its receive buffer, without a copy per node here.
+            let data: Rc<Vec<u8>> = if rank == 0 { Rc::new(vec![7u8; len]) } else { others.clone() };
             for i in 0..=timed {
                 let req = match coll {
                     Coll::Barrier => port.start_barrier(&mut g, mode, d.barrier)?,
@@ -163,7 +167,7 @@ fn one(coll: Coll, mode: Mode, nodes: u32, timed: u32) {
                         let n = i64::from(nodes);
                         assert_eq!(out, (n * (n - 1) / 2).to_ne_bytes(), "allreduce result");
                     }
-                    Coll::Bcast8 | Coll::Bcast64K => assert!(out.iter().all(|&b| b == 0), "broadcast result"),
+                    Coll::Bcast8 | Coll::Bcast64K => assert!(out.len() == len && out.iter().all(|&b| b == 7), "broadcast result"),
                     Coll::Barrier => {}
                 }
                 if i == 0 {
