@@ -12,6 +12,7 @@ use crate::calibration::{self, Basis};
 use crate::profile::Profile;
 use crate::sim::SimError;
 
+pub mod atomics;
 pub mod barrier;
 pub mod closed_form;
 pub mod coll;
@@ -42,6 +43,9 @@ pub const NAMES: &[&str] = &["closed-form", "pingpong", "dissemination", "barrie
     "bcast-skew-size",
     "lambda-sweep",
     "overlap",
+    "atomics",
+    "lock",
+    "lock-cpu",
 ];
 
 /// An experiment could not run.
@@ -250,6 +254,9 @@ pub fn run(name: &str, p: &Params, progress: &mut dyn FnMut(usize, usize)) -> Re
         "bcast-skew" => multicast::run_skew(p, progress),
         "bcast-skew-size" => multicast::run_skew_size(p, progress),
         "lambda-sweep" => lambda::run(p, progress),
+        "atomics" => atomics::run_ops(p, progress),
+        "lock" => atomics::run_lock(p, progress),
+        "lock-cpu" => atomics::run_lock_cpu(p, progress),
         other => Err(ExperimentError::Unknown(other.to_string())),
     }
 }
