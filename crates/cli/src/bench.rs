@@ -55,6 +55,9 @@ pub enum BenchCmd {
     /// Latency of remote atomic operations (fetch-add, swap, CAS hit and
     /// miss), value returned in the event or written directly.
     Atomics(crate::bench_atomic::AtomicArgs),
+    /// MCS lock+unlock latency with 1..N-1 contenders, offloaded vs
+    /// host-based, and the home rank's CPU against the lock rate.
+    Lock(crate::bench_lock::LockArgs),
 }
 
 /// What to compare the engine path with.
@@ -440,6 +443,7 @@ pub fn run(cmd: BenchCmd) -> anyhow::Result<()> {
         BenchCmd::Overlap(a) => return coll(Kind::Overlap, a),
         BenchCmd::Bcast(a) => return coll(Kind::Bcast, a),
         BenchCmd::Atomics(a) => return crate::bench_atomic::run(a),
+        BenchCmd::Lock(a) => return crate::bench_lock::run(a),
         BenchCmd::Pingpong(a) => {
             let raw = a.compare == Some(Compare::RawUdp);
             (a, true, raw)

@@ -5,6 +5,7 @@ use clap::{Parser, Subcommand};
 
 mod bench;
 mod bench_atomic;
+mod bench_lock;
 mod bench_coll;
 mod chaos;
 mod demo;

@@ -19,11 +19,14 @@ pub struct SimArgs {
     /// bcast-skew-size and lambda-sweep (docs/multicast.md).
     /// QsNet (issue 20, --profile elan3): qsnet-barrier, qsnet-traffic
     /// (also writes NAME-hist.csv/.svg beside --csv/--svg), qsnet-bcast.
+    /// Atomics (issue 17, dissertation ch. 5): atomics (Figure 5.6), lock
+    /// (5.7; --nodes = contenders) and lock-cpu (5.8, 5.9; --sizes = delays
+    /// in us), best on gm15-lanai91.
     #[arg(required_unless_present = "list_profiles")]
     pub experiment: Option<String>,
     /// Hardware profile(s), comma-separated: a built-in name (fm-lanai43,
-    /// fm-lanai43-wc, gm-lanai43, gm-lanai72, gm-lanai91, gm2-lanai91,
-    /// elan3, dpu400) or a path to a profile TOML file. Each profile is one
+    /// fm-lanai43-wc, gm-lanai43, gm-lanai72, gm-lanai91, gm15-lanai91,
+    /// gm2-lanai91, elan3, dpu400) or a path to a profile TOML file. Each profile is one
     /// series.
     #[arg(long, default_value = "fm-lanai43", value_delimiter = ',')]
     pub profile: Vec<String>,

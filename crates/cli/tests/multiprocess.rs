@@ -494,6 +494,31 @@ fn bench_atomics_prints_every_operation_and_form_and_runs_each_once() {
 }
 
 #[test]
+fn bench_lock_prints_every_contender_count_and_delay_and_leaves_no_lock_held() {
+    let _serial = serial();
+    let args = ["bench", "lock", "-n", "3", "--iters", "20", "--rounds", "1", "--delays", "0,50"];
+    let out = Command::new(OUTBOARD).args(args).output().unwrap();
+    let (so, se) = text(&out);
+    assert!(out.status.success(), "{so}\n{se}");
+    let numbers = |l: &str| -> Vec<f64> { l.split_whitespace().skip(1).map(|x| x.parse().unwrap()).collect() };
+    // Latency rows: 1 and 2 contenders, three forms and the factor.
+    for c in ["1", "2"] {
+        let line = so.lines().find(|l| l.split_whitespace().next() == Some(c) && l.split_whitespace().count() == 5);
+        let line = line.unwrap_or_else(|| panic!("{c} contenders:\n{so}"));
+        assert!(numbers(line).iter().all(|&x| x > 0.0), "{line}");
+    }
+    // Utilisation rows: per delay, both forms' rate and the home's count.
+    for d in ["0", "50"] {
+        let line = so.lines().filter(|l| l.split_whitespace().count() == 5).filter(|l| l.split_whitespace().next() == Some(d)).last();
+        let line = line.unwrap_or_else(|| panic!("delay {d}:\n{so}"));
+        assert!(numbers(line).iter().all(|&x| x > 0.0), "{line}");
+    }
+    // The offloaded runs reached the home's engine.
+    let executed: u64 = se.split("# home engine: ").nth(1).and_then(|r| r.split(' ').next()).unwrap().parse().unwrap();
+    assert!(executed > 0, "{se}");
+}
+
+#[test]
 fn a_killed_rank_fails_its_peers_operations_in_time_and_the_launcher_names_it() {
     let _serial = serial();
     let timeout_ms = 500;

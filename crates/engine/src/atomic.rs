@@ -313,6 +313,7 @@ impl<D: Dma> Engine<D> {
             self.work.dma_written += w;
         }
         self.stats.atomics_executed += 1;
+        self.work.atomics += 1;
         Ok(old)
     }
 
@@ -360,6 +361,7 @@ impl<D: Dma> Engine<D> {
         self.dma.write(p.port, at, &value.to_ne_bytes()).map_err(|_| OpError::DmaFault)?;
         self.dma.write(p.port, flag, &1u64.to_ne_bytes()).map_err(|_| OpError::DmaFault)?;
         self.work.dma_written += 16;
+        self.work.atomic_direct += 1;
         Ok(())
     }
 

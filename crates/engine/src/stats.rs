@@ -153,6 +153,19 @@ pub struct Work {
     /// how far into it the fragment reaches - which it could otherwise only
     /// guess from the datagram's header.
     pub multi_copy: Option<MultiCopy>,
+    /// Atomic read-modify-writes this call performed on host memory (a
+    /// request answered from the reply table is not counted). Why it is
+    /// reported: besides its two DMAs (counted in `dma_read` and
+    /// `dma_written`) an atomic costs NIC processor work - the operation
+    /// itself, the reply-table entry, and on a NIC without atomic bus
+    /// transactions the mutex with its host (dissertation 5.2.3) - which a
+    /// cost model charges without parsing the request again.
+    pub atomics: u64,
+    /// Atomic replies this call delivered in the direct form (old value and
+    /// flag written into host memory). Why it is reported: the paper's NIC
+    /// made no receive token for these (5.2.2, "slightly faster"), so a
+    /// cost model may charge their completion less than an event.
+    pub atomic_direct: u64,
 }
 
 /// A fragment of a multi-send's copy: see [`Work::multi_copy`].

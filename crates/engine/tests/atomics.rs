@@ -401,8 +401,11 @@ fn a_request_arriving_twice_is_answered_from_the_reply_table_not_run_again() {
     };
     // The same request (number 0) in two connection packets, e.g. sent
     // again by an initiator that lost its state of the first.
+    let _ = e.take_work();
     e.handle_packet(t, NodeId(0), &packet(0, Body::AtomicRequest(req(0, 5))));
+    assert_eq!(e.take_work().atomics, 1, "the read-modify-write is reported to the cost model");
     e.handle_packet(t, NodeId(0), &packet(1, Body::AtomicRequest(req(0, 5))));
+    assert_eq!(e.take_work().atomics, 0, "a repeat answered from the table is no read-modify-write");
     let r = replies(&mut e, t);
     assert_eq!(r.len(), 2);
     assert!(r.iter().all(|r| r.seq == 0 && r.result == Ok(0)), "{r:?}");

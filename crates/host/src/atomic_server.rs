@@ -14,12 +14,14 @@
 //! policy does while a host waits (under spin-then-block, a sleep in the
 //! kernel until the engine wakes it; under dedicated or host-assisted
 //! progress, a spin that also drives the engine). So today the three modes
-//! differ only as far as that policy lets them: `Poll` calls `idle` on
-//! every poll, `SpinThenBlock` spins on the event queue (calling `idle`
-//! every 16th poll, so a host-driven engine still runs) before it calls
-//! `idle` each time, and `Block` is `idle` at once. A server that blocks in
-//! the kernel whatever its node's policy needs a per-port blocking wait in
-//! the runtime, which does not exist yet.
+//! differ as the paper's do: `Poll` calls `idle` on every poll (the node's
+//! policy: a spin, or driving a host-assisted engine), `SpinThenBlock`
+//! spins on the event queue (calling `idle` every 16th poll, so a
+//! host-driven engine still runs) and then blocks, and `Block` blocks at
+//! once. Blocking is [`PortIo::block`]: in the runtime the thread parks in
+//! the kernel until the engine publishes an event for its port, whatever
+//! the node's progress policy (a host-assisted node's engine thread takes
+//! over meanwhile).
 
 use std::collections::BTreeMap;
 
@@ -124,7 +126,9 @@ impl AtomicServer {
                 // Spinning must still let a host-driven engine run: only
                 // `idle` drives it under host-assisted progress.
                 ServerWait::SpinThenBlock { spins } if polls < spins && polls % 16 != 0 => std::hint::spin_loop(),
-                _ => port.io().idle(),
+                ServerWait::SpinThenBlock { spins } if polls < spins => port.io().idle(),
+                ServerWait::Poll => port.io().idle(),
+                ServerWait::SpinThenBlock { .. } | ServerWait::Block => port.io().block(),
             }
         };
         let src = match done? {

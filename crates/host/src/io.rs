@@ -40,6 +40,16 @@ pub trait PortIo {
     /// drives the engine itself (host-assisted progress); a simulator may
     /// advance virtual time.
     fn idle(&mut self);
+    /// Waits in the kernel until this port has an event (or a short while
+    /// passed), whatever the node's progress policy: for a thread whose
+    /// only job is to serve requests - the host-based atomic server
+    /// blocking like GM's `gm_blocking_receive_no_spin` (dissertation
+    /// 5.4.1) - which should give its CPU away rather than spin or drive
+    /// the engine, while the application's own waits keep the node's
+    /// policy. The default is [`PortIo::idle`].
+    fn block(&mut self) {
+        self.idle();
+    }
     /// Allocates a buffer the engine can reach by DMA.
     fn alloc(&mut self, len: u32) -> Result<HostBuf, MemoryError>;
     /// Frees a buffer from [`PortIo::alloc`].

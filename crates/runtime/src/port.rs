@@ -181,6 +181,14 @@ impl PortIo for RtPort {
         }
     }
 
+    fn block(&mut self) {
+        if matches!(self.node.progress, Progress::HostAssisted { .. }) {
+            // The engine's own thread runs it while this one sleeps.
+            self.node.hand_back();
+        }
+        self.park();
+    }
+
     fn alloc(&mut self, len: u32) -> Result<HostBuf, MemoryError> {
         self.node.memory.alloc(len)
     }

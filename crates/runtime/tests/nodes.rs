@@ -219,3 +219,48 @@ fn malformed_datagrams_are_counted_and_dropped_while_traffic_continues() {
     assert!(s.malformed >= 95, "random bytes and truncated headers: {s:?}");
     assert_eq!(s.malformed + s.unauthenticated + s.misaddressed, 150, "every junk datagram dropped: {s:?}");
 }
+
+#[test]
+fn a_blocking_atomic_server_sleeps_in_the_kernel_and_serves_every_request_under_every_policy() {
+    use outboard_host::atomic_server::{AtomicServer, ServerWait};
+    use outboard_host::{AtomicOp, AtomicWidth};
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    for progress in policies() {
+        let nodes = cluster(2, progress, |_| {});
+        let mut client = Port::new(nodes[0].open_port(PortId(0)).unwrap());
+        let mut target = Port::new(nodes[1].open_port(PortId(0)).unwrap());
+        let words = target.buffer(8).unwrap();
+        let key = target.register(words).unwrap();
+        let mut sp = Port::new(nodes[1].open_port(PortId(1)).unwrap());
+        let server = sp.endpoint();
+        let stop = Arc::new(AtomicBool::new(false));
+        let st = stop.clone();
+        let t = std::thread::spawn(move || {
+            let mut s = AtomicServer::new();
+            s.expose(key, words);
+            while s.serve_one(&mut sp, ServerWait::Block, &|| st.load(Ordering::SeqCst)).unwrap() {}
+            s.served
+        });
+        let before = nodes[1].stats().1.host_sleeps;
+        for i in 0..50u64 {
+            // Pauses so the server waits for each request.
+            std::thread::sleep(Duration::from_micros(300));
+            let old = client.hb_atomic(server, key, 0, AtomicWidth::W64, AtomicOp::FetchAdd(1)).unwrap();
+            assert_eq!(old, i, "{progress}");
+        }
+        stop.store(true, Ordering::SeqCst);
+        // The server's last wait ends within its park's safety net.
+        assert_eq!(t.join().unwrap(), 50);
+        let mut b = [0u8; 8];
+        target.io_ref().read(words.addr, &mut b).unwrap();
+        assert_eq!(u64::from_ne_bytes(b), 50);
+        if matches!(progress, Progress::HostAssisted { .. }) {
+            // It handed its engine back to sleep instead of driving it
+            // (for most requests: one that arrived before the server
+            // looked is served without a wait).
+            let slept = nodes[1].stats().1.host_sleeps - before;
+            assert!(slept >= 25, "{progress}: slept {slept} times for 50 requests");
+        }
+    }
+}

@@ -85,6 +85,23 @@ pub struct CostModel {
     /// NIC pipeline latency: every completion reaches the host this much
     /// after the processor wrote it (the DMA into host memory).
     pub nic_event_lat: Dur,
+    /// NIC: per atomic read-modify-write (`Work::atomics`): the operation,
+    /// and with the host/NIC mutex its two waited-for DMAs and checks.
+    pub nic_atomic: Dur,
+    /// NIC pipeline latency of an atomic: its reply leaves this much later
+    /// (the DMAs of the read-modify-write across the bus), the processor
+    /// meanwhile free.
+    pub nic_atomic_lat: Dur,
+    /// Host: waking a blocked atomic server (interrupt, context switch).
+    pub host_wakeup: Dur,
+    /// Host: how long a spin-then-block atomic server polls first.
+    pub host_spin_block: Dur,
+    /// Host: one uncached access across the bus to NIC memory.
+    pub pci_access: Dur,
+    /// Host: one pass of Peterson's wait loop without a bus read.
+    pub host_spin: Dur,
+    /// Whether host and NIC serialise atomics with Peterson's mutex.
+    pub atomic_mutex: bool,
     /// Wire: per byte on a link.
     pub link_byte: PerByte,
     /// Wire: one cable.
@@ -135,6 +152,21 @@ impl CostModel {
             nic_tx_lat: cycles(p.nic.pipeline.tx, mhz),
             nic_rx_lat: cycles(p.nic.pipeline.rx, mhz),
             nic_event_lat: cycles(p.nic.pipeline.event, mhz),
+            nic_atomic: {
+                let a = &p.atomic;
+                let mutex = if a.mutex {
+                    2.0 * a.mutex_dma_us.unwrap_or(p.host_nic.dma_setup_us) + a.mutex_cycles / mhz
+                } else {
+                    0.0
+                };
+                Dur::from_us(a.op_cycles / mhz + mutex)
+            },
+            nic_atomic_lat: Dur::from_us(p.atomic.latency_us),
+            host_wakeup: Dur::from_us(p.atomic.wakeup_us.unwrap_or(p.host.interrupt_us)),
+            host_spin_block: Dur::from_us(p.atomic.spin_us),
+            pci_access: Dur::from_us(p.atomic.pci_access_us),
+            host_spin: Dur::from_us(p.atomic.host_spin_us),
+            atomic_mutex: p.atomic.mutex,
             link_byte: PerByte::from_us(p.wire.link_us_per_byte),
             cable: Dur::from_us(p.wire.cable_latency_us),
             switch_hop: Dur::from_us(p.wire.switch_latency_us),
@@ -166,7 +198,8 @@ impl CostModel {
             + self.nic_timer.0 * w.timers
             + self.nic_combine_int.0 * w.combine_int
             + self.nic_combine_float.0 * w.combine_float
-            + self.nic_coll_data_rx.0 * w.coll_data_in);
+            + self.nic_coll_data_rx.0 * w.coll_data_in
+            + self.nic_atomic.0 * w.atomics);
         d += self.nic_tx_byte.for_bytes(w.payload_out);
         d += self.nic_rx_byte.for_bytes(w.bytes_in);
         let bus_read = if self.pio_send { 0 } else { w.dma_read };
@@ -175,7 +208,40 @@ impl CostModel {
                 d += self.dma_setup + self.dma_byte.for_bytes(bytes);
             }
         }
-        d
+        // A direct-form atomic reply makes no receive token (5.2.2): its
+        // completion event, which the NIC charges `nic_event` as it hands
+        // it over, is given back here; its value and flag are the DMA above.
+        Dur(d.0.saturating_sub(self.nic_event.0 * w.atomic_direct))
+    }
+
+    /// The host's side of Peterson's mutex with its NIC (5.2.3) when the
+    /// NIC holds the critical section for `nic_holds` more: set its
+    /// `interested` flag and `turn` (two stores into NIC memory), read
+    /// the NIC's flag (in host memory: cheap), and while waiting read
+    /// `turn` across the bus with exponential backoff - on passes 0, 2, 5,
+    /// 10, 19, ... (skip 1, then 2, then 4, ...) - then clear the flag
+    /// after the operation. Returns the host time the mutex costs (the
+    /// operation itself excluded).
+    pub fn host_mutex(&self, nic_holds: Dur) -> Dur {
+        let mut t = Dur(2 * self.pci_access.0);
+        // The first check of `turn`, then backoff until the NIC is out.
+        t += self.pci_access;
+        let (mut pass, mut next_read, mut skip) = (0u64, 2u64, 2u64);
+        while t.0 < 2 * self.pci_access.0 + nic_holds.0 {
+            pass += 1;
+            if pass == next_read {
+                t += self.pci_access;
+                next_read = pass + skip + 1;
+                skip *= 2;
+            } else {
+                t += self.host_spin;
+            }
+            if self.host_spin.0 == 0 && self.pci_access.0 == 0 {
+                break;
+            }
+        }
+        // Leaving: clear `interested` (one store across the bus).
+        t + self.pci_access
     }
 
     /// NIC busy time for the engine call that took command `cmd`: as
@@ -320,6 +386,45 @@ mod tests {
         assert_eq!(c.nic_work(&data), c.nic_work(&plain) + Dur(2 * c.nic_coll_data_rx.0));
         p.nic.coll_data_rx_cycles = None;
         assert_eq!(CostModel::new(&p).nic_coll_data_rx, Dur::ZERO);
+    }
+
+    #[test]
+    fn atomics_pay_their_work_the_mutex_its_dmas_and_a_direct_reply_no_event() {
+        let mut p = Profile::builtin("gm15-lanai91");
+        p.atomic.mutex = false;
+        let c = CostModel::new(&p);
+        let rmw = Work { packets_in: 1, dma_read: 4, dma_written: 4, ..Work::default() };
+        let with = Work { atomics: 1, ..rmw };
+        assert!(c.nic_atomic > Dur::ZERO);
+        assert_eq!(c.nic_work(&with), c.nic_work(&rmw) + c.nic_atomic);
+        // The mutex: two waited-for DMAs (dma_setup, as mutex_dma_us is
+        // absent) and its cycles, per operation.
+        p.atomic.mutex = true;
+        let m = CostModel::new(&p);
+        let mutex = Dur::from_us(2.0 * p.host_nic.dma_setup_us + p.atomic.mutex_cycles / p.nic.clock_mhz);
+        assert_eq!(m.nic_atomic, c.nic_atomic + mutex);
+        // A direct reply's completion is its DMA, not an event.
+        let reply = Work { packets_in: 1, dma_written: 16, ..Work::default() };
+        let direct = Work { atomic_direct: 1, ..reply };
+        assert_eq!(c.nic_work(&direct), Dur(c.nic_work(&reply).0 - c.nic_event.0));
+        // Without the section an atomic costs its packets and DMAs only.
+        let plain = CostModel::new(&Profile::builtin("gm-lanai91"));
+        assert_eq!(plain.nic_work(&with), plain.nic_work(&rmw));
+        assert_eq!(plain.nic_atomic_lat, Dur::ZERO);
+    }
+
+    #[test]
+    fn the_hosts_side_of_the_mutex_reads_turn_with_exponential_backoff() {
+        let mut p = Profile::builtin("gm15-lanai91");
+        (p.atomic.pci_access_us, p.atomic.host_spin_us) = (1.0, 0.01);
+        let c = CostModel::new(&p);
+        // Uncontended: two stores, one read of `turn`, one store to leave.
+        assert_eq!(c.host_mutex(Dur::ZERO), Dur::from_us(4.0));
+        // Waiting 10 us after its stores: the host leaves within one bus
+        // read of the NIC leaving (reads on passes 0, 2, 5, 10, 19, ...,
+        // the passes between 0.01 us each), then clears its flag.
+        let t = c.host_mutex(Dur::from_us(10.0));
+        assert!(t >= Dur::from_us(13.0) && t < Dur::from_us(14.0), "{t:?}");
     }
 
     #[test]

@@ -75,6 +75,10 @@ pub(crate) struct Node {
     pub timer_queued: Option<Time>,
     pub alive: bool,
     pub ports: Vec<PortSlot>,
+    /// Time the NIC spent on inputs so far (from taking each to the end of
+    /// its last charge): the complement of the firmware's idle loop, which
+    /// the dissertation instrumented (5.4.3).
+    pub busy: Dur,
 }
 
 impl Node {
@@ -89,6 +93,7 @@ impl Node {
             timer_queued: None,
             alive: true,
             ports,
+            busy: Dur::ZERO,
         }
     }
 }
@@ -242,6 +247,9 @@ impl World {
         // A command's packets wait for the DMA of its data from the host
         // (besides the send pipeline every packet passes).
         let pipeline = self.cost.nic_tx_lat + if posted.is_some() { self.cost.nic_command_lat } else { Dur::ZERO };
+        // An atomic's reply waits for its read-modify-write's DMAs, which
+        // the processor does not wait out.
+        let pipeline = pipeline + if work.atomics > 0 { self.cost.nic_atomic_lat } else { Dur::ZERO };
         let defer_events = deferred_write > 0;
         if !defer_events {
             clock = self.drain_events(node, clock);
@@ -281,6 +289,7 @@ impl World {
         }
         let n = &mut self.nodes[ni];
         n.busy_until = clock;
+        n.busy += clock.since(start);
         if !n.inputs.is_empty() {
             n.free_scheduled = true;
             self.queue.push(clock, Ev::NicFree(node));

@@ -294,6 +294,55 @@ pub struct FaultRates {
     pub jitter_us: f64,
 }
 
+/// Atomic remote memory operations (dissertation chapter 5): the NIC's work
+/// beyond the two DMAs of a read-modify-write, the host/NIC mutex of 5.2.3,
+/// and how a host-based atomic server wakes. All zero by default, so a
+/// profile without the section charges an atomic its DMAs and packets only.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct AtomicCosts {
+    /// NIC cycles per read-modify-write (computing the new value, the
+    /// reply-table entry), besides its DMAs.
+    #[serde(default)]
+    pub op_cycles: f64,
+    /// Latency of a read-modify-write that is not processor time: the
+    /// reply leaves this much after the NIC's work on the request (its DMA
+    /// read must come back across the bus before the NIC can compute and
+    /// write), while the processor takes other inputs.
+    #[serde(default)]
+    pub latency_us: f64,
+    /// Whether the NIC serialises with its host by Peterson's mutex (the
+    /// paper's *mutex* and *direct* variants; 5.2.3). A NIC with atomic bus
+    /// transactions (PCIe AtomicOps) needs none: the *no-mutex* variant.
+    #[serde(default)]
+    pub mutex: bool,
+    /// One small DMA the NIC waits for: with the mutex it writes its
+    /// `interested` flag, which lives in host memory, before and after
+    /// each operation (two per operation). Absent: `host_nic.dma_setup_us`.
+    #[serde(default)]
+    pub mutex_dma_us: Option<f64>,
+    /// NIC cycles of the mutex besides its two DMAs (storing `turn`,
+    /// checking the host's flag and `turn`, both in NIC memory).
+    #[serde(default)]
+    pub mutex_cycles: f64,
+    /// Host: one uncached load or store across the bus into NIC memory
+    /// (the host's `interested` flag and `turn` live there).
+    #[serde(default)]
+    pub pci_access_us: f64,
+    /// Host: one pass of Peterson's wait loop that does not read `turn`
+    /// (the exponential backoff skips those reads).
+    #[serde(default)]
+    pub host_spin_us: f64,
+    /// Host: waking a server blocked in the kernel - interrupt, wake-up,
+    /// context switch (GM's blocking receives). Absent: `host.interrupt_us`.
+    #[serde(default)]
+    pub wakeup_us: Option<f64>,
+    /// Host: how long a spin-then-block server polls before it blocks
+    /// (`gm_blocking_receive`).
+    #[serde(default)]
+    pub spin_us: f64,
+}
+
 /// One hardware profile.
 #[derive(Debug, Clone, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
@@ -316,6 +365,9 @@ pub struct Profile {
     /// The MPI layer's overheads (zero by default).
     #[serde(default)]
     pub mpi: MpiCosts,
+    /// Atomic operations (zero by default).
+    #[serde(default)]
+    pub atomic: AtomicCosts,
 }
 
 /// The built-in profiles: (name, TOML text).
@@ -325,6 +377,7 @@ pub const BUILTIN: &[(&str, &str)] = &[
     ("gm-lanai43", include_str!("../../../profiles/gm-lanai43.toml")),
     ("gm-lanai72", include_str!("../../../profiles/gm-lanai72.toml")),
     ("gm-lanai91", include_str!("../../../profiles/gm-lanai91.toml")),
+    ("gm15-lanai91", include_str!("../../../profiles/gm15-lanai91.toml")),
     ("gm2-lanai91", include_str!("../../../profiles/gm2-lanai91.toml")),
     ("elan3", include_str!("../../../profiles/elan3.toml")),
     ("dpu400", include_str!("../../../profiles/dpu400.toml")),
@@ -477,6 +530,14 @@ impl Profile {
             ("nic.pipeline.tx", Some(self.nic.pipeline.tx)),
             ("nic.pipeline.rx", Some(self.nic.pipeline.rx)),
             ("nic.pipeline.event", Some(self.nic.pipeline.event)),
+            ("atomic.op_cycles", Some(self.atomic.op_cycles)),
+            ("atomic.latency_us", Some(self.atomic.latency_us)),
+            ("atomic.mutex_dma_us", self.atomic.mutex_dma_us),
+            ("atomic.mutex_cycles", Some(self.atomic.mutex_cycles)),
+            ("atomic.pci_access_us", Some(self.atomic.pci_access_us)),
+            ("atomic.host_spin_us", Some(self.atomic.host_spin_us)),
+            ("atomic.wakeup_us", self.atomic.wakeup_us),
+            ("atomic.spin_us", Some(self.atomic.spin_us)),
         ];
         let present = optional.into_iter().filter_map(|(f, v)| v.map(|v| (f, v)));
         for (field, value) in nonneg.into_iter().chain(present) {

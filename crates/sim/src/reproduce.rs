@@ -122,6 +122,9 @@ pub const RUNS: &[Run] = &[
     run("bcast", "bcast", &["gm2-lanai91"], &[], 10, 5),
     run("bcast-skew", "bcast-skew", &["gm2-lanai91"], &[], 500, 200),
     run("bcast-skew-size", "bcast-skew-size", &["gm2-lanai91"], &[], 500, 200),
+    run("atomics", "atomics", &["gm15-lanai91"], &[], 100, 20),
+    run("lock", "lock", &["gm15-lanai91"], &[], 20, 5),
+    Run { sizes: &[0, 10, 20, 50, 100, 200, 500], ..run("lock-cpu", "lock-cpu", &["gm15-lanai91"], &[], 20, 5) },
     // Extensions: the same operations on a machine the papers did not have.
     Run { full_only: true, ..run("barrier-1024", "barrier", &["dpu400"], &[1024], 2, 2) },
     Run { full_only: true, ..run("overlap-1024", "overlap", &["dpu400"], &[1024], 2, 2) },

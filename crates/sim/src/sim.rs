@@ -211,6 +211,13 @@ impl Simulation {
         self.world.borrow().nodes[node as usize].engine.stats().clone()
     }
 
+    /// Time the NIC of `node` has spent on its inputs so far (see
+    /// [`crate::experiments`]' utilisation figures): divided by the elapsed
+    /// time, the fraction the firmware was not in its idle loop.
+    pub fn nic_busy(&self, node: u32) -> Dur {
+        self.world.borrow().nodes[node as usize].busy
+    }
+
     /// Whether every live engine is quiet (nothing unacknowledged).
     pub fn engines_quiet(&self) -> bool {
         self.world.borrow().nodes.iter().filter(|n| n.alive).all(|n| n.engine.is_quiet())

@@ -12,6 +12,7 @@ use crate::calibration::{self, Basis};
 use crate::profile::Profile;
 use crate::sim::SimError;
 
+pub mod atomics;
 pub mod barrier;
 pub mod closed_form;
 pub mod coll;
@@ -46,6 +47,9 @@ pub const NAMES: &[&str] = &["closed-form", "pingpong", "dissemination", "barrie
     "qsnet-barrier",
     "qsnet-traffic",
     "qsnet-bcast",
+    "atomics",
+    "lock",
+    "lock-cpu",
 ];
 
 /// An experiment could not run.
@@ -257,6 +261,9 @@ pub fn run(name: &str, p: &Params, progress: &mut dyn FnMut(usize, usize)) -> Re
         "qsnet-barrier" => qsnet::run_barrier(p, progress),
         "qsnet-traffic" => qsnet::run_traffic(p, progress),
         "qsnet-bcast" => qsnet::run_bcast(p, progress),
+        "atomics" => atomics::run_ops(p, progress),
+        "lock" => atomics::run_lock(p, progress),
+        "lock-cpu" => atomics::run_lock_cpu(p, progress),
         other => Err(ExperimentError::Unknown(other.to_string())),
     }
 }
