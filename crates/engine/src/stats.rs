@@ -84,6 +84,12 @@ pub struct Stats {
     /// their first packet, before its host asked: it forwards them down the
     /// tree at once and keeps the result for the host.
     pub coll_forwarded_early: u64,
+    /// NICVM module invocations (module `nicvm`).
+    pub nicvm_invocations: u64,
+    /// NICVM errors: invocations that failed (fuel, trap, bad send, stale
+    /// generation, purged module) and module sends given up. Per module:
+    /// `Engine::nicvm_reports`.
+    pub nicvm_errors: u64,
 }
 
 /// Work done since the last [`crate::Engine::take_work`]: what the simulator
@@ -153,6 +159,12 @@ pub struct Work {
     /// how far into it the fragment reaches - which it could otherwise only
     /// guess from the datagram's header.
     pub multi_copy: Option<MultiCopy>,
+    /// NICVM module invocations. Why it is reported: each costs the NIC a
+    /// fixed dispatch (lookup, frame set-up) besides its instructions.
+    pub nicvm_invocations: u64,
+    /// VM instructions the modules executed (charged fuel, traps
+    /// included): the NIC processor time user code took.
+    pub vm_instructions: u64,
 }
 
 /// A fragment of a multi-send's copy: see [`Work::multi_copy`].
