@@ -55,6 +55,9 @@ pub enum BenchCmd {
     /// Latency of remote atomic operations (fetch-add, swap, CAS hit and
     /// miss), value returned in the event or written directly.
     Atomics(crate::bench_atomic::AtomicArgs),
+    /// The NICVM Figure 2 module broadcast vs the engine's offloaded
+    /// broadcast vs host-based, across N processes.
+    Nicvm(crate::bench_nicvm::NicvmArgs),
 }
 
 /// What to compare the engine path with.
@@ -440,6 +443,7 @@ pub fn run(cmd: BenchCmd) -> anyhow::Result<()> {
         BenchCmd::Overlap(a) => return coll(Kind::Overlap, a),
         BenchCmd::Bcast(a) => return coll(Kind::Bcast, a),
         BenchCmd::Atomics(a) => return crate::bench_atomic::run(a),
+        BenchCmd::Nicvm(a) => return crate::bench_nicvm::run(a),
         BenchCmd::Pingpong(a) => {
             let raw = a.compare == Some(Compare::RawUdp);
             (a, true, raw)

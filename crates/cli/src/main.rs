@@ -6,6 +6,7 @@ use clap::{Parser, Subcommand};
 mod bench;
 mod bench_atomic;
 mod bench_coll;
+mod bench_nicvm;
 mod chaos;
 mod demo;
 mod launch;

@@ -141,7 +141,9 @@ pub struct Work {
     /// forwarded a multicast packet "before, and independently of, handing
     /// it to its host" - so a cost model may charge this call's DMA to the
     /// host after its transmissions instead of before. Acknowledgements and
-    /// a root's own data are not relays.
+    /// a root's own data are not relays. NICVM module sends made for a
+    /// packet that arrived from the network count too (002 4.3: the module's
+    /// sends go first, then the DMA to the host).
     pub coll_relays_out: u64,
     /// Of `packets_in`, collective packets that carry data (a reduction
     /// contribution, a broadcast piece; barrier signals carry none),

@@ -25,6 +25,23 @@ pub struct NicModule {
     pub name: String,
 }
 
+/// A load under way (see [`Port::start_nicvm_load_bytecode`]).
+#[derive(Debug)]
+#[must_use = "a load must be finished"]
+pub struct PendingLoad {
+    req: Request,
+    bufs: [HostBuf; 2],
+    module: ModuleId,
+    name: String,
+}
+
+impl PendingLoad {
+    /// The engine-level request to wait for.
+    pub fn request(&self) -> Request {
+        self.req
+    }
+}
+
 /// Options of a load.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct LoadOptions {
@@ -85,25 +102,47 @@ impl<P: PortIo> Port<P> {
 
     /// Loads encoded bytecode (the engine decodes and verifies it).
     pub fn nicvm_load_bytecode(&mut self, g: &mut Group, name: &str, code: &[u8], opts: LoadOptions) -> Result<NicModule, HostError> {
+        let pending = self.start_nicvm_load_bytecode(g, name, code, opts)?;
+        let r = self.wait(pending.req);
+        self.finish_nicvm_load(pending, r)
+    }
+
+    /// Starts a load of encoded bytecode without waiting (a driver that
+    /// waits its own way, like the simulator's processes, waits for
+    /// [`PendingLoad::request`] and then calls [`Self::finish_nicvm_load`]).
+    pub fn start_nicvm_load_bytecode(&mut self, g: &mut Group, name: &str, code: &[u8], opts: LoadOptions) -> Result<PendingLoad, HostError> {
         self.install_group(g)?;
         let module = module_id(name);
         let name_buf = self.buffer_from(name.as_bytes())?;
         let code_buf = self.buffer_from(code)?;
-        let r = self
-            .start(|op| Command::NicvmLoad {
-                op,
-                module,
-                name: name_buf,
-                code: code_buf,
-                acc_len: opts.acc_len,
-                persist: opts.persist,
-                replace: opts.replace,
-            })
-            .and_then(|r| self.wait(r));
-        self.free(name_buf)?;
-        self.free(code_buf)?;
+        let req = self.start(|op| Command::NicvmLoad {
+            op,
+            module,
+            name: name_buf,
+            code: code_buf,
+            acc_len: opts.acc_len,
+            persist: opts.persist,
+            replace: opts.replace,
+        });
+        let req = match req {
+            Ok(r) => r,
+            Err(e) => {
+                self.free(name_buf)?;
+                self.free(code_buf)?;
+                return Err(e);
+            }
+        };
+        Ok(PendingLoad { req, bufs: [name_buf, code_buf], module, name: name.to_string() })
+    }
+
+    /// Ends a load started by [`Self::start_nicvm_load_bytecode`], given its
+    /// request's result: frees its buffers, names the loaded module.
+    pub fn finish_nicvm_load(&mut self, p: PendingLoad, r: Result<Completion, HostError>) -> Result<NicModule, HostError> {
+        for b in p.bufs {
+            self.free(b)?;
+        }
         match r? {
-            Completion::NicvmLoaded { generation } => Ok(NicModule { id: module, generation, name: name.to_string() }),
+            Completion::NicvmLoaded { generation } => Ok(NicModule { id: p.module, generation, name: p.name }),
             other => unreachable!("a load completed as {other:?}"),
         }
     }

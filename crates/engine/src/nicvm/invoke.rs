@@ -223,6 +223,9 @@ impl<D: Dma> Engine<D> {
                         PacketType::HostData => NicvmType::HostData,
                     };
                     self.nicvm_enqueue(now, ctx.port, ctx.gen, to, route, ptype, 0, bytes);
+                    if remote {
+                        self.work.coll_relays_out += 1;
+                    }
                 }
                 Effect::Deliver(bytes) => self.nicvm_deliver(ctx.port, ctx.src, nicvm_tag(module, NICVM_TAG_NEW), &bytes),
             }

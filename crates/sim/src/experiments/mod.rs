@@ -21,6 +21,7 @@ pub mod granularity;
 pub mod lambda;
 pub mod multicast;
 pub mod multisend;
+pub mod nicvm;
 pub mod overlap;
 pub mod pingpong;
 pub mod reduction;
@@ -42,6 +43,7 @@ pub const NAMES: &[&str] = &["closed-form", "pingpong", "dissemination", "barrie
     "bcast-skew-size",
     "lambda-sweep",
     "overlap",
+    "nicvm",
 ];
 
 /// An experiment could not run.
@@ -244,6 +246,7 @@ pub fn run(name: &str, p: &Params, progress: &mut dyn FnMut(usize, usize)) -> Re
         "reduce-cpu" => reduction::run_cpu(p, progress),
         "reduce-skew" => reduction::run_skew(p, progress),
         "overlap" => overlap::run(p, progress),
+        "nicvm" => nicvm::run(p, progress),
         "multisend" => multisend::run(p, progress),
         "multicast" => multicast::run(p, progress),
         "bcast" => multicast::run_bcast(p, progress),
