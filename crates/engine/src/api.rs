@@ -221,7 +221,9 @@ pub enum Command {
     /// running over `group`: at this engine when `dest` is this port's
     /// rank (the paper's delegation to the local NIC), else at `dest`'s
     /// engine. Uses a send token; completes with [`Completion::NicvmSent`]
-    /// once the packet is in engine memory and, locally, the module ran.
+    /// once the module ran (locally) or the receiving engine took the
+    /// packet (remotely; it is read from `buf` as it is sent, like a
+    /// message).
     NicvmSend {
         /// Operation name.
         op: OpId,

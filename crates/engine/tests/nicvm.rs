@@ -157,8 +157,18 @@ fn echo_module_turns_the_packet_around_without_its_host() {
     let m = ModuleId(5);
     let gen = job.load(m, "echo", ECHO);
     let (op, buf) = job.post(0, m, 64);
-    assert_eq!(job.send(0, m, gen, 0, 1, b"ping"), Ok(Completion::NicvmSent { failed: false }));
-    let Ok(Completion::Received { tag, len, src }) = job.result(0, op) else { panic!() };
+    let data = job.net.memory(NodeId(0)).alloc_with(b"ping");
+    let send = job.op();
+    job.net.command(NodeId(0), P0, Command::NicvmSend { op: send, module: m, generation: gen, group: G, root: 0, dest: 1, buf: data }).unwrap();
+    let mut events = std::collections::BTreeMap::new();
+    job.net.run_until("echo", |n| {
+        events.extend(n.take_events(NodeId(0)).into_iter().map(|e| (e.op, e.result)));
+        events.len() == 2
+    }).unwrap();
+    // The packet is read from host memory as it goes, so the send completes
+    // once rank 1's engine took it (the reply may come first).
+    assert_eq!(events[&send], Ok(Completion::NicvmSent { failed: false }));
+    let Ok(Completion::Received { tag, len, src }) = events[&op] else { panic!() };
     assert_eq!((tag, len, src.node), (nicvm_tag(m, 0), 4, NodeId(1)));
     assert_eq!(&job.net.memory(NodeId(0)).bytes(buf)[..4], b"ping");
     job.net.run_until_quiet().unwrap();
@@ -289,7 +299,8 @@ fn another_jobs_engine_cannot_invoke_a_module() {
     let m = ModuleId(2);
     let gen = job.load(m, "bcast", BCAST);
     assert_eq!(job.load_at(2, m, "bcast", &bytecode(BCAST), false, false), Ok(Completion::NicvmLoaded { generation: 1 }));
-    assert_eq!(job.send(2, m, gen, 0, 0, b"intruder"), Ok(Completion::NicvmSent { failed: false }));
+    // Dropped at the MAC, never acknowledged: job A's engine is dead to it.
+    assert_eq!(job.send(2, m, gen, 0, 0, b"intruder"), Err(OpError::Nicvm(NicvmError::NotDelivered)));
     let _ = job.net.run_for(Duration::from_millis(200));
     let e0 = job.net.engine(NodeId(0));
     assert!(e0.stats().unauthenticated > 0, "refused at the MAC");

@@ -94,31 +94,40 @@ impl<D: Dma> Engine<D> {
             return Err(CommandError::NoSendToken);
         }
         p.send_tokens -= 1;
-        let result = self.nicvm_send_inner(now, port, gen, r);
-        self.complete(port, gen, op, result, TokenClass::Send);
+        match self.nicvm_send_inner(now, port, gen, op, r) {
+            Ok(None) => {}
+            Ok(Some(c)) => self.complete(port, gen, op, Ok(c), TokenClass::Send),
+            Err(e) => self.complete(port, gen, op, Err(e), TokenClass::Send),
+        }
         Ok(())
     }
 
-    fn nicvm_send_inner(&mut self, now: Instant, port: PortId, gen: Generation, r: SendRequest) -> Result<Completion, OpError> {
+    /// `None`: the packet is on its way and completes on confirmation.
+    fn nicvm_send_inner(&mut self, now: Instant, port: PortId, gen: Generation, op: OpId, r: SendRequest) -> Result<Option<Completion>, OpError> {
         let max = self.nicvm_max_payload();
-        let data = self.nicvm_read(port, r.buf, max)?;
+        if r.buf.len as usize > max {
+            return Err(NicvmError::TooLong.into());
+        }
         let (rank, size) = self.coll_group_rank_size(port, r.group).ok_or(NicvmError::NoGroup)?;
         if r.dest >= size || r.root >= size {
             return Err(NicvmError::BadRank.into());
         }
         if r.dest == rank {
+            // The local engine runs the module: it needs the bytes now.
+            let data = self.nicvm_read(port, r.buf, max)?;
             let me = crate::Endpoint { node: self.cfg.node, port, gen };
             let ctx = super::invoke::Context { port, gen, group: r.group, rank, size, root: r.root, source: rank, src: me };
             let failed = self.nicvm_run(now, ctx, r.module, r.generation, &data, false)?;
-            return Ok(Completion::NicvmSent { failed });
-        }
-        if self.nicvm.queue.len() >= self.nicvm.limits.max_queued {
-            return Err(NicvmError::Full.into());
+            return Ok(Some(Completion::NicvmSent { failed }));
         }
         let dest = self.coll_group_member(port, r.group, r.dest).ok_or(NicvmError::BadRank)?;
+        if self.conn_index.get(&dest.node).is_some_and(|&ci| self.conns[ci].dead) {
+            return Err(OpError::PeerUnreachable(dest.node));
+        }
         let hdr = super::send::Route { module: r.module, generation: r.generation, group: r.group, root: r.root, src_rank: rank };
-        self.nicvm_enqueue(now, port, gen, dest, hdr, NicvmType::NicData, 0, data.into());
-        Ok(Completion::NicvmSent { failed: false })
+        let empty: std::sync::Arc<[u8]> = std::sync::Arc::from(&[][..]);
+        self.nicvm_enqueue_from(now, port, gen, dest, hdr, NicvmType::NicData, 0, empty, Some((r.buf, op)));
+        Ok(None)
     }
 
     /// The loaded modules of this engine's job, with their counters.

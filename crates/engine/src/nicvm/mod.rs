@@ -95,6 +95,11 @@ pub enum NicvmError {
     /// Host memory could not be read.
     #[error("host memory access failed")]
     DmaFault,
+    /// The packet was given up: its destination engine died, its port is
+    /// gone, or it refused it (no module, group or room) past the retry
+    /// timeout.
+    #[error("the module packet was not accepted")]
+    NotDelivered,
 }
 
 /// Bounds of the engine's NICVM work; see [`crate::Engine::set_nicvm_limits`].

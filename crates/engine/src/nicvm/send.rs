@@ -14,7 +14,7 @@ use outboard_wire::{self as wire, BodyRepr, NicvmType, RejectReason};
 use super::ModuleId;
 use crate::conn::TxRecord;
 use crate::coll::GroupId;
-use crate::{Dma, Endpoint, Engine, Generation, Instant, NodeId, PortId};
+use crate::{Completion, Dma, Endpoint, Engine, Generation, HostBuf, Instant, NodeId, OpError, OpId, PortId, TokenClass};
 
 /// What a module packet names besides its ends.
 #[derive(Debug, Clone, Copy)]
@@ -36,6 +36,11 @@ pub(crate) struct NicvmOut {
     pub ptype: NicvmType,
     pub flags: u8,
     pub payload: Arc<[u8]>,
+    /// A host's packet for a module on another engine (`Command::NicvmSend`):
+    /// its bytes are read from host memory per transmission, like a
+    /// message's, and its command completes when the receiver confirms it.
+    /// It holds its host's send token, not a module one.
+    pub host: Option<(HostBuf, OpId)>,
     pub attempt: u32,
     pub has_token: bool,
     pub retry_at: Option<Instant>,
@@ -56,6 +61,24 @@ impl<D: Dma> Engine<D> {
         flags: u8,
         payload: Arc<[u8]>,
     ) {
+        self.nicvm_enqueue_from(now, src_port, src_gen, dest, route, ptype, flags, payload, None);
+    }
+
+    /// [`Self::nicvm_enqueue`], or with `host` a host's packet read from its
+    /// memory at transmission (see [`NicvmOut::host`]).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn nicvm_enqueue_from(
+        &mut self,
+        now: Instant,
+        src_port: PortId,
+        src_gen: Generation,
+        dest: Endpoint,
+        route: Route,
+        ptype: NicvmType,
+        flags: u8,
+        payload: Arc<[u8]>,
+        host: Option<(HostBuf, OpId)>,
+    ) {
         let key = self.nicvm.alloc_key();
         let out = NicvmOut {
             src_port,
@@ -65,12 +88,19 @@ impl<D: Dma> Engine<D> {
             ptype,
             flags,
             payload,
+            host,
             attempt: 0,
             has_token: false,
             retry_at: None,
             first_refused: None,
         };
+        let direct = out.host.is_some();
         self.nicvm.out.insert(key, out);
+        if direct {
+            self.keepalive_arm(now);
+            self.nicvm_launch(now, key);
+            return;
+        }
         self.nicvm.queue.push_back(key);
         self.nicvm_pump(now);
     }
@@ -109,10 +139,14 @@ impl<D: Dma> Engine<D> {
             s.counters.send_failures += 1;
         }
         self.stats.nicvm_errors += 1;
-        self.nicvm_release(now, &o);
+        self.nicvm_release(now, &o, Err(OpError::Nicvm(super::NicvmError::NotDelivered)));
     }
 
-    fn nicvm_release(&mut self, now: Instant, o: &NicvmOut) {
+    /// Frees what send `o` held; a host's packet completes its command.
+    fn nicvm_release(&mut self, now: Instant, o: &NicvmOut, result: Result<Completion, OpError>) {
+        if let Some((_, op)) = o.host {
+            self.complete(o.src_port, o.src_gen, op, result, TokenClass::Send);
+        }
         if o.has_token {
             self.nicvm.in_flight -= 1;
             self.nicvm_pump(now);
@@ -121,7 +155,7 @@ impl<D: Dma> Engine<D> {
 
     /// Builds the datagram of record (`key`, `attempt`); a `Nop` keeps the
     /// sequence number when that attempt is gone.
-    pub(crate) fn nicvm_body(&self, key: u32, attempt: u32) -> Option<(BodyRepr, Arc<[u8]>)> {
+    pub(crate) fn nicvm_body(&self, key: u32, attempt: u32) -> Option<(BodyRepr, Arc<[u8]>, Option<(PortId, HostBuf)>)> {
         let o = self.nicvm.out.get(&key).filter(|o| o.attempt == attempt && o.retry_at.is_none())?;
         let h = wire::NicvmHeader {
             src_port: o.src_port.0,
@@ -137,7 +171,7 @@ impl<D: Dma> Engine<D> {
             root: o.route.root,
             src_rank: o.route.src_rank,
         };
-        Some((BodyRepr::Nicvm(h), o.payload.clone()))
+        Some((BodyRepr::Nicvm(h), o.payload.clone(), o.host.map(|(buf, _)| (o.src_port, buf))))
     }
 
     /// The receiver confirmed record (`key`, `attempt`): the send is done.
@@ -148,7 +182,7 @@ impl<D: Dma> Engine<D> {
         }
         let o = self.nicvm.out.remove(&key).expect("checked");
         let now = self.now;
-        self.nicvm_release(now, &o);
+        self.nicvm_release(now, &o, Ok(Completion::NicvmSent { failed: false }));
     }
 
     /// A refusal of one of the module sends, if `r` is one (else `false`).
@@ -199,7 +233,8 @@ impl<D: Dma> Engine<D> {
         for key in doomed {
             self.nicvm.queue.retain(|k| *k != key);
             if let Some(o) = self.nicvm.out.remove(&key) {
-                self.nicvm_release(now, &o);
+                // (Its port is closed: no event goes out.)
+                self.nicvm_release(now, &o, Err(OpError::PortGone));
             }
         }
         let last = !self.ports.iter().any(|p| p.open);

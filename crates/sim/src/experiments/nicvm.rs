@@ -161,6 +161,7 @@ pub(super) fn run(p: &Params, progress: &mut dyn FnMut(usize, usize)) -> Result<
     let mut rows = Vec::new();
     for prof in &p.profiles {
         let name = &prof.name;
+        let mut crossover = None;
         for &size in &sizes {
             let plain = one_way(prof, size, p.iters, p.seed)?;
             let noop = module_round_trip(prof, size, p.iters, p.seed, NOOP, false)? / 2.0;
@@ -175,9 +176,22 @@ pub(super) fn run(p: &Params, progress: &mut dyn FnMut(usize, usize)) -> Result<
             rows.push(Row::new(format!("{name} host echo"), 2, size, "round-trip", 2.0 * plain, "us"));
             rows.push(Row::new(format!("{name} nic echo"), 2, size, "round-trip", echo, "us"));
             rows.push(Row::new(name.clone(), 2, size, "echo-factor", 2.0 * plain / echo, "x"));
+            if echo < 2.0 * plain {
+                crossover.get_or_insert(size);
+            } else {
+                crossover = None;
+            }
             done += 1;
             progress(done, total);
         }
+        // The smallest size from which on the NIC echo wins (the largest
+        // size if it never does).
+        let from = crossover.unwrap_or(sizes.iter().copied().max().unwrap_or(0));
+        let mut c = Row::new(name.clone(), 2, from, "echo-wins-from", f64::from(from), "B");
+        if name == "gm2-lanai91" {
+            c = c.with_paper(&["nicvm-echo-crossover"]);
+        }
+        rows.push(c);
         for &n in &nodes {
             for &size in &bsizes {
                 let host = host_bcast(prof, n, size, BcastMode::HostBased, MPICH_BINOMIAL, p.iters, p.seed)?;
