@@ -26,6 +26,10 @@ pub(crate) struct Route {
     pub src_rank: u32,
 }
 
+/// A module packet's fixed part, its bytes held by the engine, or where in
+/// host memory they are to be read from.
+pub(crate) type ModulePacket = (BodyRepr, Arc<[u8]>, Option<(PortId, HostBuf)>);
+
 /// A module send, from queueing until its receiver confirmed it.
 #[derive(Debug, Clone)]
 pub(crate) struct NicvmOut {
@@ -155,7 +159,7 @@ impl<D: Dma> Engine<D> {
 
     /// Builds the datagram of record (`key`, `attempt`); a `Nop` keeps the
     /// sequence number when that attempt is gone.
-    pub(crate) fn nicvm_body(&self, key: u32, attempt: u32) -> Option<(BodyRepr, Arc<[u8]>, Option<(PortId, HostBuf)>)> {
+    pub(crate) fn nicvm_body(&self, key: u32, attempt: u32) -> Option<ModulePacket> {
         let o = self.nicvm.out.get(&key).filter(|o| o.attempt == attempt && o.retry_at.is_none())?;
         let h = wire::NicvmHeader {
             src_port: o.src_port.0,
