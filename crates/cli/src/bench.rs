@@ -58,6 +58,9 @@ pub enum BenchCmd {
     /// MCS lock+unlock latency with 1..N-1 contenders, offloaded vs
     /// host-based, and the home rank's CPU against the lock rate.
     Lock(crate::bench_lock::LockArgs),
+    /// The NICVM Figure 2 module broadcast vs the engine's offloaded
+    /// broadcast vs host-based, across N processes.
+    Nicvm(crate::bench_nicvm::NicvmArgs),
 }
 
 /// What to compare the engine path with.
@@ -444,6 +447,7 @@ pub fn run(cmd: BenchCmd) -> anyhow::Result<()> {
         BenchCmd::Bcast(a) => return coll(Kind::Bcast, a),
         BenchCmd::Atomics(a) => return crate::bench_atomic::run(a),
         BenchCmd::Lock(a) => return crate::bench_lock::run(a),
+        BenchCmd::Nicvm(a) => return crate::bench_nicvm::run(a),
         BenchCmd::Pingpong(a) => {
             let raw = a.compare == Some(Compare::RawUdp);
             (a, true, raw)

@@ -7,6 +7,7 @@ mod bench;
 mod bench_atomic;
 mod bench_lock;
 mod bench_coll;
+mod bench_nicvm;
 mod chaos;
 mod demo;
 mod launch;

@@ -4,6 +4,7 @@ use thiserror::Error;
 
 use crate::atomic::{AtomicOp, AtomicReturn, AtomicWidth};
 use crate::coll::{CollError, GroupId, Reduction, ScheduleId};
+use crate::nicvm::{ModuleId, NicvmError};
 use crate::{Endpoint, HostBuf, NodeId, OpId, PortId, RecvMatch};
 
 /// Work a port hands its engine (GM's send and receive tokens). Each command
@@ -180,6 +181,67 @@ pub enum Command {
         /// How the old value comes back.
         ret: AtomicReturn,
     },
+    /// Load (or with `replace`, replace) NICVM module `module` for this
+    /// port's job (module `nicvm`): `code` holds encoded bytecode, which the
+    /// engine decodes and verifies again whoever compiled it; `name` its
+    /// name (for listings and error reports). Completes with
+    /// [`Completion::NicvmLoaded`] and the module's generation.
+    NicvmLoad {
+        /// Operation name.
+        op: OpId,
+        /// The job's identifier for the module.
+        module: ModuleId,
+        /// The module's name in host memory (ASCII, at most 64 bytes).
+        name: HostBuf,
+        /// Encoded bytecode in host memory.
+        code: HostBuf,
+        /// Bytes of the accumulator area the engine keeps for it.
+        acc_len: u32,
+        /// Keep it after the loading port closes, until the job's last
+        /// port on this engine closes or it is purged.
+        persist: bool,
+        /// Replace a loaded module of the same id (state starts afresh).
+        replace: bool,
+    },
+    /// Remove NICVM module `module`. Completes with [`Completion::NicvmPurged`].
+    NicvmPurge {
+        /// Operation name.
+        op: OpId,
+        /// The module.
+        module: ModuleId,
+    },
+    /// Write a report of each loaded module of this job
+    /// ([`crate::ModuleReport`], [`crate::MODULE_REPORT_LEN`] bytes each)
+    /// into `buf`, as many as fit. Completes with [`Completion::NicvmListed`].
+    NicvmList {
+        /// Operation name.
+        op: OpId,
+        /// Where the reports go.
+        buf: HostBuf,
+    },
+    /// Hand a packet (`buf`, one packet's worth) to NICVM module `module`
+    /// running over `group`: at this engine when `dest` is this port's
+    /// rank (the paper's delegation to the local NIC), else at `dest`'s
+    /// engine. Uses a send token; completes with [`Completion::NicvmSent`]
+    /// once the module ran (locally) or the receiving engine took the
+    /// packet (remotely; it is read from `buf` as it is sent, like a
+    /// message).
+    NicvmSend {
+        /// Operation name.
+        op: OpId,
+        /// The module.
+        module: ModuleId,
+        /// Its generation (from the load).
+        generation: u32,
+        /// The group it runs over (installed at this port).
+        group: GroupId,
+        /// The operation's root rank (`mpi_get_root()`).
+        root: u32,
+        /// The rank whose engine runs the module.
+        dest: u32,
+        /// The packet.
+        buf: HostBuf,
+    },
 }
 
 impl Command {
@@ -198,7 +260,11 @@ impl Command {
             | Command::DestroyGroup { op, .. }
             | Command::SetSchedule { op, .. }
             | Command::Collective { op, .. }
-            | Command::Atomic { op, .. } => op,
+            | Command::Atomic { op, .. }
+            | Command::NicvmLoad { op, .. }
+            | Command::NicvmPurge { op, .. }
+            | Command::NicvmList { op, .. }
+            | Command::NicvmSend { op, .. } => op,
         }
     }
 }
@@ -259,6 +325,23 @@ pub enum Completion {
     Atomic {
         /// The word's value before the operation.
         value: u64,
+    },
+    /// The NICVM module is loaded.
+    NicvmLoaded {
+        /// Its generation: 1 for a first load, one more per replacement.
+        generation: u32,
+    },
+    /// The NICVM module is removed.
+    NicvmPurged,
+    /// Module reports were written.
+    NicvmListed {
+        /// Modules loaded (reports written: as many as fit).
+        count: u32,
+    },
+    /// The packet was handed to its module.
+    NicvmSent {
+        /// A local module failed on it (it went to this host flagged).
+        failed: bool,
     },
 }
 
@@ -327,6 +410,9 @@ pub enum OpError {
     /// A group, schedule or collective failed.
     #[error("collective: {0}")]
     Collective(#[from] CollError),
+    /// A NICVM command failed.
+    #[error("nicvm: {0}")]
+    Nicvm(#[from] NicvmError),
 }
 
 /// Why a command was refused on the spot (nothing was consumed; no event

@@ -57,6 +57,14 @@ pub(crate) enum TxRecord {
         /// Which attempt.
         attempt: u32,
     },
+    /// A NICVM module's send; its payload lives in the engine's NICVM
+    /// state (module `nicvm`). A `Nop` in its place if that attempt is gone.
+    Nicvm {
+        /// The module send's key.
+        key: u32,
+        /// Which attempt.
+        attempt: u32,
+    },
 }
 
 impl TxRecord {

@@ -171,6 +171,8 @@ pub struct Engine<D: Dma> {
     pub(crate) keepalive_at: Option<Instant>,
     /// Atomic operations, both roles (module `atomic`).
     pub(crate) atomics: crate::atomic::AtomicState,
+    /// NICVM modules and their sends (module `nicvm`).
+    pub(crate) nicvm: crate::nicvm::NicvmState,
 }
 
 impl<D: Dma> Engine<D> {
@@ -202,6 +204,7 @@ impl<D: Dma> Engine<D> {
             next_multi: 0,
             keepalive_at: None,
             atomics: Default::default(),
+            nicvm: Default::default(),
         })
     }
 
@@ -308,6 +311,7 @@ impl<D: Dma> Engine<D> {
         self.multis.retain(|_, m| m.port != port);
         self.coll_port_closed(port);
         self.atomic_port_closed(now, port);
+        self.nicvm_port_closed(now, port, gen);
         self.keepalive_settle();
         self.conns.settle();
         self.debug_check();
@@ -409,6 +413,26 @@ impl<D: Dma> Engine<D> {
                 p.send_tokens -= 1;
                 self.atomic_start(now, port, gen, op, dest, key, offset, width, atomic, ret);
                 Ok(())
+            }
+            Command::NicvmLoad { op, module, name, code, acc_len, persist, replace } => {
+                let req = crate::nicvm::command::LoadRequest { module, name, code, acc_len, persist, replace };
+                let result = self.nicvm_load(port, gen, req);
+                self.events.push_back(Event { port, op, result });
+                Ok(())
+            }
+            Command::NicvmPurge { op, module } => {
+                let result = self.nicvm_purge(module);
+                self.events.push_back(Event { port, op, result });
+                Ok(())
+            }
+            Command::NicvmList { op, buf } => {
+                let result = self.nicvm_list(port, buf);
+                self.events.push_back(Event { port, op, result });
+                Ok(())
+            }
+            Command::NicvmSend { op, module, generation, group, root, dest, buf } => {
+                let req = crate::nicvm::command::SendRequest { module, generation, group, root, dest, buf };
+                self.nicvm_send_command(now, port, gen, op, req)
             }
         }
     }
@@ -774,7 +798,7 @@ impl<D: Dma> Engine<D> {
     pub fn poll_timeout(&self) -> Option<Instant> {
         let conns = self.conns.next_deadline();
         let retries = self.parked.iter().filter_map(|k| self.ops.get(k).and_then(|o| o.retry_at));
-        conns.into_iter().chain(retries).chain(self.coll_deadline()).chain(self.keepalive_deadline()).chain(self.atomics.deadline()).min()
+        conns.into_iter().chain(retries).chain(self.coll_deadline()).chain(self.keepalive_deadline()).chain(self.atomics.deadline()).chain(self.nicvm.deadline()).min()
     }
 
     /// Handles timers due at `now`: retransmissions, dead peers, keepalive
@@ -798,6 +822,7 @@ impl<D: Dma> Engine<D> {
         }
         self.keepalive_due(now);
         self.atomic_retry_due(now);
+        self.nicvm_retry_due(now);
         self.coll_retry_due(now);
         self.coll_drain(now);
         self.keepalive_settle();
@@ -852,6 +877,7 @@ impl<D: Dma> Engine<D> {
         }
         self.coll_peer_failed(node);
         self.atomic_peer_failed(node);
+        self.nicvm_peer_failed(node);
         // Partly received messages from it will never complete.
         let partial: Vec<(NodeId, u32)> = self.inbound.keys().filter(|(n, _)| *n == node).copied().collect();
         for key in partial {
@@ -909,6 +935,7 @@ impl<D: Dma> Engine<D> {
             && self.inbound.is_empty()
             && self.coll_is_quiet()
             && self.atomics.is_quiet()
+            && self.nicvm.is_quiet()
             && self.conns.iter().all(|c| c.dead || c.is_quiet())
     }
 

@@ -106,6 +106,10 @@ impl<D: Dma> Engine<D> {
                 self.on_coll_confirmed(key, attempt);
                 continue;
             }
+            if let TxRecord::Nicvm { key, attempt } = rec {
+                self.nicvm_confirmed(key, attempt);
+                continue;
+            }
             if let TxRecord::Fragment { key, attempt, offset, len, .. } = rec {
                 let Some(op) = self.ops.get(&key) else { continue };
                 if op.attempt != attempt || op.retry_at.is_some() {
@@ -123,7 +127,9 @@ impl<D: Dma> Engine<D> {
             Body::Ack | Body::Nop => {}
             Body::Data(h, payload) => self.on_data(now, from, h, payload),
             Body::Reject(r) if r.msg_id & crate::coll::run::COLL_KEY_BIT != 0 => self.on_coll_reject(now, from, r),
+            Body::Reject(r) if r.msg_id & crate::nicvm::NICVM_KEY_BIT != 0 && self.nicvm_on_reject(now, from, r) => {}
             Body::Reject(r) => self.on_reject(now, from, r),
+            Body::Nicvm(h, payload) => self.on_nicvm(now, from, h, payload),
             Body::Coll(h, payload) => self.on_coll(now, from, h, payload),
             Body::ReadRequest(r) => self.on_read_request(now, from, r),
             Body::ReadResponse(h, payload) => self.on_read_response(from, h, payload),

@@ -84,6 +84,12 @@ pub struct Stats {
     /// their first packet, before its host asked: it forwards them down the
     /// tree at once and keeps the result for the host.
     pub coll_forwarded_early: u64,
+    /// NICVM module invocations (module `nicvm`).
+    pub nicvm_invocations: u64,
+    /// NICVM errors: invocations that failed (fuel, trap, bad send, stale
+    /// generation, purged module) and module sends given up. Per module:
+    /// `Engine::nicvm_reports`.
+    pub nicvm_errors: u64,
 }
 
 /// Work done since the last [`crate::Engine::take_work`]: what the simulator
@@ -135,7 +141,9 @@ pub struct Work {
     /// forwarded a multicast packet "before, and independently of, handing
     /// it to its host" - so a cost model may charge this call's DMA to the
     /// host after its transmissions instead of before. Acknowledgements and
-    /// a root's own data are not relays.
+    /// a root's own data are not relays. NICVM module sends made for a
+    /// packet that arrived from the network count too (002 4.3: the module's
+    /// sends go first, then the DMA to the host).
     pub coll_relays_out: u64,
     /// Of `packets_in`, collective packets that carry data (a reduction
     /// contribution, a broadcast piece; barrier signals carry none),
@@ -166,6 +174,12 @@ pub struct Work {
     /// made no receive token for these (5.2.2, "slightly faster"), so a
     /// cost model may charge their completion less than an event.
     pub atomic_direct: u64,
+    /// NICVM module invocations. Why it is reported: each costs the NIC a
+    /// fixed dispatch (lookup, frame set-up) besides its instructions.
+    pub nicvm_invocations: u64,
+    /// VM instructions the modules executed (charged fuel, traps
+    /// included): the NIC processor time user code took.
+    pub vm_instructions: u64,
 }
 
 /// A fragment of a multi-send's copy: see [`Work::multi_copy`].

@@ -32,7 +32,8 @@ impl Command {
             | Command::RdmaWrite { .. }
             | Command::RdmaRead { .. }
             | Command::MultiSend { .. }
-            | Command::Atomic { .. } => {
+            | Command::Atomic { .. }
+            | Command::NicvmSend { .. } => {
                 Some(TokenClass::Send)
             }
             Command::Recv { .. } => Some(TokenClass::Recv),
@@ -42,7 +43,10 @@ impl Command {
             | Command::Cancel { .. }
             | Command::CreateGroup { .. }
             | Command::DestroyGroup { .. }
-            | Command::SetSchedule { .. } => None,
+            | Command::SetSchedule { .. }
+            | Command::NicvmLoad { .. }
+            | Command::NicvmPurge { .. }
+            | Command::NicvmList { .. } => None,
         }
     }
 }

@@ -101,12 +101,37 @@ impl<D: Dma> Engine<D> {
         end
     }
 
+    fn build_nicvm(&mut self, ci: usize, seq: wire::Seq, key: u32, attempt: u32, buf: &mut [u8]) -> usize {
+        let Some((body, data, host)) = self.nicvm_body(key, attempt) else {
+            return self.build_control(ci, seq, BodyRepr::Nop, buf);
+        };
+        let len = host.map_or(data.len(), |(_, b)| b.len as usize);
+        let h = self.header(ci, body.kind(), seq);
+        let off = wire::emit_prefix(&h, &body, len, buf).expect("module packets sized to the MTU");
+        let end = off + len;
+        match host {
+            // A host's packet is read from its memory, like a message.
+            Some((port, b)) if len > 0 => {
+                if self.dma.read(port, b.addr, &mut buf[off..end]).is_err() {
+                    buf[off..end].fill(0);
+                }
+                self.work.dma_read += len as u64;
+            }
+            Some(_) => {}
+            None => buf[off..end].copy_from_slice(&data),
+        }
+        self.work.payload_out += len as u64;
+        wire::seal(&mut buf[..end], &self.mac);
+        end
+    }
+
     /// Builds the datagram for record `rec` numbered `seq`.
     fn build(&mut self, ci: usize, seq: wire::Seq, rec: TxRecord, buf: &mut [u8]) -> usize {
         let (key, attempt, offset, len, abort) = match rec {
             TxRecord::Control(body) => return self.build_control(ci, seq, body, buf),
             TxRecord::Fragment { key, attempt, offset, len, abort } => (key, attempt, offset, len, abort),
             TxRecord::Coll { key, attempt } => return self.build_coll(ci, seq, key, attempt, buf),
+            TxRecord::Nicvm { key, attempt } => return self.build_nicvm(ci, seq, key, attempt, buf),
         };
         let live = self.ops.get(&key).filter(|o| o.attempt == attempt && o.retry_at.is_none());
         let Some(op) = live else {

@@ -20,6 +20,7 @@ pub mod coll;
 mod io;
 pub mod lock;
 mod multisend;
+pub mod nicvm;
 mod port;
 pub mod postal;
 #[cfg(any(test, feature = "testnet"))]
@@ -36,6 +37,8 @@ pub use outboard_engine::{
     Instant, NodeId, OpError, OpId, PortId, RecvMatch, ReduceOp, Reduction, Schedule,
 };
 pub use multisend::MultiSend;
+pub use nicvm::{Delivery, NicModule};
+pub use outboard_engine::{ModuleId, ModuleReport};
 pub use port::{HostError, Port, Request};
 pub use postal::{Lambda, LinkCosts};
 

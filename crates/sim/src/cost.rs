@@ -73,6 +73,10 @@ pub struct CostModel {
     pub nic_combine_int: Dur,
     /// NIC: per floating-point element combined.
     pub nic_combine_float: Dur,
+    /// NIC: per NICVM instruction executed.
+    pub nic_vm_instruction: Dur,
+    /// NIC: per NICVM module invocation.
+    pub nic_vm_invoke: Dur,
     /// NIC pipeline latency, not busy time: a host command's packets leave
     /// this much later (the send data's DMA from host memory).
     pub nic_command_lat: Dur,
@@ -148,6 +152,8 @@ impl CostModel {
             nic_rx_byte: PerByte::from_us(p.nic.rx_us_per_byte),
             nic_combine_int: cycles(p.nic.combine_int_cycles, mhz),
             nic_combine_float: cycles(p.nic.combine_float_cycles, mhz),
+            nic_vm_instruction: cycles(p.nic.vm_instruction_cycles.unwrap_or(0.0), mhz),
+            nic_vm_invoke: cycles(p.nic.vm_invoke_cycles.unwrap_or(0.0), mhz),
             nic_command_lat: cycles(p.nic.pipeline.command, mhz),
             nic_tx_lat: cycles(p.nic.pipeline.tx, mhz),
             nic_rx_lat: cycles(p.nic.pipeline.rx, mhz),
@@ -199,7 +205,9 @@ impl CostModel {
             + self.nic_combine_int.0 * w.combine_int
             + self.nic_combine_float.0 * w.combine_float
             + self.nic_coll_data_rx.0 * w.coll_data_in
-            + self.nic_atomic.0 * w.atomics);
+            + self.nic_atomic.0 * w.atomics
+            + self.nic_vm_instruction.0 * w.vm_instructions
+            + self.nic_vm_invoke.0 * w.nicvm_invocations);
         d += self.nic_tx_byte.for_bytes(w.payload_out);
         d += self.nic_rx_byte.for_bytes(w.bytes_in);
         let bus_read = if self.pio_send { 0 } else { w.dma_read };

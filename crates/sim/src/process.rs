@@ -430,7 +430,12 @@ impl PortIo for SimIo {
                 | Command::Cancel { .. }
                 | Command::CreateGroup { .. }
                 | Command::DestroyGroup { .. }
-                | Command::SetSchedule { .. } => c.host_event,
+                | Command::SetSchedule { .. }
+                | Command::NicvmLoad { .. }
+                | Command::NicvmPurge { .. }
+                | Command::NicvmList { .. } => c.host_event,
+                // A packet handed to a module: one send descriptor with data.
+                Command::NicvmSend { buf, .. } => c.send(buf.len),
             }
         };
         let start = self.proc.now();

@@ -192,6 +192,15 @@ pub struct NicCosts {
     /// it. Absent: zero.
     #[serde(default)]
     pub coll_data_rx_cycles: Option<f64>,
+    /// Cycles per NICVM instruction a module executes (`Work::vm_instructions`):
+    /// the interpreter's dispatch and the instruction's work. Absent: zero.
+    #[serde(default)]
+    pub vm_instruction_cycles: Option<f64>,
+    /// Cycles per NICVM module invocation besides its instructions
+    /// (`Work::nicvm_invocations`): finding the module, setting up the
+    /// frame, acting on its outcome. Absent: zero.
+    #[serde(default)]
+    pub vm_invoke_cycles: Option<f64>,
     /// Pipeline latencies, in cycles at `clock_mhz`: time a message spends
     /// in the NIC that does not hold up its processor, because a DMA engine
     /// or the packet interface does the work while the processor goes on
@@ -526,6 +535,8 @@ impl Profile {
             ("nic.ack_rx_cycles", self.nic.ack_rx_cycles),
             ("nic.recv_post_cycles", self.nic.recv_post_cycles),
             ("nic.coll_data_rx_cycles", self.nic.coll_data_rx_cycles),
+            ("nic.vm_instruction_cycles", self.nic.vm_instruction_cycles),
+            ("nic.vm_invoke_cycles", self.nic.vm_invoke_cycles),
             ("nic.pipeline.command", Some(self.nic.pipeline.command)),
             ("nic.pipeline.tx", Some(self.nic.pipeline.tx)),
             ("nic.pipeline.rx", Some(self.nic.pipeline.rx)),

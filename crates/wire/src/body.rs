@@ -1,5 +1,6 @@
 use crate::header::{be32, be64};
 use crate::atomic::{AtomicReply, AtomicRequest, ATOMIC_REPLY_LEN, ATOMIC_REQUEST_LEN};
+use crate::nicvm::{NicvmHeader, NICVM_FIXED_LEN};
 use crate::{Kind, WireError};
 
 /// What a [`Kind::Data`] fragment is for at the receiving port.
@@ -229,6 +230,8 @@ pub enum Body<'a> {
     AtomicRequest(AtomicRequest),
     /// An atomic operation's outcome.
     AtomicReply(AtomicReply),
+    /// A NICVM module invocation and its packet.
+    Nicvm(NicvmHeader, &'a [u8]),
 }
 
 /// The fixed part of a body, without payload: what the sender writes before
@@ -257,6 +260,8 @@ pub enum BodyRepr {
     AtomicRequest(AtomicRequest),
     /// See [`Kind::AtomicReply`].
     AtomicReply(AtomicReply),
+    /// See [`Kind::Nicvm`].
+    Nicvm(NicvmHeader),
 }
 
 const DATA_LEN: usize = DATA_FIXED_LEN;
@@ -402,6 +407,10 @@ impl<'a> Body<'a> {
             }
             Kind::AtomicRequest => Body::AtomicRequest(AtomicRequest::parse(b)?),
             Kind::AtomicReply => Body::AtomicReply(AtomicReply::parse(b)?),
+            Kind::Nicvm => {
+                let (h, payload) = NicvmHeader::parse(b)?;
+                Body::Nicvm(h, payload)
+            }
         })
     }
 
@@ -419,13 +428,14 @@ impl<'a> Body<'a> {
             Body::PeerFailed(n) => BodyRepr::PeerFailed(n),
             Body::AtomicRequest(r) => BodyRepr::AtomicRequest(r),
             Body::AtomicReply(r) => BodyRepr::AtomicReply(r),
+            Body::Nicvm(h, _) => BodyRepr::Nicvm(h),
         }
     }
 
     /// The payload bytes (empty for kinds without payload).
     pub fn payload(&self) -> &'a [u8] {
         match *self {
-            Body::Data(_, p) | Body::ReadResponse(_, p) | Body::Coll(_, p) => p,
+            Body::Data(_, p) | Body::ReadResponse(_, p) | Body::Coll(_, p) | Body::Nicvm(_, p) => p,
             _ => &[],
         }
     }
@@ -459,6 +469,7 @@ impl BodyRepr {
             BodyRepr::PeerFailed(_) => Kind::PeerFailed,
             BodyRepr::AtomicRequest(_) => Kind::AtomicRequest,
             BodyRepr::AtomicReply(_) => Kind::AtomicReply,
+            BodyRepr::Nicvm(_) => Kind::Nicvm,
         }
     }
 
@@ -475,6 +486,7 @@ impl BodyRepr {
             BodyRepr::PeerFailed(_) => PEER_FAILED_LEN,
             BodyRepr::AtomicRequest(_) => ATOMIC_REQUEST_LEN,
             BodyRepr::AtomicReply(_) => ATOMIC_REPLY_LEN,
+            BodyRepr::Nicvm(_) => NICVM_FIXED_LEN,
         }
     }
 
@@ -563,6 +575,7 @@ impl BodyRepr {
             }
             BodyRepr::AtomicRequest(r) => r.emit(b),
             BodyRepr::AtomicReply(r) => r.emit(b),
+            BodyRepr::Nicvm(h) => h.emit(b),
         }
     }
 }

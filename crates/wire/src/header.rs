@@ -61,6 +61,10 @@ pub enum Kind {
     AtomicRequest = 10,
     /// The outcome of an atomic request: the word's old value or a fault.
     AtomicReply = 11,
+    /// A packet for a NICVM module loaded on the receiving engine (or, with
+    /// its host-data type, for the receiving host), naming module,
+    /// generation and group (module `nicvm`).
+    Nicvm = 12,
 }
 
 impl Kind {
@@ -77,6 +81,7 @@ impl Kind {
             9 => Kind::PeerFailed,
             10 => Kind::AtomicRequest,
             11 => Kind::AtomicReply,
+            12 => Kind::Nicvm,
             found => return Err(WireError::UnknownKind { found }),
         })
     }
@@ -101,6 +106,7 @@ impl Kind {
             Kind::PeerFailed => "peer-failed",
             Kind::AtomicRequest => "atomic-request",
             Kind::AtomicReply => "atomic-reply",
+            Kind::Nicvm => "nicvm",
         }
     }
 }

@@ -70,6 +70,7 @@ fn arb_body() -> impl Strategy<Value = (BodyRepr, Vec<u8>)> {
         any::<(u32, Option<u64>)>().prop_map(|(node, boot)| (BodyRepr::PeerFailed(PeerFailed { node, boot }), vec![])),
         crate::atomic::tests::arb_request().prop_map(|r| (BodyRepr::AtomicRequest(r), vec![])),
         crate::atomic::tests::arb_reply().prop_map(|r| (BodyRepr::AtomicReply(r), vec![])),
+        (crate::nicvm::tests::arb_header(), proptest::collection::vec(any::<u8>(), 0..600)).prop_map(|(h, p)| (BodyRepr::Nicvm(h), p)),
     ]
 }
 
@@ -86,6 +87,7 @@ fn body_of<'a>(repr: BodyRepr, payload: &'a [u8]) -> Body<'a> {
         BodyRepr::PeerFailed(n) => Body::PeerFailed(n),
         BodyRepr::AtomicRequest(r) => Body::AtomicRequest(r),
         BodyRepr::AtomicReply(r) => Body::AtomicReply(r),
+        BodyRepr::Nicvm(h) => Body::Nicvm(h, payload),
     }
 }
 

@@ -68,6 +68,24 @@ impl<P: PortIo> Port<P> {
         }
     }
 
+    /// Installs the group (no schedule) at the engine if not there yet, as
+    /// [`Self::install`] does; for NICVM modules, which run over groups.
+    pub(crate) fn install_group(&mut self, g: &mut Group) -> Result<(), HostError> {
+        if !g.installed {
+            let (group, rank) = (g.id(), g.rank());
+            self.post_setup(group, &g.members().encode(), |op, members| {
+                Command::CreateGroup {
+                    op,
+                    group,
+                    rank,
+                    members,
+                }
+            })?;
+            g.installed = true;
+        }
+        Ok(())
+    }
+
     /// Installs the group and the schedule `key` at the engine if not there
     /// yet. Nothing waits: the engine takes a port's commands in order, so
     /// the collective posted next finds them installed; their completions

@@ -22,6 +22,7 @@ pub mod granularity;
 pub mod lambda;
 pub mod multicast;
 pub mod multisend;
+pub mod nicvm;
 pub mod overlap;
 pub mod pingpong;
 pub mod qsnet;
@@ -50,6 +51,7 @@ pub const NAMES: &[&str] = &["closed-form", "pingpong", "dissemination", "barrie
     "atomics",
     "lock",
     "lock-cpu",
+    "nicvm",
 ];
 
 /// An experiment could not run.
@@ -252,6 +254,7 @@ pub fn run(name: &str, p: &Params, progress: &mut dyn FnMut(usize, usize)) -> Re
         "reduce-cpu" => reduction::run_cpu(p, progress),
         "reduce-skew" => reduction::run_skew(p, progress),
         "overlap" => overlap::run(p, progress),
+        "nicvm" => nicvm::run(p, progress),
         "multisend" => multisend::run(p, progress),
         "multicast" => multicast::run(p, progress),
         "bcast" => multicast::run_bcast(p, progress),

@@ -82,6 +82,18 @@ pub(crate) struct Group {
 }
 
 impl<D: Dma> Engine<D> {
+    /// This port's rank in `group` and the group's size (NICVM modules run
+    /// over groups).
+    pub(crate) fn coll_group_rank_size(&self, port: PortId, group: GroupId) -> Option<(u32, u32)> {
+        let g = self.coll.groups.get(&(port, group))?;
+        (g.gen == self.ports[usize::from(port.0)].gen).then_some((g.rank, g.members.len()))
+    }
+
+    /// The endpoint of `rank` in `group` at this port.
+    pub(crate) fn coll_group_member(&self, port: PortId, group: GroupId, rank: u32) -> Option<crate::Endpoint> {
+        self.coll.groups.get(&(port, group))?.members.get(rank)
+    }
+
     /// Reads a host buffer the engine keeps a copy of (a member list, a
     /// schedule, a contribution).
     pub(super) fn read_host(&mut self, port: PortId, buf: HostBuf) -> Result<Vec<u8>, OpError> {
