@@ -72,6 +72,11 @@ impl ConnTable {
     /// Brings the heap up to date with the connections touched since the
     /// last call.
     pub fn settle(&mut self) {
+        // Nothing touched: the heap's top was valid at the last settle and
+        // nothing can have changed it.
+        if self.dirty.is_empty() {
+            return;
+        }
         if self.heap.len() > 2 * self.conns.len() + 64 {
             self.heap.clear();
             self.dirty.clear();
