@@ -580,8 +580,8 @@ fn run_job(kind: Kind, a: &CollArgs, n: u32) -> anyhow::Result<(Figures, Option<
 }
 
 /// Open MPI's side: compiled once per run.
-struct Mpi {
-    exe: PathBuf,
+pub(crate) struct Mpi {
+    pub(crate) exe: PathBuf,
     dir: PathBuf,
 }
 
@@ -597,17 +597,24 @@ fn found(cmd: &str) -> bool {
 
 /// Compiles the C program, or says why Open MPI is skipped.
 fn mpi_setup() -> Result<Mpi, String> {
+    mpi_build("mpi_coll.c", include_str!("mpi_coll.c"), "ob_mpi_coll")
+}
+
+/// Compiles an Open MPI benchmark program `src` (named `name`) into a
+/// temporary directory as `exe`, or says why Open MPI is skipped.
+pub(crate) fn mpi_build(name: &str, src: &str, exe: &str) -> Result<Mpi, String> {
     if !found("mpicc.openmpi") {
         return Err("skipped: mpicc not found (apt install libopenmpi-dev)".into());
     }
     if !found("mpirun.openmpi") {
         return Err("skipped: mpirun not found (apt install openmpi-bin)".into());
     }
-    let dir = std::env::temp_dir().join(format!("outboard-mpi-{}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!("outboard-mpi-{}-{exe}", std::process::id()));
     std::fs::create_dir_all(&dir).map_err(|e| format!("skipped: cannot create {}: {e}", dir.display()))?;
-    let mpi = Mpi { exe: dir.join("ob_mpi_coll"), dir: dir.clone() };
-    let src = dir.join("mpi_coll.c");
-    std::fs::write(&src, include_str!("mpi_coll.c")).map_err(|e| format!("skipped: cannot write {}: {e}", src.display()))?;
+    let mpi = Mpi { exe: dir.join(exe), dir: dir.clone() };
+    let path = dir.join(name);
+    std::fs::write(&path, src).map_err(|e| format!("skipped: cannot write {}: {e}", path.display()))?;
+    let src = path;
     let out = Command::new("mpicc.openmpi")
         .args(["-O2", "-o"])
         .arg(&mpi.exe)
