@@ -490,6 +490,15 @@ fn bench_atomics_prints_every_operation_and_form_and_runs_each_once() {
     // host-based: 4 x 3 x 30.
     assert!(se.contains("# target engine: 280 atomics executed"), "{se}");
     assert!(se.contains("host-based server: 360 served"), "{se}");
+    // Open MPI's figures follow (the test command installs it), each
+    // operation once with a positive latency.
+    let ompi: Vec<&str> = so.lines().skip_while(|l| !l.contains("ompi (us)")).skip(1).collect();
+    assert!(!ompi.is_empty(), "no Open MPI table:\n{so}");
+    for op in ["fetch-add", "swap", "cas-hit", "cas-miss", "lock"] {
+        let line = ompi.iter().find(|l| l.starts_with(op)).unwrap_or_else(|| panic!("Open MPI {op}:\n{so}"));
+        let v: f64 = line.split_whitespace().nth(1).and_then(|x| x.parse().ok()).unwrap_or(0.0);
+        assert!(v > 0.0, "{line}");
+    }
     assert!(Command::new(OUTBOARD).args(["bench", "atomics", "-n", "3"]).output().unwrap().status.code() != Some(0));
 }
 
