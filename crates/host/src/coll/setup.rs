@@ -92,18 +92,7 @@ impl<P: PortIo> Port<P> {
     /// are collected by [`Self::reap_setup`]. (A wait here would also stop
     /// virtual time in the simulator.)
     pub(super) fn install(&mut self, g: &mut Group, key: ScheduleKey) -> Result<ScheduleId, HostError> {
-        if !g.installed {
-            let (group, rank) = (g.id(), g.rank());
-            self.post_setup(group, &g.members().encode(), |op, members| {
-                Command::CreateGroup {
-                    op,
-                    group,
-                    rank,
-                    members,
-                }
-            })?;
-            g.installed = true;
-        }
+        self.install_group(g)?;
         let slot = g.slot(key)?;
         let schedule = slot.id;
         if !slot.installed {
