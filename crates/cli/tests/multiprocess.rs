@@ -522,6 +522,12 @@ fn bench_lock_prints_every_contender_count_and_delay_and_leaves_no_lock_held() {
         let line = line.unwrap_or_else(|| panic!("delay {d}:\n{so}"));
         assert!(numbers(line).iter().all(|&x| x > 0.0), "{line}");
     }
+    // Open MPI's window lock with the same contenders follows.
+    let ompi: Vec<&str> = so.lines().skip_while(|l| !l.contains("ompi (us)")).skip(1).collect();
+    for c in ["1", "2"] {
+        let line = ompi.iter().find(|l| l.split_whitespace().next() == Some(c)).unwrap_or_else(|| panic!("Open MPI, {c} contenders:\n{so}"));
+        assert!(numbers(line).iter().all(|&x| x > 0.0), "{line}");
+    }
     // The offloaded runs reached the home's engine.
     let executed: u64 = se.split("# home engine: ").nth(1).and_then(|r| r.split(' ').next()).unwrap().parse().unwrap();
     assert!(executed > 0, "{se}");
