@@ -35,7 +35,7 @@ impl Job {
         let eps: Vec<Endpoint> = (0..n).map(|i| net.open_port(NodeId(i), P0).unwrap()).collect();
         let mut job = Job { net, eps, next_op: 1 };
         for r in 0..n {
-            let members = job.net.memory(NodeId(r)).alloc_with(&encode_members(&job.eps));
+            let members = job.net.memory(NodeId(r)).alloc_with(&MemberList::from_endpoints(job.eps.iter().copied()).encode());
             let op = job.op();
             job.net.command(NodeId(r), P0, Command::CreateGroup { op, group: G, rank: r, members }).unwrap();
             assert!(matches!(job.result(r, op), Ok(Completion::GroupCreated)));
@@ -291,7 +291,7 @@ fn another_jobs_engine_cannot_invoke_a_module() {
     let eps: Vec<Endpoint> = (0..3).map(|i| net.open_port(NodeId(i), P0).unwrap()).collect();
     let mut job = Job { net, eps: eps[..2].to_vec(), next_op: 1 };
     for r in 0..3u32 {
-        let members = job.net.memory(NodeId(r)).alloc_with(&encode_members(&eps));
+        let members = job.net.memory(NodeId(r)).alloc_with(&MemberList::from_endpoints(eps.iter().copied()).encode());
         let op = job.op();
         job.net.command(NodeId(r), P0, Command::CreateGroup { op, group: G, rank: r, members }).unwrap();
         assert!(job.result(r, op).is_ok());
