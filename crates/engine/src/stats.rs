@@ -86,6 +86,10 @@ pub struct Stats {
     pub coll_forwarded_early: u64,
     /// NICVM module invocations (module `nicvm`).
     pub nicvm_invocations: u64,
+    /// VM instructions the modules ran (charged fuel, traps included): the
+    /// engine's time in user code, for a runtime's statistics (per module:
+    /// `Engine::nicvm_reports`).
+    pub vm_instructions: u64,
     /// NICVM errors: invocations that failed (fuel, trap, bad send, stale
     /// generation, purged module) and module sends given up. Per module:
     /// `Engine::nicvm_reports`.

@@ -173,6 +173,13 @@ fn echo_module_turns_the_packet_around_without_its_host() {
     assert_eq!(&job.net.memory(NodeId(0)).bytes(buf)[..4], b"ping");
     job.net.run_until_quiet().unwrap();
     assert!(job.net.take_events(NodeId(1)).is_empty(), "rank 1's host saw nothing");
+    // The engine's statistics sum what its modules report.
+    for node in [NodeId(0), NodeId(1)] {
+        let e = job.net.engine(node);
+        let by_module: u64 = e.nicvm_reports().iter().map(|r| r.instructions).sum();
+        assert_eq!(e.stats().vm_instructions, by_module);
+    }
+    assert!(job.net.engine(NodeId(1)).stats().vm_instructions > 0, "rank 1 ran the echo");
 }
 
 const LOOP: &str = "func main() while 1 do end while; return 0; end func;";

@@ -185,6 +185,7 @@ impl<D: Dma> Engine<D> {
                 self.work.vm_instructions += charged;
                 self.work.nicvm_invocations += 1;
                 self.stats.nicvm_invocations += 1;
+                self.stats.vm_instructions += charged;
                 match r {
                     Ok(o) => Some(o),
                     Err(e) => {
