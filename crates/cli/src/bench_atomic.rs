@@ -184,42 +184,21 @@ pub fn run(a: AtomicArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Open MPI's MPI-3 RMA figures for the same operations (`mpi_atomic.c`),
-/// printed after Outboard's table, or why they are missing. Open MPI picks
-/// its shared-memory one-sided component (`osc sm`: plain CPU atomics, no
-/// network) for two ranks on one machine; `--mca osc pt2pt` makes the
-/// operations travel over its TCP transport as Outboard's travel over UDP.
+/// Open MPI's MPI-3 RMA figures for the same operations (`mpi_atomic.c`,
+/// over the network: see `run_osc_program`), printed after Outboard's
+/// table, or why they are missing.
 fn print_mpi(iters: u32, rounds: u32) {
-    let mpi = match crate::bench_coll::mpi_build("mpi_atomic.c", include_str!("mpi_atomic.c"), "ob_mpi_atomic") {
-        Ok(m) => m,
+    let args = [iters.to_string(), rounds.to_string()];
+    let so = match crate::bench_coll::run_osc_program("mpi_atomic.c", include_str!("mpi_atomic.c"), "ob_mpi_atomic", 2, &args) {
+        Ok(so) => so,
         Err(why) => {
             println!("# Open MPI: {why}");
             return;
         }
     };
-    let out = std::process::Command::new("mpirun.openmpi")
-        .args(["--oversubscribe", "--mca", "btl", "tcp,self", "--mca", "osc", "pt2pt", "-n", "2"])
-        .arg(&mpi.exe)
-        .args([iters.to_string(), rounds.to_string()])
-        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
-        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
-        .stdin(std::process::Stdio::null())
-        .output();
-    let out = match out {
-        Ok(o) if o.status.success() => o,
-        Ok(o) => {
-            let err = String::from_utf8_lossy(&o.stderr);
-            println!("# Open MPI: mpirun failed: {}", err.lines().find(|l| !l.trim().is_empty()).unwrap_or("").trim());
-            return;
-        }
-        Err(e) => {
-            println!("# Open MPI: cannot start mpirun: {e}");
-            return;
-        }
-    };
     println!("# Open MPI: MPI_Fetch_and_op / MPI_Compare_and_swap, passive target (lock_all, flush per operation), osc pt2pt over btl tcp; lock = uncontended MPI_Win_lock(EXCLUSIVE) + unlock");
     println!("{:<12}{:>16}", "# Operation", "ompi (us)");
-    for line in String::from_utf8_lossy(&out.stdout).lines() {
+    for line in so.lines() {
         let f: Vec<&str> = line.split_whitespace().collect();
         if let ["@", op, "mpi", us] = f[..] {
             println!("{op:<12}{us:>16}");

@@ -580,8 +580,8 @@ fn run_job(kind: Kind, a: &CollArgs, n: u32) -> anyhow::Result<(Figures, Option<
 }
 
 /// Open MPI's side: compiled once per run.
-pub(crate) struct Mpi {
-    pub(crate) exe: PathBuf,
+struct Mpi {
+    exe: PathBuf,
     dir: PathBuf,
 }
 
@@ -602,7 +602,7 @@ fn mpi_setup() -> Result<Mpi, String> {
 
 /// Compiles an Open MPI benchmark program `src` (named `name`) into a
 /// temporary directory as `exe`, or says why Open MPI is skipped.
-pub(crate) fn mpi_build(name: &str, src: &str, exe: &str) -> Result<Mpi, String> {
+fn mpi_build(name: &str, src: &str, exe: &str) -> Result<Mpi, String> {
     if !found("mpicc.openmpi") {
         return Err("skipped: mpicc not found (apt install libopenmpi-dev)".into());
     }
@@ -627,6 +627,29 @@ pub(crate) fn mpi_build(name: &str, src: &str, exe: &str) -> Result<Mpi, String>
         return Err(format!("skipped: mpicc could not compile the benchmark (apt install libopenmpi-dev): {first}"));
     }
     Ok(mpi)
+}
+
+/// Builds an Open MPI one-sided benchmark (`src`, named `name`) and runs it
+/// under `mpirun.openmpi -n N` with its windows on the network: `osc pt2pt`
+/// over `btl tcp` (on one machine Open MPI would otherwise pick `osc sm`,
+/// plain CPU atomics on shared memory). Its standard output, or a line
+/// saying why Open MPI's figures are missing.
+pub(crate) fn run_osc_program(name: &str, src: &str, exe: &str, n: u32, args: &[String]) -> Result<String, String> {
+    let mpi = mpi_build(name, src, exe)?;
+    let out = Command::new("mpirun.openmpi")
+        .args(["--oversubscribe", "--mca", "btl", "tcp,self", "--mca", "osc", "pt2pt", "-n", &n.to_string()])
+        .arg(&mpi.exe)
+        .args(args)
+        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("cannot start mpirun: {e}"))?;
+    if !out.status.success() {
+        let err = String::from_utf8_lossy(&out.stderr);
+        return Err(format!("mpirun failed: {}", err.lines().find(|l| !l.trim().is_empty()).unwrap_or("").trim()));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
 /// Runs Open MPI's side of `op` (its split-phase call for `overlap`).

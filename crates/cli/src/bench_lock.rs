@@ -207,36 +207,17 @@ pub fn run(a: LockArgs) -> anyhow::Result<()> {
 /// fault in `shmem_finalize` with 2 PEs, mid-run with 3) and runs over
 /// UCX shared memory, not a network path.
 fn print_mpi(n: u32, iters: u32, rounds: u32) {
-    let mpi = match crate::bench_coll::mpi_build("mpi_lock.c", include_str!("mpi_lock.c"), "ob_mpi_lock") {
-        Ok(m) => m,
+    let args = [iters.to_string(), rounds.to_string()];
+    let so = match crate::bench_coll::run_osc_program("mpi_lock.c", include_str!("mpi_lock.c"), "ob_mpi_lock", n, &args) {
+        Ok(so) => so,
         Err(why) => {
             println!("# Open MPI: {why}");
             return;
         }
     };
-    let out = std::process::Command::new("mpirun.openmpi")
-        .args(["--oversubscribe", "--mca", "btl", "tcp,self", "--mca", "osc", "pt2pt", "-n", &n.to_string()])
-        .arg(&mpi.exe)
-        .args([iters.to_string(), rounds.to_string()])
-        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
-        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
-        .stdin(std::process::Stdio::null())
-        .output();
-    let out = match out {
-        Ok(o) if o.status.success() => o,
-        Ok(o) => {
-            let err = String::from_utf8_lossy(&o.stderr);
-            println!("# Open MPI: mpirun failed: {}", err.lines().find(|l| !l.trim().is_empty()).unwrap_or("").trim());
-            return;
-        }
-        Err(e) => {
-            println!("# Open MPI: cannot start mpirun: {e}");
-            return;
-        }
-    };
     println!("# Open MPI: MPI_Win_lock(MPI_LOCK_EXCLUSIVE) + MPI_Win_unlock at rank 0, osc pt2pt over btl tcp; rank 1's time per cycle");
     println!("{:<14}{:>16}", "# Contenders", "ompi (us)");
-    for line in String::from_utf8_lossy(&out.stdout).lines() {
+    for line in so.lines() {
         let f: Vec<&str> = line.split_whitespace().collect();
         if let ["@", "lock", c, "mpi", us] = f[..] {
             println!("{c:<14}{us:>16}");

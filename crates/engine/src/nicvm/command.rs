@@ -126,7 +126,7 @@ impl<D: Dma> Engine<D> {
         }
         let hdr = super::send::Route { module: r.module, generation: r.generation, group: r.group, root: r.root, src_rank: rank };
         let empty: std::sync::Arc<[u8]> = std::sync::Arc::from(&[][..]);
-        self.nicvm_enqueue_from(now, port, gen, dest, hdr, NicvmType::NicData, 0, empty, Some((r.buf, op)));
+        self.nicvm_enqueue(now, port, gen, dest, hdr, NicvmType::NicData, 0, empty, Some((r.buf, op)));
         Ok(None)
     }
 

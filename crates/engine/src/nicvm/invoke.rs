@@ -223,7 +223,7 @@ impl<D: Dma> Engine<D> {
                         PacketType::NicData => NicvmType::NicData,
                         PacketType::HostData => NicvmType::HostData,
                     };
-                    self.nicvm_enqueue(now, ctx.port, ctx.gen, to, route, ptype, 0, bytes);
+                    self.nicvm_enqueue(now, ctx.port, ctx.gen, to, route, ptype, 0, bytes, None);
                     if remote {
                         self.work.coll_relays_out += 1;
                     }

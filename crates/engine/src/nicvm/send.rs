@@ -52,26 +52,11 @@ pub(crate) struct NicvmOut {
 }
 
 impl<D: Dma> Engine<D> {
-    /// Queues a module send and starts what the tokens allow.
+    /// Queues a module send and starts what the tokens allow; with `host`,
+    /// a host's packet read from its memory at transmission (see
+    /// [`NicvmOut::host`]).
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn nicvm_enqueue(
-        &mut self,
-        now: Instant,
-        src_port: PortId,
-        src_gen: Generation,
-        dest: Endpoint,
-        route: Route,
-        ptype: NicvmType,
-        flags: u8,
-        payload: Arc<[u8]>,
-    ) {
-        self.nicvm_enqueue_from(now, src_port, src_gen, dest, route, ptype, flags, payload, None);
-    }
-
-    /// [`Self::nicvm_enqueue`], or with `host` a host's packet read from its
-    /// memory at transmission (see [`NicvmOut::host`]).
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn nicvm_enqueue_from(
         &mut self,
         now: Instant,
         src_port: PortId,
