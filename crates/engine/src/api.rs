@@ -23,6 +23,21 @@ pub enum Command {
         /// The message.
         buf: HostBuf,
     },
+    /// Send `buf` to `dest` as an announcement (a rendezvous ready-to-send):
+    /// matched like a tagged message with `tag`, in the same stream order as
+    /// the port's sends to `dest`, but completed at the receiver as
+    /// [`Completion::Announced`] so the receiving library knows the bytes
+    /// describe a larger message instead of being it. Uses a send token.
+    Announce {
+        /// Operation name.
+        op: OpId,
+        /// Destination port incarnation.
+        dest: Endpoint,
+        /// Tag the receiver matches on.
+        tag: u64,
+        /// The announcement's bytes.
+        buf: HostBuf,
+    },
     /// Post a receive into `buf` for the first message that `matching`
     /// accepts. Uses a receive token.
     Recv {
@@ -249,6 +264,7 @@ impl Command {
     pub fn op(&self) -> OpId {
         match *self {
             Command::Send { op, .. }
+            | Command::Announce { op, .. }
             | Command::Recv { op, .. }
             | Command::Register { op, .. }
             | Command::Deregister { op, .. }
@@ -293,6 +309,17 @@ pub enum Completion {
         /// Its tag.
         tag: u64,
         /// Its length.
+        len: u32,
+    },
+    /// An announcement ([`Command::Announce`]) arrived in the posted
+    /// buffer: `len` bytes describing a message the receiving library
+    /// fetches itself.
+    Announced {
+        /// Who sent it.
+        src: Endpoint,
+        /// Its tag.
+        tag: u64,
+        /// The announcement's length.
         len: u32,
     },
     /// The region is registered under `key`.
@@ -395,6 +422,11 @@ pub enum OpError {
     /// The sender gave the message up part-way (its port closed).
     #[error("sender aborted the message")]
     SenderAborted,
+    /// A message arrived as a rendezvous announcement but does not describe
+    /// one (wrong length or format): its sender is not a host library that
+    /// speaks this protocol.
+    #[error("malformed rendezvous announcement")]
+    BadAnnouncement,
     /// Host memory could not be read or written.
     #[error("host memory access failed")]
     DmaFault,

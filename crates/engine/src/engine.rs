@@ -15,7 +15,8 @@ use crate::{
 /// What an outgoing operation is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum OutKind {
-    Send { tag: u64 },
+    /// A tagged message; `announce` sends it as a rendezvous announcement.
+    Send { tag: u64, announce: bool },
     Write { key: u64, offset: u64 },
     Read { key: u64, offset: u64 },
     /// Serving a remote read of a local region: engine-internal, no host
@@ -105,6 +106,8 @@ pub(crate) struct Inbound {
     pub port: PortId,
     pub src: Endpoint,
     pub tag: u64,
+    /// A rendezvous announcement: completes as `Completion::Announced`.
+    pub announce: bool,
     pub total: u32,
     pub received: u32,
     pub sink: Sink,
@@ -339,7 +342,10 @@ impl<D: Dma> Engine<D> {
         };
         match cmd {
             Command::Send { op, dest, tag, buf } => {
-                self.start_out(now, port, gen, op, OutKind::Send { tag }, dest, buf)
+                self.start_out(now, port, gen, op, OutKind::Send { tag, announce: false }, dest, buf)
+            }
+            Command::Announce { op, dest, tag, buf } => {
+                self.start_out(now, port, gen, op, OutKind::Send { tag, announce: true }, dest, buf)
             }
             Command::RdmaWrite { op, dest, key, offset, buf } => {
                 self.start_out(now, port, gen, op, OutKind::Write { key, offset }, dest, buf)
@@ -531,7 +537,7 @@ impl<D: Dma> Engine<D> {
                 self.multi_part_done(id, Err(OpError::PeerUnreachable(dest.node)));
                 continue;
             }
-            let mut out = OutOp::new(port, gen, op, OutKind::Send { tag }, dest, buf);
+            let mut out = OutOp::new(port, gen, op, OutKind::Send { tag, announce: false }, dest, buf);
             out.shared = Some(shared.clone());
             out.multi = Some(id);
             self.queue_out(now, out);
@@ -720,7 +726,7 @@ impl<D: Dma> Engine<D> {
             Some(i) if p.unexpected[i].complete() => {
                 let u = p.unexpected.remove(i).expect("index from position");
                 self.unexpected_used -= u.data.len();
-                self.deliver_buffered(port, recv, u.src, u.tag, &u.data);
+                self.deliver_buffered_as(port, recv, u.src, u.tag, &u.data, u.announce);
             }
             Some(i) => p.unexpected[i].bound = Some(recv),
             None => {
@@ -742,12 +748,18 @@ impl<D: Dma> Engine<D> {
     /// Copies a message held in engine memory into a receive buffer and
     /// completes the receive.
     pub(crate) fn deliver_buffered(&mut self, port: PortId, recv: PostedRecv, src: Endpoint, tag: u64, data: &[u8]) {
+        self.deliver_buffered_as(port, recv, src, tag, data, false)
+    }
+
+    /// [`Self::deliver_buffered`] for a message that may be an announcement.
+    pub(crate) fn deliver_buffered_as(&mut self, port: PortId, recv: PostedRecv, src: Endpoint, tag: u64, data: &[u8], announce: bool) {
         let gen = self.ports[usize::from(port.0)].gen;
         let n = data.len().min(recv.buf.len as usize);
         let len = data.len() as u32;
         let result = match self.dma.write(port, recv.buf.addr, &data[..n]) {
             Err(_) => Err(OpError::DmaFault),
             Ok(()) if n < data.len() => Err(OpError::Truncated { src, tag, len }),
+            Ok(()) if announce => Ok(Completion::Announced { src, tag, len }),
             Ok(()) => Ok(Completion::Received { src, tag, len }),
         };
         self.work.dma_written += n as u64;

@@ -54,6 +54,13 @@ pub struct RecvMatch {
     pub tag_mask: u64,
 }
 
+/// Tags whose top byte is `0xFF` belong to the host library's own protocols
+/// (a rendezvous finish, for one): a receive accepts such a tag only if it
+/// names that byte exactly, so an application's wildcard receive never takes
+/// a message meant for the library underneath it (MPI keeps its internal
+/// traffic in contexts of its own for the same reason).
+pub const LIBRARY_TAG_PREFIX: u64 = 0xFF00_0000_0000_0000;
+
 impl RecvMatch {
     /// Exactly this tag from anyone.
     pub fn tag(tag: u64) -> Self {
@@ -76,6 +83,11 @@ impl RecvMatch {
             if node != src.node || port != src.port {
                 return false;
             }
+        }
+        if tag & LIBRARY_TAG_PREFIX == LIBRARY_TAG_PREFIX
+            && (self.tag_mask & LIBRARY_TAG_PREFIX != LIBRARY_TAG_PREFIX || self.tag & LIBRARY_TAG_PREFIX != LIBRARY_TAG_PREFIX)
+        {
+            return false;
         }
         (tag ^ self.tag) & self.tag_mask == 0
     }

@@ -21,6 +21,8 @@ pub(crate) struct Unexpected {
     pub key: (NodeId, u32),
     pub src: Endpoint,
     pub tag: u64,
+    /// A rendezvous announcement (see `Target::Announce`).
+    pub announce: bool,
     pub data: Vec<u8>,
     pub received: u32,
     /// A receive posted while the message was still arriving.

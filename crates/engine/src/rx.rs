@@ -263,9 +263,10 @@ impl<D: Dma> Engine<D> {
         // From here on the message takes its stream position, even if it is
         // refused for good (bad key, out of bounds): it will not be retried.
         p.rx_streams.insert(stream, expected.wrapping_add(1));
+        let announce = matches!(h.target, Target::Announce { .. });
         let (tag, sink) = match h.target {
             Target::Void => return Ok(None),
-            Target::Tagged { tag } => match p.match_posted(src, tag) {
+            Target::Tagged { tag } | Target::Announce { tag } => match p.match_posted(src, tag) {
                 Some(i) => (tag, Sink::Posted(p.posted.remove(i).expect("index from position"))),
                 None => {
                     let need = h.total_len as usize;
@@ -277,6 +278,7 @@ impl<D: Dma> Engine<D> {
                         key: (from, h.msg_id),
                         src,
                         tag,
+                        announce,
                         data: vec![0; need],
                         received: 0,
                         bound: None,
@@ -295,7 +297,7 @@ impl<D: Dma> Engine<D> {
                 (0, Sink::Rdma { addr: region.addr + offset })
             }
         };
-        Ok(Some(Inbound { port, src, tag, total: h.total_len, received: 0, sink, fault: false }))
+        Ok(Some(Inbound { port, src, tag, announce, total: h.total_len, received: 0, sink, fault: false }))
     }
 
     fn message_complete(&mut self, key: (NodeId, u32)) {
@@ -307,6 +309,8 @@ impl<D: Dma> Engine<D> {
                     Err(OpError::DmaFault)
                 } else if m.total > r.buf.len {
                     Err(OpError::Truncated { src: m.src, tag: m.tag, len: m.total })
+                } else if m.announce {
+                    Ok(Completion::Announced { src: m.src, tag: m.tag, len: m.total })
                 } else {
                     Ok(Completion::Received { src: m.src, tag: m.tag, len: m.total })
                 };
@@ -319,7 +323,7 @@ impl<D: Dma> Engine<D> {
                         let u = p.unexpected.remove(i).expect("index from position");
                         self.unexpected_used -= u.data.len();
                         let r = u.bound.expect("checked");
-                        self.deliver_buffered(m.port, r, u.src, u.tag, &u.data);
+                        self.deliver_buffered_as(m.port, r, u.src, u.tag, &u.data, u.announce);
                     }
                 }
             }

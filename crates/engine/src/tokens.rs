@@ -29,6 +29,7 @@ impl Command {
     pub fn token_class(&self) -> Option<TokenClass> {
         match self {
             Command::Send { .. }
+            | Command::Announce { .. }
             | Command::RdmaWrite { .. }
             | Command::RdmaRead { .. }
             | Command::MultiSend { .. }
@@ -82,6 +83,7 @@ impl TokenMirror {
     /// takes).
     pub fn take(&mut self, cmd: &Command) -> Result<(), CommandError> {
         if let Command::Send { buf, .. }
+        | Command::Announce { buf, .. }
         | Command::RdmaWrite { buf, .. }
         | Command::RdmaRead { buf, .. }
         | Command::MultiSend { buf, .. } = cmd

@@ -153,7 +153,8 @@ impl<D: Dma> Engine<D> {
             })
         };
         let body = match op.kind {
-            OutKind::Send { tag } => data(op.buf.len, offset, Target::Tagged { tag }),
+            OutKind::Send { tag, announce: false } => data(op.buf.len, offset, Target::Tagged { tag }),
+            OutKind::Send { tag, announce: true } => data(op.buf.len, offset, Target::Announce { tag }),
             OutKind::Write { key: rkey, offset: roff } => data(op.buf.len, offset, Target::Rdma { key: rkey, offset: roff }),
             OutKind::Void => data(0, 0, Target::Void),
             OutKind::Serve { requester_msg_id } => BodyRepr::ReadResponse(wire::ReadResponseHeader {

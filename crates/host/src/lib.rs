@@ -22,6 +22,7 @@ pub mod lock;
 mod multisend;
 pub mod nicvm;
 mod port;
+pub mod rendezvous;
 pub mod postal;
 #[cfg(any(test, feature = "testnet"))]
 pub mod testnet_io;
@@ -40,7 +41,10 @@ pub use multisend::MultiSend;
 pub use nicvm::{Delivery, NicModule};
 pub use outboard_engine::{ModuleId, ModuleReport};
 pub use port::{HostError, Port, Request};
+pub use rendezvous::{RendezvousConfig, RendezvousStats};
 pub use postal::{Lambda, LinkCosts};
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod rendezvous_tests;

@@ -11,7 +11,7 @@ use crate::{MemoryError, PortIo};
 /// An operation under way, returned by the `start_*` calls.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 #[must_use = "a request must be tested or waited for"]
-pub struct Request(OpId);
+pub struct Request(pub(crate) OpId);
 
 impl Request {
     /// The engine-level operation name.
@@ -61,14 +61,16 @@ impl HostError {
 /// An open port of the host library: split-phase operations over a
 /// [`PortIo`].
 pub struct Port<P: PortIo> {
-    io: P,
+    pub(crate) io: P,
     next_op: u64,
     /// Requests started and not yet handed back, with their completion once
     /// it arrived.
-    pending: BTreeMap<OpId, Option<Result<Completion, OpError>>>,
+    pub(crate) pending: BTreeMap<OpId, Option<Result<Completion, OpError>>>,
     /// Collectives under way (both modes); host-based ones advance in
     /// [`Port::progress`].
     pub(crate) coll: CollState<P>,
+    /// Large messages by RDMA read (module `rendezvous`).
+    pub(crate) rndv: crate::rendezvous::Rendezvous,
 }
 
 impl<P: PortIo> Port<P> {
@@ -79,6 +81,7 @@ impl<P: PortIo> Port<P> {
             next_op: 1,
             pending: BTreeMap::new(),
             coll: CollState::default(),
+            rndv: crate::rendezvous::Rendezvous::default(),
         }
     }
 
@@ -108,19 +111,43 @@ impl<P: PortIo> Port<P> {
         Ok(Request(op))
     }
 
-    /// Starts sending `buf` to `dest` with `tag`.
+    /// An operation name no request has had.
+    pub(crate) fn fresh_op(&mut self) -> OpId {
+        let op = OpId(self.next_op);
+        self.next_op += 1;
+        op
+    }
+
+    /// Starts sending `buf` to `dest` with `tag`: eagerly, or by
+    /// rendezvous when it is longer than the port's threshold
+    /// ([`Port::set_rendezvous`]). Either way the request completes when
+    /// `buf` may be reused.
     pub fn start_send(
         &mut self,
         dest: Endpoint,
         tag: u64,
         buf: HostBuf,
     ) -> Result<Request, HostError> {
+        if self.by_rendezvous(buf.len) {
+            return self.start_rendezvous_send(dest, tag, buf);
+        }
         self.start(|op| Command::Send { op, dest, tag, buf })
     }
 
-    /// Starts a receive into `buf`.
+    /// Starts a receive into `buf`. It takes eager and rendezvous messages
+    /// alike; a rendezvous message's bytes are read straight into `buf`.
     pub fn start_recv(&mut self, matching: RecvMatch, buf: HostBuf) -> Result<Request, HostError> {
-        self.start(|op| Command::Recv { op, matching, buf })
+        let (into, bounce) = self.rndv_recv_buffer(buf)?;
+        let r = self.start(|op| Command::Recv { op, matching, buf: into });
+        match r {
+            Ok(r) => self.rndv_watch_recv(r.0, buf, bounce),
+            Err(_) => {
+                if let Some(b) = bounce {
+                    let _ = self.io.free(b);
+                }
+            }
+        }
+        r
     }
 
     /// Starts an RDMA write of `buf` into region `key` of `dest` at `offset`.
@@ -157,24 +184,38 @@ impl<P: PortIo> Port<P> {
         })
     }
 
-    /// Registers `buf` for remote access; returns its key.
+    /// Registers `buf` for remote access; returns its key. Rendezvous sends
+    /// from inside `buf` use this registration too.
     pub fn register(&mut self, buf: HostBuf) -> Result<u64, HostError> {
         let r = self.start(|op| Command::Register { op, buf })?;
         match self.wait(r)? {
-            Completion::Registered { key } => Ok(key),
+            Completion::Registered { key } => {
+                self.rndv_registered(buf, key);
+                Ok(key)
+            }
             other => unreachable!("register completed as {other:?}"),
         }
     }
 
     /// Withdraws a registration.
     pub fn deregister(&mut self, key: u64) -> Result<(), HostError> {
+        self.rndv_deregistered(key);
         let r = self.start(|op| Command::Deregister { op, key })?;
         self.wait(r).map(|_| ())
     }
 
     /// Cancels a posted receive not yet matched, or a send waiting to be
-    /// retried. The request then completes with [`OpError::Cancelled`].
+    /// retried (for a rendezvous send: whose announcement waits to be
+    /// retried). The request then completes with [`OpError::Cancelled`].
+    /// A receive that took a rendezvous announcement and is reading its
+    /// data can no longer be cancelled.
     pub fn cancel(&mut self, req: Request) -> Result<(), HostError> {
+        if let Some(r) = self.rndv_cancel(req) {
+            return r;
+        }
+        if self.rndv_reading(req.0) {
+            return Err(OpError::NotCancellable.into());
+        }
         let target = req.0;
         let r = self.start(|op| Command::Cancel { op, target })?;
         self.wait(r).map(|_| ())
@@ -184,6 +225,7 @@ impl<P: PortIo> Port<P> {
     /// table, then advances the collectives under way (host-based ones run
     /// only here, so every `test`/`wait` of any request drives them).
     pub fn progress(&mut self) {
+        self.rndv_retry();
         self.poll_events();
         self.coll_advance();
     }
@@ -198,8 +240,9 @@ impl<P: PortIo> Port<P> {
     /// Puts a completion into the pending table (dropped if its request
     /// was forgotten).
     pub(crate) fn record(&mut self, e: Event) {
+        let Some(result) = self.rndv_event(e.op, e.result) else { return };
         if let Some(slot) = self.pending.get_mut(&e.op) {
-            *slot = Some(e.result);
+            *slot = Some(result);
         }
     }
 
@@ -262,8 +305,9 @@ impl<P: PortIo> Port<P> {
         Ok(v)
     }
 
-    /// Frees a buffer.
+    /// Frees a buffer (and the registration cache's entries inside it).
     pub fn free(&mut self, buf: HostBuf) -> Result<(), HostError> {
+        self.rndv_freed(buf);
         Ok(self.io.free(buf)?)
     }
 

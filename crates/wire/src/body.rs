@@ -18,6 +18,15 @@ pub enum Target {
         /// Byte offset inside the region where the message starts.
         offset: u64,
     },
+    /// A tagged message that announces a larger one (a rendezvous
+    /// ready-to-send): matched exactly like [`Target::Tagged`], in the same
+    /// stream order, but reported to the receiving host as an announcement
+    /// so its library can fetch the real payload by RDMA read instead of
+    /// taking these bytes as the message.
+    Announce {
+        /// The message tag.
+        tag: u64,
+    },
     /// No content: the sender gave the message up (cancelled, or refused
     /// for too long) and this placeholder keeps its stream position, so the
     /// messages after it are not held back forever.
@@ -283,6 +292,7 @@ const PEER_FAILED_BOOT_KNOWN: u8 = 1;
 const TARGET_TAGGED: u8 = 0;
 const TARGET_RDMA: u8 = 1;
 const TARGET_VOID: u8 = 2;
+const TARGET_ANNOUNCE: u8 = 3;
 
 impl<'a> Body<'a> {
     pub(crate) fn parse(kind: Kind, b: &'a [u8]) -> Result<Body<'a>, WireError> {
@@ -315,6 +325,7 @@ impl<'a> Body<'a> {
                     TARGET_TAGGED => Target::Tagged { tag: be64(b, 28..36) },
                     TARGET_RDMA => Target::Rdma { key: be64(b, 28..36), offset: be64(b, 36..44) },
                     TARGET_VOID => Target::Void,
+                    TARGET_ANNOUNCE => Target::Announce { tag: be64(b, 28..36) },
                     _ => return Err(WireError::MalformedBody { kind: "data", why: "unknown target" }),
                 };
                 let h = DataHeader {
@@ -514,6 +525,11 @@ impl BodyRepr {
                         b[2] = TARGET_RDMA;
                         b[28..36].copy_from_slice(&key.to_be_bytes());
                         b[36..44].copy_from_slice(&offset.to_be_bytes());
+                    }
+                    Target::Announce { tag } => {
+                        b[2] = TARGET_ANNOUNCE;
+                        b[28..36].copy_from_slice(&tag.to_be_bytes());
+                        b[36..44].copy_from_slice(&[0; 8]);
                     }
                     Target::Void => {
                         b[2] = TARGET_VOID;

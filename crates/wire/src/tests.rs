@@ -37,7 +37,7 @@ fn arb_body() -> impl Strategy<Value = (BodyRepr, Vec<u8>)> {
         proptest::collection::vec(any::<u8>(), 0..600),
         0u32..10_000,
         0u32..10_000,
-        prop_oneof![Just(Target::Void), any::<u64>().prop_map(|tag| Target::Tagged { tag }), any::<(u64, u64)>().prop_map(|(key, offset)| Target::Rdma { key, offset })],
+        prop_oneof![Just(Target::Void), any::<u64>().prop_map(|tag| Target::Tagged { tag }), any::<u64>().prop_map(|tag| Target::Announce { tag }), any::<(u64, u64)>().prop_map(|(key, offset)| Target::Rdma { key, offset })],
     )
         .prop_map(|((sp, dp, sg, dg, id, ss), payload, before, after, target)| {
             let (offset, total) = if payload.is_empty() { (0, 0) } else { (before, before + payload.len() as u32 + after) };
