@@ -7,6 +7,10 @@ use crate::coll::{CollError, GroupId, Reduction, ScheduleId};
 use crate::nicvm::{ModuleId, NicvmError};
 use crate::{Endpoint, HostBuf, NodeId, OpId, PortId, RecvMatch};
 
+/// Most bytes an announcement ([`Command::Announce`]) carries: it travels
+/// to the receiving host inside its completion.
+pub const ANNOUNCE_MAX: u32 = 32;
+
 /// Work a port hands its engine (GM's send and receive tokens). Each command
 /// that [`crate::Engine::handle_command`] accepts completes later with exactly
 /// one [`Event`] carrying the same [`OpId`].
@@ -23,7 +27,7 @@ pub enum Command {
         /// The message.
         buf: HostBuf,
     },
-    /// Send `buf` to `dest` as an announcement (a rendezvous ready-to-send):
+    /// Send `buf` (at most [`ANNOUNCE_MAX`] bytes) to `dest` as an announcement (a rendezvous ready-to-send):
     /// matched like a tagged message with `tag`, in the same stream order as
     /// the port's sends to `dest`, but completed at the receiver as
     /// [`Completion::Announced`] so the receiving library knows the bytes
@@ -311,9 +315,10 @@ pub enum Completion {
         /// Its length.
         len: u32,
     },
-    /// An announcement ([`Command::Announce`]) arrived in the posted
-    /// buffer: `len` bytes describing a message the receiving library
-    /// fetches itself.
+    /// An announcement ([`Command::Announce`]) took the receive: `len`
+    /// bytes in `info` describing a message the receiving library fetches
+    /// itself. The receive's buffer is left untouched (several receives
+    /// may share one buffer; the announcement must not land there).
     Announced {
         /// Who sent it.
         src: Endpoint,
@@ -321,6 +326,8 @@ pub enum Completion {
         tag: u64,
         /// The announcement's length.
         len: u32,
+        /// Its bytes (zero after `len`).
+        info: [u8; ANNOUNCE_MAX as usize],
     },
     /// The region is registered under `key`.
     Registered {

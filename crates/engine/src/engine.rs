@@ -9,7 +9,7 @@ use crate::port::{Port, PostedRecv};
 use crate::TokenClass;
 use crate::{
     Command, CommandError, Completion, ConfigError, Dma, Endpoint, EngineConfig, Event, Generation, HostBuf, Instant,
-    NodeId, OpError, OpId, OpenError, PortId, Stats, Work,
+    NodeId, OpError, OpId, OpenError, PortId, Stats, Work, ANNOUNCE_MAX,
 };
 
 /// What an outgoing operation is.
@@ -108,6 +108,9 @@ pub(crate) struct Inbound {
     pub tag: u64,
     /// A rendezvous announcement: completes as `Completion::Announced`.
     pub announce: bool,
+    /// An announcement's bytes: kept here, not written to the receive's
+    /// buffer.
+    pub info: [u8; ANNOUNCE_MAX as usize],
     pub total: u32,
     pub received: u32,
     pub sink: Sink,
@@ -345,6 +348,9 @@ impl<D: Dma> Engine<D> {
                 self.start_out(now, port, gen, op, OutKind::Send { tag, announce: false }, dest, buf)
             }
             Command::Announce { op, dest, tag, buf } => {
+                if buf.len > ANNOUNCE_MAX {
+                    return Err(CommandError::TooLong { len: u64::from(buf.len), max: ANNOUNCE_MAX });
+                }
                 self.start_out(now, port, gen, op, OutKind::Send { tag, announce: true }, dest, buf)
             }
             Command::RdmaWrite { op, dest, key, offset, buf } => {
@@ -754,15 +760,23 @@ impl<D: Dma> Engine<D> {
     /// [`Self::deliver_buffered`] for a message that may be an announcement.
     pub(crate) fn deliver_buffered_as(&mut self, port: PortId, recv: PostedRecv, src: Endpoint, tag: u64, data: &[u8], announce: bool) {
         let gen = self.ports[usize::from(port.0)].gen;
+        if announce {
+            let mut info = [0u8; ANNOUNCE_MAX as usize];
+            let n = data.len().min(info.len());
+            info[..n].copy_from_slice(&data[..n]);
+            let result = Ok(Completion::Announced { src, tag, len: data.len() as u32, info });
+            self.complete(port, gen, recv.op, result, TokenClass::Recv);
+            return;
+        }
         let n = data.len().min(recv.buf.len as usize);
         let len = data.len() as u32;
         let result = match self.dma.write(port, recv.buf.addr, &data[..n]) {
             Err(_) => Err(OpError::DmaFault),
             Ok(()) if n < data.len() => Err(OpError::Truncated { src, tag, len }),
-            Ok(()) if announce => Ok(Completion::Announced { src, tag, len }),
             Ok(()) => Ok(Completion::Received { src, tag, len }),
         };
         self.work.dma_written += n as u64;
+        self.stats.unexpected_bytes_copied += n as u64;
         self.complete(port, gen, recv.op, result, TokenClass::Recv);
     }
 

@@ -207,6 +207,13 @@ impl<D: Dma> Engine<D> {
         let m = *m;
         let port = m.port;
         match m.sink {
+            Sink::Posted(_) if m.announce => {
+                // An announcement stays with the engine until it completes
+                // the receive (admission bounded its length).
+                let off = h.offset as usize;
+                let info = &mut self.inbound.get_mut(&key).expect("present").info;
+                info[off..off + payload.len()].copy_from_slice(payload);
+            }
             Sink::Posted(r) => {
                 let room = (r.buf.len as usize).saturating_sub(h.offset as usize);
                 let n = payload.len().min(room);
@@ -264,6 +271,10 @@ impl<D: Dma> Engine<D> {
         // refused for good (bad key, out of bounds): it will not be retried.
         p.rx_streams.insert(stream, expected.wrapping_add(1));
         let announce = matches!(h.target, Target::Announce { .. });
+        if announce && h.total_len > crate::ANNOUNCE_MAX {
+            // Refused for good (the stream moved on): no receive takes it.
+            return Err(RejectReason::OutOfBounds);
+        }
         let (tag, sink) = match h.target {
             Target::Void => return Ok(None),
             Target::Tagged { tag } | Target::Announce { tag } => match p.match_posted(src, tag) {
@@ -297,7 +308,7 @@ impl<D: Dma> Engine<D> {
                 (0, Sink::Rdma { addr: region.addr + offset })
             }
         };
-        Ok(Some(Inbound { port, src, tag, announce, total: h.total_len, received: 0, sink, fault: false }))
+        Ok(Some(Inbound { port, src, tag, announce, info: [0; crate::ANNOUNCE_MAX as usize], total: h.total_len, received: 0, sink, fault: false }))
     }
 
     fn message_complete(&mut self, key: (NodeId, u32)) {
@@ -305,12 +316,12 @@ impl<D: Dma> Engine<D> {
         let gen = self.ports[usize::from(m.port.0)].gen;
         match m.sink {
             Sink::Posted(r) => {
-                let result = if m.fault {
+                let result = if m.announce {
+                    Ok(Completion::Announced { src: m.src, tag: m.tag, len: m.total, info: m.info })
+                } else if m.fault {
                     Err(OpError::DmaFault)
                 } else if m.total > r.buf.len {
                     Err(OpError::Truncated { src: m.src, tag: m.tag, len: m.total })
-                } else if m.announce {
-                    Ok(Completion::Announced { src: m.src, tag: m.tag, len: m.total })
                 } else {
                     Ok(Completion::Received { src: m.src, tag: m.tag, len: m.total })
                 };

@@ -68,6 +68,10 @@ pub struct Stats {
     pub atomic_stale: u64,
     /// Messages that arrived before a matching receive.
     pub unexpected: u64,
+    /// Payload bytes copied out of the unexpected pool into receive
+    /// buffers: the copy an eager message pays for arriving early (a
+    /// rendezvous message's payload never takes this path).
+    pub unexpected_bytes_copied: u64,
     /// Collective packets that arrived before their collective started.
     pub coll_unexpected: u64,
     /// Collective packets refused because the unexpected pool was full.

@@ -88,8 +88,9 @@ impl TokenMirror {
         | Command::RdmaRead { buf, .. }
         | Command::MultiSend { buf, .. } = cmd
         {
-            if buf.len > self.max_message {
-                return Err(CommandError::TooLong { len: u64::from(buf.len), max: self.max_message });
+            let max = if matches!(cmd, Command::Announce { .. }) { crate::ANNOUNCE_MAX } else { self.max_message };
+            if buf.len > max {
+                return Err(CommandError::TooLong { len: u64::from(buf.len), max });
             }
         }
         let Some(t) = cmd.token_class() else { return Ok(()) };

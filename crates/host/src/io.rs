@@ -50,6 +50,12 @@ pub trait PortIo {
     fn block(&mut self) {
         self.idle();
     }
+    /// Tagged messages longer than this go by rendezvous (module
+    /// `rendezvous`): a property of the transport, measured where it runs
+    /// (the runtime's UDP path; a simulator profile). `None`: all eager.
+    fn eager_threshold(&self) -> Option<u32> {
+        None
+    }
     /// Allocates a buffer the engine can reach by DMA.
     fn alloc(&mut self, len: u32) -> Result<HostBuf, MemoryError>;
     /// Frees a buffer from [`PortIo::alloc`].

@@ -76,12 +76,15 @@ pub struct Port<P: PortIo> {
 impl<P: PortIo> Port<P> {
     /// Wraps an open port.
     pub fn new(io: P) -> Self {
+        let rndv_cfg = crate::RendezvousConfig { threshold: io.eager_threshold(), ..Default::default() };
+        let mut rndv = crate::rendezvous::Rendezvous::default();
+        rndv.cfg = rndv_cfg;
         Port {
             io,
             next_op: 1,
             pending: BTreeMap::new(),
             coll: CollState::default(),
-            rndv: crate::rendezvous::Rendezvous::default(),
+            rndv,
         }
     }
 
@@ -105,7 +108,20 @@ impl<P: PortIo> Port<P> {
         make: impl FnOnce(OpId) -> Command,
     ) -> Result<Request, HostError> {
         let op = OpId(self.next_op);
-        self.io.post(make(op))?;
+        let cmd = make(op);
+        loop {
+            match self.io.post(cmd) {
+                Ok(()) => break,
+                // A token the rendezvous path holds for a read or a finish
+                // comes back without the application doing anything: wait
+                // for it rather than refuse the application's command.
+                Err(e @ (CommandError::NoSendToken | CommandError::NoRecvToken)) if self.rndv_holds(e) => {
+                    self.progress();
+                    self.io.idle();
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
         self.next_op += 1;
         self.pending.insert(op, None);
         Ok(Request(op))
@@ -137,17 +153,9 @@ impl<P: PortIo> Port<P> {
     /// Starts a receive into `buf`. It takes eager and rendezvous messages
     /// alike; a rendezvous message's bytes are read straight into `buf`.
     pub fn start_recv(&mut self, matching: RecvMatch, buf: HostBuf) -> Result<Request, HostError> {
-        let (into, bounce) = self.rndv_recv_buffer(buf)?;
-        let r = self.start(|op| Command::Recv { op, matching, buf: into });
-        match r {
-            Ok(r) => self.rndv_watch_recv(r.0, buf, bounce),
-            Err(_) => {
-                if let Some(b) = bounce {
-                    let _ = self.io.free(b);
-                }
-            }
-        }
-        r
+        let r = self.start(|op| Command::Recv { op, matching, buf })?;
+        self.rndv_watch_recv(r.0, buf);
+        Ok(r)
     }
 
     /// Starts an RDMA write of `buf` into region `key` of `dest` at `offset`.

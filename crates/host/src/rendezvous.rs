@@ -75,10 +75,6 @@ pub struct RendezvousStats {
     pub receives: u64,
     /// Payload bytes pulled by RDMA read straight into receive buffers.
     pub bytes_read: u64,
-    /// Payload copies the host library made (eager messages received
-    /// through a bounce buffer because the receive's own was shorter than
-    /// an announcement); rendezvous messages never add to it.
-    pub copies: u64,
     /// Sends whose buffer the registration cache already held.
     pub cache_hits: u64,
     /// Sends that had to register their buffer.
@@ -218,13 +214,10 @@ struct ReadState {
     cookie: u32,
 }
 
-/// A receive the library watches for announcements.
+/// A receive the library watches for announcements: its buffer.
 #[derive(Debug, Clone, Copy)]
 struct RecvSlot {
     buf: HostBuf,
-    /// Where the engine writes instead, when `buf` is shorter than an
-    /// announcement.
-    bounce: Option<HostBuf>,
 }
 
 impl Rendezvous {
@@ -277,7 +270,7 @@ fn encode_announce(len: u32, key: u64, offset: u64, cookie: u32) -> [u8; ANNOUNC
 
 /// An announcement's (length, key, offset, cookie), if well formed.
 fn decode_announce(b: &[u8]) -> Option<(u32, u64, u64, u32)> {
-    if b.len() != ANNOUNCE_LEN as usize || b[0..4] != ANNOUNCE_MAGIC.to_le_bytes() {
+    if b.len() < ANNOUNCE_LEN as usize || b[0..4] != ANNOUNCE_MAGIC.to_le_bytes() {
         return None;
     }
     let word = |r: std::ops::Range<usize>| -> u64 {
@@ -461,19 +454,9 @@ impl<P: PortIo> Port<P> {
         }
     }
 
-    /// The buffer the engine should receive into for a receive into `buf`
-    /// (a bounce buffer when `buf` could not hold an announcement), noting
-    /// the receive so that an announcement it takes is followed up.
-    pub(crate) fn rndv_recv_buffer(&mut self, buf: HostBuf) -> Result<(HostBuf, Option<HostBuf>), HostError> {
-        if buf.len >= ANNOUNCE_LEN {
-            return Ok((buf, None));
-        }
-        let bounce = self.io.alloc(ANNOUNCE_LEN)?;
-        Ok((bounce, Some(bounce)))
-    }
-
-    pub(crate) fn rndv_watch_recv(&mut self, op: OpId, buf: HostBuf, bounce: Option<HostBuf>) {
-        self.rndv.recvs.insert(op, RecvSlot { buf, bounce });
+    /// Notes a receive so that an announcement it takes is followed up.
+    pub(crate) fn rndv_watch_recv(&mut self, op: OpId, buf: HostBuf) {
+        self.rndv.recvs.insert(op, RecvSlot { buf });
     }
 
     /// Cancels a rendezvous send if its announcement has not been taken
@@ -486,6 +469,17 @@ impl<P: PortIo> Port<P> {
             Err(e) => return Some(Err(e)),
         };
         Some(self.wait(r).map(|_| ()))
+    }
+
+    /// Whether operations of the library's own (reads, finishes; not the
+    /// application's sends) hold a token of the kind `refusal` lacks.
+    pub(crate) fn rndv_holds(&self, refusal: CommandError) -> bool {
+        match refusal {
+            CommandError::NoSendToken => {
+                self.rndv.lib.values().any(|l| matches!(l, LibOp::Read(_) | LibOp::FinishSent(_))) || !self.rndv.retry.is_empty()
+            }
+            _ => false,
+        }
     }
 
     /// Whether `op` is a receive reading its payload (it can no longer be
@@ -503,55 +497,21 @@ impl<P: PortIo> Port<P> {
         }
         let Some(slot) = self.rndv.recvs.remove(&op) else { return Some(result) };
         match result {
-            Ok(Completion::Announced { src, tag, len }) => {
-                self.announced(op, slot, src, tag, len);
+            Ok(Completion::Announced { src, tag, len, info }) => {
+                let parsed = if len == ANNOUNCE_LEN { decode_announce(&info) } else { None };
+                match parsed {
+                    Some(a) => self.announced(op, slot, src, tag, a),
+                    None => self.finish_user(op, Err(OpError::BadAnnouncement)),
+                }
                 None
             }
-            other => Some(self.eager_done(slot, other)),
+            other => Some(other),
         }
-    }
-
-    /// An eager message (or an error) completed a watched receive: copy it
-    /// out of the bounce buffer if there was one.
-    fn eager_done(&mut self, slot: RecvSlot, result: Result<Completion, OpError>) -> Result<Completion, OpError> {
-        let Some(bounce) = slot.bounce else { return result };
-        let out = match result {
-            Ok(Completion::Received { src, tag, len }) => {
-                let n = len.min(slot.buf.len) as usize;
-                let mut v = vec![0; n];
-                let copied = self.io.read(bounce.addr, &mut v).and_then(|()| self.io.write(slot.buf.addr, &v));
-                self.rndv.stats.copies += 1;
-                match copied {
-                    Err(_) => Err(OpError::DmaFault),
-                    Ok(()) if len > slot.buf.len => Err(OpError::Truncated { src, tag, len }),
-                    Ok(()) => Ok(Completion::Received { src, tag, len }),
-                }
-            }
-            Err(OpError::Truncated { src, tag, len }) => {
-                let mut v = vec![0; slot.buf.len as usize];
-                let _ = self.io.read(bounce.addr, &mut v).and_then(|()| self.io.write(slot.buf.addr, &v));
-                self.rndv.stats.copies += 1;
-                Err(OpError::Truncated { src, tag, len })
-            }
-            other => other,
-        };
-        let _ = self.io.free(bounce);
-        out
     }
 
     /// A watched receive took an announcement: read the payload.
-    fn announced(&mut self, user: OpId, slot: RecvSlot, src: Endpoint, tag: u64, len: u32) {
-        let at = slot.bounce.unwrap_or(slot.buf);
-        let mut raw = vec![0u8; (len.min(ANNOUNCE_LEN)) as usize];
-        let read = self.io.read(at.addr, &mut raw);
-        if let Some(b) = slot.bounce {
-            let _ = self.io.free(b);
-        }
-        let parsed = if len == ANNOUNCE_LEN && read.is_ok() { decode_announce(&raw) } else { None };
-        let Some((total, key, offset, cookie)) = parsed else {
-            self.finish_user(user, Err(OpError::BadAnnouncement));
-            return;
-        };
+    fn announced(&mut self, user: OpId, slot: RecvSlot, src: Endpoint, tag: u64, a: (u32, u64, u64, u32)) {
+        let (total, key, offset, cookie) = a;
         let state = ReadState { user, src, tag, len: total, cap: slot.buf.len, cookie };
         let n = total.min(slot.buf.len);
         if n == 0 {
@@ -676,6 +636,7 @@ mod tests {
         bad[0] ^= 1;
         assert_eq!(decode_announce(&bad), None);
         assert_eq!(decode_announce(&b[..31]), None);
+        const _: () = assert!(ANNOUNCE_LEN <= outboard_engine::ANNOUNCE_MAX);
     }
 
     #[test]

@@ -118,7 +118,11 @@ fn run(p: &Plan) -> Result<(), TestCaseError> {
     let st = rx.rendezvous_stats();
     prop_assert_eq!(st.receives, large.len() as u64);
     prop_assert_eq!(st.bytes_read, large.iter().map(|m| m.2 as u64).sum::<u64>());
-    prop_assert_eq!(st.copies, 0);
+    // The receiving engine copied out of its unexpected pool only eager
+    // messages' bytes (announcements reach the host in their completion).
+    let eager_total: u64 = p.msgs.iter().filter(|m| m.2 as u32 <= THRESHOLD).map(|m| m.2 as u64).sum();
+    let copied = net.lock().unwrap().engine(NodeId(2)).stats().unexpected_bytes_copied;
+    prop_assert!(copied <= eager_total, "{} bytes copied, eager messages hold {}", copied, eager_total);
     let sent_by_rndv: u64 = senders.iter().map(|s| s.rendezvous_stats().sends).sum();
     prop_assert_eq!(sent_by_rndv, large.len() as u64);
     Ok(())
@@ -147,20 +151,67 @@ fn a_short_receive_buffer_truncates_a_rendezvous_message_and_the_sender_complete
 }
 
 #[test]
-fn receives_shorter_than_an_announcement_still_take_eager_messages() {
-    let net = Arc::new(Mutex::new(Network::with_defaults(2, LinkConfig::default(), 6)));
+fn early_rendezvous_messages_are_never_copied_and_tiny_buffers_work() {
+    // Every message arrives before its receive is posted: eagerly sent ones
+    // wait in the engine's pool, rendezvous ones leave only an
+    // announcement there.
+    let net = Arc::new(Mutex::new(Network::with_defaults(2, LinkConfig::lossy(0.2, 0.1, 0.0), 6)));
     let (mut a, mut b) = (open(&net, 0), open(&net, 1));
-    let rbuf = b.buffer(8).unwrap();
-    let r = b.start_recv(RecvMatch::tag(1), rbuf).unwrap();
-    a.send(b.endpoint(), 1, b"tiny").unwrap();
-    assert_eq!(b.wait(r).unwrap(), Completion::Received { src: a.endpoint(), tag: 1, len: 4 });
-    assert_eq!(&b.read_buffer(rbuf).unwrap()[..4], b"tiny");
-    assert_eq!(b.rendezvous_stats().copies, 1, "the bounce copy is counted");
-    // Twelve bytes into eight: truncated, the first eight delivered.
-    let r = b.start_recv(RecvMatch::tag(1), rbuf).unwrap();
-    a.send(b.endpoint(), 1, b"twelve bytes").unwrap();
-    assert_eq!(b.wait(r), Err(HostError::Op(OpError::Truncated { src: a.endpoint(), tag: 1, len: 12 })));
-    assert_eq!(b.read_buffer(rbuf).unwrap(), b"twelve b".to_vec());
+    let sizes = [4000usize, 300, 70_000, 257];
+    let sends: Vec<_> = sizes
+        .iter()
+        .enumerate()
+        .map(|(i, &n)| {
+            let buf = a.buffer_from(&payload(0, i, n)).unwrap();
+            a.start_send(b.endpoint(), 1, buf).unwrap()
+        })
+        .collect();
+    for _ in 0..2000 {
+        b.io().idle();
+    }
+    for (i, &n) in sizes.iter().enumerate() {
+        let rbuf = b.buffer(n as u32).unwrap();
+        let r = b.start_recv(RecvMatch::tag(1), rbuf).unwrap();
+        assert_eq!(b.wait(r).unwrap(), Completion::Received { src: a.endpoint(), tag: 1, len: n as u32 });
+        assert_eq!(b.read_buffer(rbuf).unwrap(), payload(0, i, n));
+    }
+    for s in sends {
+        assert_eq!(a.wait(s).unwrap(), Completion::Sent);
+    }
+    assert_eq!(net.lock().unwrap().engine(NodeId(1)).stats().unexpected_bytes_copied, 0);
+    assert_eq!(b.rendezvous_stats().bytes_read, sizes.iter().sum::<usize>() as u64);
+    // A receive buffer of 8 bytes: an eager message fits, a rendezvous one
+    // is truncated to what fits and its sender still completes.
+    let tiny = b.buffer(8).unwrap();
+    let r = b.start_recv(RecvMatch::tag(2), tiny).unwrap();
+    a.send(b.endpoint(), 2, b"tiny").unwrap();
+    assert_eq!(b.wait(r).unwrap(), Completion::Received { src: a.endpoint(), tag: 2, len: 4 });
+    let r = b.start_recv(RecvMatch::tag(2), tiny).unwrap();
+    let big = a.buffer_from(&payload(0, 9, 1000)).unwrap();
+    let s = a.start_send(b.endpoint(), 2, big).unwrap();
+    assert_eq!(b.wait(r), Err(HostError::Op(OpError::Truncated { src: a.endpoint(), tag: 2, len: 1000 })));
+    assert_eq!(b.read_buffer(tiny).unwrap(), payload(0, 9, 8));
+    assert_eq!(a.wait(s).unwrap(), Completion::Sent);
+}
+
+#[test]
+fn receives_sharing_one_buffer_still_read_each_announced_message() {
+    // Several receives posted into one buffer (a benchmark's habit): each
+    // announcement reaches the library in its completion, not through the
+    // shared buffer, so none is read from the wrong sender's region.
+    let net = Arc::new(Mutex::new(Network::with_defaults(2, LinkConfig::default(), 10)));
+    let (mut a, mut b) = (open(&net, 0), open(&net, 1));
+    let shared = b.buffer(2000).unwrap();
+    let recvs: Vec<_> = (0..8).map(|_| b.start_recv(RecvMatch::tag(3), shared).unwrap()).collect();
+    let bufs: Vec<_> = (0..8).map(|i| a.buffer_from(&payload(0, i, 2000)).unwrap()).collect();
+    let sends: Vec<_> = bufs.iter().map(|&buf| a.start_send(b.endpoint(), 3, buf).unwrap()).collect();
+    for r in recvs {
+        assert_eq!(b.wait(r).unwrap(), Completion::Received { src: a.endpoint(), tag: 3, len: 2000 });
+    }
+    for s in sends {
+        assert_eq!(a.wait(s).unwrap(), Completion::Sent);
+    }
+    assert_eq!(b.rendezvous_stats().receives, 8);
 }
 
 #[test]

@@ -14,6 +14,28 @@ use crate::progress::Progress;
 use crate::ring::{Consumer, Producer};
 use crate::wait_pacer::{WaitPacer, WaitStep};
 
+/// Tagged messages longer than this go by rendezvous over the UDP engine
+/// unless `OUTBOARD_EAGER_MAX` says otherwise (bytes, or `off`). Chosen by
+/// measurement (README, "Rendezvous"): below it the announcement's extra
+/// round trip costs more than the copies it saves.
+pub const DEFAULT_EAGER_MAX: u32 = 64 << 10;
+
+/// The eager threshold this process uses (read once).
+pub fn eager_max() -> Option<u32> {
+    static EAGER: std::sync::OnceLock<Option<u32>> = std::sync::OnceLock::new();
+    *EAGER.get_or_init(|| match std::env::var("OUTBOARD_EAGER_MAX") {
+        Err(_) => Some(DEFAULT_EAGER_MAX),
+        Ok(v) if v.trim().eq_ignore_ascii_case("off") => None,
+        Ok(v) => match v.trim().parse::<u32>() {
+            Ok(n) => Some(n),
+            Err(_) => {
+                eprintln!("outboard: OUTBOARD_EAGER_MAX={v:?} is neither a byte count nor \"off\"; using {DEFAULT_EAGER_MAX}");
+                Some(DEFAULT_EAGER_MAX)
+            }
+        },
+    })
+}
+
 /// Longest a host thread parks before it looks at its ring again on its own
 /// (a safety net: the engine unparks it when events arrive).
 const PARK_MAX: Duration = Duration::from_millis(10);
@@ -108,6 +130,10 @@ impl RtPort {
 impl PortIo for RtPort {
     fn endpoint(&self) -> Endpoint {
         self.ep
+    }
+
+    fn eager_threshold(&self) -> Option<u32> {
+        eager_max()
     }
 
     fn post(&mut self, cmd: Command) -> Result<(), CommandError> {
