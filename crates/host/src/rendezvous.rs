@@ -190,11 +190,14 @@ impl RegCache {
 /// A rendezvous send under way.
 #[derive(Debug)]
 struct SendState {
-    rts_op: OpId,
-    fin_op: OpId,
+    /// The announcement and the finish receive, once posted (after the
+    /// registration, if the buffer needed one).
+    rts_op: Option<OpId>,
+    fin_op: Option<OpId>,
     rts_buf: HostBuf,
     fin_buf: HostBuf,
-    key: u64,
+    /// The registration it reads from, once known.
+    key: Option<u64>,
     rts_done: bool,
     fin_done: bool,
     /// The first failure, reported once both halves are in.
@@ -228,9 +231,21 @@ impl Rendezvous {
     }
 }
 
+/// Where a rendezvous send goes, kept while its buffer is registered.
+#[derive(Debug, Clone, Copy)]
+struct SendTo {
+    user: OpId,
+    dest: Endpoint,
+    tag: u64,
+    buf: HostBuf,
+    cookie: u32,
+}
+
 /// What an engine operation of the library's own is for.
 #[derive(Debug, Clone, Copy)]
 enum LibOp {
+    /// Registering the buffer of a send.
+    Register(SendTo),
     /// The announcement of the send whose user request is this.
     Announce(OpId),
     /// The finish receive of that send.
@@ -302,27 +317,24 @@ impl<P: PortIo> Port<P> {
         self.rndv.cfg.threshold.is_some_and(|t| len > t)
     }
 
-    /// Posts a library command under a fresh operation name that no user
-    /// request has.
-    fn post_lib(&mut self, cmd: impl FnOnce(OpId) -> Command, what: LibOp) -> Result<OpId, CommandError> {
-        let op = self.fresh_op();
-        self.io.post(cmd(op))?;
-        self.rndv.lib.insert(op, what);
-        Ok(op)
-    }
-
     /// Posts a library command the port needs done whatever happens (a
     /// read, a finish, a cleanup): queued and retried at the next progress
     /// if no token is free now.
-    fn post_lib_or_queue(&mut self, cmd: Command, what: LibOp) {
+    fn post_lib_or_queue(&mut self, cmd: Command, what: LibOp) -> OpId {
         let op = self.fresh_op();
         let cmd = with_op(cmd, op);
+        // Behind anything already queued, so commands keep their order.
+        if !self.rndv.retry.is_empty() {
+            self.rndv.retry.push_back((cmd, what));
+            return op;
+        }
         match self.io.post(cmd) {
             Ok(()) => {
                 self.rndv.lib.insert(op, what);
             }
             Err(_) => self.rndv.retry.push_back((cmd, what)),
         }
+        op
     }
 
     /// Retries library commands that found no token.
@@ -342,30 +354,10 @@ impl<P: PortIo> Port<P> {
         }
     }
 
-    /// Starts a rendezvous send of `buf` to `dest` with `tag`.
+    /// Starts a rendezvous send of `buf` to `dest` with `tag`. Nothing
+    /// here waits: a buffer the cache does not hold is registered by a
+    /// command whose completion then sends the announcement.
     pub(crate) fn start_rendezvous_send(&mut self, dest: Endpoint, tag: u64, buf: HostBuf) -> Result<Request, HostError> {
-        let (key, offset) = match self.rndv.cache.acquire(buf) {
-            Some(found) => {
-                self.rndv.stats.cache_hits += 1;
-                found
-            }
-            None => {
-                let key = self.register_raw(buf)?;
-                self.rndv.cache.insert(buf, key, false);
-                self.rndv.stats.cache_misses += 1;
-                (key, 0)
-            }
-        };
-        let result = self.start_announced(dest, tag, buf.len, key, offset);
-        if result.is_err() {
-            self.release_key(key);
-        }
-        result
-    }
-
-    fn start_announced(&mut self, dest: Endpoint, tag: u64, len: u32, key: u64, offset: u64) -> Result<Request, HostError> {
-        let cookie = self.rndv.next_cookie;
-        self.rndv.next_cookie = cookie.wrapping_add(1);
         let fin_buf = self.io.alloc(FINISH_LEN)?;
         let rts_buf = match self.io.alloc(ANNOUNCE_LEN) {
             Ok(b) => b,
@@ -374,52 +366,61 @@ impl<P: PortIo> Port<P> {
                 return Err(e.into());
             }
         };
-        let free_both = |io: &mut P| {
-            let _ = io.free(fin_buf);
-            let _ = io.free(rts_buf);
-        };
-        if let Err(e) = self.io.write(rts_buf.addr, &encode_announce(len, key, offset, cookie)) {
-            free_both(&mut self.io);
-            return Err(e.into());
-        }
         let user = self.fresh_op();
-        // The finish receive first: the engine takes commands in order, so
-        // it is posted before the announcement can even leave.
-        let fin_match = RecvMatch::from(dest.node, dest.port, FINISH_TAG | u64::from(cookie));
-        let fin_op = match self.post_lib(|op| Command::Recv { op, matching: fin_match, buf: fin_buf }, LibOp::Finish(user)) {
-            Ok(op) => op,
-            Err(e) => {
-                free_both(&mut self.io);
-                return Err(e.into());
-            }
-        };
-        let rts_op = match self.post_lib(|op| Command::Announce { op, dest, tag, buf: rts_buf }, LibOp::Announce(user)) {
-            Ok(op) => op,
-            Err(e) => {
-                // Withdraw the finish receive; its buffer goes when the
-                // cancellation completes it.
-                self.rndv.lib.insert(fin_op, LibOp::Discard(Some(fin_buf)));
-                self.post_lib_or_queue(Command::Cancel { op: OpId(0), target: fin_op }, LibOp::Discard(None));
-                let _ = self.io.free(rts_buf);
-                return Err(e.into());
-            }
-        };
-        self.rndv.sends.insert(
-            user,
-            SendState { rts_op, fin_op, rts_buf, fin_buf, key, rts_done: false, fin_done: false, error: None },
-        );
+        let cookie = self.rndv.next_cookie;
+        self.rndv.next_cookie = cookie.wrapping_add(1);
+        let state = SendState { rts_op: None, fin_op: None, rts_buf, fin_buf, key: None, rts_done: false, fin_done: false, error: None };
+        self.rndv.sends.insert(user, state);
         self.pending.insert(user, None);
         self.rndv.stats.sends += 1;
+        let to = SendTo { user, dest, tag, buf, cookie };
+        match self.rndv.cache.acquire(buf) {
+            Some((key, offset)) => {
+                self.rndv.stats.cache_hits += 1;
+                self.announce(to, key, offset);
+            }
+            None => {
+                self.rndv.stats.cache_misses += 1;
+                self.post_lib_or_queue(Command::Register { op: OpId(0), buf }, LibOp::Register(to));
+                // An engine that registers on the spot (the simulator's,
+                // the test network's) has answered already: send the
+                // announcement now rather than at the next progress.
+                self.poll_events();
+            }
+        }
         Ok(Request(user))
     }
 
-    /// Registers `buf` and waits for its key.
-    fn register_raw(&mut self, buf: HostBuf) -> Result<u64, HostError> {
-        let r = self.start(|op| Command::Register { op, buf })?;
-        match self.wait(r)? {
-            Completion::Registered { key } => Ok(key),
-            other => unreachable!("register completed as {other:?}"),
+    /// Sends the announcement of a send whose buffer is registered under
+    /// `key`.
+    fn announce(&mut self, to: SendTo, key: u64, offset: u64) {
+        let Some(s) = self.rndv.sends.get_mut(&to.user) else { return };
+        s.key = Some(key);
+        let (rts_buf, fin_buf) = (s.rts_buf, s.fin_buf);
+        if self.io.write(rts_buf.addr, &encode_announce(to.buf.len, key, offset, to.cookie)).is_err() {
+            self.abandon_send(to.user, OpError::DmaFault);
+            return;
         }
+        // The finish receive first: the engine takes commands in order, so
+        // it is posted before the announcement can even leave.
+        let fin_match = RecvMatch::from(to.dest.node, to.dest.port, FINISH_TAG | u64::from(to.cookie));
+        let fin_op = self.post_lib_or_queue(Command::Recv { op: OpId(0), matching: fin_match, buf: fin_buf }, LibOp::Finish(to.user));
+        let (dest, tag) = (to.dest, to.tag);
+        let rts_op = self.post_lib_or_queue(Command::Announce { op: OpId(0), dest, tag, buf: rts_buf }, LibOp::Announce(to.user));
+        let s = self.rndv.sends.get_mut(&to.user).expect("present");
+        s.fin_op = Some(fin_op);
+        s.rts_op = Some(rts_op);
+    }
+
+    /// A send failed before its announcement left: free what it holds.
+    fn abandon_send(&mut self, user: OpId, err: OpError) {
+        let Some(s) = self.rndv.sends.remove(&user) else { return };
+        let _ = self.io.free(s.rts_buf);
+        let _ = self.io.free(s.fin_buf);
+        if let Some(key) = s.key {
+            self.release_key(key);
+        }
+        self.finish_user(user, Err(err));
     }
 
     /// A send stopped using `key`: deregister what the cache no longer
@@ -463,7 +464,9 @@ impl<P: PortIo> Port<P> {
     /// (it waits to be retried at a port that refused it); otherwise
     /// `None` (not a rendezvous send) or the engine's refusal.
     pub(crate) fn rndv_cancel(&mut self, req: Request) -> Option<Result<(), HostError>> {
-        let rts_op = self.rndv.sends.get(&req.0)?.rts_op;
+        let Some(rts_op) = self.rndv.sends.get(&req.0)?.rts_op else {
+            return Some(Err(OpError::NotCancellable.into()));
+        };
         let r = match self.start(|op| Command::Cancel { op, target: rts_op }) {
             Ok(r) => r,
             Err(e) => return Some(Err(e)),
@@ -562,6 +565,14 @@ impl<P: PortIo> Port<P> {
 
     fn lib_event(&mut self, what: LibOp, result: Result<Completion, OpError>) {
         match what {
+            LibOp::Register(to) => match result {
+                Ok(Completion::Registered { key }) => {
+                    self.rndv.cache.insert(to.buf, key, false);
+                    self.announce(to, key, 0);
+                }
+                Ok(other) => unreachable!("register completed as {other:?}"),
+                Err(e) => self.abandon_send(to.user, e),
+            },
             LibOp::Announce(user) => self.send_half_done(user, true, result),
             LibOp::Finish(user) => self.send_half_done(user, false, result),
             LibOp::Read(s) => self.read_done(s, result),
@@ -585,7 +596,7 @@ impl<P: PortIo> Port<P> {
         }
         // A failed announcement will get no finish: withdraw its receive.
         let withdraw = announce && result.is_err() && !s.fin_done;
-        let (fin_op, rts_buf, fin_buf) = (s.fin_op, s.rts_buf, s.fin_buf);
+        let (fin_op, rts_buf, fin_buf) = (s.fin_op.expect("posted with the announcement"), s.rts_buf, s.fin_buf);
         if announce {
             let _ = self.io.free(rts_buf);
         }
@@ -603,7 +614,9 @@ impl<P: PortIo> Port<P> {
             return;
         }
         let s = self.rndv.sends.remove(&user).expect("present");
-        self.release_key(s.key);
+        if let Some(key) = s.key {
+            self.release_key(key);
+        }
         let out = match s.error {
             Some(e) => Err(e),
             None => Ok(Completion::Sent),
@@ -616,6 +629,8 @@ impl<P: PortIo> Port<P> {
 fn with_op(cmd: Command, op: OpId) -> Command {
     match cmd {
         Command::Recv { matching, buf, .. } => Command::Recv { op, matching, buf },
+        Command::Register { buf, .. } => Command::Register { op, buf },
+        Command::Announce { dest, tag, buf, .. } => Command::Announce { op, dest, tag, buf },
         Command::Send { dest, tag, buf, .. } => Command::Send { op, dest, tag, buf },
         Command::RdmaRead { dest, key, offset, buf, .. } => Command::RdmaRead { op, dest, key, offset, buf },
         Command::Deregister { key, .. } => Command::Deregister { op, key },

@@ -84,6 +84,7 @@ impl Proc {
             stash: VecDeque::new(),
             recv_bufs: Vec::new(),
         };
+        drop(w);
         Ok(Port::new(io))
     }
 
@@ -469,6 +470,10 @@ impl PortIo for SimIo {
 
     fn now(&self) -> Instant {
         self.proc.now().to_engine()
+    }
+
+    fn eager_threshold(&self) -> Option<u32> {
+        self.proc.world.borrow().cost.rendezvous_from.map(|n| n.saturating_sub(1))
     }
 
     fn coll_max_len(&self) -> u32 {

@@ -94,6 +94,13 @@ pub struct HostCosts {
     /// rendezvous protocol pins the user's buffers instead).
     #[serde(default)]
     pub copy_below_bytes: u32,
+    /// Tagged messages of this many bytes or more go by the host library's
+    /// rendezvous (an announcement, an RDMA read straight into the receive
+    /// buffer, a finish: module `outboard_host::rendezvous`), handshake
+    /// and all. Absent: every message eager. Set by
+    /// [`Profile::at_mpi_level`] where `[mpi] rendezvous` is true.
+    #[serde(default)]
+    pub rendezvous_from_bytes: Option<u32>,
 }
 
 /// Crossing between host and NIC: the I/O bus.
@@ -266,6 +273,11 @@ pub struct MpiCosts {
     /// 6.2). The rendezvous handshake itself is not modelled.
     #[serde(default)]
     pub eager_below_bytes: u32,
+    /// Whether the MPI layer's rendezvous is simulated for real (the
+    /// host library's protocol, from `eager_below_bytes` up) instead of
+    /// only dropping the copies.
+    #[serde(default)]
+    pub rendezvous: bool,
 }
 
 /// Links and switches.
@@ -390,6 +402,7 @@ pub const BUILTIN: &[(&str, &str)] = &[
     ("gm2-lanai91", include_str!("../../../profiles/gm2-lanai91.toml")),
     ("elan3", include_str!("../../../profiles/elan3.toml")),
     ("dpu400", include_str!("../../../profiles/dpu400.toml")),
+    ("ib-sdr", include_str!("../../../profiles/ib-sdr.toml")),
 ];
 
 impl Profile {
@@ -482,6 +495,9 @@ impl Profile {
         p.host.recv_us += p.mpi.recv_us;
         p.host.copy_us_per_byte += p.mpi.copy_us_per_byte;
         p.host.copy_below_bytes = p.host.copy_below_bytes.max(p.mpi.eager_below_bytes);
+        if p.mpi.rendezvous {
+            p.host.rendezvous_from_bytes = Some(p.mpi.eager_below_bytes);
+        }
         p.mpi = MpiCosts::default();
         p.name = format!("{}+mpi", self.name);
         p

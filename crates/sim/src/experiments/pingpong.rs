@@ -4,6 +4,14 @@
 //! figure is half the round trip, averaged over `iters` consecutive round
 //! trips, as the papers' ping tests do. Receives are posted before the
 //! message can arrive, so no message takes the unexpected path.
+//!
+//! A profile whose MPI layer simulates its rendezvous (`[mpi] rendezvous`)
+//! also gets the MPI-level curves beside the raw one: `mpi-eager` (every
+//! message copied through pre-registered buffers at both ends) and
+//! `mpi-rndv` (copies below the eager limit, the host library's real
+//! rendezvous - announcement, RDMA read into the receive buffer, finish -
+//! from it up). The raw curve is the communication layer itself (verbs
+//! send and receive into pre-posted buffers, no MPI costs, no copies).
 
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -89,6 +97,22 @@ pub(super) fn run(p: &Params, progress: &mut dyn FnMut(usize, usize)) -> Result<
             }
             done += 1;
             progress(done, total);
+        }
+    }
+    for prof in p.profiles.iter().filter(|p| p.mpi.rendezvous) {
+        let mpi_rndv = prof.at_mpi_level();
+        let mut mpi_eager = mpi_rndv.clone();
+        mpi_eager.host.rendezvous_from_bytes = None;
+        mpi_eager.host.copy_below_bytes = u32::MAX;
+        let levels = [("one-way mpi-eager", "bandwidth mpi-eager", &mpi_eager), ("one-way mpi-rndv", "bandwidth mpi-rndv", &mpi_rndv)];
+        for (lat_metric, bw_metric, level) in levels {
+            for &size in &sizes {
+                let us = one_way(level, size, p.iters, p.seed)?;
+                rows.push(Row::new(prof.name.clone(), 2, size, lat_metric, us, "us"));
+                if size > 0 {
+                    bw_rows.push(Row::new(prof.name.clone(), 2, size, bw_metric, f64::from(size) / us, "MB/s"));
+                }
+            }
         }
     }
     rows.extend(bw_rows);
