@@ -33,7 +33,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context};
 use outboard_engine::{Datatype, ReduceOp, Reduction};
 use outboard_host::{
-    AllreduceAlgorithm, BarrierAlgorithm, BcastMode, CollRequest, Group, HostError, Mode, Port, RecvMatch, TreeShape,
+    AllreduceAlgorithm, BarrierAlgorithm, BarrierProtocol, BcastMode, CollRequest, Group, HostError, Mode, Port, RecvMatch, TreeShape,
 };
 use outboard_runtime::{machine_cores, Options, Progress, RtPort};
 
@@ -213,6 +213,15 @@ const BARRIERS: [(&str, BarrierAlgorithm); 3] = [
     ("gather-bcast(2)", BarrierAlgorithm::GatherBroadcast { degree: 2 }),
 ];
 
+/// The barriers `bench barrier` also measures on the engines' collective
+/// protocol (`BarrierProtocol::NicCollective`), with their row labels:
+/// their offloaded column is the protocol, their host-based column the
+/// same host-based barrier again.
+const PROTO_BARRIERS: [(&str, BarrierAlgorithm); 2] = [
+    ("dissemination+proto", BarrierAlgorithm::Dissemination),
+    ("gather-bcast2+proto", BarrierAlgorithm::GatherBroadcast { degree: 2 }),
+];
+
 /// The allreduce algorithms `bench allreduce` measures, likewise.
 const ALLREDUCES: [(&str, AllreduceAlgorithm); 2] = [
     ("tree(binomial)", AllreduceAlgorithm::Tree(TreeShape::Binomial)),
@@ -232,6 +241,8 @@ const SUM_I64: Reduction = Reduction { op: ReduceOp::Sum, dtype: Datatype::I64 }
 enum Op {
     /// A barrier.
     Barrier(BarrierAlgorithm),
+    /// A barrier whose offloaded form runs on the collective protocol.
+    ProtoBarrier(BarrierAlgorithm),
     /// An allreduce of i64 sums.
     Allreduce(AllreduceAlgorithm),
     /// A reduce of i64 sums to rank 0 on the binomial tree.
@@ -244,7 +255,7 @@ impl Op {
     /// The operation's name in rows and `@` lines.
     fn name(self) -> &'static str {
         match self {
-            Op::Barrier(_) => "barrier",
+            Op::Barrier(_) | Op::ProtoBarrier(_) => "barrier",
             Op::Allreduce(_) => "allreduce",
             Op::Reduce => "reduce",
             Op::Bcast => "bcast",
@@ -255,6 +266,7 @@ impl Op {
     fn alg(self) -> &'static str {
         match self {
             Op::Barrier(b) => label(&BARRIERS, &b),
+            Op::ProtoBarrier(b) => label(&PROTO_BARRIERS, &b),
             Op::Allreduce(x) => label(&ALLREDUCES, &x),
             Op::Reduce | Op::Bcast => "binomial",
         }
@@ -264,8 +276,8 @@ impl Op {
     /// `overlap`.
     fn mpi_name(self, split_phase: bool) -> &'static str {
         match (self, split_phase) {
-            (Op::Barrier(_), false) => "barrier",
-            (Op::Barrier(_), true) => "ibarrier",
+            (Op::Barrier(_) | Op::ProtoBarrier(_), false) => "barrier",
+            (Op::Barrier(_) | Op::ProtoBarrier(_), true) => "ibarrier",
             (Op::Allreduce(_), false) => "allreduce",
             (Op::Allreduce(_), true) => "iallreduce",
             (Op::Reduce, _) => "reduce",
@@ -293,6 +305,12 @@ impl Op {
         match self {
             Op::Bcast => port.bcast(g, bmode, TreeShape::Binomial, 0, data),
             Op::Barrier(alg) => port.barrier(g, mode, alg).map(|()| Vec::new()),
+            Op::ProtoBarrier(alg) => {
+                g.set_barrier_protocol(BarrierProtocol::NicCollective);
+                let r = port.barrier(g, mode, alg);
+                g.set_barrier_protocol(BarrierProtocol::PointToPoint);
+                r.map(|()| Vec::new())
+            }
             Op::Allreduce(alg) => port.allreduce(g, mode, alg, SUM_I64, data),
             Op::Reduce => port.reduce(g, mode, TreeShape::Binomial, 0, SUM_I64, data),
         }
@@ -303,6 +321,12 @@ impl Op {
         match self {
             Op::Bcast => port.start_bcast(g, mode, TreeShape::Binomial, 0, data),
             Op::Barrier(alg) => port.start_barrier(g, mode, alg),
+            Op::ProtoBarrier(alg) => {
+                g.set_barrier_protocol(BarrierProtocol::NicCollective);
+                let r = port.start_barrier(g, mode, alg);
+                g.set_barrier_protocol(BarrierProtocol::PointToPoint);
+                r
+            }
             Op::Allreduce(alg) => port.start_allreduce(g, mode, alg, SUM_I64, data),
             Op::Reduce => port.start_reduce(g, mode, TreeShape::Binomial, 0, SUM_I64, data),
         }
@@ -335,6 +359,9 @@ fn cases(kind: Kind, a: &CollArgs) -> Vec<Case> {
             for (_, alg) in BARRIERS {
                 v.push(Case { op: Op::Barrier(alg), size: 0 });
             }
+            for (_, alg) in PROTO_BARRIERS {
+                v.push(Case { op: Op::ProtoBarrier(alg), size: 0 });
+            }
         }
         Kind::Allreduce => {
             for &size in a.sizes() {
@@ -356,7 +383,7 @@ fn cases(kind: Kind, a: &CollArgs) -> Vec<Case> {
         Kind::Overlap => {
             for o in &a.ops {
                 match o.op() {
-                    op @ Op::Barrier(_) => v.push(Case { op, size: 0 }),
+                    op @ (Op::Barrier(_) | Op::ProtoBarrier(_)) => v.push(Case { op, size: 0 }),
                     op => {
                         for &size in a.sizes() {
                             v.push(Case { op, size });
@@ -654,7 +681,7 @@ pub(crate) fn run_osc_program(name: &str, src: &str, exe: &str, n: u32, args: &[
 
 /// Runs Open MPI's side of `op` (its split-phase call for `overlap`).
 fn run_mpi(mpi: &Mpi, op: Op, split_phase: bool, a: &CollArgs, n: u32, timeout: Duration) -> anyhow::Result<Figures> {
-    let sizes = if matches!(op, Op::Barrier(_)) { "0".to_string() } else { a.sizes().iter().map(u32::to_string).collect::<Vec<_>>().join(",") };
+    let sizes = if matches!(op, Op::Barrier(_) | Op::ProtoBarrier(_)) { "0".to_string() } else { a.sizes().iter().map(u32::to_string).collect::<Vec<_>>().join(",") };
     let op = op.mpi_name(split_phase);
     let mut child = Command::new("mpirun.openmpi")
         .args(["--oversubscribe", "--mca", "btl", "tcp,self", "-n", &n.to_string()])
@@ -830,6 +857,9 @@ pub fn run(kind: Kind, mut a: CollArgs) -> anyhow::Result<()> {
     } else {
         println!("# figure: per-iteration latency in us, median of {} x {} iterations per rank (after {} warm-up per round), mean over the ranks; the modes alternate by round", a.rounds, a.iters, a.warmup);
     }
+    if kind == Kind::Barrier {
+        println!("# +proto rows: the offloaded barrier on the engines' NIC collective protocol (no sequencing, no acks, NACK on timeout; Group::set_barrier_protocol); the others ride on the point-to-point connections (the default); host-based is the same barrier either way");
+    }
     if kind == Kind::Bcast {
         println!("# data: bytes from rank 0, binomial tree in every mode; NIC-assisted = one multi-send per host and piece, packet-sized pieces; every result checked; an untimed barrier after every broadcast (OSU osu_bcast style; MPI_Barrier for Open MPI)");
     } else if cases(kind, &a).iter().any(|c| matches!(c.op, Op::Allreduce(_) | Op::Reduce)) {
@@ -941,7 +971,16 @@ mod tests {
         }
         let a = Cli::parse_from(["x", "--sizes=8,64", "--ops=allreduce,barrier"]).a;
         let rows = |k| cases(k, &a).iter().map(|c| format!("{} {} {}", c.op.name(), c.op.alg(), c.size)).collect::<Vec<_>>();
-        assert_eq!(rows(Kind::Barrier), ["barrier pairwise-exchange 0", "barrier dissemination 0", "barrier gather-bcast(2) 0"]);
+        assert_eq!(
+            rows(Kind::Barrier),
+            [
+                "barrier pairwise-exchange 0",
+                "barrier dissemination 0",
+                "barrier gather-bcast(2) 0",
+                "barrier dissemination+proto 0",
+                "barrier gather-bcast2+proto 0"
+            ]
+        );
         assert_eq!(
             rows(Kind::Allreduce),
             ["allreduce tree(binomial) 8", "allreduce recursive-doubling 8", "allreduce tree(binomial) 64", "allreduce recursive-doubling 64"]
