@@ -278,3 +278,74 @@ fn a_reduction_schedule_is_refused() {
     assert_eq!(e[0].result, Err(OpError::Collective(CollError::NoSuchSchedule)));
 }
 
+
+/// A protocol packet from `from` to node 0, sealed under the job's key.
+fn forged(net: &mut Network, from: u32, h: outboard_wire::NicCollHeader) -> Vec<u8> {
+    use outboard_wire::{BodyRepr, Header, Kind, Seq, HEADER_LEN, NIC_COLL_LEN};
+    let key = net.engine(NodeId(0)).config().mac_key();
+    let boot = net.engine(NodeId(from)).config().boot;
+    let hdr = Header { kind: Kind::NicColl, flags: 0, src_node: from, dst_node: 0, boot, seq: Seq(0), ack: Seq(0), horizon: Seq(0) };
+    let mut buf = vec![0u8; HEADER_LEN + NIC_COLL_LEN];
+    outboard_wire::emit_prefix(&hdr, &BodyRepr::NicColl(h), 0, &mut buf).unwrap();
+    outboard_wire::seal(&mut buf, &key);
+    buf
+}
+
+#[test]
+fn impostors_strangers_and_far_epochs_are_dropped() {
+    use outboard_wire::{NicCollHeader, NicCollType};
+    let n = 3;
+    let mut net = cluster(n, LinkConfig::default(), 9);
+    net.command(NodeId(0), P0, barrier(100, DISSEMINATION)).unwrap();
+    net.run_for(Duration::from_micros(100)).unwrap();
+    // Rank 0 of 3 waits first for rank 2's round 0.
+    let genuine = NicCollHeader {
+        src_port: 0,
+        dst_port: 0,
+        ptype: NicCollType::Notify,
+        src_gen: 1,
+        dst_gen: 1,
+        group: G.0,
+        epoch: 0,
+        src_rank: 2,
+        round: 0,
+        schedule: DISSEMINATION.0,
+    };
+    let now = net.now();
+    let bad = [
+        (1, genuine),                                     // node 1 claiming rank 2
+        (2, NicCollHeader { dst_gen: 2, ..genuine }),     // another incarnation
+        (2, NicCollHeader { group: 99, ..genuine }),      // no such group
+        (2, NicCollHeader { round: 3, ..genuine }),       // a round rank 2 never sends
+    ];
+    for (from, h) in bad {
+        let bytes = forged(&mut net, from, h);
+        net.engine(NodeId(0)).handle_packet(now, NodeId(from), &bytes);
+    }
+    let far = forged(&mut net, 2, NicCollHeader { epoch: 2, ..genuine });
+    net.engine(NodeId(0)).handle_packet(now, NodeId(2), &far);
+    let s = net.engine(NodeId(0)).nic_coll_stats();
+    assert_eq!((s.dropped, s.out_of_window), (4, 1), "{s:?}");
+    // The genuine one counts once, however often it comes.
+    let ok = forged(&mut net, 2, genuine);
+    net.engine(NodeId(0)).handle_packet(now, NodeId(2), &ok);
+    net.engine(NodeId(0)).handle_packet(now, NodeId(2), &ok);
+    assert_eq!(net.engine(NodeId(0)).nic_coll_stats().duplicates, 1);
+    assert!(net.take_events(NodeId(0)).is_empty(), "one arrival of two: still waiting");
+    // The others enter: everyone completes epoch 0.
+    for r in 1..n {
+        net.command(NodeId(r), P0, barrier(100, DISSEMINATION)).unwrap();
+    }
+    net.run_until_quiet().unwrap();
+    for r in 0..n {
+        let e = net.take_events(NodeId(r));
+        assert_eq!(e.len(), 1, "rank {r}");
+        assert_eq!(e[0].result, Ok(Completion::Collective { epoch: 0, len: 0 }));
+    }
+    // A stale notification of the finished epoch changes nothing.
+    let later = net.now();
+    let stale = net.engine(NodeId(0)).nic_coll_stats().stale;
+    net.engine(NodeId(0)).handle_packet(later, NodeId(2), &ok);
+    assert_eq!(net.engine(NodeId(0)).nic_coll_stats().stale, stale + 1);
+    assert!(net.take_events(NodeId(0)).is_empty());
+}
