@@ -76,12 +76,15 @@ fn barrier(op: u64, schedule: ScheduleId) -> Command {
     Command::NicBarrier { op: OpId(op), group: G, schedule }
 }
 
+/// Per rank, its completions in the order they came: (op, result, time
+/// seen).
+type Seen = Vec<Vec<(OpId, Result<Completion, OpError>, Instant)>>;
+
 /// Each rank posts `entries[r].len()` barriers, barrier j at time
 /// `entries[r][j]` (us), whether or not its earlier ones completed (so a
 /// fast rank runs ahead of a slow one by several barriers). Returns, per
-/// rank, the completions in the order they came: (op, result, time seen).
-#[allow(clippy::type_complexity)]
-fn run(net: &mut Network, entries: &[Vec<u64>], schedule: ScheduleId) -> Vec<Vec<(OpId, Result<Completion, OpError>, Instant)>> {
+/// rank, the completions in the order they came.
+fn run(net: &mut Network, entries: &[Vec<u64>], schedule: ScheduleId) -> Seen {
     let n = entries.len();
     let k = entries[0].len();
     let t0 = net.now();
@@ -109,7 +112,7 @@ fn run(net: &mut Network, entries: &[Vec<u64>], schedule: ScheduleId) -> Vec<Vec
 
 /// Checks the run: rank r's j-th completion is barrier j (epoch j), and it
 /// came after the last rank entered barrier j.
-fn check(entries: &[Vec<u64>], seen: &[Vec<(OpId, Result<Completion, OpError>, Instant)>], t0: Instant) {
+fn check(entries: &[Vec<u64>], seen: &Seen, t0: Instant) {
     let k = entries[0].len();
     for j in 0..k {
         let last_entry = t0 + Duration::from_micros(entries.iter().map(|e| e[j]).max().unwrap());

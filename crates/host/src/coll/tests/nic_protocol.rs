@@ -71,8 +71,8 @@ fn protocol_barriers_and_point_to_point_allreduces_interleave_on_one_group() {
     }
     let mut left: usize = reqs.iter().map(Vec::len).sum();
     for _ in 0..5_000_000 {
-        for r in 0..n as usize {
-            for (q, want) in &mut reqs[r] {
+        for (r, rank_reqs) in reqs.iter_mut().enumerate() {
+            for (q, want) in rank_reqs {
                 if let Some(req) = q.as_mut() {
                     if let Some(res) = c.ports[r].coll_test(req) {
                         assert_eq!(res, Ok(want.clone()), "rank {r}");
