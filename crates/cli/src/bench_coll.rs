@@ -73,6 +73,14 @@ impl Kind {
         }
     }
 
+    /// Figures per case (outside `overlap`): one per mode, and for a
+    /// barrier one more, the offloaded barrier on the engines' NIC
+    /// collective protocol (`BarrierProtocol::NicCollective`), measured in
+    /// the same rounds so that the machine's load hits all columns alike.
+    fn columns(self, a: &CollArgs) -> usize {
+        self.modes(a).len() + usize::from(self == Kind::Barrier)
+    }
+
     /// Sizes used when `--sizes` is not given.
     fn default_sizes(self) -> Vec<u32> {
         match self {
@@ -213,15 +221,6 @@ const BARRIERS: [(&str, BarrierAlgorithm); 3] = [
     ("gather-bcast(2)", BarrierAlgorithm::GatherBroadcast { degree: 2 }),
 ];
 
-/// The barriers `bench barrier` also measures on the engines' collective
-/// protocol (`BarrierProtocol::NicCollective`), with their row labels:
-/// their offloaded column is the protocol, their host-based column the
-/// same host-based barrier again.
-const PROTO_BARRIERS: [(&str, BarrierAlgorithm); 2] = [
-    ("dissemination+proto", BarrierAlgorithm::Dissemination),
-    ("gather-bcast2+proto", BarrierAlgorithm::GatherBroadcast { degree: 2 }),
-];
-
 /// The allreduce algorithms `bench allreduce` measures, likewise.
 const ALLREDUCES: [(&str, AllreduceAlgorithm); 2] = [
     ("tree(binomial)", AllreduceAlgorithm::Tree(TreeShape::Binomial)),
@@ -241,8 +240,6 @@ const SUM_I64: Reduction = Reduction { op: ReduceOp::Sum, dtype: Datatype::I64 }
 enum Op {
     /// A barrier.
     Barrier(BarrierAlgorithm),
-    /// A barrier whose offloaded form runs on the collective protocol.
-    ProtoBarrier(BarrierAlgorithm),
     /// An allreduce of i64 sums.
     Allreduce(AllreduceAlgorithm),
     /// A reduce of i64 sums to rank 0 on the binomial tree.
@@ -255,7 +252,7 @@ impl Op {
     /// The operation's name in rows and `@` lines.
     fn name(self) -> &'static str {
         match self {
-            Op::Barrier(_) | Op::ProtoBarrier(_) => "barrier",
+            Op::Barrier(_) => "barrier",
             Op::Allreduce(_) => "allreduce",
             Op::Reduce => "reduce",
             Op::Bcast => "bcast",
@@ -266,7 +263,6 @@ impl Op {
     fn alg(self) -> &'static str {
         match self {
             Op::Barrier(b) => label(&BARRIERS, &b),
-            Op::ProtoBarrier(b) => label(&PROTO_BARRIERS, &b),
             Op::Allreduce(x) => label(&ALLREDUCES, &x),
             Op::Reduce | Op::Bcast => "binomial",
         }
@@ -276,8 +272,8 @@ impl Op {
     /// `overlap`.
     fn mpi_name(self, split_phase: bool) -> &'static str {
         match (self, split_phase) {
-            (Op::Barrier(_) | Op::ProtoBarrier(_), false) => "barrier",
-            (Op::Barrier(_) | Op::ProtoBarrier(_), true) => "ibarrier",
+            (Op::Barrier(_), false) => "barrier",
+            (Op::Barrier(_), true) => "ibarrier",
             (Op::Allreduce(_), false) => "allreduce",
             (Op::Allreduce(_), true) => "iallreduce",
             (Op::Reduce, _) => "reduce",
@@ -305,12 +301,6 @@ impl Op {
         match self {
             Op::Bcast => port.bcast(g, bmode, TreeShape::Binomial, 0, data),
             Op::Barrier(alg) => port.barrier(g, mode, alg).map(|()| Vec::new()),
-            Op::ProtoBarrier(alg) => {
-                g.set_barrier_protocol(BarrierProtocol::NicCollective);
-                let r = port.barrier(g, mode, alg);
-                g.set_barrier_protocol(BarrierProtocol::PointToPoint);
-                r.map(|()| Vec::new())
-            }
             Op::Allreduce(alg) => port.allreduce(g, mode, alg, SUM_I64, data),
             Op::Reduce => port.reduce(g, mode, TreeShape::Binomial, 0, SUM_I64, data),
         }
@@ -321,12 +311,6 @@ impl Op {
         match self {
             Op::Bcast => port.start_bcast(g, mode, TreeShape::Binomial, 0, data),
             Op::Barrier(alg) => port.start_barrier(g, mode, alg),
-            Op::ProtoBarrier(alg) => {
-                g.set_barrier_protocol(BarrierProtocol::NicCollective);
-                let r = port.start_barrier(g, mode, alg);
-                g.set_barrier_protocol(BarrierProtocol::PointToPoint);
-                r
-            }
             Op::Allreduce(alg) => port.start_allreduce(g, mode, alg, SUM_I64, data),
             Op::Reduce => port.start_reduce(g, mode, TreeShape::Binomial, 0, SUM_I64, data),
         }
@@ -359,9 +343,6 @@ fn cases(kind: Kind, a: &CollArgs) -> Vec<Case> {
             for (_, alg) in BARRIERS {
                 v.push(Case { op: Op::Barrier(alg), size: 0 });
             }
-            for (_, alg) in PROTO_BARRIERS {
-                v.push(Case { op: Op::ProtoBarrier(alg), size: 0 });
-            }
         }
         Kind::Allreduce => {
             for &size in a.sizes() {
@@ -383,7 +364,7 @@ fn cases(kind: Kind, a: &CollArgs) -> Vec<Case> {
         Kind::Overlap => {
             for o in &a.ops {
                 match o.op() {
-                    op @ (Op::Barrier(_) | Op::ProtoBarrier(_)) => v.push(Case { op, size: 0 }),
+                    op @ Op::Barrier(_) => v.push(Case { op, size: 0 }),
                     op => {
                         for &size in a.sizes() {
                             v.push(Case { op, size });
@@ -454,18 +435,29 @@ fn worker_cases(kind: Kind, a: &CollArgs, world: &mut outboard_runtime::World) -
         let start = |port: &mut Port<RtPort>, g: &mut Group, mode: Mode| case.op.start(port, g, mode, &data);
         if kind != Kind::Overlap {
             let modes = kind.modes(a);
-            let mut samples: Vec<Vec<f64>> = vec![Vec::new(); modes.len()];
+            // Column m: mode m, or past the modes the protocol barrier.
+            let column = |port: &mut Port<RtPort>, g: &mut Group, m: usize| -> anyhow::Result<()> {
+                if let Some(&mode) = modes.get(m) {
+                    return once(port, g, mode);
+                }
+                let Op::Barrier(alg) = case.op else { unreachable!("only barriers have a protocol column") };
+                g.set_barrier_protocol(BarrierProtocol::NicCollective);
+                let r = port.barrier(g, Mode::Offloaded, alg);
+                g.set_barrier_protocol(BarrierProtocol::PointToPoint);
+                Ok(r?)
+            };
+            let mut samples: Vec<Vec<f64>> = vec![Vec::new(); kind.columns(a)];
             for _ in 0..a.rounds {
-                for (m, &mode) in modes.iter().enumerate() {
+                for (m, s) in samples.iter_mut().enumerate() {
                     world.barrier()?;
                     for _ in 0..a.warmup {
-                        once(world.port(), &mut g, mode)?;
+                        column(world.port(), &mut g, m)?;
                         sync(world.port(), &mut g)?;
                     }
                     for _ in 0..a.iters {
                         let t = Instant::now();
-                        once(world.port(), &mut g, mode)?;
-                        samples[m].push(t.elapsed().as_secs_f64() * 1e6);
+                        column(world.port(), &mut g, m)?;
+                        s.push(t.elapsed().as_secs_f64() * 1e6);
                         sync(world.port(), &mut g)?;
                     }
                 }
@@ -528,7 +520,7 @@ fn worker_cases(kind: Kind, a: &CollArgs, world: &mut outboard_runtime::World) -
             }
         }
         let avg: Vec<f64> = sum.iter().map(|s| s / f64::from(n)).collect();
-        let per = if kind == Kind::Overlap { 6 } else { kind.modes(a).len() };
+        let per = if kind == Kind::Overlap { 6 } else { kind.columns(a) };
         for (case, v) in cases(kind, a).iter().zip(avg.chunks_exact(per)) {
             let vals: Vec<String> = v.iter().map(|x| format!("{x:.3}")).collect();
             println!("@ {} {} {} {}", case.op.name(), case.op.alg(), case.size, vals.join(" "));
@@ -681,7 +673,7 @@ pub(crate) fn run_osc_program(name: &str, src: &str, exe: &str, n: u32, args: &[
 
 /// Runs Open MPI's side of `op` (its split-phase call for `overlap`).
 fn run_mpi(mpi: &Mpi, op: Op, split_phase: bool, a: &CollArgs, n: u32, timeout: Duration) -> anyhow::Result<Figures> {
-    let sizes = if matches!(op, Op::Barrier(_) | Op::ProtoBarrier(_)) { "0".to_string() } else { a.sizes().iter().map(u32::to_string).collect::<Vec<_>>().join(",") };
+    let sizes = if matches!(op, Op::Barrier(_)) { "0".to_string() } else { a.sizes().iter().map(u32::to_string).collect::<Vec<_>>().join(",") };
     let op = op.mpi_name(split_phase);
     let mut child = Command::new("mpirun.openmpi")
         .args(["--oversubscribe", "--mca", "btl", "tcp,self", "-n", &n.to_string()])
@@ -858,7 +850,7 @@ pub fn run(kind: Kind, mut a: CollArgs) -> anyhow::Result<()> {
         println!("# figure: per-iteration latency in us, median of {} x {} iterations per rank (after {} warm-up per round), mean over the ranks; the modes alternate by round", a.rounds, a.iters, a.warmup);
     }
     if kind == Kind::Barrier {
-        println!("# +proto rows: the offloaded barrier on the engines' NIC collective protocol (no sequencing, no acks, NACK on timeout; Group::set_barrier_protocol); the others ride on the point-to-point connections (the default); host-based is the same barrier either way");
+        println!("# offloaded = over the engines' point-to-point connections (the default); nic-proto = offloaded on the engines' NIC collective protocol (no sequencing, no acks, NACK on timeout; Group::set_barrier_protocol); both alternate with host-based round by round");
     }
     if kind == Kind::Bcast {
         println!("# data: bytes from rank 0, binomial tree in every mode; NIC-assisted = one multi-send per host and piece, packet-sized pieces; every result checked; an untimed barrier after every broadcast (OSU osu_bcast style; MPI_Barrier for Open MPI)");
@@ -919,22 +911,28 @@ pub fn run(kind: Kind, mut a: CollArgs) -> anyhow::Result<()> {
         } else if kind == Kind::Bcast {
             print_bcast(&a, &fig, &mpi_fig);
         } else {
+            // A barrier's offloaded column is over the point-to-point
+            // connections; its protocol column follows.
+            let proto = kind == Kind::Barrier;
+            let ph = if proto { format!(" {:>9} {:>10}", "nic-proto", "offl/proto") } else { String::new() };
             println!(
-                "{:<10} {:<19} {:>7} | {:>9} {:>10} {:>9} | {:>9} {:>9}",
-                "op", "algorithm", "size", "offloaded", "host-based", "host/offl", "Open MPI", "MPI/offl"
+                "{:<10} {:<19} {:>7} | {:>9} {:>10} {:>9}{} | {:>9} {:>9}",
+                "op", "algorithm", "size", "offloaded", "host-based", "host/offl", ph, "Open MPI", "MPI/offl"
             );
             for c in cases(kind, &a) {
                 let v = fig.get(&c.key()).cloned().unwrap_or_default();
-                let (o, h) = (v.first().copied(), v.get(1).copied());
+                let (o, h, p) = (v.first().copied(), v.get(1).copied(), v.get(2).copied());
                 let m = mpi_fig.get(&c.mpi_key(false)).and_then(|m| m.first().copied());
+                let pc = if proto { format!(" {:>9} {:>10}", fmt(p, 1), fmt_ratio(o.zip(p).map(|(o, p)| o / p))) } else { String::new() };
                 println!(
-                    "{:<10} {:<19} {:>7} | {:>9} {:>10} {:>9} | {:>9} {:>9}",
+                    "{:<10} {:<19} {:>7} | {:>9} {:>10} {:>9}{} | {:>9} {:>9}",
                     c.op.name(),
                     c.op.alg(),
                     size_label(c.size),
                     fmt(o, 1),
                     fmt(h, 1),
                     fmt_ratio(o.zip(h).map(|(o, h)| h / o)),
+                    pc,
                     fmt(m, 1),
                     fmt_ratio(o.zip(m).map(|(o, m)| m / o)),
                 );
@@ -971,16 +969,9 @@ mod tests {
         }
         let a = Cli::parse_from(["x", "--sizes=8,64", "--ops=allreduce,barrier"]).a;
         let rows = |k| cases(k, &a).iter().map(|c| format!("{} {} {}", c.op.name(), c.op.alg(), c.size)).collect::<Vec<_>>();
-        assert_eq!(
-            rows(Kind::Barrier),
-            [
-                "barrier pairwise-exchange 0",
-                "barrier dissemination 0",
-                "barrier gather-bcast(2) 0",
-                "barrier dissemination+proto 0",
-                "barrier gather-bcast2+proto 0"
-            ]
-        );
+        // Barriers add the collective protocol's column to the two modes.
+        assert_eq!((Kind::Barrier.columns(&a), Kind::Allreduce.columns(&a), Kind::Reduce.columns(&a)), (3, 2, 2));
+        assert_eq!(rows(Kind::Barrier), ["barrier pairwise-exchange 0", "barrier dissemination 0", "barrier gather-bcast(2) 0"]);
         assert_eq!(
             rows(Kind::Allreduce),
             ["allreduce tree(binomial) 8", "allreduce recursive-doubling 8", "allreduce tree(binomial) 64", "allreduce recursive-doubling 64"]
