@@ -33,7 +33,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context};
 use outboard_engine::{Datatype, ReduceOp, Reduction};
 use outboard_host::{
-    AllreduceAlgorithm, BarrierAlgorithm, BcastMode, CollRequest, Group, HostError, Mode, Port, RecvMatch, TreeShape,
+    AllreduceAlgorithm, BarrierAlgorithm, BarrierProtocol, BcastMode, CollRequest, Group, HostError, Mode, Port, RecvMatch, TreeShape,
 };
 use outboard_runtime::{machine_cores, Options, Progress, RtPort};
 
@@ -71,6 +71,14 @@ impl Kind {
             Kind::Bcast => a.modes.iter().map(|c| c.mode()).collect(),
             _ => MODES.iter().map(|&m| m.into()).collect(),
         }
+    }
+
+    /// Figures per case (outside `overlap`): one per mode, and for a
+    /// barrier one more, the offloaded barrier on the engines' NIC
+    /// collective protocol (`BarrierProtocol::NicCollective`), measured in
+    /// the same rounds so that the machine's load hits all columns alike.
+    fn columns(self, a: &CollArgs) -> usize {
+        self.modes(a).len() + usize::from(self == Kind::Barrier)
     }
 
     /// Sizes used when `--sizes` is not given.
@@ -427,18 +435,29 @@ fn worker_cases(kind: Kind, a: &CollArgs, world: &mut outboard_runtime::World) -
         let start = |port: &mut Port<RtPort>, g: &mut Group, mode: Mode| case.op.start(port, g, mode, &data);
         if kind != Kind::Overlap {
             let modes = kind.modes(a);
-            let mut samples: Vec<Vec<f64>> = vec![Vec::new(); modes.len()];
+            // Column m: mode m, or past the modes the protocol barrier.
+            let column = |port: &mut Port<RtPort>, g: &mut Group, m: usize| -> anyhow::Result<()> {
+                if let Some(&mode) = modes.get(m) {
+                    return once(port, g, mode);
+                }
+                let Op::Barrier(alg) = case.op else { unreachable!("only barriers have a protocol column") };
+                g.set_barrier_protocol(BarrierProtocol::NicCollective);
+                let r = port.barrier(g, Mode::Offloaded, alg);
+                g.set_barrier_protocol(BarrierProtocol::PointToPoint);
+                Ok(r?)
+            };
+            let mut samples: Vec<Vec<f64>> = vec![Vec::new(); kind.columns(a)];
             for _ in 0..a.rounds {
-                for (m, &mode) in modes.iter().enumerate() {
+                for (m, s) in samples.iter_mut().enumerate() {
                     world.barrier()?;
                     for _ in 0..a.warmup {
-                        once(world.port(), &mut g, mode)?;
+                        column(world.port(), &mut g, m)?;
                         sync(world.port(), &mut g)?;
                     }
                     for _ in 0..a.iters {
                         let t = Instant::now();
-                        once(world.port(), &mut g, mode)?;
-                        samples[m].push(t.elapsed().as_secs_f64() * 1e6);
+                        column(world.port(), &mut g, m)?;
+                        s.push(t.elapsed().as_secs_f64() * 1e6);
                         sync(world.port(), &mut g)?;
                     }
                 }
@@ -501,7 +520,7 @@ fn worker_cases(kind: Kind, a: &CollArgs, world: &mut outboard_runtime::World) -
             }
         }
         let avg: Vec<f64> = sum.iter().map(|s| s / f64::from(n)).collect();
-        let per = if kind == Kind::Overlap { 6 } else { kind.modes(a).len() };
+        let per = if kind == Kind::Overlap { 6 } else { kind.columns(a) };
         for (case, v) in cases(kind, a).iter().zip(avg.chunks_exact(per)) {
             let vals: Vec<String> = v.iter().map(|x| format!("{x:.3}")).collect();
             println!("@ {} {} {} {}", case.op.name(), case.op.alg(), case.size, vals.join(" "));
@@ -830,6 +849,9 @@ pub fn run(kind: Kind, mut a: CollArgs) -> anyhow::Result<()> {
     } else {
         println!("# figure: per-iteration latency in us, median of {} x {} iterations per rank (after {} warm-up per round), mean over the ranks; the modes alternate by round", a.rounds, a.iters, a.warmup);
     }
+    if kind == Kind::Barrier {
+        println!("# offloaded = over the engines' point-to-point connections (the default); nic-proto = offloaded on the engines' NIC collective protocol (no sequencing, no acks, NACK on timeout; Group::set_barrier_protocol); both alternate with host-based round by round");
+    }
     if kind == Kind::Bcast {
         println!("# data: bytes from rank 0, binomial tree in every mode; NIC-assisted = one multi-send per host and piece, packet-sized pieces; every result checked; an untimed barrier after every broadcast (OSU osu_bcast style; MPI_Barrier for Open MPI)");
     } else if cases(kind, &a).iter().any(|c| matches!(c.op, Op::Allreduce(_) | Op::Reduce)) {
@@ -889,22 +911,28 @@ pub fn run(kind: Kind, mut a: CollArgs) -> anyhow::Result<()> {
         } else if kind == Kind::Bcast {
             print_bcast(&a, &fig, &mpi_fig);
         } else {
+            // A barrier's offloaded column is over the point-to-point
+            // connections; its protocol column follows.
+            let proto = kind == Kind::Barrier;
+            let ph = if proto { format!(" {:>9} {:>10}", "nic-proto", "offl/proto") } else { String::new() };
             println!(
-                "{:<10} {:<19} {:>7} | {:>9} {:>10} {:>9} | {:>9} {:>9}",
-                "op", "algorithm", "size", "offloaded", "host-based", "host/offl", "Open MPI", "MPI/offl"
+                "{:<10} {:<19} {:>7} | {:>9} {:>10} {:>9}{} | {:>9} {:>9}",
+                "op", "algorithm", "size", "offloaded", "host-based", "host/offl", ph, "Open MPI", "MPI/offl"
             );
             for c in cases(kind, &a) {
                 let v = fig.get(&c.key()).cloned().unwrap_or_default();
-                let (o, h) = (v.first().copied(), v.get(1).copied());
+                let (o, h, p) = (v.first().copied(), v.get(1).copied(), v.get(2).copied());
                 let m = mpi_fig.get(&c.mpi_key(false)).and_then(|m| m.first().copied());
+                let pc = if proto { format!(" {:>9} {:>10}", fmt(p, 1), fmt_ratio(o.zip(p).map(|(o, p)| o / p))) } else { String::new() };
                 println!(
-                    "{:<10} {:<19} {:>7} | {:>9} {:>10} {:>9} | {:>9} {:>9}",
+                    "{:<10} {:<19} {:>7} | {:>9} {:>10} {:>9}{} | {:>9} {:>9}",
                     c.op.name(),
                     c.op.alg(),
                     size_label(c.size),
                     fmt(o, 1),
                     fmt(h, 1),
                     fmt_ratio(o.zip(h).map(|(o, h)| h / o)),
+                    pc,
                     fmt(m, 1),
                     fmt_ratio(o.zip(m).map(|(o, m)| m / o)),
                 );
@@ -941,6 +969,8 @@ mod tests {
         }
         let a = Cli::parse_from(["x", "--sizes=8,64", "--ops=allreduce,barrier"]).a;
         let rows = |k| cases(k, &a).iter().map(|c| format!("{} {} {}", c.op.name(), c.op.alg(), c.size)).collect::<Vec<_>>();
+        // Barriers add the collective protocol's column to the two modes.
+        assert_eq!((Kind::Barrier.columns(&a), Kind::Allreduce.columns(&a), Kind::Reduce.columns(&a)), (3, 2, 2));
         assert_eq!(rows(Kind::Barrier), ["barrier pairwise-exchange 0", "barrier dissemination 0", "barrier gather-bcast(2) 0"]);
         assert_eq!(
             rows(Kind::Allreduce),

@@ -26,8 +26,10 @@ pub struct SimArgs {
     pub experiment: Option<String>,
     /// Hardware profile(s), comma-separated: a built-in name (fm-lanai43,
     /// fm-lanai43-wc, gm-lanai43, gm-lanai72, gm-lanai91, gm15-lanai91,
-    /// gm2-lanai91, elan3, dpu400) or a path to a profile TOML file. Each profile is one
-    /// series.
+    /// gm2-lanai91, gm2-lanaixp, elan3, dpu400) or a path to a profile TOML file. Each
+    /// profile is one series. With a profile that prices the NIC collective
+    /// protocol ([coll_proto]: elan3, gm2-lanaixp), `barrier` compares the
+    /// protocol's barrier with the point-to-point and host-based ones.
     #[arg(long, default_value = "fm-lanai43", value_delimiter = ',')]
     pub profile: Vec<String>,
     /// Node counts to sweep, comma-separated (each experiment has a

@@ -98,10 +98,13 @@ fn bench_barrier_prints_offloaded_host_based_and_the_ratio() {
     let (so, se) = text(&out);
     assert!(out.status.success(), "{so}\n{se}");
     assert!(so.contains("offloaded") && so.contains("host-based") && so.contains("host/offl"), "{so}");
+    // The NIC collective protocol's column and its ratio to the offloaded
+    // barrier over the point-to-point connections.
+    assert!(so.contains("nic-proto") && so.contains("offl/proto"), "{so}");
     for alg in ["pairwise-exchange", "dissemination", "gather-bcast(2)"] {
         let line = so.lines().find(|l| l.starts_with("barrier") && l.contains(alg)).unwrap_or_else(|| panic!("{alg}:\n{so}"));
         let nums: Vec<f64> = line.split('|').nth(1).unwrap().split_whitespace().map(|x| x.parse().unwrap()).collect();
-        assert!(nums.len() == 3 && nums.iter().all(|x| x.is_finite() && *x > 0.0), "{line}");
+        assert!(nums.len() == 5 && nums.iter().all(|x| x.is_finite() && *x > 0.0), "{line}");
     }
     assert!(so.contains("Open MPI: skipped: --no-mpi"), "{so}");
 }

@@ -178,6 +178,22 @@ pub enum Command {
         /// Where the result goes.
         recv: HostBuf,
     },
+    /// Run the group's next barrier of the NIC collective protocol (module
+    /// `coll::proto`) with `schedule`, which must be a barrier's (every
+    /// fold `Ignore`): its notifications bypass the point-to-point
+    /// connections (no sequence numbers, no acknowledgements) and the
+    /// barrier recovers its own losses. Protocol barriers count their
+    /// epochs apart from the group's `Collective`s, so every member must
+    /// start the same sequence of them. Uses a collective token; completes
+    /// with [`Completion::Collective`] (length 0), in start order.
+    NicBarrier {
+        /// Operation name.
+        op: OpId,
+        /// The group.
+        group: GroupId,
+        /// Which of its schedules.
+        schedule: ScheduleId,
+    },
     /// Perform `atomic` on the `width` word at `offset` of the remote region
     /// `key` (dissertation chapter 5; module `atomic`). The word must be
     /// aligned to its width; for 32-bit words the operands' low 32 bits are
@@ -280,6 +296,7 @@ impl Command {
             | Command::DestroyGroup { op, .. }
             | Command::SetSchedule { op, .. }
             | Command::Collective { op, .. }
+            | Command::NicBarrier { op, .. }
             | Command::Atomic { op, .. }
             | Command::NicvmLoad { op, .. }
             | Command::NicvmPurge { op, .. }

@@ -179,6 +179,8 @@ pub struct Engine<D: Dma> {
     pub(crate) atomics: crate::atomic::AtomicState,
     /// NICVM modules and their sends (module `nicvm`).
     pub(crate) nicvm: crate::nicvm::NicvmState,
+    /// The NIC collective protocol's barriers (module `coll::proto`).
+    pub(crate) nic_coll: crate::coll::proto::NicCollState,
 }
 
 impl<D: Dma> Engine<D> {
@@ -211,6 +213,7 @@ impl<D: Dma> Engine<D> {
             keepalive_at: None,
             atomics: Default::default(),
             nicvm: Default::default(),
+            nic_coll: Default::default(),
         })
     }
 
@@ -316,6 +319,7 @@ impl<D: Dma> Engine<D> {
         self.inbound.retain(|_, m| m.port != port);
         self.multis.retain(|_, m| m.port != port);
         self.coll_port_closed(port);
+        self.nic_coll_port_closed(port);
         self.atomic_port_closed(now, port);
         self.nicvm_port_closed(now, port, gen);
         self.keepalive_settle();
@@ -394,7 +398,15 @@ impl<D: Dma> Engine<D> {
                 Ok(())
             }
             Command::DestroyGroup { op, group } => {
-                let result = self.coll_destroy_group(port, group);
+                let result = if self.nic_coll_busy(port, group) {
+                    Err(crate::CollError::GroupBusy.into())
+                } else {
+                    let r = self.coll_destroy_group(port, group);
+                    if r.is_ok() {
+                        self.nic_coll_forget(port, group);
+                    }
+                    r
+                };
                 self.events.push_back(Event { port, op, result });
                 Ok(())
             }
@@ -410,6 +422,17 @@ impl<D: Dma> Engine<D> {
                 }
                 p.coll_tokens -= 1;
                 if let Err(e) = self.coll_start(now, port, crate::coll::run::CollRequest { op, group, schedule, reduction, send, recv }) {
+                    self.complete(port, gen, op, Err(e), TokenClass::Coll);
+                }
+                Ok(())
+            }
+            Command::NicBarrier { op, group, schedule } => {
+                let p = &mut self.ports[pi];
+                if p.coll_tokens == 0 {
+                    return Err(CommandError::NoCollToken);
+                }
+                p.coll_tokens -= 1;
+                if let Err(e) = self.nic_barrier_start(now, port, op, group, schedule) {
                     self.complete(port, gen, op, Err(e), TokenClass::Coll);
                 }
                 Ok(())
@@ -824,7 +847,7 @@ impl<D: Dma> Engine<D> {
     pub fn poll_timeout(&self) -> Option<Instant> {
         let conns = self.conns.next_deadline();
         let retries = self.parked.iter().filter_map(|k| self.ops.get(k).and_then(|o| o.retry_at));
-        conns.into_iter().chain(retries).chain(self.coll_deadline()).chain(self.keepalive_deadline()).chain(self.atomics.deadline()).chain(self.nicvm.deadline()).min()
+        conns.into_iter().chain(retries).chain(self.coll_deadline()).chain(self.keepalive_deadline()).chain(self.atomics.deadline()).chain(self.nicvm.deadline()).chain(self.nic_coll.deadline()).min()
     }
 
     /// Handles timers due at `now`: retransmissions, dead peers, keepalive
@@ -843,6 +866,7 @@ impl<D: Dma> Engine<D> {
                 TimerVerdict::PeerDead => {
                     self.peer_failed(ci, now, false);
                     self.notify_peer_failed(ci, now);
+                    self.nic_coll_notify_members(ci, now);
                 }
             }
         }
@@ -850,6 +874,7 @@ impl<D: Dma> Engine<D> {
         self.atomic_retry_due(now);
         self.nicvm_retry_due(now);
         self.coll_retry_due(now);
+        self.nic_coll_due(now);
         self.coll_drain(now);
         self.keepalive_settle();
         self.conns.settle();
@@ -902,6 +927,7 @@ impl<D: Dma> Engine<D> {
             self.fail_op(k, OpError::PeerUnreachable(node));
         }
         self.coll_peer_failed(node);
+        self.nic_coll_peer_failed(now, node);
         self.atomic_peer_failed(node);
         self.nicvm_peer_failed(node);
         // Partly received messages from it will never complete.
@@ -962,6 +988,7 @@ impl<D: Dma> Engine<D> {
             && self.coll_is_quiet()
             && self.atomics.is_quiet()
             && self.nicvm.is_quiet()
+            && self.nic_coll.is_quiet()
             && self.conns.iter().all(|c| c.dead || c.is_quiet())
     }
 

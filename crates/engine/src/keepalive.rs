@@ -72,6 +72,7 @@ impl<D: Dma> Engine<D> {
             || !self.inbound.is_empty()
             || self.ports.iter().any(|p| p.open && p.posted.iter().any(|r| r.matching.source.is_some()))
             || self.coll_awaits_any()
+            || self.nic_coll_awaits_any()
             || !self.atomics.is_quiet()
     }
 
@@ -89,6 +90,7 @@ impl<D: Dma> Engine<D> {
             // sender, which `inbound` already names.
         }
         nodes.extend(self.coll_awaited_nodes());
+        nodes.extend(self.nic_coll_awaited_nodes());
         nodes.extend(self.atomics.awaited_nodes());
         nodes.sort_unstable();
         nodes.dedup();

@@ -76,6 +76,13 @@ impl<D: Dma> Engine<D> {
             return;
         }
         self.conns[ci].heard_at = Some(now);
+        if let Body::NicColl(b) = pkt.body {
+            // The collective protocol's own reliability: no sequence
+            // number, and its header carries no acknowledgement to take.
+            self.work.nic_coll_in += 1;
+            self.on_nic_coll(now, from, b);
+            return;
+        }
         if h.kind.is_sequenced() {
             match self.conns[ci].receive(h.seq, now, &self.cfg) {
                 RxVerdict::InOrder => self.process_body(now, from, pkt.body),
@@ -131,6 +138,7 @@ impl<D: Dma> Engine<D> {
             Body::Reject(r) => self.on_reject(now, from, r),
             Body::Nicvm(h, payload) => self.on_nicvm(now, from, h, payload),
             Body::Coll(h, payload) => self.on_coll(now, from, h, payload),
+            Body::NicColl(_) => unreachable!("taken before the connection"),
             Body::ReadRequest(r) => self.on_read_request(now, from, r),
             Body::ReadResponse(h, payload) => self.on_read_response(from, h, payload),
             Body::PeerFailed(n) => self.on_peer_failed_notice(now, from, n),

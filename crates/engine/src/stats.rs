@@ -188,6 +188,16 @@ pub struct Work {
     /// VM instructions the modules executed (charged fuel, traps
     /// included): the NIC processor time user code took.
     pub vm_instructions: u64,
+    /// Of `packets_out`, collective-protocol packets (module
+    /// `coll::proto`). Why it is reported: a NIC sends these from a packet
+    /// prepared when the barrier began, rewriting only its epoch - no
+    /// sequence number, window or retransmission record - so a cost model
+    /// may charge them less than a connection's packet.
+    pub nic_coll_out: u64,
+    /// Of `packets_in`, collective-protocol packets: handled without the
+    /// connection (no sequencing, no acknowledgement to send or take), a
+    /// set lookup per notification.
+    pub nic_coll_in: u64,
 }
 
 /// A fragment of a multi-send's copy: see [`Work::multi_copy`].

@@ -38,7 +38,7 @@ impl Command {
                 Some(TokenClass::Send)
             }
             Command::Recv { .. } => Some(TokenClass::Recv),
-            Command::Collective { .. } => Some(TokenClass::Coll),
+            Command::Collective { .. } | Command::NicBarrier { .. } => Some(TokenClass::Coll),
             Command::Register { .. }
             | Command::Deregister { .. }
             | Command::Cancel { .. }

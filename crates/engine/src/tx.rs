@@ -19,6 +19,10 @@ impl<D: Dma> Engine<D> {
         self.set_now(now);
         // What the previous call sent moved its connection's deadline.
         self.conns.settle();
+        // The collective protocol's packets bypass the connections.
+        if let Some(t) = self.nic_coll_transmit(buf) {
+            return Some(t);
+        }
         while let Some(&ci) = self.ready.front() {
             let window = self.cfg.window;
             let c = &self.conns[ci];

@@ -28,7 +28,7 @@ pub mod postal;
 pub mod testnet_io;
 
 pub use coll::{
-    AllreduceAlgorithm, BarrierAlgorithm, BcastMode, CollDefaults, CollRequest, CollectiveError,
+    AllreduceAlgorithm, BarrierAlgorithm, BarrierProtocol, BcastMode, CollDefaults, CollRequest, CollectiveError,
     Group, Mode, TreeShape,
 };
 pub use atomic::{DirectAtomic, RemoteWord};

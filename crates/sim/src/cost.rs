@@ -63,6 +63,10 @@ pub struct CostModel {
     pub nic_copy_tx: Dur,
     /// NIC: per acknowledgement-only packet in (instead of `nic_rx_packet`).
     pub nic_ack_rx: Dur,
+    /// NIC: per collective-protocol packet out (instead of `nic_tx_packet`).
+    pub nic_proto_tx: Dur,
+    /// NIC: per collective-protocol packet in (instead of `nic_rx_packet`).
+    pub nic_proto_rx: Dur,
     /// NIC: per completion event.
     pub nic_event: Dur,
     /// NIC: per timer expiry.
@@ -149,6 +153,8 @@ impl CostModel {
             nic_ack_tx: cycles(p.nic.ack_tx_cycles.unwrap_or(p.nic.tx_packet_cycles), mhz),
             nic_copy_tx: cycles(p.nic.copy_tx_cycles.unwrap_or(p.nic.tx_packet_cycles), mhz),
             nic_ack_rx: cycles(p.nic.ack_rx_cycles.unwrap_or(p.nic.rx_packet_cycles), mhz),
+            nic_proto_tx: cycles(p.coll_proto.map_or(p.nic.tx_packet_cycles, |c| c.tx_cycles), mhz),
+            nic_proto_rx: cycles(p.coll_proto.map_or(p.nic.rx_packet_cycles, |c| c.rx_cycles), mhz),
             nic_event: cycles(p.nic.event_cycles, mhz),
             nic_timer: cycles(p.nic.timer_cycles, mhz),
             nic_tx_byte: PerByte::from_us(p.nic.tx_us_per_byte),
@@ -198,12 +204,16 @@ impl CostModel {
     pub fn nic_work(&self, w: &Work) -> Dur {
         let (acks_out, acks_in) = (w.acks_out.min(w.packets_out), w.acks_in.min(w.packets_in));
         let copies = w.coll_copies_out.min(w.packets_out - acks_out);
+        let proto_out = w.nic_coll_out.min(w.packets_out - acks_out - copies);
+        let proto_in = w.nic_coll_in.min(w.packets_in - acks_in);
         let mut d = Dur(self.nic_command.0 * w.commands
-            + self.nic_tx_packet.0 * (w.packets_out - acks_out - copies)
+            + self.nic_tx_packet.0 * (w.packets_out - acks_out - copies - proto_out)
             + self.nic_ack_tx.0 * acks_out
             + self.nic_copy_tx.0 * copies
-            + self.nic_rx_packet.0 * (w.packets_in - acks_in)
+            + self.nic_proto_tx.0 * proto_out
+            + self.nic_rx_packet.0 * (w.packets_in - acks_in - proto_in)
             + self.nic_ack_rx.0 * acks_in
+            + self.nic_proto_rx.0 * proto_in
             + self.nic_timer.0 * w.timers
             + self.nic_combine_int.0 * w.combine_int
             + self.nic_combine_float.0 * w.combine_float

@@ -427,6 +427,8 @@ impl PortIo for SimIo {
                 // send without data to copy (but the message layer's copy of
                 // the contribution into a pinned buffer, at the MPI level).
                 Command::Collective { send, .. } => c.host_send + c.copy(send.len),
+                // A protocol barrier: one descriptor, no contribution.
+                Command::NicBarrier { .. } => c.host_send,
                 Command::Register { .. }
                 | Command::Deregister { .. }
                 | Command::Cancel { .. }

@@ -389,6 +389,27 @@ pub struct Profile {
     /// Atomic operations (zero by default).
     #[serde(default)]
     pub atomic: AtomicCosts,
+    /// The NIC collective protocol's packet prices (`crates/engine`
+    /// module `coll::proto`). Present: `sim barrier` compares the
+    /// protocol's barrier with the point-to-point and host-based ones
+    /// (experiment `nic_barrier`). Absent: protocol packets are charged as
+    /// full packets, and `sim barrier` runs its dissertation figures.
+    #[serde(default)]
+    pub coll_proto: Option<CollProtoCosts>,
+}
+
+/// What a collective-protocol packet costs the NIC processor.
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct CollProtoCosts {
+    /// Cycles to send one: the packet was prepared when the barrier began,
+    /// only its epoch is written (no sequence number, window or
+    /// retransmission record).
+    pub tx_cycles: f64,
+    /// Cycles to take one: find the group's barrier, check the epoch
+    /// window, record (rank, round) and test the step (no sequencing, no
+    /// acknowledgement to build).
+    pub rx_cycles: f64,
 }
 
 /// The built-in profiles: (name, TOML text).
@@ -401,6 +422,7 @@ pub const BUILTIN: &[(&str, &str)] = &[
     ("gm15-lanai91", include_str!("../../../profiles/gm15-lanai91.toml")),
     ("gm2-lanai91", include_str!("../../../profiles/gm2-lanai91.toml")),
     ("elan3", include_str!("../../../profiles/elan3.toml")),
+    ("gm2-lanaixp", include_str!("../../../profiles/gm2-lanaixp.toml")),
     ("dpu400", include_str!("../../../profiles/dpu400.toml")),
     ("ib-sdr", include_str!("../../../profiles/ib-sdr.toml")),
 ];
@@ -565,6 +587,8 @@ impl Profile {
             ("atomic.host_spin_us", Some(self.atomic.host_spin_us)),
             ("atomic.wakeup_us", self.atomic.wakeup_us),
             ("atomic.spin_us", Some(self.atomic.spin_us)),
+            ("coll_proto.tx_cycles", self.coll_proto.map(|c| c.tx_cycles)),
+            ("coll_proto.rx_cycles", self.coll_proto.map(|c| c.rx_cycles)),
         ];
         let present = optional.into_iter().filter_map(|(f, v)| v.map(|v| (f, v)));
         for (field, value) in nonneg.into_iter().chain(present) {

@@ -1,5 +1,6 @@
 use crate::header::{be32, be64};
 use crate::atomic::{AtomicReply, AtomicRequest, ATOMIC_REPLY_LEN, ATOMIC_REQUEST_LEN};
+use crate::nic_coll::{NicCollHeader, NIC_COLL_LEN};
 use crate::nicvm::{NicvmHeader, NICVM_FIXED_LEN};
 use crate::{Kind, WireError};
 
@@ -241,6 +242,8 @@ pub enum Body<'a> {
     AtomicReply(AtomicReply),
     /// A NICVM module invocation and its packet.
     Nicvm(NicvmHeader, &'a [u8]),
+    /// A collective-protocol notification or request.
+    NicColl(NicCollHeader),
 }
 
 /// The fixed part of a body, without payload: what the sender writes before
@@ -271,6 +274,8 @@ pub enum BodyRepr {
     AtomicReply(AtomicReply),
     /// See [`Kind::Nicvm`].
     Nicvm(NicvmHeader),
+    /// See [`Kind::NicColl`].
+    NicColl(NicCollHeader),
 }
 
 const DATA_LEN: usize = DATA_FIXED_LEN;
@@ -422,6 +427,7 @@ impl<'a> Body<'a> {
                 let (h, payload) = NicvmHeader::parse(b)?;
                 Body::Nicvm(h, payload)
             }
+            Kind::NicColl => Body::NicColl(NicCollHeader::parse(b)?),
         })
     }
 
@@ -440,6 +446,7 @@ impl<'a> Body<'a> {
             Body::AtomicRequest(r) => BodyRepr::AtomicRequest(r),
             Body::AtomicReply(r) => BodyRepr::AtomicReply(r),
             Body::Nicvm(h, _) => BodyRepr::Nicvm(h),
+            Body::NicColl(h) => BodyRepr::NicColl(h),
         }
     }
 
@@ -481,6 +488,7 @@ impl BodyRepr {
             BodyRepr::AtomicRequest(_) => Kind::AtomicRequest,
             BodyRepr::AtomicReply(_) => Kind::AtomicReply,
             BodyRepr::Nicvm(_) => Kind::Nicvm,
+            BodyRepr::NicColl(_) => Kind::NicColl,
         }
     }
 
@@ -498,6 +506,7 @@ impl BodyRepr {
             BodyRepr::AtomicRequest(_) => ATOMIC_REQUEST_LEN,
             BodyRepr::AtomicReply(_) => ATOMIC_REPLY_LEN,
             BodyRepr::Nicvm(_) => NICVM_FIXED_LEN,
+            BodyRepr::NicColl(_) => NIC_COLL_LEN,
         }
     }
 
@@ -592,6 +601,7 @@ impl BodyRepr {
             BodyRepr::AtomicRequest(r) => r.emit(b),
             BodyRepr::AtomicReply(r) => r.emit(b),
             BodyRepr::Nicvm(h) => h.emit(b),
+            BodyRepr::NicColl(h) => h.emit(b),
         }
     }
 }

@@ -65,6 +65,11 @@ pub enum Kind {
     /// its host-data type, for the receiving host), naming module,
     /// generation and group (module `nicvm`).
     Nicvm = 12,
+    /// A packet of the NIC collective protocol (module `nic_coll`): a
+    /// barrier notification or a request to resend one, outside the
+    /// point-to-point connection - no sequence number, no acknowledgement;
+    /// the collective recovers its own losses.
+    NicColl = 13,
 }
 
 impl Kind {
@@ -82,14 +87,16 @@ impl Kind {
             10 => Kind::AtomicRequest,
             11 => Kind::AtomicReply,
             12 => Kind::Nicvm,
+            13 => Kind::NicColl,
             found => return Err(WireError::UnknownKind { found }),
         })
     }
 
     /// Whether packets of this kind occupy a sequence number on the reliable
-    /// connection (everything but a standalone acknowledgement).
+    /// connection (everything but a standalone acknowledgement and the
+    /// collective protocol's packets).
     pub fn is_sequenced(self) -> bool {
-        !matches!(self, Kind::Ack)
+        !matches!(self, Kind::Ack | Kind::NicColl)
     }
 
     /// A short name, for errors and traces.
@@ -107,6 +114,7 @@ impl Kind {
             Kind::AtomicRequest => "atomic-request",
             Kind::AtomicReply => "atomic-reply",
             Kind::Nicvm => "nicvm",
+            Kind::NicColl => "nic-coll",
         }
     }
 }

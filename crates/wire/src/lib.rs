@@ -24,6 +24,7 @@ mod body;
 mod error;
 mod header;
 mod mac;
+mod nic_coll;
 mod nicvm;
 mod seq;
 
@@ -31,6 +32,7 @@ pub use atomic::{AtomicFault, AtomicOp, AtomicReply, AtomicRequest, AtomicWidth,
 pub use body::{Abort, AbortWhat, Body, BodyRepr, CollHeader, COLL_FIXED_LEN, DATA_FIXED_LEN, READ_RESPONSE_FIXED_LEN, DataHeader, PeerFailed, ReadRequest, ReadResponseHeader, Reject, RejectReason, Target};
 pub use error::WireError;
 pub use header::{Header, Kind, HEADER_LEN, MAGIC, VERSION};
+pub use nic_coll::{NicCollHeader, NicCollType, NIC_COLL_LEN};
 pub use nicvm::{NicvmHeader, NicvmType, NICVM_FIXED_LEN, NICVM_FLAG_FAILED};
 pub use mac::{JobSecret, MacKey, SecretError, SECRET_LEN, TAG_LEN};
 pub use seq::Seq;

@@ -71,6 +71,7 @@ fn arb_body() -> impl Strategy<Value = (BodyRepr, Vec<u8>)> {
         crate::atomic::tests::arb_request().prop_map(|r| (BodyRepr::AtomicRequest(r), vec![])),
         crate::atomic::tests::arb_reply().prop_map(|r| (BodyRepr::AtomicReply(r), vec![])),
         (crate::nicvm::tests::arb_header(), proptest::collection::vec(any::<u8>(), 0..600)).prop_map(|(h, p)| (BodyRepr::Nicvm(h), p)),
+        crate::nic_coll::tests::arb_header().prop_map(|h| (BodyRepr::NicColl(h), vec![])),
     ]
 }
 
@@ -88,6 +89,7 @@ fn body_of<'a>(repr: BodyRepr, payload: &'a [u8]) -> Body<'a> {
         BodyRepr::AtomicRequest(r) => Body::AtomicRequest(r),
         BodyRepr::AtomicReply(r) => Body::AtomicReply(r),
         BodyRepr::Nicvm(h) => Body::Nicvm(h, payload),
+        BodyRepr::NicColl(h) => Body::NicColl(h),
     }
 }
 

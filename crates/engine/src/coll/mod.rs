@@ -22,6 +22,7 @@
 
 mod member_list;
 mod members;
+pub(crate) mod proto;
 mod reduce;
 mod rounds;
 pub(crate) mod run;
@@ -29,6 +30,7 @@ mod schedule;
 
 use thiserror::Error;
 
+pub use proto::NicCollStats;
 pub use member_list::{MemberList, MAX_GROUP_MEMBERS, MEMBER_RUN_LEN};
 pub use members::{decode_members, encode_members, MEMBER_LEN};
 pub use reduce::{Datatype, ReduceOp, Reduction};

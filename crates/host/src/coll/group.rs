@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use outboard_engine::{Endpoint, GroupId, MemberList, Schedule, ScheduleId};
 
-use super::options::{AllreduceAlgorithm, BarrierAlgorithm, CollDefaults, Mode, TreeShape};
+use super::options::{AllreduceAlgorithm, BarrierAlgorithm, BarrierProtocol, CollDefaults, Mode, TreeShape};
 use super::schedules as s;
 use super::{CollectiveError, Tree};
 
@@ -61,6 +61,7 @@ pub struct Group {
     next_schedule: u32,
     pub(crate) host_epoch: u32,
     pub(crate) nic_epoch: u32,
+    barrier_protocol: BarrierProtocol,
 }
 
 impl Group {
@@ -108,6 +109,7 @@ impl Group {
             next_schedule: 0,
             host_epoch: 0,
             nic_epoch: 0,
+            barrier_protocol: BarrierProtocol::default(),
         })
     }
 
@@ -145,6 +147,19 @@ impl Group {
     /// Sets the default mode and algorithms.
     pub fn set_defaults(&mut self, d: CollDefaults) {
         self.defaults = d;
+    }
+
+    /// How this group's offloaded barriers travel (point-to-point unless
+    /// set).
+    pub fn barrier_protocol(&self) -> BarrierProtocol {
+        self.barrier_protocol
+    }
+
+    /// Selects how this group's offloaded barriers travel; every member
+    /// must choose alike (and before its first barrier, or at the same
+    /// point of the group's barrier sequence).
+    pub fn set_barrier_protocol(&mut self, p: BarrierProtocol) {
+        self.barrier_protocol = p;
     }
 
     /// Sets only the default mode.

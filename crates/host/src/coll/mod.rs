@@ -40,7 +40,7 @@ use thiserror::Error;
 pub(crate) use api::CollState;
 pub use api::CollRequest;
 pub use options::{
-    AllreduceAlgorithm, BarrierAlgorithm, BcastMode, CollDefaults, Mode, TreeShape,
+    AllreduceAlgorithm, BarrierAlgorithm, BarrierProtocol, BcastMode, CollDefaults, Mode, TreeShape,
 };
 pub use group::{Group, APP_GROUP_ID_LIMIT, SPLIT_GROUP_IDS, UNDEFINED};
 pub use tree::Tree;

@@ -39,6 +39,9 @@ pub(crate) struct OffRun {
     pub chunks: Vec<Chunk>,
     /// The result known without the engine (a broadcast root's own data).
     pub own: Option<Vec<u8>>,
+    /// A barrier on the engines' collective protocol
+    /// ([`Command::NicBarrier`]) instead of a `Collective` command.
+    pub nic_protocol: bool,
 }
 
 const EMPTY: HostBuf = HostBuf { addr: 0, len: 0 };
@@ -97,6 +100,7 @@ impl OffRun {
             reduction,
             chunks,
             own: (bcast_root == Some(true) && want_result).then(|| data.to_vec()),
+            nic_protocol: false,
         })
     }
 
@@ -106,13 +110,17 @@ impl OffRun {
         let c = &self.chunks[i];
         let (group, schedule, reduction, send, recv) =
             (self.group, self.schedule, self.reduction, c.send, c.recv);
-        match port.start(|op| Command::Collective {
-            op,
-            group,
-            schedule,
-            reduction,
-            send,
-            recv,
+        let nic_protocol = self.nic_protocol;
+        match port.start(|op| match nic_protocol {
+            true => Command::NicBarrier { op, group, schedule },
+            false => Command::Collective {
+                op,
+                group,
+                schedule,
+                reduction,
+                send,
+                recv,
+            },
         }) {
             Ok(r) => {
                 self.chunks[i].req = Some(r);

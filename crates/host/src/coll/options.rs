@@ -89,6 +89,22 @@ pub enum BarrierAlgorithm {
     },
 }
 
+/// How an offloaded barrier travels between the engines: a per-group
+/// choice ([`super::Group::set_barrier_protocol`]), the same at every
+/// member. Host-based barriers are unaffected.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum BarrierProtocol {
+    /// Over the engines' reliable point-to-point connections, each
+    /// notification sequenced and acknowledged (the default).
+    #[default]
+    PointToPoint,
+    /// The engines' NIC collective protocol ([`outboard_engine::Command::NicBarrier`]):
+    /// notifications outside the connections, no acknowledgements, the
+    /// barrier recovering its own losses. Protocol barriers count their
+    /// epochs apart from the group's other offloaded collectives.
+    NicCollective,
+}
+
 /// Tree shapes for reduce, broadcast and tree allreduce.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum TreeShape {

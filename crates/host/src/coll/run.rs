@@ -95,7 +95,7 @@ impl<P: PortIo> Port<P> {
             ScheduleKey::Bcast(_, root) => Some(root == g.rank()),
             _ => None,
         };
-        OffRun::new(
+        let mut run = OffRun::new(
             self,
             g.id(),
             sched,
@@ -103,7 +103,10 @@ impl<P: PortIo> Port<P> {
             spec.data,
             spec.want_result,
             bcast_root,
-        )
+        )?;
+        run.nic_protocol = matches!(spec.key, ScheduleKey::Barrier(_))
+            && g.barrier_protocol() == super::BarrierProtocol::NicCollective;
+        Ok(run)
     }
 
     fn start_nic_assisted(

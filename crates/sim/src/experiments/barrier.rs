@@ -128,6 +128,11 @@ fn check_nodes(nodes: &[u32]) -> Result<(), ExperimentError> {
 pub(super) fn run(p: &Params, progress: &mut dyn FnMut(usize, usize)) -> Result<Outcome, ExperimentError> {
     let nodes = default_nodes(p);
     check_nodes(&nodes)?;
+    // A profile that prices the NIC collective protocol selects its
+    // comparison instead (issue 20 part 4).
+    if p.profiles.iter().any(|prof| prof.coll_proto.is_some()) {
+        return super::nic_barrier::run(p, &nodes, progress);
+    }
     let total = p.profiles.len() * nodes.len();
     let mut rows = Vec::new();
     let mut notes = Vec::new();

@@ -22,6 +22,7 @@ pub mod granularity;
 pub mod lambda;
 pub mod multicast;
 pub mod multisend;
+pub mod nic_barrier;
 pub mod nicvm;
 pub mod overlap;
 pub mod pingpong;

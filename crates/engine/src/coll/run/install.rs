@@ -36,7 +36,7 @@ pub(crate) struct Compiled {
 }
 
 impl Compiled {
-    fn new(id: u16, schedule: Schedule) -> Result<Compiled, CollError> {
+    pub(crate) fn new(id: u16, schedule: Schedule) -> Result<Compiled, CollError> {
         let (send_round, recv_round) = rounds(&schedule)?;
         let forwards_alone = schedule.steps.first().is_some_and(|s| {
             s.send_to.is_empty() && s.recv_from.len() == 1 && s.fold() == Fold::Replace

@@ -37,7 +37,7 @@ use super::GroupId;
 use crate::{Dma, Engine, PortId};
 
 pub(crate) use collective::Running;
-pub(crate) use install::Group;
+pub(crate) use install::{Compiled, Group};
 pub(crate) use out::CollOut;
 pub(crate) use pool::Arrival;
 pub(crate) use start::CollRequest;

@@ -4,5 +4,6 @@
 mod bcast;
 mod harness;
 mod network;
+mod nic_protocol;
 mod reference_checks;
 mod split;
