@@ -94,7 +94,6 @@ impl<D: Dma> Engine<D> {
             };
             blocked |= r.run_steps(rank, &mut room, behind_others, &mut self.work, &mut comb, &mut sends);
         }
-        drop(comb);
         if blocked {
             self.stats.coll_deferred += 1;
             self.coll.blocked.insert((port, group));
