@@ -42,6 +42,15 @@ fn run(world: &mut outboard_runtime::World) -> Res<()> {
     let mut args = std::env::args().skip(1);
     let count: u64 = args.next().map(|a| a.parse()).transpose()?.unwrap_or(200);
     let n: usize = args.next().map(|a| a.parse()).transpose()?.unwrap_or(64);
+    for line in check(world, count, n)? {
+        println!("{line}");
+    }
+    Ok(())
+}
+
+/// Runs `count` allreduces of `n` elements with each operator, checking
+/// every result; what to print (this rank's counters; rank 0's timings).
+pub fn check(world: &mut outboard_runtime::World, count: u64, n: usize) -> Res<Vec<String>> {
     let (rank, size) = (world.rank(), world.size());
     let mut g = world.group()?;
     let m = world.port().nicvm_load(&mut g, "combine_max_i64", MAX, LoadOptions::default())?;
@@ -72,18 +81,18 @@ fn run(world: &mut outboard_runtime::World) -> Res<()> {
         return Err(format!("rank {rank}: module report {report:?}").into());
     }
     let module = world.stats().1.module_time;
-    println!(
+    let mut lines = vec![format!(
         "rank {rank}: {} combines, {} VM instructions, {:.1} us in {} engine calls that ran them",
         report.invocations,
         report.instructions,
         module.ns as f64 / 1e3,
         module.calls
-    );
+    )];
     if rank == 0 {
-        println!(
+        lines.push(format!(
             "{size} ranks, {count} allreduces of {n} x i64, all equal to the reference: module operator {:.1} us, built-in MAX {:.1} us per allreduce",
             times[0], times[1]
-        );
+        ));
     }
-    Ok(())
+    Ok(lines)
 }
