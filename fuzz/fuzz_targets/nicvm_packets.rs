@@ -4,19 +4,23 @@
 //! stall (the engine's next deadline is always handled), and the modules'
 //! errors are counted, not fatal. The header fields, payload and packet
 //! type come from the input; the datagram is sealed under the job's key so
-//! the invocation path, not the MAC, sees it.
+//! the invocation path, not the MAC, sees it. Some inputs are collective
+//! packets instead (any epoch, round, schedule, the failed flag
+//! `COLL_ROUND_FAILED` set or not) for an allreduce under way whose
+//! combine step is a module (a max operator, or the endless loop).
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 use outboard_engine::{
-    encode_members, Command, Endpoint, Engine, EngineConfig, GroupId, HostBuf, Instant, ModuleId, NodeId, OpId, PortId,
-    RecvMatch, VecMemory,
+    encode_members, Command, Datatype, Endpoint, Engine, EngineConfig, Fold, GroupId, HostBuf, Instant, ModuleId, NodeId,
+    OpId, PortId, RecvMatch, Reduction, Schedule, ScheduleId, Step, VecMemory,
 };
-use outboard_wire::{Header, Kind, NicvmHeader, NicvmType, Seq, BodyRepr, HEADER_LEN};
+use outboard_wire::{BodyRepr, CollHeader, Header, Kind, NicvmHeader, NicvmType, Seq, COLL_ROUND_FAILED, HEADER_LEN};
 
 const BCAST: &str = include_str!("../../crates/nicvm/modules/bcast.nvm");
 const LOOP: &str = "func main() while 1 do end while; return 0; end func;";
 const PAST: &str = "func main() return packet_get_i64(packet_length()); end func;";
+const MAX: &str = include_str!("../../crates/nicvm/modules/combine_max_i64.nvm");
 
 fn load(e: &mut Engine<VecMemory>, id: u32, src: &str) {
     let code = outboard_nicvm::compile(src).unwrap().module.bytecode().encode();
@@ -38,6 +42,17 @@ fuzz_target!(|data: &[u8]| {
     load(&mut e, 1, BCAST);
     load(&mut e, 2, LOOP);
     load(&mut e, 3, PAST);
+    load(&mut e, 4, MAX);
+    // An allreduce at rank 1 of group 3: combine the other three, send to
+    // them; its operator is the max module or the endless loop.
+    let sched = Schedule::new(vec![Step::recv([0, 2, 3], Fold::Combine), Step::send([0, 2, 3])]).encode();
+    let sched = e.dma_mut().alloc_with(&sched);
+    e.handle_command(Instant::ZERO, PortId(0), Command::SetSchedule { op: OpId(3), group: GroupId(3), schedule: ScheduleId(0), buf: sched }).unwrap();
+    let op_module = if data.first().is_some_and(|b| b & 1 == 1) { 2 } else { 4 };
+    let (send, recv) = (e.dma_mut().alloc_with(&[5; 16]), e.dma_mut().alloc(16));
+    let reduction = Some(Reduction::module(ModuleId(op_module), 1, Datatype::I64));
+    let coll = Command::Collective { op: OpId(4), group: GroupId(3), schedule: ScheduleId(0), reduction, send, recv };
+    e.handle_command(Instant::ZERO, PortId(0), coll).unwrap();
     let r = e.dma_mut().alloc(256);
     e.handle_command(Instant::ZERO, PortId(0), Command::Recv { op: OpId(2), matching: RecvMatch::any(), buf: r }).unwrap();
     let mut out = vec![0u8; 2048];
@@ -69,8 +84,28 @@ fuzz_target!(|data: &[u8]| {
         if b[15] & 3 != 0 {
             seq[from as usize] += 1;
         }
-        let mut dgram = vec![0u8; HEADER_LEN + outboard_wire::NICVM_FIXED_LEN + len];
-        let off = outboard_wire::emit_prefix(&hdr, &BodyRepr::Nicvm(h), len, &mut dgram).unwrap();
+        let (hdr, body) = if b[16] & 3 == 0 {
+            let c = CollHeader {
+                src_port: h.src_port,
+                dst_port: h.dst_port,
+                src_gen: h.src_gen,
+                dst_gen: h.dst_gen,
+                msg_id: h.msg_id,
+                group: h.group,
+                epoch: u32::from(b[17] % 3),
+                round: u16::from(b[18] % 3) | if b[19] & 1 == 1 { COLL_ROUND_FAILED } else { 0 },
+                src_rank: h.src_rank,
+                total_len: len as u32,
+                offset: 0,
+                schedule: u16::from(b[20] % 2),
+            };
+            (Header { kind: Kind::Coll, ..hdr }, BodyRepr::Coll(c))
+        } else {
+            (hdr, BodyRepr::Nicvm(h))
+        };
+        let mut dgram = vec![0u8; HEADER_LEN + outboard_wire::NICVM_FIXED_LEN.max(outboard_wire::COLL_FIXED_LEN) + len];
+        let off = outboard_wire::emit_prefix(&hdr, &body, len, &mut dgram).unwrap();
+        dgram.truncate(off + len);
         dgram[off..].copy_from_slice(payload);
         outboard_wire::seal(&mut dgram, &key);
         t += 1_000;
@@ -83,5 +118,5 @@ fuzz_target!(|data: &[u8]| {
         }
         rest = &rest[25 + len..];
     }
-    assert!(e.nicvm_reports().len() == 3, "hostile packets unload nothing");
+    assert!(e.nicvm_reports().len() == 4, "hostile packets unload nothing");
 });

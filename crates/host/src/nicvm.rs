@@ -3,6 +3,12 @@
 //! member's engine of a group (each member calls [`Port::nicvm_load`]),
 //! hand it packets, receive what it delivers, read its counters, purge it.
 //!
+//! A loaded module can also be a collective's reduction operator
+//! ([`Port::nicvm_reduce`], [`Port::nicvm_allreduce`]): the engines run it
+//! to combine each contribution (acc = acc op packet), offloaded, with
+//! their fuel budget; a module that fails fails the collective at every
+//! member that waits for its result, with a typed error.
+//!
 //! The engine verifies the bytecode again before accepting it, so a host
 //! that skips the compiler gains nothing. A member may send to the module
 //! before every other member has loaded it: an engine without it refuses
@@ -12,7 +18,9 @@
 use outboard_engine::{nicvm_match, Command, Completion, ModuleId, ModuleReport, MODULE_REPORT_LEN, NICVM_TAG_FAILED, NICVM_TAG_NEW};
 use outboard_nicvm::CompileError;
 
-use crate::{Endpoint, Group, HostBuf, HostError, Port, PortIo, Request};
+use outboard_engine::{Datatype, Reduction};
+
+use crate::{AllreduceAlgorithm, CollRequest, Endpoint, Group, HostBuf, HostError, Mode, Port, PortIo, Request, TreeShape};
 
 /// A module loaded on this port's engine.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -23,6 +31,14 @@ pub struct NicModule {
     pub generation: u32,
     /// Its name.
     pub name: String,
+}
+
+impl NicModule {
+    /// This module as a reduction operator over vectors of `dtype` (the
+    /// type fixes the element size only; the module reads the bytes).
+    pub fn reduction(&self, dtype: Datatype) -> Reduction {
+        Reduction::module(self.id, self.generation, dtype)
+    }
 }
 
 /// A load under way (see [`Port::start_nicvm_load_bytecode`]).
@@ -196,5 +212,31 @@ impl<P: PortIo> Port<P> {
         let Completion::NicvmListed { count } = r? else { unreachable!("a listing completed otherwise") };
         let bytes = bytes?;
         Ok((0..count.min(64) as usize).filter_map(|i| ModuleReport::decode(&bytes[i * MODULE_REPORT_LEN..])).collect())
+    }
+
+    /// Starts a reduction of every member's `data` to `root` on the
+    /// engines, module `m` combining (a tree of `tree`'s shape rooted at
+    /// `root`). Every member loaded `m` and calls this with the same
+    /// arguments.
+    pub fn start_nicvm_reduce(&mut self, g: &mut Group, m: &NicModule, dtype: Datatype, tree: TreeShape, root: u32, data: &[u8]) -> Result<CollRequest, HostError> {
+        self.start_reduce(g, Mode::Offloaded, tree, root, m.reduction(dtype), data)
+    }
+
+    /// Starts an allreduce on the engines with module `m` combining.
+    pub fn start_nicvm_allreduce(&mut self, g: &mut Group, m: &NicModule, dtype: Datatype, algo: AllreduceAlgorithm, data: &[u8]) -> Result<CollRequest, HostError> {
+        self.start_allreduce(g, Mode::Offloaded, algo, m.reduction(dtype), data)
+    }
+
+    /// Blocking [`Self::start_nicvm_reduce`]: the result at `root`, empty
+    /// elsewhere.
+    pub fn nicvm_reduce(&mut self, g: &mut Group, m: &NicModule, dtype: Datatype, tree: TreeShape, root: u32, data: &[u8]) -> Result<Vec<u8>, HostError> {
+        let r = self.start_nicvm_reduce(g, m, dtype, tree, root, data)?;
+        self.coll_wait(r)
+    }
+
+    /// Blocking [`Self::start_nicvm_allreduce`].
+    pub fn nicvm_allreduce(&mut self, g: &mut Group, m: &NicModule, dtype: Datatype, algo: AllreduceAlgorithm, data: &[u8]) -> Result<Vec<u8>, HostError> {
+        let r = self.start_nicvm_allreduce(g, m, dtype, algo, data)?;
+        self.coll_wait(r)
     }
 }

@@ -424,6 +424,7 @@ fn compiled_modules_survive_encode_decode_and_reverify() {
         include_str!("../modules/bcast.nvm"),
         include_str!("../modules/reduce_max_i64.nvm"),
         include_str!("../modules/reduce_prod_f64.nvm"),
+        include_str!("../modules/combine_max_i64.nvm"),
         include_str!("../modules/echo.nvm"),
     ] {
         let c = compile(src).unwrap();

@@ -61,9 +61,12 @@ fn run(world: &mut outboard_runtime::World) -> Res<()> {
     if report.invocations != count || report.errors() != 0 {
         return Err(format!("rank {rank}: module report {report:?}").into());
     }
+    let module = world.stats().1.module_time;
     println!(
-        "rank {rank}: {count} x {len} B through the module, {} VM instructions, no errors",
-        report.instructions
+        "rank {rank}: {count} x {len} B through the module, {} VM instructions, no errors; {:.1} us in {} engine calls that ran them",
+        report.instructions,
+        module.ns as f64 / 1e3,
+        module.calls
     );
     if rank == 0 {
         println!("{size} ranks: {:.1} us per broadcast (root's view)", elapsed.as_secs_f64() * 1e6 / count as f64);

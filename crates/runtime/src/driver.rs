@@ -59,6 +59,8 @@ pub struct TransportStats {
     /// slept, because the kernel had lately preempted the waiting host (a
     /// machine loaded by other work; see [`crate::Progress`]).
     pub host_sleeps: u64,
+    /// Time in engine calls that ran NICVM module instructions.
+    pub module_time: crate::module_time::ModuleTime,
 }
 
 /// What a host thread and the engine share about one port besides its rings.
@@ -179,7 +181,7 @@ impl Driver {
             busy |= self.receive(now);
         }
         if self.deadline.is_some_and(|d| d <= now) {
-            self.engine.handle_timeout(now);
+            self.stats.module_time.run(&mut self.engine, |e| e.handle_timeout(now));
             busy = true;
         }
         let delivered = self.deliver_events();
@@ -207,7 +209,7 @@ impl Driver {
             let port = PortId(i as u8);
             while let Some(cmd) = link.commands.pop() {
                 busy = true;
-                if let Err(e) = self.engine.handle_command(now, port, cmd) {
+                if let Err(e) = self.stats.module_time.run(&mut self.engine, |e| e.handle_command(now, port, cmd)) {
                     // The host checked tokens and sizes before posting, so
                     // what is left is what only the engine knows (a peer
                     // declared dead): it comes back as a failed operation.
@@ -237,7 +239,8 @@ impl Driver {
                             UNKNOWN_NODE
                         }
                     };
-                    self.engine.handle_packet(now, from, &self.rx[..n]);
+                    let rx = &self.rx[..n];
+                    self.stats.module_time.run(&mut self.engine, |e| e.handle_packet(now, from, rx));
                 }
                 Err(e) if e.kind() == ErrorKind::WouldBlock => break,
                 Err(e) if e.kind() == ErrorKind::Interrupted => {}
@@ -297,7 +300,7 @@ impl Driver {
                 return busy;
             }
             for pkt in std::mem::take(&mut self.loopback) {
-                self.engine.handle_packet(now, me, &pkt);
+                self.stats.module_time.run(&mut self.engine, |e| e.handle_packet(now, me, &pkt));
             }
         }
     }

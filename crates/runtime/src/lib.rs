@@ -44,6 +44,7 @@ pub mod bootstrap;
 mod clock;
 mod driver;
 pub mod memory;
+mod module_time;
 mod node;
 mod port;
 mod progress;
@@ -53,6 +54,7 @@ mod world;
 
 pub use clock::Clock;
 pub use driver::TransportStats;
+pub use module_time::ModuleTime;
 pub use node::{bind_udp, random_u64, Node, NodeError};
 pub use port::RtPort;
 pub use progress::{machine_cores, ParseProgressError, Progress};

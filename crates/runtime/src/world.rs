@@ -451,7 +451,15 @@ impl Drop for World {
         }
         if std::env::var("OUTBOARD_STATS").is_ok_and(|v| v == "stderr") {
             // For fault runs: what the engine dropped and why.
-            eprintln!("outboard stats rank {}: {:?}", self.env.rank, self.node.stats().0);
+            let (engine, transport) = self.node.stats();
+            eprintln!("outboard stats rank {}: {:?}", self.env.rank, engine);
+            if engine.vm_instructions > 0 {
+                let m = transport.module_time;
+                eprintln!(
+                    "outboard module time rank {}: {} VM instructions in {} engine calls, {} ns",
+                    self.env.rank, engine.vm_instructions, m.calls, m.ns
+                );
+            }
         }
         if let Some(JobBootstrap::Tcp(b)) = self.bootstrap.take() {
             let wait = self.leave_wait(&b);

@@ -125,6 +125,7 @@ pub const RUNS: &[Run] = &[
     run("atomics", "atomics", &["gm15-lanai91"], &[], 100, 20),
     run("lock", "lock", &["gm15-lanai91"], &[], 20, 5),
     Run { sizes: &[0, 10, 20, 50, 100, 200, 500], ..run("lock-cpu", "lock-cpu", &["gm15-lanai91"], &[], 20, 5) },
+    run("nicvm", "nicvm", &["gm2-lanai91", "dpu400"], &[], 20, 3),
     // Extensions: the same operations on a machine the papers did not have.
     Run { full_only: true, ..run("barrier-1024", "barrier", &["dpu400"], &[1024], 2, 2) },
     Run { full_only: true, ..run("overlap-1024", "overlap", &["dpu400"], &[1024], 2, 2) },
@@ -132,6 +133,11 @@ pub const RUNS: &[Run] = &[
         sizes: &[8, 4096, 65536],
         full_only: true,
         ..run("bcast-1024", "bcast", &["dpu400", "gm2-lanai91"], &[1024], 2, 2)
+    },
+    Run {
+        sizes: &[32, 1024, 4096],
+        full_only: true,
+        ..run("nicvm-1024", "nicvm", &["gm2-lanai91", "dpu400"], &[1024], 2, 2)
     },
 ];
 

@@ -125,4 +125,28 @@ pub enum CollError {
         /// The limit.
         max: u32,
     },
+    /// A user-defined operator ([`ReduceOp::Module`]) folded outside an
+    /// engine (a host-based run): only engines run modules.
+    #[error("a module operator combines only on the engine")]
+    EngineOnly,
+    /// This member's engine could not combine a contribution with the
+    /// module operator: the module ran out of fuel, trapped, reported
+    /// failure, or is not loaded (in that generation). The collective goes
+    /// on without combining, its packets flagged failed, so every member
+    /// waiting for them completes with [`CollError::FailedUpstream`].
+    #[error("module {module:#010x} failed to combine: {failure}")]
+    ModuleFailed {
+        /// The module's id.
+        module: u32,
+        /// What went wrong.
+        failure: crate::nicvm::CombineFailure,
+    },
+    /// A packet this member needed came flagged failed: a combination on
+    /// its way (at rank `rank` or before it) failed, see that member's
+    /// [`CollError::ModuleFailed`].
+    #[error("the combination failed upstream (packet from rank {rank})")]
+    FailedUpstream {
+        /// The sender of the flagged packet.
+        rank: u32,
+    },
 }

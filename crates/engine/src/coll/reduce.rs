@@ -17,8 +17,15 @@
 //! An operation travels as its one-byte code ([`ReduceOp::code`]); codes
 //! 1-5 are the original five and keep their values, new ones take new
 //! codes, and [`ReduceOp::from_code`] refuses a code it does not know.
+//!
+//! [`ReduceOp::Module`] is a user-defined operator: a NICVM module loaded on
+//! every member's engine combines the values (acc = acc op packet, see
+//! `crate::nicvm::combine`). Only the engine runs it; [`Reduction::fold`]
+//! refuses it ([`CollError::EngineOnly`]), and it has no one-byte code of
+//! its own to be rebuilt from (it names a module).
 
 use super::CollError;
+use crate::nicvm::ModuleId;
 
 /// Element type of a reduction.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -91,6 +98,17 @@ pub enum ReduceOp {
     /// Logical exclusive or: 1 if exactly one is non-zero, else 0 (integer
     /// types only).
     Lxor = 10,
+    /// A user-defined operator: the NICVM module `module`, as loaded in
+    /// generation `generation` on every member's engine, combines each
+    /// contribution into the running value, with the engine's fuel budget.
+    /// The element type only fixes the element size (how a long
+    /// contribution is cut into pieces); the module reads the bytes.
+    Module {
+        /// The job's id of the module.
+        module: ModuleId,
+        /// The generation loaded (a replaced module is not run).
+        generation: u32,
+    } = 11,
 }
 
 impl ReduceOp {
@@ -110,7 +128,19 @@ impl ReduceOp {
 
     /// The one-byte code it is encoded as.
     pub fn code(self) -> u8 {
-        self as u8
+        match self {
+            ReduceOp::Sum => 1,
+            ReduceOp::Min => 2,
+            ReduceOp::Max => 3,
+            ReduceOp::Band => 4,
+            ReduceOp::Bor => 5,
+            ReduceOp::Prod => 6,
+            ReduceOp::Bxor => 7,
+            ReduceOp::Land => 8,
+            ReduceOp::Lor => 9,
+            ReduceOp::Lxor => 10,
+            ReduceOp::Module { .. } => 11,
+        }
     }
 
     /// The operation a code stands for; `None` for a code this version
@@ -138,6 +168,7 @@ impl ReduceOp {
             ReduceOp::Land => "land",
             ReduceOp::Lor => "lor",
             ReduceOp::Lxor => "lxor",
+            ReduceOp::Module { .. } => "module",
         }
     }
 }
@@ -176,6 +207,7 @@ macro_rules! int_op {
             ReduceOp::Land => fold_as!($t, $acc, $other, $left, |a: $t, b: $t| <$t>::from(a != 0 && b != 0)),
             ReduceOp::Lor => fold_as!($t, $acc, $other, $left, |a: $t, b: $t| <$t>::from(a != 0 || b != 0)),
             ReduceOp::Lxor => fold_as!($t, $acc, $other, $left, |a: $t, b: $t| <$t>::from((a != 0) != (b != 0))),
+            ReduceOp::Module { .. } => unreachable!("checked: a module operator runs on the engine"),
         }
     };
 }
@@ -190,6 +222,7 @@ macro_rules! float_op {
             ReduceOp::Band | ReduceOp::Bor | ReduceOp::Bxor | ReduceOp::Land | ReduceOp::Lor | ReduceOp::Lxor => {
                 unreachable!("validated: no bitwise or logical ops on floats")
             }
+            ReduceOp::Module { .. } => unreachable!("checked: a module operator runs on the engine"),
         }
     };
 }
@@ -219,11 +252,21 @@ impl Reduction {
         Ok(())
     }
 
+    /// A user-defined reduction: module `module` (generation `generation`)
+    /// combines vectors of `dtype`.
+    pub fn module(module: ModuleId, generation: u32, dtype: Datatype) -> Reduction {
+        Reduction { op: ReduceOp::Module { module, generation }, dtype }
+    }
+
     /// `acc = acc op other` element-wise, or `other op acc` when
     /// `other_left` (the other value comes from a lower rank). Lengths must
-    /// be equal and a whole number of elements.
+    /// be equal and a whole number of elements. A module operator is
+    /// refused ([`CollError::EngineOnly`]).
     pub fn fold(&self, acc: &mut [u8], other: &[u8], other_left: bool) -> Result<(), CollError> {
         self.validate()?;
+        if matches!(self.op, ReduceOp::Module { .. }) {
+            return Err(CollError::EngineOnly);
+        }
         if acc.len() != other.len() {
             return Err(CollError::LengthMismatch { expected: acc.len() as u32, got: other.len() as u32 });
         }
@@ -311,6 +354,11 @@ mod tests {
         let r = Reduction::new(ReduceOp::Bor, Datatype::U64).unwrap();
         assert!(r.fold(&mut [0u8; 8], &[0u8; 16], false).is_err());
         assert!(r.fold(&mut [0u8; 7], &[0u8; 7], false).is_err());
+        let m = Reduction::module(ModuleId(7), 1, Datatype::F64);
+        assert_eq!(m.validate(), Ok(()));
+        assert_eq!(m.fold(&mut [0u8; 8], &[0u8; 8], false), Err(CollError::EngineOnly));
+        assert_eq!(m.op.code(), 11);
+        assert_eq!(ReduceOp::from_code(11), None, "a module operator is not rebuilt from its code");
     }
 
     /// A reference written independently of the engine's fold: integers as
@@ -332,6 +380,7 @@ mod tests {
                 ReduceOp::Land => i128::from(a != 0 && b != 0),
                 ReduceOp::Lor => i128::from(a != 0 || b != 0),
                 ReduceOp::Lxor => i128::from((a != 0) != (b != 0)),
+                ReduceOp::Module { .. } => unreachable!("not in ReduceOp::ALL"),
             }
         }
 

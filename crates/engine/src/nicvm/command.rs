@@ -139,6 +139,13 @@ impl<D: Dma> Engine<D> {
             .unwrap_or_default()
     }
 
+    /// Whether this engine's job has a module loaded (so an engine call may
+    /// run VM instructions): a driver that times module work looks at the
+    /// clock only then.
+    pub fn nicvm_active(&self) -> bool {
+        self.nicvm.jobs.get(&self.cfg.job_key).is_some_and(|j| !j.modules.is_empty())
+    }
+
     /// Sets the bounds of NICVM work (fuel per invocation, module send
     /// tokens and queue, registry sizes).
     pub fn set_nicvm_limits(&mut self, limits: super::NicvmLimits) {

@@ -19,8 +19,10 @@
 //! - `send.rs`: the modules' own sends, over the reliable connections,
 //!   queued and bounded, with their own tokens so they never take the
 //!   host's;
-//! - `report.rs`: per-module counters as the host reads them.
+//! - `report.rs`: per-module counters as the host reads them;
+//! - `combine.rs`: a module as a collective's reduction operator.
 
+mod combine;
 pub(crate) mod command;
 mod invoke;
 mod report;
@@ -29,6 +31,7 @@ mod table;
 
 use std::collections::{BTreeMap, VecDeque};
 
+pub(crate) use combine::Combiner;
 pub use report::{ModuleReport, MODULE_REPORT_LEN};
 pub(crate) use send::NicvmOut;
 pub(crate) use table::JobModules;
@@ -100,6 +103,33 @@ pub enum NicvmError {
     /// timeout.
     #[error("the module packet was not accepted")]
     NotDelivered,
+}
+
+/// Why a module operator could not combine a contribution
+/// ([`crate::CollError::ModuleFailed`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum CombineFailure {
+    /// It ran past the fuel budget of one invocation.
+    #[error("out of fuel")]
+    OutOfFuel,
+    /// It trapped (a read past the packet or accumulator, a division by
+    /// zero, unbounded recursion, a send: a combine step sends nothing).
+    #[error("trapped")]
+    Trap,
+    /// It returned `NICVM_RESULT_FAILURE` (e.g. lengths it does not take).
+    #[error("the module reported failure")]
+    Refused,
+    /// No module of that id is loaded for the job on this engine.
+    #[error("not loaded here")]
+    NotLoaded,
+    /// The module loaded here is of another generation.
+    #[error("generation {loaded} loaded, {wanted} named")]
+    Stale {
+        /// The generation loaded.
+        loaded: u32,
+        /// The generation the collective names.
+        wanted: u32,
+    },
 }
 
 /// Bounds of the engine's NICVM work; see [`crate::Engine::set_nicvm_limits`].

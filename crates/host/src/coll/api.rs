@@ -117,6 +117,10 @@ impl<P: PortIo> Port<P> {
         };
         if let Some(r) = spec.reduction {
             r.validate().map_err(CollectiveError::from)?;
+            if matches!(r.op, outboard_engine::ReduceOp::Module { .. }) && mode != BcastMode::Offloaded {
+                // Only engines run modules: refused before any member waits.
+                return Err(CollectiveError::from(outboard_engine::CollError::EngineOnly).into());
+            }
             r.check_len(spec.data.len())
                 .map_err(CollectiveError::from)?;
         }

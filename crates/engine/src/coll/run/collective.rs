@@ -6,8 +6,9 @@
 
 use std::sync::Arc;
 
-use super::super::{CollError, Fold, Reduction};
+use super::super::{CollError, Fold, ReduceOp, Reduction};
 use super::install::Compiled;
+use crate::nicvm::Combiner;
 use super::out::{Lazy, OutData, OUT_OVERHEAD};
 use super::Arrival;
 use crate::{HostBuf, OpError, OpId, Work};
@@ -43,6 +44,12 @@ pub(crate) struct Running {
     /// Its value, when it is sent unchanged from host memory and read per
     /// packet (the pieces of a multi-piece command's root).
     pub lazy: Option<Lazy>,
+    /// A module operator failed here, or a packet came flagged failed: the
+    /// steps go on without combining, their packets flagged failed
+    /// ([`wire::COLL_ROUND_FAILED`](outboard_wire::COLL_ROUND_FAILED)), so
+    /// that every member waiting for them completes; this is the outcome
+    /// at the end.
+    pub failed: Option<CollError>,
 }
 
 /// Packets a collective's step sends, before they become
@@ -85,6 +92,7 @@ impl Running {
             held: 0,
             last: false,
             lazy: None,
+            failed: None,
         }
     }
 
@@ -100,13 +108,14 @@ impl Running {
         room: &mut Room,
         may_pass: impl Fn(u32) -> bool,
         work: &mut Work,
+        comb: &mut Combiner<'_>,
         sends: &mut Vec<PendingSends>,
     ) -> bool {
         let sched = Arc::clone(&self.sched);
         let steps = &sched.schedule.steps;
         loop {
             if self.step == steps.len() {
-                self.outcome = Some(Ok(()));
+                self.outcome = Some(self.failed.map_or(Ok(()), |e| Err(e.into())));
                 return false;
             }
             let st = &steps[self.step];
@@ -120,7 +129,8 @@ impl Running {
                 let len = self.lazy.as_ref().map_or(self.value.len(), |l| l.buf.len as usize);
                 room.held += st.send_to.len() * (len + OUT_OVERHEAD);
                 if !st.send_to.is_empty() {
-                    let to = st.send_to.iter().copied().zip(sched.send_round[self.step].iter().copied()).collect();
+                    let flag = if self.failed.is_some() { outboard_wire::COLL_ROUND_FAILED } else { 0 };
+                    let to = st.send_to.iter().copied().zip(sched.send_round[self.step].iter().map(|r| r | flag)).collect();
                     let data = match &self.lazy {
                         Some(l) => OutData::Host(l.clone()),
                         None => OutData::Ready(Arc::from(&self.value[..])),
@@ -134,9 +144,16 @@ impl Running {
                 let round = sched.recv_round[self.step][self.next_recv];
                 let Some(i) = self.arrived.iter().position(|a| a.src_rank == src && a.round == round) else { break };
                 let a = self.arrived.swap_remove(i);
-                if let Err(e) = self.fold(st.fold(), a, src < rank, work) {
-                    self.outcome = Some(Err(e.into()));
-                    return false;
+                if self.failed.is_some() {
+                    // Nothing more is combined; the steps go on.
+                } else if a.failed {
+                    self.failed = Some(CollError::FailedUpstream { rank: src });
+                } else if let Err(e) = self.fold(st.fold(), a, (rank, src), work, comb) {
+                    if !matches!(e, CollError::ModuleFailed { .. }) {
+                        self.outcome = Some(Err(e.into()));
+                        return false;
+                    }
+                    self.failed = Some(e);
                 }
                 self.next_recv += 1;
             }
@@ -149,10 +166,10 @@ impl Running {
         }
     }
 
-    /// Folds packet `a` into the value; `from_lower` says whether its
-    /// sender's rank is below this member's (its value is then the left
-    /// operand).
-    fn fold(&mut self, fold: Fold, a: Arrival, from_lower: bool, work: &mut Work) -> Result<(), CollError> {
+    /// Folds packet `a` from rank `src` into the value at rank `rank` (a
+    /// packet from a lower rank is the left operand).
+    fn fold(&mut self, fold: Fold, a: Arrival, (rank, src): (u32, u32), work: &mut Work, comb: &mut Combiner<'_>) -> Result<(), CollError> {
+        let from_lower = src < rank;
         match fold {
             Fold::Ignore => Ok(()),
             Fold::Replace => {
@@ -161,6 +178,13 @@ impl Running {
             }
             Fold::Combine => match self.reduction {
                 None => Err(CollError::BadReduction),
+                Some(Reduction { op: ReduceOp::Module { module, generation }, .. }) => {
+                    if self.value.len() != a.data.len() {
+                        return Err(CollError::LengthMismatch { expected: self.value.len() as u32, got: a.data.len() as u32 });
+                    }
+                    comb.combine(module, generation, (rank, src), &mut self.value, &a.data, work)
+                        .map_err(|failure| CollError::ModuleFailed { module: module.0, failure })
+                }
                 Some(red) => {
                     let n = (self.value.len() / red.dtype.size()) as u64;
                     if red.dtype.is_float() {

@@ -47,8 +47,14 @@ impl<D: Dma> Engine<D> {
                     Err(_) => Err(OpError::DmaFault),
                 },
             };
-            if result.is_err() {
-                // Its packets still in flight are of no use any more.
+            let flagged = matches!(
+                result,
+                Err(OpError::Collective(CollError::ModuleFailed { .. } | CollError::FailedUpstream { .. }))
+            );
+            if result.is_err() && !flagged {
+                // Its packets still in flight are of no use any more (those
+                // flagged failed are: they tell the members waiting for
+                // them that the collective failed).
                 self.coll_out_retain(|o| !(o.port == port && o.group == group && o.epoch == r.epoch));
             }
             let g = self.coll.groups.get_mut(&(port, group)).expect("looked up above");

@@ -28,6 +28,8 @@ pub(crate) struct Arrival {
     /// The sender's schedule number.
     pub schedule: u16,
     pub data: Vec<u8>,
+    /// The sender's combination failed ([`wire::COLL_ROUND_FAILED`](outboard_wire::COLL_ROUND_FAILED)).
+    pub failed: bool,
 }
 
 impl Arrival {

@@ -13,7 +13,9 @@ use crate::{Dma, Engine, Instant, NodeId, PortId};
 
 impl<D: Dma> Engine<D> {
     /// A collective packet arrived (in order, once, from a live peer).
-    pub(crate) fn on_coll(&mut self, now: Instant, from: NodeId, h: wire::CollHeader, payload: &[u8]) {
+    pub(crate) fn on_coll(&mut self, now: Instant, from: NodeId, mut h: wire::CollHeader, payload: &[u8]) {
+        let failed = h.round & wire::COLL_ROUND_FAILED != 0;
+        h.round &= !wire::COLL_ROUND_FAILED;
         if h.offset != 0 || h.total_len as usize != payload.len() {
             // Contributions are single packets; an honest sender never
             // splits one.
@@ -26,7 +28,7 @@ impl<D: Dma> Engine<D> {
         }
         let port = PortId(h.dst_port);
         let group = GroupId(h.group);
-        let arrival = Arrival { src_rank: h.src_rank, round: h.round, schedule: h.schedule, data: payload.to_vec() };
+        let arrival = Arrival { src_rank: h.src_rank, round: h.round, schedule: h.schedule, data: payload.to_vec(), failed };
         if let Some(g) = self.coll.groups.get_mut(&(port, group)) {
             let src_ok = g.members.get(h.src_rank).is_some_and(|m| {
                 m.node == from && m.port.0 == h.src_port && m.gen == h.src_gen
@@ -73,6 +75,7 @@ impl<D: Dma> Engine<D> {
         let mut room = Room { held: self.coll.out_bytes.get(&port).copied().unwrap_or(0), bound: self.cfg.coll_send_bytes };
         let Some(g) = self.coll.groups.get_mut(&(port, group)) else { return };
         let rank = g.rank;
+        let mut comb = crate::nicvm::Combiner { nicvm: &mut self.nicvm, job_key: self.cfg.job_key, stats: &mut self.stats, size: g.members.len() };
         let mut sends = Vec::new();
         let mut blocked = false;
         let mut front = true;
@@ -89,7 +92,7 @@ impl<D: Dma> Engine<D> {
             let behind_others = |epoch: u32| {
                 is_front && out.values().any(|o| o.port == port && (o.group != group || epoch_before(epoch, o.epoch)))
             };
-            blocked |= r.run_steps(rank, &mut room, behind_others, &mut self.work, &mut sends);
+            blocked |= r.run_steps(rank, &mut room, behind_others, &mut self.work, &mut comb, &mut sends);
         }
         if blocked {
             self.stats.coll_deferred += 1;
