@@ -23,6 +23,36 @@ pub enum Command {
         /// The message.
         buf: HostBuf,
     },
+    /// [`Command::Send`] whose message is marked as needing the receiving
+    /// host's action (dissertation 6.2.3: a packet type that alone
+    /// generates a signal): once it is delivered, the receiving engine
+    /// raises an [`Interrupt`] to the destination port if that port's
+    /// interrupt flag ([`Command::SetInterruptFlag`]) is enabled. Used for
+    /// the messages of an application-bypass collective that a non-leaf
+    /// member must forward or combine. Uses a send token.
+    SendMarked {
+        /// Operation name.
+        op: OpId,
+        /// Destination port incarnation.
+        dest: Endpoint,
+        /// Tag the receiver matches on.
+        tag: u64,
+        /// The message.
+        buf: HostBuf,
+    },
+    /// Name the port's interrupt flag: a 4-byte word of host memory (native
+    /// byte order) that the engine reads when a marked message was
+    /// delivered; nonzero means "interrupt me". The host enables and
+    /// disables interrupts by storing to it - a store, not a command, like
+    /// the flag GM's NIC mapped into the process (6.2.3). An empty `word`
+    /// withdraws it (no interrupts). Completes with
+    /// [`Completion::InterruptFlagSet`].
+    SetInterruptFlag {
+        /// Operation name.
+        op: OpId,
+        /// The flag word (4 bytes), or empty.
+        word: HostBuf,
+    },
     /// Post a receive into `buf` for the first message that `matching`
     /// accepts. Uses a receive token.
     Recv {
@@ -249,6 +279,8 @@ impl Command {
     pub fn op(&self) -> OpId {
         match *self {
             Command::Send { op, .. }
+            | Command::SendMarked { op, .. }
+            | Command::SetInterruptFlag { op, .. }
             | Command::Recv { op, .. }
             | Command::Register { op, .. }
             | Command::Deregister { op, .. }
@@ -333,6 +365,8 @@ pub enum Completion {
     },
     /// The NICVM module is removed.
     NicvmPurged,
+    /// The port's interrupt flag word is set (or withdrawn).
+    InterruptFlagSet,
     /// Module reports were written.
     NicvmListed {
         /// Modules loaded (reports written: as many as fit).
@@ -480,6 +514,18 @@ pub enum ConfigError {
     /// Inconsistent timeouts.
     #[error("{0}")]
     Timeouts(&'static str),
+}
+
+/// An interrupt to a port's process ([`crate::Engine::poll_interrupt`]):
+/// a marked message ([`Command::SendMarked`]) was delivered to the port
+/// while its interrupt flag was enabled. Sans-IO: the engine only says so;
+/// its driver delivers it (a signal to the process's thread, a wake-up of
+/// a progress thread). Several marked deliveries before the driver polls
+/// coalesce into one, as a NIC's interrupt line does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Interrupt {
+    /// The port to interrupt.
+    pub port: PortId,
 }
 
 /// A datagram [`crate::Engine::poll_transmit`] wrote into the caller's buffer.

@@ -29,6 +29,7 @@ impl Command {
     pub fn token_class(&self) -> Option<TokenClass> {
         match self {
             Command::Send { .. }
+            | Command::SendMarked { .. }
             | Command::RdmaWrite { .. }
             | Command::RdmaRead { .. }
             | Command::MultiSend { .. }
@@ -46,7 +47,8 @@ impl Command {
             | Command::SetSchedule { .. }
             | Command::NicvmLoad { .. }
             | Command::NicvmPurge { .. }
-            | Command::NicvmList { .. } => None,
+            | Command::NicvmList { .. }
+            | Command::SetInterruptFlag { .. } => None,
         }
     }
 }
@@ -73,7 +75,9 @@ impl TokenMirror {
         TokenMirror {
             free: [cfg.send_tokens, cfg.recv_tokens, cfg.coll_tokens],
             max_message: cfg.max_message,
-            held: HashMap::new(),
+            // Room for every token at once: taking one never allocates, so
+            // a signal handler may post (application bypass, host `bypass`).
+            held: HashMap::with_capacity((cfg.send_tokens + cfg.recv_tokens + cfg.coll_tokens) as usize),
         }
     }
 
@@ -82,6 +86,7 @@ impl TokenMirror {
     /// takes).
     pub fn take(&mut self, cmd: &Command) -> Result<(), CommandError> {
         if let Command::Send { buf, .. }
+        | Command::SendMarked { buf, .. }
         | Command::RdmaWrite { buf, .. }
         | Command::RdmaRead { buf, .. }
         | Command::MultiSend { buf, .. } = cmd

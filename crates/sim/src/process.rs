@@ -415,9 +415,10 @@ impl PortIo for SimIo {
             // Tokens and lengths first: a refused command costs nothing.
             self.tokens.take(&cmd)?;
             match cmd {
-                Command::Send { buf, .. } | Command::RdmaWrite { buf, .. } | Command::MultiSend { buf, .. } => {
-                    c.send(buf.len)
-                }
+                Command::Send { buf, .. }
+                | Command::SendMarked { buf, .. }
+                | Command::RdmaWrite { buf, .. }
+                | Command::MultiSend { buf, .. } => c.send(buf.len),
                 // An atomic is one descriptor without data, like a read.
                 Command::RdmaRead { .. } | Command::Atomic { .. } => c.host_send,
                 Command::Recv { .. } => c.host_post_recv,
@@ -433,7 +434,8 @@ impl PortIo for SimIo {
                 | Command::SetSchedule { .. }
                 | Command::NicvmLoad { .. }
                 | Command::NicvmPurge { .. }
-                | Command::NicvmList { .. } => c.host_event,
+                | Command::NicvmList { .. }
+                | Command::SetInterruptFlag { .. } => c.host_event,
                 // A packet handed to a module: one send descriptor with data.
                 Command::NicvmSend { buf, .. } => c.send(buf.len),
             }
