@@ -180,6 +180,17 @@ impl<P: PortIo> Bypass<P> {
         r
     }
 
+    /// A barrier over the members, as bypass traffic (a reduce of nothing
+    /// to rank 0, then a broadcast of nothing from it), so that it moves
+    /// every bypass collective still under way while it waits.
+    pub fn barrier(&self) -> Result<(), BypassError> {
+        const NOTHING: Reduction = Reduction { op: outboard_engine::ReduceOp::Bor, dtype: outboard_engine::Datatype::U64 };
+        let mut g = self.enter();
+        let r = g.reduce(0, NOTHING, &[], &mut []).and_then(|()| g.bcast(0, &mut []));
+        self.leave(g);
+        r
+    }
+
     /// Waits until everything this member sends is out and confirmed (call
     /// it before dropping, so that no member still waits on this one).
     pub fn quiesce(&self) -> Result<(), BypassError> {
@@ -224,6 +235,23 @@ impl<P: PortIo> Bypass<P> {
     /// This member's rank.
     pub fn rank(&self) -> u32 {
         self.core.lock().unwrap_or_else(PoisonError::into_inner).rank()
+    }
+
+    /// Runs `f` as a library call: the progress lock held and interrupts
+    /// off. Every other use of the host library in this process (another
+    /// port of the same node shares its memory) must run inside it, so
+    /// that no handler runs while the library is in the middle of
+    /// something - the signal would otherwise find memory locks held by
+    /// the very thread it interrupted. Bypass traffic does not move while
+    /// `f` runs (the handler is kept out and `f` does not poll it), so `f`
+    /// must not wait for a peer that may be waiting on this member's bypass
+    /// traffic - a barrier after a non-root's reduce returned would: use
+    /// [`Bypass::barrier`] for that.
+    pub fn exclusive<R>(&self, f: impl FnOnce() -> R) -> R {
+        let g = self.enter();
+        let r = f();
+        self.leave(g);
+        r
     }
 
     /// Runs `f` on the transport with the library's lock held and

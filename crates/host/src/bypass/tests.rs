@@ -135,6 +135,7 @@ fn reduces_and_broadcasts_with_random_roots_and_skews_are_right() {
                         checked.fetch_add(1, Ordering::SeqCst);
                     }
                 }
+                b.barrier().unwrap();
                 b.quiesce().unwrap();
                 barrier.wait();
                 b.stats()
@@ -145,8 +146,9 @@ fn reduces_and_broadcasts_with_random_roots_and_skews_are_right() {
     stop.store(true, Ordering::SeqCst);
     irq.join().unwrap();
     assert_eq!(checked.load(Ordering::SeqCst), rounds);
-    assert_eq!(st.iter().map(|s| s.copied_out).sum::<u64>(), u64::from(rounds * (n - 1)));
-    assert_eq!(st.iter().map(|s| s.combined).sum::<u64>(), u64::from(rounds * (n - 1)), "each contribution folded once");
+    // The closing barrier is one more reduce and broadcast.
+    assert_eq!(st.iter().map(|s| s.copied_out).sum::<u64>(), u64::from((rounds + 1) * (n - 1)));
+    assert_eq!(st.iter().map(|s| s.combined).sum::<u64>(), u64::from((rounds + 1) * (n - 1)), "each contribution folded once");
     for r in 0..n {
         let s = stats(&net, r);
         assert!(s.interrupts_raised <= s.marked_delivered, "rank {r}: {s:?}");
