@@ -419,6 +419,6 @@ mod tests {
     fn the_reduce_oracle_sums_every_rank() {
         let r = reduced(3, 16, 2);
         let v: Vec<i64> = r.chunks(8).map(|c| i64::from_ne_bytes(c.try_into().unwrap())).collect();
-        assert_eq!(v, [3002 + 6, 3003 + 6]);
+        assert_eq!(v, [3000 + 3 * 2, 3000 + 3 * 3]);
     }
 }
