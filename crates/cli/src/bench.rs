@@ -52,6 +52,11 @@ pub enum BenchCmd {
     /// Split-phase overlap in the OSU style (start, compute for the pure
     /// latency, wait), offloaded vs host-based vs Open MPI.
     Overlap(crate::bench_coll::CollArgs),
+    /// Process skew for real (dissertation 6.3): before each broadcast
+    /// and reduce every rank waits a random 0..max us; time inside the
+    /// call for offloaded, application bypass (signal, progress thread),
+    /// host-based and Open MPI, and the interrupt's cost.
+    Skew(crate::bench_skew::SkewArgs),
     /// Latency of remote atomic operations (fetch-add, swap, CAS hit and
     /// miss), value returned in the event or written directly.
     Atomics(crate::bench_atomic::AtomicArgs),
@@ -448,6 +453,7 @@ pub fn run(cmd: BenchCmd) -> anyhow::Result<()> {
         BenchCmd::Atomics(a) => return crate::bench_atomic::run(a),
         BenchCmd::Lock(a) => return crate::bench_lock::run(a),
         BenchCmd::Nicvm(a) => return crate::bench_nicvm::run(a),
+        BenchCmd::Skew(a) => return crate::bench_skew::run(a),
         BenchCmd::Pingpong(a) => {
             let raw = a.compare == Some(Compare::RawUdp);
             (a, true, raw)

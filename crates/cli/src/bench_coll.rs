@@ -599,8 +599,8 @@ fn run_job(kind: Kind, a: &CollArgs, n: u32) -> anyhow::Result<(Figures, Option<
 }
 
 /// Open MPI's side: compiled once per run.
-struct Mpi {
-    exe: PathBuf,
+pub(crate) struct Mpi {
+    pub(crate) exe: PathBuf,
     dir: PathBuf,
 }
 
@@ -621,7 +621,7 @@ fn mpi_setup() -> Result<Mpi, String> {
 
 /// Compiles an Open MPI benchmark program `src` (named `name`) into a
 /// temporary directory as `exe`, or says why Open MPI is skipped.
-fn mpi_build(name: &str, src: &str, exe: &str) -> Result<Mpi, String> {
+pub(crate) fn mpi_build(name: &str, src: &str, exe: &str) -> Result<Mpi, String> {
     if !found("mpicc.openmpi") {
         return Err("skipped: mpicc not found (apt install libopenmpi-dev)".into());
     }

@@ -42,6 +42,36 @@ pub enum Command {
         /// The announcement's bytes.
         buf: HostBuf,
     },
+    /// [`Command::Send`] whose message is marked as needing the receiving
+    /// host's action (dissertation 6.2.3: a packet type that alone
+    /// generates a signal): once it is delivered, the receiving engine
+    /// raises an [`Interrupt`] to the destination port if that port's
+    /// interrupt flag ([`Command::SetInterruptFlag`]) is enabled. Used for
+    /// the messages of an application-bypass collective that a non-leaf
+    /// member must forward or combine. Uses a send token.
+    SendMarked {
+        /// Operation name.
+        op: OpId,
+        /// Destination port incarnation.
+        dest: Endpoint,
+        /// Tag the receiver matches on.
+        tag: u64,
+        /// The message.
+        buf: HostBuf,
+    },
+    /// Name the port's interrupt flag: a 4-byte word of host memory (native
+    /// byte order) that the engine reads when a marked message was
+    /// delivered; nonzero means "interrupt me". The host enables and
+    /// disables interrupts by storing to it - a store, not a command, like
+    /// the flag GM's NIC mapped into the process (6.2.3). An empty `word`
+    /// withdraws it (no interrupts). Completes with
+    /// [`Completion::InterruptFlagSet`].
+    SetInterruptFlag {
+        /// Operation name.
+        op: OpId,
+        /// The flag word (4 bytes), or empty.
+        word: HostBuf,
+    },
     /// Post a receive into `buf` for the first message that `matching`
     /// accepts. Uses a receive token.
     Recv {
@@ -285,6 +315,8 @@ impl Command {
         match *self {
             Command::Send { op, .. }
             | Command::Announce { op, .. }
+            | Command::SendMarked { op, .. }
+            | Command::SetInterruptFlag { op, .. }
             | Command::Recv { op, .. }
             | Command::Register { op, .. }
             | Command::Deregister { op, .. }
@@ -384,6 +416,8 @@ pub enum Completion {
     },
     /// The NICVM module is removed.
     NicvmPurged,
+    /// The port's interrupt flag word is set (or withdrawn).
+    InterruptFlagSet,
     /// Module reports were written.
     NicvmListed {
         /// Modules loaded (reports written: as many as fit).
@@ -446,6 +480,11 @@ pub enum OpError {
     /// The sender gave the message up part-way (its port closed).
     #[error("sender aborted the message")]
     SenderAborted,
+    /// The engine refused a command the host library issued on the
+    /// application's behalf (a rendezvous read or finish) for a reason no
+    /// retry cures.
+    #[error("the engine refused the library's command: {0}")]
+    Refused(CommandError),
     /// A message arrived as a rendezvous announcement but does not describe
     /// one (wrong length or format): its sender is not a host library that
     /// speaks this protocol.
@@ -536,6 +575,18 @@ pub enum ConfigError {
     /// Inconsistent timeouts.
     #[error("{0}")]
     Timeouts(&'static str),
+}
+
+/// An interrupt to a port's process ([`crate::Engine::poll_interrupt`]):
+/// a marked message ([`Command::SendMarked`]) was delivered to the port
+/// while its interrupt flag was enabled. Sans-IO: the engine only says so;
+/// its driver delivers it (a signal to the process's thread, a wake-up of
+/// a progress thread). Several marked deliveries before the driver polls
+/// coalesce into one, as a NIC's interrupt line does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Interrupt {
+    /// The port to interrupt.
+    pub port: PortId,
 }
 
 /// A datagram [`crate::Engine::poll_transmit`] wrote into the caller's buffer.

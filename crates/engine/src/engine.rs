@@ -59,6 +59,8 @@ pub(crate) struct OutOp {
     pub shared: Option<std::sync::Arc<[u8]>>,
     /// The multi-send this copy belongs to.
     pub multi: Option<u32>,
+    /// Its fragments carry [`wire::FLAG_INTERRUPT`] (`Command::SendMarked`).
+    pub interrupt: bool,
 }
 
 impl OutOp {
@@ -78,6 +80,7 @@ impl OutOp {
             progress: 0,
             shared: None,
             multi: None,
+            interrupt: false,
         }
     }
 }
@@ -115,6 +118,8 @@ pub(crate) struct Inbound {
     pub received: u32,
     pub sink: Sink,
     pub fault: bool,
+    /// Marked: its delivery asks for an interrupt (`Command::SendMarked`).
+    pub interrupt: bool,
 }
 
 /// The offload engine of one node: the NIC's control program, as a sans-IO
@@ -349,19 +354,33 @@ impl<D: Dma> Engine<D> {
         };
         match cmd {
             Command::Send { op, dest, tag, buf } => {
-                self.start_out(now, port, gen, op, OutKind::Send { tag, announce: false }, dest, buf)
+                self.start_out(now, port, gen, op, OutKind::Send { tag, announce: false }, dest, buf, false)
             }
             Command::Announce { op, dest, tag, buf } => {
                 if buf.len > ANNOUNCE_MAX {
                     return Err(CommandError::TooLong { len: u64::from(buf.len), max: ANNOUNCE_MAX });
                 }
-                self.start_out(now, port, gen, op, OutKind::Send { tag, announce: true }, dest, buf)
+                self.start_out(now, port, gen, op, OutKind::Send { tag, announce: true }, dest, buf, false)
+            }
+            Command::SendMarked { op, dest, tag, buf } => {
+                self.start_out(now, port, gen, op, OutKind::Send { tag, announce: false }, dest, buf, true)
+            }
+            Command::SetInterruptFlag { op, word } => {
+                let result = if word.len == 0 || word.len == 4 {
+                    let p = &mut self.ports[pi];
+                    p.interrupt_word = (word.len == 4).then_some(word.addr);
+                    Ok(Completion::InterruptFlagSet)
+                } else {
+                    Err(OpError::DmaFault)
+                };
+                self.events.push_back(Event { port, op, result });
+                Ok(())
             }
             Command::RdmaWrite { op, dest, key, offset, buf } => {
-                self.start_out(now, port, gen, op, OutKind::Write { key, offset }, dest, buf)
+                self.start_out(now, port, gen, op, OutKind::Write { key, offset }, dest, buf, false)
             }
             Command::RdmaRead { op, dest, key, offset, buf } => {
-                self.start_out(now, port, gen, op, OutKind::Read { key, offset }, dest, buf)
+                self.start_out(now, port, gen, op, OutKind::Read { key, offset }, dest, buf, false)
             }
             Command::Recv { op, matching, buf } => {
                 let p = &mut self.ports[pi];
@@ -482,6 +501,7 @@ impl<D: Dma> Engine<D> {
         kind: OutKind,
         dest: Endpoint,
         buf: HostBuf,
+        interrupt: bool,
     ) -> Result<(), CommandError> {
         if buf.len > self.cfg.max_message {
             return Err(CommandError::TooLong { len: u64::from(buf.len), max: self.cfg.max_message });
@@ -496,7 +516,9 @@ impl<D: Dma> Engine<D> {
             return Err(CommandError::NoSendToken);
         }
         p.send_tokens -= 1;
-        self.queue_out(now, OutOp::new(port, gen, op, kind, dest, buf));
+        let mut out = OutOp::new(port, gen, op, kind, dest, buf);
+        out.interrupt = interrupt;
+        self.queue_out(now, out);
         Ok(())
     }
 
@@ -755,7 +777,7 @@ impl<D: Dma> Engine<D> {
             Some(i) if p.unexpected[i].complete() => {
                 let u = p.unexpected.remove(i).expect("index from position");
                 self.unexpected_used -= u.data.len();
-                self.deliver_buffered_as(port, recv, u.src, u.tag, &u.data, u.announce);
+                self.deliver_buffered_as(port, recv, u.src, u.tag, &u.data, u.announce, u.interrupt);
             }
             Some(i) => p.unexpected[i].bound = Some(recv),
             None => {
@@ -777,11 +799,24 @@ impl<D: Dma> Engine<D> {
     /// Copies a message held in engine memory into a receive buffer and
     /// completes the receive.
     pub(crate) fn deliver_buffered(&mut self, port: PortId, recv: PostedRecv, src: Endpoint, tag: u64, data: &[u8]) {
-        self.deliver_buffered_as(port, recv, src, tag, data, false)
+        self.deliver_buffered_as(port, recv, src, tag, data, false, false)
     }
 
-    /// [`Self::deliver_buffered`] for a message that may be an announcement.
-    pub(crate) fn deliver_buffered_as(&mut self, port: PortId, recv: PostedRecv, src: Endpoint, tag: u64, data: &[u8], announce: bool) {
+    /// [`Self::deliver_buffered`] of a message that may be an announcement
+    /// or marked for an interrupt.
+    pub(crate) fn deliver_buffered_as(
+        &mut self,
+        port: PortId,
+        recv: PostedRecv,
+        src: Endpoint,
+        tag: u64,
+        data: &[u8],
+        announce: bool,
+        interrupt: bool,
+    ) {
+        if interrupt {
+            self.marked_delivered(port);
+        }
         let gen = self.ports[usize::from(port.0)].gen;
         if announce {
             let mut info = [0u8; ANNOUNCE_MAX as usize];

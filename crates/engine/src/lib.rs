@@ -38,6 +38,7 @@ mod conn_table;
 mod dma;
 mod engine;
 mod ids;
+mod interrupt;
 mod keepalive;
 pub mod nicvm;
 mod notice;
@@ -49,7 +50,7 @@ mod tokens;
 mod tx;
 
 pub use atomic::{AtomicOp, AtomicReturn, AtomicWidth, ATOMIC_WINDOW};
-pub use api::{Command, CommandError, Completion, ConfigError, Event, OpError, OpenError, Transmit, ANNOUNCE_MAX};
+pub use api::{Command, CommandError, Completion, ConfigError, Event, Interrupt, OpError, OpenError, Transmit, ANNOUNCE_MAX};
 pub use coll::{
     decode_members, encode_members, max_collective_command_len_for, max_collective_len_for, MAX_COLL_PIECES, CollError, NicCollStats, Datatype, Fold, GroupId, ReduceOp, Reduction,
     Schedule, ScheduleId, Step, MAX_FANOUT, MAX_STEPS, MEMBER_LEN, MemberList, MAX_GROUP_MEMBERS, MEMBER_RUN_LEN,

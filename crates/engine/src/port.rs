@@ -27,6 +27,8 @@ pub(crate) struct Unexpected {
     pub received: u32,
     /// A receive posted while the message was still arriving.
     pub bound: Option<PostedRecv>,
+    /// Marked for an interrupt on delivery (`Command::SendMarked`).
+    pub interrupt: bool,
 }
 
 impl Unexpected {
@@ -53,6 +55,11 @@ pub(crate) struct Port {
     pub tx_streams: HashMap<StreamKey, u32>,
     /// Next expected stream position per source port incarnation.
     pub rx_streams: HashMap<StreamKey, u32>,
+    /// The interrupt flag word in host memory (`Command::SetInterruptFlag`).
+    pub interrupt_word: Option<u64>,
+    /// A marked message was delivered since the driver last polled
+    /// interrupts (module `interrupt`).
+    pub interrupt_pending: bool,
 }
 
 impl Port {

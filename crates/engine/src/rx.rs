@@ -85,7 +85,7 @@ impl<D: Dma> Engine<D> {
         }
         if h.kind.is_sequenced() {
             match self.conns[ci].receive(h.seq, now, &self.cfg) {
-                RxVerdict::InOrder => self.process_body(now, from, pkt.body),
+                RxVerdict::InOrder => self.process_body(now, from, h.flags, pkt.body),
                 RxVerdict::Duplicate => self.stats.duplicates += 1,
                 RxVerdict::Ahead => self.stats.out_of_order += 1,
             }
@@ -129,10 +129,10 @@ impl<D: Dma> Engine<D> {
         }
     }
 
-    fn process_body(&mut self, now: Instant, from: NodeId, body: Body<'_>) {
+    fn process_body(&mut self, now: Instant, from: NodeId, flags: u16, body: Body<'_>) {
         match body {
             Body::Ack | Body::Nop => {}
-            Body::Data(h, payload) => self.on_data(now, from, h, payload),
+            Body::Data(h, payload) => self.on_data(now, from, h, flags & wire::FLAG_INTERRUPT != 0, payload),
             Body::Reject(r) if r.msg_id & crate::coll::run::COLL_KEY_BIT != 0 => self.on_coll_reject(now, from, r),
             Body::Reject(r) if r.msg_id & crate::nicvm::NICVM_KEY_BIT != 0 && self.nicvm_on_reject(now, from, r) => {}
             Body::Reject(r) => self.on_reject(now, from, r),
@@ -185,14 +185,14 @@ impl<D: Dma> Engine<D> {
         }
     }
 
-    fn on_data(&mut self, now: Instant, from: NodeId, h: wire::DataHeader, payload: &[u8]) {
+    fn on_data(&mut self, now: Instant, from: NodeId, h: wire::DataHeader, interrupt: bool, payload: &[u8]) {
         let key = (from, h.msg_id);
         if !self.inbound.contains_key(&key) {
             if h.offset != 0 {
                 // The rest of a message whose first fragment was refused.
                 return;
             }
-            match self.admit_message(from, &h) {
+            match self.admit_message(from, &h, interrupt) {
                 Ok(Some(m)) => {
                     self.inbound.insert(key, m);
                 }
@@ -261,7 +261,7 @@ impl<D: Dma> Engine<D> {
     /// Decides whether the first fragment's message may enter its port, and
     /// where its bytes go. Checks happen before any byte is written, so a
     /// refused message leaves the target untouched.
-    fn admit_message(&mut self, from: NodeId, h: &wire::DataHeader) -> Result<Option<Inbound>, RejectReason> {
+    fn admit_message(&mut self, from: NodeId, h: &wire::DataHeader, interrupt: bool) -> Result<Option<Inbound>, RejectReason> {
         self.admit_port(h.dst_port, h.dst_gen)?;
         let port = PortId(h.dst_port);
         let src = Endpoint { node: from, port: PortId(h.src_port), gen: h.src_gen };
@@ -301,6 +301,7 @@ impl<D: Dma> Engine<D> {
                         data: vec![0; need],
                         received: 0,
                         bound: None,
+                        interrupt,
                     });
                     self.unexpected_used += need;
                     self.stats.unexpected += 1;
@@ -316,7 +317,7 @@ impl<D: Dma> Engine<D> {
                 (0, Sink::Rdma { addr: region.addr + offset })
             }
         };
-        Ok(Some(Inbound { port, src, tag, announce, info: [0; crate::ANNOUNCE_MAX as usize], total: h.total_len, received: 0, sink, fault: false }))
+        Ok(Some(Inbound { port, src, tag, announce, info: [0; crate::ANNOUNCE_MAX as usize], total: h.total_len, received: 0, sink, fault: false, interrupt }))
     }
 
     fn message_complete(&mut self, key: (NodeId, u32)) {
@@ -333,6 +334,9 @@ impl<D: Dma> Engine<D> {
                 } else {
                     Ok(Completion::Received { src: m.src, tag: m.tag, len: m.total })
                 };
+                if m.interrupt {
+                    self.marked_delivered(m.port);
+                }
                 self.complete(m.port, gen, r.op, result, TokenClass::Recv);
             }
             Sink::Unexpected => {
@@ -342,7 +346,7 @@ impl<D: Dma> Engine<D> {
                         let u = p.unexpected.remove(i).expect("index from position");
                         self.unexpected_used -= u.data.len();
                         let r = u.bound.expect("checked");
-                        self.deliver_buffered_as(m.port, r, u.src, u.tag, &u.data, u.announce);
+                        self.deliver_buffered_as(m.port, r, u.src, u.tag, &u.data, u.announce, u.interrupt);
                     }
                 }
             }

@@ -90,6 +90,15 @@ pub struct Stats {
     pub coll_forwarded_early: u64,
     /// NICVM module invocations (module `nicvm`).
     pub nicvm_invocations: u64,
+    /// Marked messages ([`crate::Command::SendMarked`]) delivered to a
+    /// port's receive.
+    pub marked_delivered: u64,
+    /// Interrupts raised: a port with marked deliveries whose interrupt
+    /// flag was enabled when the driver polled ([`crate::Engine::poll_interrupt`]).
+    pub interrupts_raised: u64,
+    /// Interrupts not raised because the port's flag was disabled (its
+    /// process was inside the library, polling) or never set.
+    pub interrupts_suppressed: u64,
     /// VM instructions the modules ran (charged fuel, traps included): the
     /// engine's time in user code, for a runtime's statistics (per module:
     /// `Engine::nicvm_reports`).

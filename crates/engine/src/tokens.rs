@@ -30,6 +30,7 @@ impl Command {
         match self {
             Command::Send { .. }
             | Command::Announce { .. }
+            | Command::SendMarked { .. }
             | Command::RdmaWrite { .. }
             | Command::RdmaRead { .. }
             | Command::MultiSend { .. }
@@ -47,7 +48,8 @@ impl Command {
             | Command::SetSchedule { .. }
             | Command::NicvmLoad { .. }
             | Command::NicvmPurge { .. }
-            | Command::NicvmList { .. } => None,
+            | Command::NicvmList { .. }
+            | Command::SetInterruptFlag { .. } => None,
         }
     }
 }
@@ -74,8 +76,15 @@ impl TokenMirror {
         TokenMirror {
             free: [cfg.send_tokens, cfg.recv_tokens, cfg.coll_tokens],
             max_message: cfg.max_message,
-            held: HashMap::new(),
+            // Room for every token at once: taking one never allocates, so
+            // a signal handler may post (application bypass, host `bypass`).
+            held: HashMap::with_capacity((cfg.send_tokens + cfg.recv_tokens + cfg.coll_tokens) as usize),
         }
+    }
+
+    /// The longest message the engine takes in one command.
+    pub fn max_message(&self) -> u32 {
+        self.max_message
     }
 
     /// Takes the token `cmd` needs, or says why the engine would refuse it
@@ -84,6 +93,7 @@ impl TokenMirror {
     pub fn take(&mut self, cmd: &Command) -> Result<(), CommandError> {
         if let Command::Send { buf, .. }
         | Command::Announce { buf, .. }
+        | Command::SendMarked { buf, .. }
         | Command::RdmaWrite { buf, .. }
         | Command::RdmaRead { buf, .. }
         | Command::MultiSend { buf, .. } = cmd

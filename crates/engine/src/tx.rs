@@ -174,7 +174,11 @@ impl<D: Dma> Engine<D> {
         // A void placeholder carries none of the payload.
         let of_payload = matches!(op.kind, OutKind::Send { .. } | OutKind::Write { .. });
         let shared = op.shared.clone();
-        let h = self.header(ci, body.kind(), seq);
+        let marked = op.interrupt;
+        let mut h = self.header(ci, body.kind(), seq);
+        if marked {
+            h.flags |= wire::FLAG_INTERRUPT;
+        }
         let off = wire::emit_prefix(&h, &body, len as usize, buf).expect("fragment sized to the MTU");
         let end = off + len as usize;
         if let Some(data) = shared {

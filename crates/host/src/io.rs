@@ -102,6 +102,12 @@ pub trait PortIo {
     fn coll_max_len(&self) -> u32 {
         DEFAULT_COLL_MAX_LEN
     }
+    /// The longest message the engine takes in one command
+    /// (`EngineConfig::max_message`): a rendezvous message is read in one
+    /// RDMA read, so it is bounded the same way as an eager one.
+    fn max_message(&self) -> u32 {
+        u32::MAX
+    }
 }
 
 /// [`PortIo::coll_max_len`] for the engine's default configuration.

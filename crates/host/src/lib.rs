@@ -16,6 +16,7 @@
 
 mod atomic;
 pub mod atomic_server;
+pub mod bypass;
 pub mod coll;
 mod io;
 pub mod lock;

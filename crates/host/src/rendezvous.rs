@@ -332,7 +332,10 @@ impl<P: PortIo> Port<P> {
             Ok(()) => {
                 self.rndv.lib.insert(op, what);
             }
-            Err(_) => self.rndv.retry.push_back((cmd, what)),
+            Err(CommandError::NoSendToken | CommandError::NoRecvToken) => self.rndv.retry.push_back((cmd, what)),
+            // Refused for good (the port closed, a bad length): what it
+            // served fails now rather than waiting for a token forever.
+            Err(e) => self.lib_event(what, Err(OpError::Refused(e))),
         }
         op
     }
@@ -346,10 +349,11 @@ impl<P: PortIo> Port<P> {
                 Ok(()) => {
                     self.rndv.lib.insert(op, what);
                 }
-                Err(_) => {
+                Err(CommandError::NoSendToken | CommandError::NoRecvToken) => {
                     self.rndv.retry.push_front((cmd, what));
                     break;
                 }
+                Err(e) => self.lib_event(what, Err(OpError::Refused(e))),
             }
         }
     }
@@ -358,6 +362,10 @@ impl<P: PortIo> Port<P> {
     /// here waits: a buffer the cache does not hold is registered by a
     /// command whose completion then sends the announcement.
     pub(crate) fn start_rendezvous_send(&mut self, dest: Endpoint, tag: u64, buf: HostBuf) -> Result<Request, HostError> {
+        let max = self.io.max_message();
+        if buf.len > max {
+            return Err(CommandError::TooLong { len: u64::from(buf.len), max }.into());
+        }
         let fin_buf = self.io.alloc(FINISH_LEN)?;
         let rts_buf = match self.io.alloc(ANNOUNCE_LEN) {
             Ok(b) => b,

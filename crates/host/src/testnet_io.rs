@@ -128,4 +128,8 @@ impl PortIo for NetIo {
     fn coll_max_len(&self) -> u32 {
         self.max_coll
     }
+
+    fn max_message(&self) -> u32 {
+        self.net().engine(self.ep.node).config().max_message
+    }
 }

@@ -70,6 +70,8 @@ pub(crate) struct PortShared {
     pub waiting: AtomicBool,
     /// The thread to unpark.
     pub waiter: Mutex<Option<Thread>>,
+    /// Where the engine's interrupts for this port go (module `interrupt`).
+    pub irq: Mutex<Option<crate::interrupt::Target>>,
 }
 
 impl PortShared {
@@ -325,6 +327,15 @@ impl Driver {
             }
             if pushed {
                 link.shared.notify();
+            }
+        }
+        // After the completions are in the rings: the engine reads each
+        // port's flag now, so a host that stored it and then polled saw them.
+        while let Some(irq) = self.engine.poll_interrupt() {
+            if let Some(link) = self.ports.get(usize::from(irq.port.0)).and_then(Option::as_ref) {
+                if let Some(t) = link.shared.irq.lock().unwrap_or_else(PoisonError::into_inner).as_ref() {
+                    t.raise();
+                }
             }
         }
         busy

@@ -17,6 +17,9 @@
 //!   spin-then-block, host-assisted);
 //! - `wait_pacer`: when a waiting host under host-assisted progress stops
 //!   spinning and sleeps (after the kernel preempted it: a loaded machine);
+//! - [`interrupt`]: delivery of the engine's selective interrupts to an
+//!   application-bypass port - a realtime signal to the application
+//!   thread, or a progress thread woken through an eventfd;
 //! - [`RtPort`]: the host library's [`outboard_host::PortIo`] over the rings,
 //!   so the same host code runs here and in the simulator;
 //! - [`bootstrap`]: the PMI-style exchange and the launcher environments;
@@ -37,12 +40,13 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 #![warn(missing_docs)]
-// Unsafe code is allowed in `ring` only.
+// Unsafe code is allowed in `ring` and `interrupt` (signals, eventfd) only.
 #![deny(unsafe_code)]
 
 pub mod bootstrap;
 mod clock;
 mod driver;
+pub mod interrupt;
 pub mod memory;
 mod module_time;
 mod node;

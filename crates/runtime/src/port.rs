@@ -80,6 +80,11 @@ impl RtPort {
         RtPort { node, ep, commands, events, shared, tokens, idle_since: None, idle_calls: 0, pacer }
     }
 
+    /// Where this port's interrupts go (`None`: nowhere).
+    pub(crate) fn set_irq(&self, t: Option<crate::interrupt::Target>) {
+        *self.shared.irq.lock().unwrap_or_else(PoisonError::into_inner) = t;
+    }
+
     /// The progress policy of the node.
     pub fn progress(&self) -> Progress {
         self.node.progress
@@ -134,6 +139,10 @@ impl PortIo for RtPort {
 
     fn eager_threshold(&self) -> Option<u32> {
         eager_max()
+    }
+
+    fn max_message(&self) -> u32 {
+        self.tokens.max_message()
     }
 
     fn post(&mut self, cmd: Command) -> Result<(), CommandError> {

@@ -418,6 +418,7 @@ impl PortIo for SimIo {
             match cmd {
                 Command::Send { buf, .. }
                 | Command::Announce { buf, .. }
+                | Command::SendMarked { buf, .. }
                 | Command::RdmaWrite { buf, .. }
                 | Command::MultiSend { buf, .. } => c.send(buf.len),
                 // An atomic is one descriptor without data, like a read.
@@ -437,7 +438,8 @@ impl PortIo for SimIo {
                 | Command::SetSchedule { .. }
                 | Command::NicvmLoad { .. }
                 | Command::NicvmPurge { .. }
-                | Command::NicvmList { .. } => c.host_event,
+                | Command::NicvmList { .. }
+                | Command::SetInterruptFlag { .. } => c.host_event,
                 // A packet handed to a module: one send descriptor with data.
                 Command::NicvmSend { buf, .. } => c.send(buf.len),
             }
@@ -480,6 +482,10 @@ impl PortIo for SimIo {
 
     fn coll_max_len(&self) -> u32 {
         self.proc.world.borrow().nodes[self.ep.node.0 as usize].engine.max_collective_len()
+    }
+
+    fn max_message(&self) -> u32 {
+        self.tokens.max_message()
     }
 
     fn idle(&mut self) {

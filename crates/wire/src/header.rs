@@ -8,6 +8,12 @@ pub const MAGIC: u16 = 0x4F42;
 pub const VERSION: u8 = 2;
 /// Length of the fixed header in bytes.
 pub const HEADER_LEN: usize = 44;
+/// Header flag of a message fragment whose message needs its receiving
+/// host's action (dissertation 6.2.3's packet type that alone generates a
+/// signal): the receiving engine raises an interrupt to the destination
+/// port once the message is delivered, if that port's interrupt flag is
+/// enabled. Receivers that do not know it ignore it.
+pub const FLAG_INTERRUPT: u16 = 1;
 
 mod field {
     use core::ops::Range;
@@ -131,7 +137,7 @@ impl Kind {
 pub struct Header {
     /// Packet kind; set from the body when emitting.
     pub kind: Kind,
-    /// Flags; none are defined yet, receivers ignore unknown ones.
+    /// Flags ([`FLAG_INTERRUPT`]); receivers ignore unknown ones.
     pub flags: u16,
     /// Sending node.
     pub src_node: u32,

@@ -248,7 +248,7 @@ impl<D: Dma> Engine<D> {
             return;
         }
         let key = (NodeId(u32::MAX), self.nicvm.alloc_key());
-        p.unexpected.push_back(Unexpected { key, src, tag, announce: false, data: bytes.to_vec(), received: bytes.len() as u32, bound: None });
+        p.unexpected.push_back(Unexpected { key, src, tag, announce: false, data: bytes.to_vec(), received: bytes.len() as u32, bound: None, interrupt: false });
         self.unexpected_used += bytes.len();
         self.stats.unexpected += 1;
     }

@@ -1,0 +1,524 @@
+//! The state an application-bypass port keeps and the progress that moves
+//! it, shared by the library's calls and the interrupt handler.
+//!
+//! Everything the handler runs (`Core::progress`) is free of allocation:
+//! fixed slots of DMA-reachable memory, receives kept posted in them,
+//! operation names that encode the slot they belong to, the tree computed
+//! by iteration. Only a library call (never the handler) adds a slot, when
+//! every receive slot of a kind holds a value of a later collective than
+//! the one the call needs (values of different roots can overtake each
+//! other): the bound is the configured slot count plus the application's
+//! own lag.
+
+use outboard_engine::{Command, CommandError, Completion, Endpoint, Event, GroupId, HostBuf, OpId, RecvMatch, Reduction};
+
+use super::tree;
+use super::{BypassError, BypassStats};
+use crate::{HostError, Port, PortIo};
+
+/// Operation names of bypass traffic: far above any the port hands out.
+const OP_BIT: u64 = 1 << 62;
+/// Of a send-pool slot (else a receive slot).
+const POOL_BIT: u64 = 1 << 61;
+/// A send (else the slot's receive).
+const SEND_BIT: u64 = 1 << 60;
+const EPOCH_MASK: u32 = (1 << 23) - 1;
+const ROOT_MASK: u64 = 0x7FFF;
+
+/// The largest value a bypass collective carries: MPICH-GM's eager limit
+/// (6.2.3). A rendezvous value's destination is unknown until the call, so
+/// holding it in a temporary buffer would cost the copies rendezvous
+/// avoids; larger values are refused ([`BypassError::TooLong`]).
+pub const MAX_LEN: u32 = 16 * 1024;
+
+/// Whether an event belongs to bypass traffic.
+pub(crate) fn is_bypass(op: OpId) -> bool {
+    op.0 & OP_BIT != 0
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    Bcast = 0,
+    Reduce = 1,
+}
+
+/// The tag: the host-based collectives' layout (bit 63, group, epoch) with
+/// the round field holding kind and root.
+fn tag(group: GroupId, kind: Kind, epoch: u32, root: u32) -> u64 {
+    (1 << 63) | (group.0 << 40) | (u64::from(epoch & EPOCH_MASK) << 16) | ((kind as u64) << 15) | (u64::from(root) & ROOT_MASK)
+}
+
+/// Receives of one kind, any epoch, any root.
+fn kind_match(group: GroupId, kind: Kind) -> RecvMatch {
+    RecvMatch { source: None, tag: tag(group, kind, 0, 0), tag_mask: !((u64::from(EPOCH_MASK) << 16) | ROOT_MASK) }
+}
+
+fn decode(tag: u64) -> (u32, u32) {
+    (((tag >> 16) as u32) & EPOCH_MASK, (tag & ROOT_MASK) as u32)
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum RecvState {
+    /// No receive posted (refused for want of a token, or just freed).
+    Idle,
+    Posted,
+    /// A value arrived: for a broadcast, forwarded to `next` children so
+    /// far with `pending` sends unconfirmed, copied out once `consumed`;
+    /// for a reduce, held until its epoch's accumulator takes it.
+    Full { epoch: u32, root: u32, len: u32, next: u32, pending: u32, consumed: bool },
+}
+
+#[derive(Debug)]
+struct RecvSlot {
+    buf: HostBuf,
+    kind: Kind,
+    state: RecvState,
+    /// Added by a call beyond the configured count (counted in stats).
+    #[allow(dead_code)]
+    extra: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum SendState {
+    Free,
+    /// A root's broadcast value, sent to `next` children so far.
+    Root { epoch: u32, root: u32, len: u32, next: u32, pending: u32 },
+    /// A reduce's accumulator: this member's contribution folded with
+    /// `folded` of its `children` so far; sent up once all are in.
+    Acc { epoch: u32, root: u32, red: Reduction, len: u32, children: u32, folded: u32, sent: bool, pending: u32 },
+}
+
+#[derive(Debug)]
+struct SendSlot {
+    buf: HostBuf,
+    local: Vec<u8>,
+    state: SendState,
+}
+
+pub(crate) struct Core<P: PortIo> {
+    pub port: Port<P>,
+    members: Vec<Endpoint>,
+    rank: u32,
+    group: GroupId,
+    pub flag: HostBuf,
+    recvs: Vec<RecvSlot>,
+    sends: Vec<SendSlot>,
+    scratch: Vec<u8>,
+    next_op: u64,
+    pub bcast_epoch: u32,
+    pub reduce_epoch: u32,
+    pub error: Option<HostError>,
+    pub stats: BypassStats,
+}
+
+impl<P: PortIo> Core<P> {
+    pub fn new(mut port: Port<P>, members: Vec<Endpoint>, rank: u32, group: GroupId, slots: usize) -> Result<Self, BypassError> {
+        let flag = port.buffer(4)?;
+        let mut core = Core {
+            port,
+            members,
+            rank,
+            group,
+            flag,
+            recvs: Vec::with_capacity(4 * slots),
+            sends: Vec::with_capacity(2 * slots),
+            scratch: vec![0; MAX_LEN as usize],
+            next_op: 0,
+            bcast_epoch: 0,
+            reduce_epoch: 0,
+            error: None,
+            stats: BypassStats::default(),
+        };
+        for i in 0..2 * slots {
+            let kind = if i % 2 == 0 { Kind::Bcast } else { Kind::Reduce };
+            core.add_recv(kind, false)?;
+        }
+        for _ in 0..slots {
+            core.add_send()?;
+        }
+        Ok(core)
+    }
+
+    fn n(&self) -> u32 {
+        self.members.len() as u32
+    }
+
+    pub fn rank(&self) -> u32 {
+        self.rank
+    }
+
+    fn add_recv(&mut self, kind: Kind, extra: bool) -> Result<(), HostError> {
+        let buf = self.port.buffer(MAX_LEN)?;
+        self.recvs.push(RecvSlot { buf, kind, state: RecvState::Idle, extra });
+        self.pump();
+        Ok(())
+    }
+
+    fn add_send(&mut self) -> Result<usize, HostError> {
+        let buf = self.port.buffer(MAX_LEN)?;
+        self.sends.push(SendSlot { buf, local: vec![0; MAX_LEN as usize], state: SendState::Free });
+        Ok(self.sends.len() - 1)
+    }
+
+    fn op(&mut self, pool: bool, send: bool, slot: usize) -> OpId {
+        self.next_op = (self.next_op + 1) & 0xFFFF_FFFF;
+        let mut id = OP_BIT | ((slot as u64) << 32) | self.next_op;
+        if pool {
+            id |= POOL_BIT;
+        }
+        if send {
+            id |= SEND_BIT;
+        }
+        OpId(id)
+    }
+
+    pub fn set_flag(&mut self, on: bool) {
+        // A store to host memory, which the engine reads when it would
+        // interrupt: not a command.
+        let _ = self.port.io().write(self.flag.addr, &u32::from(on).to_ne_bytes());
+    }
+
+    fn fail(&mut self, e: HostError) {
+        self.error.get_or_insert(e);
+    }
+
+    /// Takes every completion and does whatever can be done now. Free of
+    /// allocation: what the interrupt handler runs.
+    pub fn progress(&mut self) {
+        loop {
+            while let Some(e) = self.port.io().poll_event() {
+                if is_bypass(e.op) {
+                    self.on_event(e);
+                } else {
+                    self.port.record(e);
+                }
+            }
+            if !self.pump() {
+                break;
+            }
+        }
+    }
+
+    fn on_event(&mut self, e: Event) {
+        let id = e.op.0;
+        let slot = ((id >> 32) & 0xFFFF) as usize;
+        if id & POOL_BIT != 0 {
+            if let Err(err) = e.result {
+                self.fail(err.into());
+            }
+            let s = &mut self.sends[slot];
+            match &mut s.state {
+                SendState::Root { pending, .. } | SendState::Acc { pending, .. } => *pending -= 1,
+                SendState::Free => {}
+            }
+            return;
+        }
+        if id & SEND_BIT != 0 {
+            if let Err(err) = e.result {
+                self.fail(err.into());
+            }
+            if let RecvState::Full { pending, .. } = &mut self.recvs[slot].state {
+                *pending -= 1;
+            }
+            return;
+        }
+        match e.result {
+            Ok(Completion::Received { tag, len, .. }) => {
+                let (epoch, root) = decode(tag);
+                let r = &mut self.recvs[slot];
+                r.state = RecvState::Full { epoch, root, len, next: 0, pending: 0, consumed: false };
+                if r.kind == Kind::Bcast {
+                    self.stats.received += 1;
+                }
+            }
+            Ok(other) => unreachable!("a receive completed as {other:?}"),
+            Err(err) => {
+                self.recvs[slot].state = RecvState::Idle;
+                self.fail(err.into());
+            }
+        }
+    }
+
+    /// Posts what can be posted, folds what can be folded, frees what is
+    /// done. Whether anything changed.
+    fn pump(&mut self) -> bool {
+        let mut changed = false;
+        let n = self.n();
+        let me = self.rank;
+        for i in 0..self.recvs.len() {
+            let r = &self.recvs[i];
+            match r.state {
+                RecvState::Idle => {
+                    let op = self.op(false, false, i);
+                    let r = &mut self.recvs[i];
+                    let cmd = Command::Recv { op, matching: kind_match(self.group, r.kind), buf: r.buf };
+                    match self.port.io().post(cmd) {
+                        Ok(()) => {
+                            self.recvs[i].state = RecvState::Posted;
+                            changed = true;
+                        }
+                        Err(CommandError::NoRecvToken) => {}
+                        Err(e) => self.fail(e.into()),
+                    }
+                }
+                RecvState::Full { epoch, root, len, next, pending, consumed } if r.kind == Kind::Bcast => {
+                    let kids = tree::children(n, root, me).count() as u32;
+                    if next < kids {
+                        let child = tree::children(n, root, me).nth(next as usize).expect("counted");
+                        let buf = HostBuf { addr: r.buf.addr, len };
+                        let t = tag(self.group, Kind::Bcast, epoch, root);
+                        let op = self.op(false, true, i);
+                        if self.post_send(op, child, t, buf, root) {
+                            self.stats.forwarded += 1;
+                            self.recvs[i].state = RecvState::Full { epoch, root, len, next: next + 1, pending: pending + 1, consumed };
+                            changed = true;
+                        }
+                    } else if consumed && pending == 0 {
+                        self.recvs[i].state = RecvState::Idle;
+                        changed = true;
+                    }
+                }
+                _ => {}
+            }
+        }
+        for i in 0..self.sends.len() {
+            match self.sends[i].state {
+                SendState::Free => {}
+                SendState::Root { epoch, root, len, next, pending } => {
+                    let kids = tree::children(n, root, me).count() as u32;
+                    if next < kids {
+                        let child = tree::children(n, root, me).nth(next as usize).expect("counted");
+                        let buf = HostBuf { addr: self.sends[i].buf.addr, len };
+                        let op = self.op(true, true, i);
+                        if self.post_send(op, child, tag(self.group, Kind::Bcast, epoch, root), buf, root) {
+                            self.sends[i].state = SendState::Root { epoch, root, len, next: next + 1, pending: pending + 1 };
+                            changed = true;
+                        }
+                    } else if pending == 0 {
+                        self.sends[i].state = SendState::Free;
+                        changed = true;
+                    }
+                }
+                SendState::Acc { epoch, root, red, len, children, folded, sent, pending } => {
+                    let mut folded = folded;
+                    if folded < children {
+                        // Fold the children's contributions held so far.
+                        for j in 0..self.recvs.len() {
+                            let r = &self.recvs[j];
+                            let RecvState::Full { epoch: e, root: ro, len: l, .. } = r.state else { continue };
+                            if r.kind != Kind::Reduce || e != epoch & EPOCH_MASK || ro != root {
+                                continue;
+                            }
+                            let l = l as usize;
+                            if l != len as usize {
+                                self.fail(HostError::Coll(crate::CollectiveError::Engine(outboard_engine::CollError::LengthMismatch { expected: len, got: l as u32 })));
+                            } else if self.port.io_ref().read(r.buf.addr, &mut self.scratch[..l]).is_ok() {
+                                let s = &mut self.sends[i];
+                                if let Err(e) = red.fold(&mut s.local[..l], &self.scratch[..l], false) {
+                                    self.error.get_or_insert(HostError::Coll(crate::CollectiveError::Engine(e)));
+                                }
+                                self.stats.combined += 1;
+                            }
+                            folded += 1;
+                            self.recvs[j].state = RecvState::Idle;
+                            changed = true;
+                        }
+                        self.sends[i].state = SendState::Acc { epoch, root, red, len, children, folded, sent, pending };
+                    }
+                    if folded == children && !sent {
+                        if let Some(parent) = tree::parent(n, root, me) {
+                            let buf = HostBuf { addr: self.sends[i].buf.addr, len };
+                            let l = len as usize;
+                            let data_ok = self.port.io().write(buf.addr, &self.sends[i].local[..l]).is_ok();
+                            let op = self.op(true, true, i);
+                            if data_ok && self.post_send(op, parent, tag(self.group, Kind::Reduce, epoch, root), buf, root) {
+                                self.sends[i].state = SendState::Acc { epoch, root, red, len, children, folded, sent: true, pending: pending + 1 };
+                                changed = true;
+                            }
+                        }
+                    } else if sent && pending == 0 {
+                        self.sends[i].state = SendState::Free;
+                        changed = true;
+                    }
+                }
+            }
+        }
+        changed
+    }
+
+    /// Posts one send of bypass traffic: marked when its receiver is an
+    /// inner member other than the root (its host acts on it in the
+    /// handler; a root or a leaf acts only in its own call). False when
+    /// the port has no send token now.
+    fn post_send(&mut self, op: OpId, to: u32, tag: u64, buf: HostBuf, root: u32) -> bool {
+        let n = self.n();
+        let dest = self.members[to as usize];
+        let reduce = tag & (1 << 15) != 0;
+        let needs_host = if reduce { to != root } else { tree::is_inner(n, root, to) };
+        let cmd = if needs_host {
+            Command::SendMarked { op, dest, tag, buf }
+        } else {
+            Command::Send { op, dest, tag, buf }
+        };
+        match self.port.io().post(cmd) {
+            Ok(()) => true,
+            Err(CommandError::NoSendToken) => false,
+            Err(e) => {
+                self.fail(e.into());
+                false
+            }
+        }
+    }
+
+    // ---- what the library's calls use (may allocate) ----
+
+    fn take(&mut self) -> Result<(), BypassError> {
+        match self.error.take() {
+            Some(e) => Err(e.into()),
+            None => Ok(()),
+        }
+    }
+
+    /// A free send slot, waiting for one (or adding one after a while).
+    fn free_send(&mut self) -> Result<usize, BypassError> {
+        for _ in 0..1000 {
+            self.progress();
+            if let Some(i) = self.sends.iter().position(|s| s.state == SendState::Free) {
+                return Ok(i);
+            }
+            self.port.io().idle();
+        }
+        Ok(self.add_send()?)
+    }
+
+    /// A receive slot of `kind` holding `epoch`'s value, waiting for it.
+    fn wait_recv(&mut self, kind: Kind, epoch: u32, root: u32) -> Result<usize, BypassError> {
+        loop {
+            self.progress();
+            self.take()?;
+            let found = self.recvs.iter().position(|r| {
+                r.kind == kind && matches!(r.state, RecvState::Full { epoch: e, root: ro, consumed: false, .. } if e == epoch & EPOCH_MASK && ro == root)
+            });
+            if let Some(i) = found {
+                return Ok(i);
+            }
+            if !self.recvs.iter().any(|r| r.kind == kind && matches!(r.state, RecvState::Posted | RecvState::Idle)) {
+                // Every slot holds a later value: this call's may sit in the
+                // engine's unexpected queue. Give it a slot.
+                self.add_recv(kind, true)?;
+                self.stats.slots_added += 1;
+            }
+            self.port.io().idle();
+        }
+    }
+
+    pub fn bcast(&mut self, root: u32, data: &mut [u8]) -> Result<(), BypassError> {
+        self.check(root, data.len())?;
+        let epoch = self.bcast_epoch;
+        self.bcast_epoch = self.bcast_epoch.wrapping_add(1);
+        if self.rank == root {
+            let i = self.free_send()?;
+            let s = &self.sends[i];
+            let addr = s.buf.addr;
+            self.port.io().write(addr, data).map_err(HostError::from)?;
+            self.sends[i].state = SendState::Root { epoch, root, len: data.len() as u32, next: 0, pending: 0 };
+            self.progress();
+            return self.take();
+        }
+        let i = self.wait_recv(Kind::Bcast, epoch, root)?;
+        let RecvState::Full { len, .. } = self.recvs[i].state else { unreachable!("found full") };
+        if len as usize != data.len() {
+            return Err(BypassError::LengthMismatch { expected: data.len() as u32, got: len });
+        }
+        self.port.io_ref().read(self.recvs[i].buf.addr, data).map_err(HostError::from)?;
+        self.stats.copied_out += 1;
+        if let RecvState::Full { consumed, .. } = &mut self.recvs[i].state {
+            *consumed = true;
+        }
+        // Leave only once the forwards are posted: nothing else may be
+        // there to post them.
+        loop {
+            self.progress();
+            match self.recvs[i].state {
+                RecvState::Full { root: ro, next, .. } if next < tree::children(self.n(), ro, self.rank).count() as u32 => self.port.io().idle(),
+                _ => break,
+            }
+        }
+        self.take()
+    }
+
+    pub fn reduce(&mut self, root: u32, red: Reduction, data: &[u8], out: &mut [u8]) -> Result<(), BypassError> {
+        self.check(root, data.len())?;
+        red.validate().map_err(|e| HostError::Coll(crate::CollectiveError::Engine(e)))?;
+        red.check_len(data.len()).map_err(|e| HostError::Coll(crate::CollectiveError::Engine(e)))?;
+        let epoch = self.reduce_epoch;
+        self.reduce_epoch = self.reduce_epoch.wrapping_add(1);
+        let children = tree::children(self.n(), root, self.rank).count() as u32;
+        let i = self.free_send()?;
+        self.sends[i].local[..data.len()].copy_from_slice(data);
+        self.sends[i].state = SendState::Acc { epoch, root, red, len: data.len() as u32, children, folded: 0, sent: false, pending: 0 };
+        if self.rank != root {
+            // The rest - the children's contributions, the send up - is the
+            // handler's (or a later call's) work.
+            self.progress();
+            return self.take();
+        }
+        if out.len() != data.len() {
+            return Err(BypassError::LengthMismatch { expected: data.len() as u32, got: out.len() as u32 });
+        }
+        loop {
+            self.progress();
+            self.take()?;
+            if let SendState::Acc { folded, .. } = self.sends[i].state {
+                if folded == children {
+                    break;
+                }
+            }
+            if !self.recvs.iter().any(|r| r.kind == Kind::Reduce && matches!(r.state, RecvState::Posted | RecvState::Idle)) {
+                self.add_recv(Kind::Reduce, true)?;
+                self.stats.slots_added += 1;
+            }
+            self.port.io().idle();
+        }
+        out.copy_from_slice(&self.sends[i].local[..data.len()]);
+        self.sends[i].state = SendState::Free;
+        Ok(())
+    }
+
+    fn check(&self, root: u32, len: usize) -> Result<(), BypassError> {
+        if len > MAX_LEN as usize {
+            return Err(BypassError::TooLong { len, max: MAX_LEN });
+        }
+        if root >= self.n() || u64::from(root) > ROOT_MASK {
+            return Err(BypassError::BadRoot(root));
+        }
+        Ok(())
+    }
+
+    /// Whether nothing of this member's is under way: every value sent and
+    /// confirmed, every accumulator sent up.
+    pub fn quiet(&self) -> bool {
+        self.sends.iter().all(|s| s.state == SendState::Free)
+            && self.recvs.iter().all(|r| match r.state {
+                RecvState::Full { pending, root, next, .. } if r.kind == Kind::Bcast => {
+                    pending == 0 && next >= tree::children(self.n(), root, self.rank).count() as u32
+                }
+                _ => true,
+            })
+    }
+
+    /// Waits until [`Core::quiet`].
+    pub fn quiesce(&mut self) -> Result<(), BypassError> {
+        loop {
+            self.progress();
+            self.take()?;
+            if self.quiet() {
+                return Ok(());
+            }
+            if !self.recvs.iter().any(|r| r.kind == Kind::Reduce && matches!(r.state, RecvState::Posted | RecvState::Idle)) {
+                self.add_recv(Kind::Reduce, true)?;
+            }
+            self.port.io().idle();
+        }
+    }
+}

@@ -1,0 +1,268 @@
+//! Application-bypass broadcast and reduce-to-root (dissertation chapter
+//! 6): host-based trees whose inner members act when a message arrives,
+//! not when their application gets round to calling.
+//!
+//! A value for an inner member travels in a marked message
+//! ([`outboard_engine::Command::SendMarked`]); its engine interrupts the
+//! process (selective interrupts, the engine's `interrupt` module) unless
+//! the port's interrupt flag is off. The runtime delivers the interrupt -
+//! a realtime signal to the application thread, or a wake-up of a
+//! progress thread - and calls [`Bypass::on_interrupt`], which forwards a
+//! broadcast value to the children and keeps it in a bounded temporary
+//! slot until the application's [`Bypass::bcast`] copies it out, and folds
+//! a reduce's children into the accumulator once this member's own
+//! contribution is known (a non-root's [`Bypass::reduce`] returns as soon
+//! as its contribution is copied; the rest happens in handlers).
+//!
+//! # The lock and the flag (6.2.3)
+//!
+//! Every call takes the progress lock, stores 0 to the flag (no
+//! interrupts while the library polls), does its work, stores 1, polls
+//! once more and releases. The handler only *tries* the lock; if the
+//! library holds it, the handler sets `missed` and returns. The call, after
+//! releasing, re-polls while `missed` was set: the chapter's loop around
+//! the progress engine, so a signal that found the library busy is never
+//! lost. The engine reads the flag only after it handed the port its
+//! completions, so a flag stored just before the last poll cannot hide a
+//! delivery either.
+//!
+//! What the handler runs allocates nothing and takes no lock but the
+//! try-lock: fixed slots of DMA-reachable memory, receives kept posted,
+//! operation names that say which slot they belong to, a tree computed by
+//! iteration. The port's memory accesses take that memory's own
+//! short locks, which only the engine thread (another thread) can hold
+//! while the handler runs - the library, the only other user on this
+//! thread, is excluded by the progress lock.
+
+mod core;
+mod tree;
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Mutex, MutexGuard, PoisonError, TryLockError};
+
+use outboard_engine::{Command, Completion, Endpoint, GroupId, Reduction};
+use thiserror::Error;
+
+pub use self::core::MAX_LEN;
+use self::core::Core;
+use crate::{HostError, Port, PortIo};
+
+/// Why a bypass call failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
+pub enum BypassError {
+    /// Larger than the eager limit ([`MAX_LEN`]): a value the application
+    /// has not asked for yet cannot go by rendezvous.
+    #[error("{len} bytes exceed the application-bypass (eager) limit of {max}")]
+    TooLong {
+        /// Requested length.
+        len: usize,
+        /// The limit.
+        max: u32,
+    },
+    /// No such rank (or beyond the tag's 15-bit root field).
+    #[error("root {0} is not a member")]
+    BadRoot(u32),
+    /// The value that arrived is not as long as the call's buffer.
+    #[error("expected {expected} bytes, got {got}")]
+    LengthMismatch {
+        /// The call's length.
+        expected: u32,
+        /// What arrived.
+        got: u32,
+    },
+    /// This member is not in the member list.
+    #[error("this port is not member {0} of the list")]
+    NotMember(u32),
+    /// The port or engine failed.
+    #[error(transparent)]
+    Host(#[from] HostError),
+}
+
+/// What a member's bypass traffic and handlers did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct BypassStats {
+    /// Broadcast values received.
+    pub received: u64,
+    /// Broadcast values forwarded to children (one per child).
+    pub forwarded: u64,
+    /// Children's reduce contributions folded.
+    pub combined: u64,
+    /// Values a call copied out of a temporary slot.
+    pub copied_out: u64,
+    /// Receive slots added because every slot held a later value.
+    pub slots_added: u64,
+    /// Interrupts that ran the handler's progress.
+    pub handler_runs: u64,
+    /// Interrupts that found the library busy (the call re-polled).
+    pub handler_busy: u64,
+    /// Time the handler's progress took, in total (ns).
+    pub handler_ns: u64,
+}
+
+/// One process's application-bypass port over a group of members (its
+/// own collectives' tags; the group id must not also name a
+/// [`crate::Group`] of the same port). Shared with the interrupt handler:
+/// hold it in an `Arc`.
+pub struct Bypass<P: PortIo> {
+    core: Mutex<Core<P>>,
+    missed: AtomicBool,
+    handler_runs: AtomicU64,
+    handler_busy: AtomicU64,
+    handler_ns: AtomicU64,
+}
+
+impl<P: PortIo> Bypass<P> {
+    /// Takes over `port` for the members `members` (this port is
+    /// `members[rank]`), with `slots` temporary slots per kind of
+    /// collective (receive) plus `slots` for values this member sends.
+    /// Names the port's interrupt flag to the engine and enables it.
+    pub fn new(mut port: Port<P>, members: Vec<Endpoint>, rank: u32, group: GroupId, slots: usize) -> Result<Self, BypassError> {
+        let me = port.endpoint();
+        if members.get(rank as usize).is_none_or(|m| m.node != me.node || m.port != me.port) {
+            return Err(BypassError::NotMember(rank));
+        }
+        let word = port.buffer(4)?;
+        let r = port.start(|op| Command::SetInterruptFlag { op, word })?;
+        match port.wait(r)? {
+            Completion::InterruptFlagSet => {}
+            other => unreachable!("set-flag completed as {other:?}"),
+        }
+        let mut core = Core::new(port, members, rank, group, slots.max(1))?;
+        core.flag = word;
+        let b = Bypass {
+            core: Mutex::new(core),
+            missed: AtomicBool::new(false),
+            handler_runs: AtomicU64::new(0),
+            handler_busy: AtomicU64::new(0),
+            handler_ns: AtomicU64::new(0),
+        };
+        let g = b.enter();
+        b.leave(g);
+        Ok(b)
+    }
+
+    fn enter(&self) -> MutexGuard<'_, Core<P>> {
+        let mut g = self.core.lock().unwrap_or_else(PoisonError::into_inner);
+        g.set_flag(false);
+        g
+    }
+
+    fn leave(&self, mut g: MutexGuard<'_, Core<P>>) {
+        g.set_flag(true);
+        g.progress();
+        drop(g);
+        // The lost-signal loop: an interrupt that found the lock held.
+        while self.missed.swap(false, Ordering::SeqCst) {
+            let mut g = self.core.lock().unwrap_or_else(PoisonError::into_inner);
+            g.progress();
+        }
+    }
+
+    /// Broadcast from `root`: `data` is the value at the root and is
+    /// overwritten with it elsewhere. The root returns once its value is
+    /// copied and its sends posted; others once the value is here (it may
+    /// have arrived, been forwarded and waited in a slot long before).
+    pub fn bcast(&self, root: u32, data: &mut [u8]) -> Result<(), BypassError> {
+        let mut g = self.enter();
+        let r = g.bcast(root, data);
+        self.leave(g);
+        r
+    }
+
+    /// Reduce to `root`: `out` (as long as `data`) gets the result at the
+    /// root and is untouched elsewhere. A non-root returns at once; its
+    /// children's contributions are folded and the partial result sent up
+    /// by the handler or a later call.
+    pub fn reduce(&self, root: u32, red: Reduction, data: &[u8], out: &mut [u8]) -> Result<(), BypassError> {
+        let mut g = self.enter();
+        let r = g.reduce(root, red, data, out);
+        self.leave(g);
+        r
+    }
+
+    /// A barrier over the members, as bypass traffic (a reduce of nothing
+    /// to rank 0, then a broadcast of nothing from it), so that it moves
+    /// every bypass collective still under way while it waits.
+    pub fn barrier(&self) -> Result<(), BypassError> {
+        const NOTHING: Reduction = Reduction { op: outboard_engine::ReduceOp::Bor, dtype: outboard_engine::Datatype::U64 };
+        let mut g = self.enter();
+        let r = g.reduce(0, NOTHING, &[], &mut []).and_then(|()| g.bcast(0, &mut []));
+        self.leave(g);
+        r
+    }
+
+    /// Waits until everything this member sends is out and confirmed (call
+    /// it before dropping, so that no member still waits on this one).
+    pub fn quiesce(&self) -> Result<(), BypassError> {
+        let mut g = self.enter();
+        let r = g.quiesce();
+        self.leave(g);
+        r
+    }
+
+    /// The interrupt handler's work: async-signal-safe (a try-lock, then
+    /// allocation-free progress). Returns at once if the library is busy;
+    /// the library then re-polls before it leaves.
+    pub fn on_interrupt(&self) {
+        let mut g = match self.core.try_lock() {
+            Ok(g) => g,
+            Err(TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(TryLockError::WouldBlock) => {
+                self.missed.store(true, Ordering::SeqCst);
+                self.handler_busy.fetch_add(1, Ordering::Relaxed);
+                return;
+            }
+        };
+        let t0 = g.port.io_ref().now();
+        g.progress();
+        let t1 = g.port.io_ref().now();
+        drop(g);
+        self.handler_runs.fetch_add(1, Ordering::Relaxed);
+        self.handler_ns.fetch_add((t1 - t0).as_nanos() as u64, Ordering::Relaxed);
+    }
+
+    /// The counters.
+    pub fn stats(&self) -> BypassStats {
+        let g = self.core.lock().unwrap_or_else(PoisonError::into_inner);
+        BypassStats {
+            handler_runs: self.handler_runs.load(Ordering::Relaxed),
+            handler_busy: self.handler_busy.load(Ordering::Relaxed),
+            handler_ns: self.handler_ns.load(Ordering::Relaxed),
+            ..g.stats
+        }
+    }
+
+    /// This member's rank.
+    pub fn rank(&self) -> u32 {
+        self.core.lock().unwrap_or_else(PoisonError::into_inner).rank()
+    }
+
+    /// Runs `f` as a library call: the progress lock held and interrupts
+    /// off. Every other use of the host library in this process (another
+    /// port of the same node shares its memory) must run inside it, so
+    /// that no handler runs while the library is in the middle of
+    /// something - the signal would otherwise find memory locks held by
+    /// the very thread it interrupted. Bypass traffic does not move while
+    /// `f` runs (the handler is kept out and `f` does not poll it), so `f`
+    /// must not wait for a peer that may be waiting on this member's bypass
+    /// traffic - a barrier after a non-root's reduce returned would: use
+    /// [`Bypass::barrier`] for that.
+    pub fn exclusive<R>(&self, f: impl FnOnce() -> R) -> R {
+        let g = self.enter();
+        let r = f();
+        self.leave(g);
+        r
+    }
+
+    /// Runs `f` on the transport with the library's lock held and
+    /// interrupts off (statistics, memory of the port's node).
+    pub fn with_io<R>(&self, f: impl FnOnce(&mut P) -> R) -> R {
+        let mut g = self.enter();
+        let r = f(g.port.io());
+        self.leave(g);
+        r
+    }
+}
+
+#[cfg(test)]
+mod tests;
