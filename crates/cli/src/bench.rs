@@ -390,6 +390,7 @@ pub(crate) fn loopback_pair(progress: Progress, tweak: impl Fn(&mut EngineConfig
     for (i, s) in sockets.into_iter().enumerate() {
         let mut c = EngineConfig::new(NodeId(i as u32), key, random_u64());
         c.secret = secret.clone();
+        outboard_runtime::udp_engine_defaults(&mut c);
         tweak(&mut c);
         nodes.push(Node::start(c, s, &addrs, progress)?);
     }
@@ -406,6 +407,7 @@ fn engine_times(steps: &[Step], rounds: u32, progress: Progress, max: usize) -> 
     let times = measure(a, b, steps, rounds)?;
     let (s0, t0) = nodes[0].stats();
     let (s1, t1) = nodes[1].stats();
+    if std::env::var_os("OB_DEBUG").is_some() { eprintln!("{s0:?}\n{t0:?}\n{s1:?}\n{t1:?}"); }
     eprintln!(
         "# engine path: {} retransmits, {} timeouts, {} send stalls (socket buffer full)",
         s0.retransmits + s1.retransmits,

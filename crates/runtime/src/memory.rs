@@ -150,21 +150,35 @@ impl HostMemory {
 #[derive(Debug, Clone)]
 pub struct RtDma {
     mem: Arc<HostMemory>,
+    /// Bytes the engine copied out of host memory (into datagrams).
+    copied_out: u64,
+    /// Bytes the engine copied into host memory (out of datagrams or its
+    /// own buffers).
+    copied_in: u64,
 }
 
 impl RtDma {
     /// DMA into `mem`.
     pub fn new(mem: Arc<HostMemory>) -> Self {
-        RtDma { mem }
+        RtDma { mem, copied_out: 0, copied_in: 0 }
+    }
+
+    /// Bytes copied out of and into host memory so far: every payload
+    /// byte the engine moves between host memory and a datagram is one
+    /// copy, so these over the payload bytes are the copies per message.
+    pub fn copied(&self) -> (u64, u64) {
+        (self.copied_out, self.copied_in)
     }
 }
 
 impl Dma for RtDma {
     fn read(&mut self, _port: PortId, addr: u64, out: &mut [u8]) -> Result<(), DmaFault> {
+        self.copied_out += out.len() as u64;
         self.mem.read(addr, out).map_err(|_| DmaFault { addr, len: out.len() })
     }
 
     fn write(&mut self, _port: PortId, addr: u64, data: &[u8]) -> Result<(), DmaFault> {
+        self.copied_in += data.len() as u64;
         self.mem.write(addr, data).map_err(|_| DmaFault { addr, len: data.len() })
     }
 
