@@ -8,6 +8,7 @@ mod bench_atomic;
 mod bench_lock;
 mod bench_coll;
 mod bench_nicvm;
+mod bench_procs;
 mod chaos;
 mod demo;
 mod launch;
