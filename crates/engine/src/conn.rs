@@ -269,13 +269,14 @@ impl Conn {
     ///
     /// With an `ack_delay`, a lone in-order packet is acknowledged later
     /// (by the next packet we send the peer, or alone when the delay runs
-    /// out); every second one, and anything duplicate or out of order, at
-    /// once, as TCP's delayed acknowledgements do.
+    /// out); every `ack_every`-th one (TCP: every second), and anything
+    /// duplicate or out of order, at once, as TCP's delayed
+    /// acknowledgements do.
     pub fn receive(&mut self, seq: Seq, now: Instant, cfg: &EngineConfig) -> RxVerdict {
         if seq == self.rcv_nxt {
             self.rcv_nxt = seq.next();
             self.rx_unacked += 1;
-            if cfg.ack_delay.is_zero() || self.rx_unacked >= 2 {
+            if cfg.ack_delay.is_zero() || self.rx_unacked >= cfg.ack_every {
                 self.ack_needed = true;
             } else if self.ack_due.is_none() {
                 self.ack_due = Some(now + cfg.ack_delay);

@@ -125,6 +125,10 @@ pub(crate) struct Driver {
     loopback: Vec<Vec<u8>>,
     /// The last host turn left its transmissions to the next turn.
     deferred: bool,
+    /// The engine was changed outside a turn (a port opened or closed, a
+    /// departure): the next turn asks it for its deadline even if the turn
+    /// itself does nothing.
+    stale: bool,
     pub stats: TransportStats,
 }
 
@@ -159,6 +163,7 @@ impl Driver {
             stalled: VecDeque::new(),
             loopback: Vec::new(),
             deferred: false,
+            stale: true,
             stats: TransportStats::default(),
         }
     }
@@ -211,8 +216,19 @@ impl Driver {
             busy |= self.transmit(now);
             busy |= self.deliver_events();
         }
-        self.deadline = self.engine.poll_timeout();
+        // A turn that did nothing changed no deadline: an idle polling
+        // loop skips the engine's scan of its timers.
+        if busy || self.stale {
+            self.deadline = self.engine.poll_timeout();
+            self.stale = false;
+        }
         busy
+    }
+
+    /// Says the engine was changed outside [`Driver::turn`] (its deadline
+    /// may have moved).
+    pub fn touched(&mut self) {
+        self.stale = true;
     }
 
     fn take_commands(&mut self, now: Instant) -> bool {

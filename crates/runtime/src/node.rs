@@ -232,6 +232,7 @@ impl Node {
     pub fn open_port(&self, port: PortId) -> Result<RtPort, OpenError> {
         let mut d = self.shared.lock();
         let ep = d.engine.open_port(self.shared.clock.now(), port)?;
+        d.touched();
         let cfg = &self.shared.config;
         // Every accepted command completes with one event, and tokens bound
         // the commands under way (send, receive and collective tokens);
@@ -257,7 +258,10 @@ impl Node {
     /// the notices get across.
     pub fn leave(&self) {
         let now = self.shared.clock.now();
-        self.shared.lock().engine.leave(now);
+        let mut d = self.shared.lock();
+        d.engine.leave(now);
+        d.touched();
+        drop(d);
         self.shared.ring_doorbell();
     }
 
