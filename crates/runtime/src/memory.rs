@@ -94,20 +94,34 @@ impl HostMemory {
         ok.then_some((block, off))
     }
 
+    /// The block starting at or below `addr` and the offset of `addr` in
+    /// it, bounds not checked: the caller checks them under the block's
+    /// lock, which it takes anyway for the copy (one lock per access, not
+    /// two, on the engine's per-packet path).
+    fn find_unchecked(&self, addr: u64) -> Option<(Block, usize)> {
+        let t = self.table.read().unwrap_or_else(PoisonError::into_inner);
+        let (&start, block) = t.blocks.range(..=addr).next_back()?;
+        let off = usize::try_from(addr - start).ok()?;
+        Some((block.clone(), off))
+    }
+
     /// Copies bytes at `addr` into `out`.
     pub fn read(&self, addr: u64, out: &mut [u8]) -> Result<(), MemoryError> {
-        let (b, off) = self.find(addr, out.len()).ok_or(MemoryError::Invalid { addr, len: out.len() })?;
+        let invalid = MemoryError::Invalid { addr, len: out.len() };
+        let (b, off) = self.find_unchecked(addr).ok_or(invalid)?;
         let b = b.lock().unwrap_or_else(PoisonError::into_inner);
-        // `find` checked the bounds and blocks never change length.
-        out.copy_from_slice(&b[off..off + out.len()]);
+        let src = off.checked_add(out.len()).and_then(|end| b.get(off..end)).ok_or(invalid)?;
+        out.copy_from_slice(src);
         Ok(())
     }
 
     /// Copies `data` to `addr`.
     pub fn write(&self, addr: u64, data: &[u8]) -> Result<(), MemoryError> {
-        let (b, off) = self.find(addr, data.len()).ok_or(MemoryError::Invalid { addr, len: data.len() })?;
+        let invalid = MemoryError::Invalid { addr, len: data.len() };
+        let (b, off) = self.find_unchecked(addr).ok_or(invalid)?;
         let mut b = b.lock().unwrap_or_else(PoisonError::into_inner);
-        b[off..off + data.len()].copy_from_slice(data);
+        let dst = off.checked_add(data.len()).and_then(|end| b.get_mut(off..end)).ok_or(invalid)?;
+        dst.copy_from_slice(data);
         Ok(())
     }
 }
