@@ -512,7 +512,7 @@ pub(crate) fn report_engine(who: &str, nodes: &[(outboard_engine::Stats, outboar
     let (dg_out, calls_out) = (sum(&|n| n.1.datagrams_out), sum(&|n| n.1.send_calls));
     let (dg_in, calls_in) = (sum(&|n| n.1.datagrams_in), sum(&|n| n.1.recv_calls));
     eprintln!(
-        "# engine path{who}: {} retransmits ({} spurious: duplicates at the receiver), {} timeouts, {} send stalls (socket buffer full); {:.2} datagrams per send call, {:.2} per receive call",
+        "# engine path{who}: {} retransmits, {} duplicates received (retransmits that were spurious), {} timeouts, {} send stalls (socket buffer full); {:.2} datagrams per send call, {:.2} per receive call",
         sum(&|n| n.0.retransmits),
         sum(&|n| n.0.duplicates),
         sum(&|n| n.0.timeouts),
