@@ -384,6 +384,15 @@ impl Driver {
                         run = Some((addr, t.len));
                         len = t.len;
                     }
+                    None if t.len < mtu => {
+                        // A datagram shorter than the MTU would close a run
+                        // anyway (a request, a reply, an acknowledgement):
+                        // send it now rather than after one more look at
+                        // the engine, which is on the latency's path.
+                        if !self.send_run(addr, t.len, t.len) {
+                            return true;
+                        }
+                    }
                     None => {
                         run = Some((addr, t.len));
                         len = t.len;
