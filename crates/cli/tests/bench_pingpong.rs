@@ -69,7 +69,20 @@ fn pingpong_runs_across_two_network_namespaces_over_a_veth_pair() {
             return;
         }
         Ok(_) => {
+            // And a veth pair inside it (the module may be missing).
+            let veth = Command::new("ip").args(["-n", &probe, "link", "add", "obprobe0", "type", "veth", "peer", "name", "obprobe1"]).output();
             let _ = Command::new("ip").args(["netns", "del", &probe]).output();
+            match veth {
+                Ok(o) if o.status.success() => {}
+                Ok(o) => {
+                    common::skip(test, &format!("cannot create a veth pair: {}", String::from_utf8_lossy(&o.stderr).trim()));
+                    return;
+                }
+                Err(e) => {
+                    common::skip(test, &format!("cannot run `ip`: {e}"));
+                    return;
+                }
+            }
         }
     }
     let out = pingpong(&["--netns"]);
