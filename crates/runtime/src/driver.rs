@@ -196,7 +196,7 @@ impl Driver {
         let now = self.clock.now();
         let mut busy = self.take_commands(now);
         if mode != Turn::Post {
-            busy |= self.receive(now);
+            busy |= self.receive(now, mode);
         }
         if self.deadline.is_some_and(|d| d <= now) {
             self.engine.handle_timeout(now);
@@ -259,11 +259,17 @@ impl Driver {
         self.socket.socket_mut()
     }
 
-    fn receive(&mut self, now: Instant) -> bool {
+    /// Reads datagrams into the engine. The engine thread reads in
+    /// batches (`recvmmsg`); a waiting host reads one datagram per system
+    /// call and stops as soon as one completed something, so the event
+    /// reaches it without a further (empty) read on the way.
+    fn receive(&mut self, now: Instant, mode: Turn) -> bool {
         let mut busy = false;
         let mut read = 0;
+        let batched = mode == Turn::Engine;
         while read < RX_BATCH {
-            let n = match self.socket.recv() {
+            let got = if batched { self.socket.recv() } else { self.socket.recv_one() };
+            let n = match got {
                 Ok(n) => n,
                 Err(e) if would_block(&e) => break,
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
@@ -290,8 +296,11 @@ impl Driver {
                 read += 1;
                 self.engine.handle_packet(now, from, bytes);
             }
-            if n < RX_SLOTS {
+            if batched && n < RX_SLOTS {
                 // The socket is drained: no second, empty call.
+                break;
+            }
+            if !batched && self.engine_has_events() {
                 break;
             }
         }
@@ -412,6 +421,11 @@ impl Driver {
                 self.engine.handle_packet(now, me, &pkt);
             }
         }
+    }
+
+    /// Whether the engine has completions waiting to be delivered.
+    fn engine_has_events(&self) -> bool {
+        self.engine.has_events()
     }
 
     fn deliver_events(&mut self) -> bool {

@@ -80,6 +80,18 @@ impl BatchSocket {
         self.gso
     }
 
+    /// Reads one datagram with `recvfrom` into buffer 0; returns 1
+    /// (`WouldBlock` when none). Cheaper than `recvmmsg` for one datagram
+    /// (measured in a 1-byte ping-pong on this machine: a successful call
+    /// 1.9 us against 2.4 us, the polling loop's period 0.7 us against
+    /// 1.0 us), so a host that polls for its reply uses it and stops at
+    /// the datagram it waits for.
+    pub fn recv_one(&mut self) -> io::Result<usize> {
+        let (n, from) = self.socket.recv_from(&mut self.rx[..RX_SLOT])?;
+        self.got[0] = Received { len: n, from: Some(from) };
+        Ok(1)
+    }
+
     /// Reads what is waiting, up to [`RX_SLOTS`] buffers, in one system
     /// call; returns how many buffers were filled (`WouldBlock` when none).
     pub fn recv(&mut self) -> io::Result<usize> {
