@@ -37,6 +37,9 @@ pub enum BenchCmd {
     Pingpong(PingpongArgs),
     /// The same exchange over bare UDP sockets only (no engine).
     RawUdp(PingpongArgs),
+    /// The second rank of `pingpong --procs 2` (started by it).
+    #[command(hide = true)]
+    PingpongPeer(crate::bench_procs::PeerArgs),
     /// Barrier latency across processes: offloaded vs host-based (every
     /// algorithm) vs Open MPI's MPI_Barrier over TCP.
     Barrier(crate::bench_coll::CollArgs),
@@ -80,21 +83,29 @@ pub enum Compare {
 pub struct PingpongArgs {
     /// Also run this path and print it beside the engine's, with the ratio.
     #[arg(long, value_enum)]
-    compare: Option<Compare>,
+    pub(crate) compare: Option<Compare>,
     /// Progress policy: dedicated, host-assisted or spin-then-block
     /// (default: OUTBOARD_PROGRESS, else chosen from this machine's cores).
     #[arg(long)]
-    progress: Option<String>,
+    pub(crate) progress: Option<String>,
     /// Largest message size in bytes (sizes go up by 8x from 1).
     #[arg(long, default_value_t = 1 << 20, value_parser = clap::value_parser!(u32).range(1..=(16 << 20)))]
-    max_size: u32,
+    pub(crate) max_size: u32,
     /// Rounds per figure; the median is printed.
     #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=100))]
-    rounds: u32,
+    pub(crate) rounds: u32,
     /// Scales the iterations of every round (1.0: about 20 ms of traffic
     /// per small-message latency round).
     #[arg(long, default_value_t = 1.0)]
-    scale: f64,
+    pub(crate) scale: f64,
+    /// Processes: 1 runs both ranks as threads of this process, 2 runs
+    /// the second rank in a process of its own.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=2))]
+    pub(crate) procs: u32,
+    /// Put the two ranks in two network namespaces joined by a veth pair
+    /// (implies --procs 2; needs root and `ip` from iproute2).
+    #[arg(long)]
+    pub(crate) netns: bool,
 }
 
 const TAG_LAT: u64 = 1;
@@ -110,20 +121,47 @@ const WINDOW_MAX: usize = 64;
 
 /// One measurement both sides carry out in step.
 #[derive(Debug, Clone, Copy)]
-enum Step {
+pub(crate) enum Step {
     Latency { size: usize, warm: u32, iters: u32 },
     Bandwidth { size: usize, window: usize, warm: u32, reps: u32 },
 }
 
-/// One side of a two-rank exchange.
-trait Side {
-    fn ping(&mut self, size: usize) -> anyhow::Result<()>;
-    fn pong(&mut self, size: usize) -> anyhow::Result<()>;
-    fn stream(&mut self, size: usize, window: usize) -> anyhow::Result<()>;
-    fn sink(&mut self, size: usize, window: usize, more: bool) -> anyhow::Result<()>;
+impl Step {
+    /// Payload bytes both ranks send in one round of the step.
+    fn bytes(&self) -> u64 {
+        match *self {
+            Step::Latency { size, warm, iters } => 2 * u64::from(warm + iters) * size as u64,
+            Step::Bandwidth { size, window, warm, reps } => u64::from(warm + reps) * (size * window + 1) as u64,
+        }
+    }
 }
 
-fn plan(a: &PingpongArgs) -> Vec<Step> {
+/// One side of a two-rank exchange.
+pub(crate) trait Side {
+    fn ping(&mut self, size: usize) -> anyhow::Result<()>;
+    /// With `mark`, notes [`Side::copied`] once the ping is in, before
+    /// answering (see [`Side::marked`]).
+    fn pong(&mut self, size: usize, mark: bool) -> anyhow::Result<()>;
+    fn stream(&mut self, size: usize, window: usize) -> anyhow::Result<()>;
+    /// With `mark`, notes [`Side::copied`] once the window is in.
+    fn sink(&mut self, size: usize, window: usize, more: bool, mark: bool) -> anyhow::Result<()>;
+    /// Payload bytes this side copied out of and into its memory so far
+    /// (outside the kernel): the engine's copies; none on bare UDP.
+    fn copied(&self) -> (u64, u64) {
+        (0, 0)
+    }
+    /// What [`Side::copied`] said at the last mark: the second rank's step
+    /// ends there, once the step's last message is in and before its
+    /// answer lets the first rank go on to the next step.
+    fn marked(&self) -> (u64, u64) {
+        (0, 0)
+    }
+}
+
+/// Payload bytes one side copied in each step, over all rounds.
+pub(crate) type Copies = Vec<(u64, u64)>;
+
+pub(crate) fn plan(a: &PingpongArgs) -> Vec<Step> {
     let mut sizes = Vec::new();
     let mut s = 1usize;
     while s <= a.max_size as usize {
@@ -148,35 +186,66 @@ fn plan(a: &PingpongArgs) -> Vec<Step> {
 }
 
 /// Runs the plan `rounds` times: `b` on a thread of its own, `a` here,
-/// timing each step. Returns seconds per round for each step.
-fn measure<A: Side, B: Side + Send + 'static>(mut a: A, mut b: B, steps: &[Step], rounds: u32) -> anyhow::Result<Vec<Vec<f64>>> {
+/// timing each step. Returns seconds per round for each step, and each
+/// side's copies per step.
+fn measure<A: Side, B: Side + Send + 'static>(a: A, mut b: B, steps: &[Step], rounds: u32) -> anyhow::Result<Measured> {
     let todo: Vec<Step> = steps.to_vec();
-    let (tx, rx) = mpsc::channel::<anyhow::Result<()>>();
+    let (tx, rx) = mpsc::channel::<anyhow::Result<Copies>>();
     let peer = std::thread::spawn(move || {
-        let r = (|| {
-            for _ in 0..rounds {
-                for s in &todo {
-                    match *s {
-                        Step::Latency { size, warm, iters } => {
-                            for _ in 0..warm + iters {
-                                b.pong(size)?;
-                            }
-                        }
-                        Step::Bandwidth { size, window, warm, reps } => {
-                            for i in 0..warm + reps {
-                                b.sink(size, window, i + 1 < warm + reps)?;
-                            }
-                        }
+        let _ = tx.send(run_b(&mut b, &todo, rounds));
+    });
+    let (times, copies_a) = run_a(a, steps, rounds)?;
+    let r = rx.recv_timeout(Duration::from_secs(30)).unwrap_or_else(|_| Err(anyhow!("the peer thread did not finish")));
+    let _ = peer.join();
+    let copies_b = r.context("peer side")?;
+    Ok(Measured { times, copies: copies_a.into_iter().zip(copies_b).map(|((ao, ai), (bo, bi))| (ao + bo, ai + bi)).collect() })
+}
+
+/// What a run of the plan gives: seconds per round for each step, and the
+/// payload bytes both sides copied (out, in) in each step over all rounds.
+pub(crate) struct Measured {
+    pub times: Vec<Vec<f64>>,
+    pub copies: Copies,
+}
+
+/// The second rank's half of the plan (pong and sink), `rounds` times.
+pub(crate) fn run_b<B: Side>(b: &mut B, steps: &[Step], rounds: u32) -> anyhow::Result<Copies> {
+    let mut copies = vec![(0, 0); steps.len()];
+    // Bytes copied in count from mark to mark (the step's messages are all
+    // in at its mark, and the next step's cannot be); bytes copied out
+    // from the step's start to its end (its last answer is out by then).
+    let mut in_before = 0;
+    for _ in 0..rounds {
+        for (i, s) in steps.iter().enumerate() {
+            let out_before = b.copied().0;
+            match *s {
+                Step::Latency { size, warm, iters } => {
+                    for k in 0..warm + iters {
+                        b.pong(size, k + 1 == warm + iters)?;
+                    }
+                }
+                Step::Bandwidth { size, window, warm, reps } => {
+                    for k in 0..warm + reps {
+                        b.sink(size, window, k + 1 < warm + reps, k + 1 == warm + reps)?;
                     }
                 }
             }
-            Ok(())
-        })();
-        let _ = tx.send(r);
-    });
+            let in_after = b.marked().1;
+            copies[i].0 += b.copied().0 - out_before;
+            copies[i].1 += in_after - in_before;
+            in_before = in_after;
+        }
+    }
+    Ok(copies)
+}
+
+/// The first rank's half of the plan (ping and stream), timed.
+pub(crate) fn run_a<A: Side>(mut a: A, steps: &[Step], rounds: u32) -> anyhow::Result<(Vec<Vec<f64>>, Copies)> {
     let mut times = vec![Vec::new(); steps.len()];
+    let mut copies = vec![(0, 0); steps.len()];
     for _ in 0..rounds {
         for (i, s) in steps.iter().enumerate() {
+            let before = a.copied();
             match *s {
                 Step::Latency { size, warm, iters } => {
                     for _ in 0..warm {
@@ -199,16 +268,16 @@ fn measure<A: Side, B: Side + Send + 'static>(mut a: A, mut b: B, steps: &[Step]
                     times[i].push(t.elapsed().as_secs_f64());
                 }
             }
+            let after = a.copied();
+            copies[i].0 += after.0 - before.0;
+            copies[i].1 += after.1 - before.1;
         }
     }
-    let r = rx.recv_timeout(Duration::from_secs(30)).unwrap_or_else(|_| Err(anyhow!("the peer thread did not finish")));
-    let _ = peer.join();
-    r.context("peer side")?;
-    Ok(times)
+    Ok((times, copies))
 }
 
 /// One rank's port and buffers on the engine path.
-struct EngineSide {
+pub(crate) struct EngineSide {
     port: Port<RtPort>,
     peer: Endpoint,
     sbuf: HostBuf,
@@ -217,15 +286,16 @@ struct EngineSide {
     /// A receive posted ahead, so messages land straight in the buffer.
     posted: Option<Request>,
     window: Vec<Request>,
+    mark: (u64, u64),
 }
 
 impl EngineSide {
-    fn new(mut port: Port<RtPort>, peer: Endpoint, max: usize) -> anyhow::Result<EngineSide> {
+    pub(crate) fn new(mut port: Port<RtPort>, peer: Endpoint, max: usize) -> anyhow::Result<EngineSide> {
         let fill: Vec<u8> = (0..max).map(|i| i as u8).collect();
         let sbuf = port.buffer_from(&fill)?;
         let rbuf = port.buffer(max as u32)?;
         let ack = port.buffer(1)?;
-        Ok(EngineSide { port, peer, sbuf, rbuf, ack, posted: None, window: Vec::new() })
+        Ok(EngineSide { port, peer, sbuf, rbuf, ack, posted: None, window: Vec::new(), mark: (0, 0) })
     }
 
     fn peer_match(&self, tag: u64) -> RecvMatch {
@@ -250,12 +320,15 @@ impl Side for EngineSide {
         Ok(())
     }
 
-    fn pong(&mut self, size: usize) -> anyhow::Result<()> {
+    fn pong(&mut self, size: usize, mark: bool) -> anyhow::Result<()> {
         let r = match self.posted.take() {
             Some(r) => r,
             None => self.port.start_recv(self.peer_match(TAG_LAT), self.rbuf)?,
         };
         self.port.wait(r)?;
+        if mark {
+            self.mark = self.copied();
+        }
         let s = self.port.start_send(self.peer, TAG_LAT, HostBuf { addr: self.sbuf.addr, len: size as u32 })?;
         self.posted = Some(self.port.start_recv(self.peer_match(TAG_LAT), self.rbuf)?);
         self.port.wait(s)?;
@@ -273,7 +346,7 @@ impl Side for EngineSide {
         Ok(())
     }
 
-    fn sink(&mut self, _size: usize, window: usize, more: bool) -> anyhow::Result<()> {
+    fn sink(&mut self, _size: usize, window: usize, more: bool, mark: bool) -> anyhow::Result<()> {
         if self.window.is_empty() {
             for _ in 0..window {
                 let r = self.port.start_recv(self.peer_match(TAG_BW), self.rbuf)?;
@@ -283,6 +356,9 @@ impl Side for EngineSide {
         for r in std::mem::take(&mut self.window) {
             self.port.wait(r)?;
         }
+        if mark {
+            self.mark = self.copied();
+        }
         if more {
             for _ in 0..window {
                 let r = self.port.start_recv(self.peer_match(TAG_BW), self.rbuf)?;
@@ -291,10 +367,19 @@ impl Side for EngineSide {
         }
         self.send(TAG_ACK, self.ack)
     }
+
+    fn copied(&self) -> (u64, u64) {
+        let (_, t) = self.port.io_ref().stats();
+        (t.copied_out, t.copied_in)
+    }
+
+    fn marked(&self) -> (u64, u64) {
+        self.mark
+    }
 }
 
 /// One rank's socket on the bare UDP path.
-struct RawSide {
+pub(crate) struct RawSide {
     sock: UdpSocket,
     peer: SocketAddr,
     data: Vec<u8>,
@@ -304,6 +389,16 @@ struct RawSide {
 }
 
 impl RawSide {
+    /// A side on non-blocking `sock` sending to `peer`, waiting the way
+    /// `progress` waits.
+    pub(crate) fn new(sock: UdpSocket, peer: SocketAddr, max: usize, progress: Progress) -> RawSide {
+        let block_after = match progress {
+            Progress::SpinThenBlock { spin } => Some(spin),
+            _ => None,
+        };
+        RawSide { sock, peer, data: vec![7; max], rx: vec![0; 65_536], block_after }
+    }
+
     fn send_msg(&mut self, len: usize) -> anyhow::Result<()> {
         let mut off = 0;
         loop {
@@ -365,7 +460,7 @@ impl Side for RawSide {
         self.send_msg(size)?;
         self.recv_msg(size)
     }
-    fn pong(&mut self, size: usize) -> anyhow::Result<()> {
+    fn pong(&mut self, size: usize, _mark: bool) -> anyhow::Result<()> {
         self.recv_msg(size)?;
         self.send_msg(size)
     }
@@ -375,7 +470,7 @@ impl Side for RawSide {
         }
         self.recv_msg(1)
     }
-    fn sink(&mut self, size: usize, window: usize, _more: bool) -> anyhow::Result<()> {
+    fn sink(&mut self, size: usize, window: usize, _more: bool, _mark: bool) -> anyhow::Result<()> {
         self.recv_msg(size * window)?;
         self.send_msg(1)
     }
@@ -395,42 +490,49 @@ pub(crate) fn loopback_pair(progress: Progress, tweak: impl Fn(&mut EngineConfig
     for (i, s) in sockets.into_iter().enumerate() {
         let mut c = EngineConfig::new(NodeId(i as u32), key, random_u64());
         c.secret = secret.clone();
+        outboard_runtime::udp_engine_defaults(&mut c);
         tweak(&mut c);
         nodes.push(Node::start(c, s, &addrs, progress)?);
     }
     Ok(nodes)
 }
 
-fn engine_times(steps: &[Step], rounds: u32, progress: Progress, max: usize) -> anyhow::Result<Vec<Vec<f64>>> {
+fn engine_times(steps: &[Step], rounds: u32, progress: Progress, max: usize) -> anyhow::Result<Measured> {
     let nodes = loopback_pair(progress, |c| c.max_message = c.max_message.max(max as u32))?;
     let pa = Port::new(nodes[0].open_port(PortId(0))?);
     let pb = Port::new(nodes[1].open_port(PortId(0))?);
     let (ea, eb) = (pa.endpoint(), pb.endpoint());
     let a = EngineSide::new(pa, eb, max)?;
     let b = EngineSide::new(pb, ea, max)?;
-    let times = measure(a, b, steps, rounds)?;
+    let m = measure(a, b, steps, rounds)?;
     let (s0, t0) = nodes[0].stats();
     let (s1, t1) = nodes[1].stats();
-    eprintln!(
-        "# engine path: {} retransmits, {} timeouts, {} send stalls (socket buffer full)",
-        s0.retransmits + s1.retransmits,
-        s0.timeouts + s1.timeouts,
-        t0.send_stalls + t1.send_stalls
-    );
-    Ok(times)
+    report_engine("", &[(s0, t0), (s1, t1)]);
+    Ok(m)
 }
 
-fn raw_times(steps: &[Step], rounds: u32, progress: Progress, max: usize) -> anyhow::Result<Vec<Vec<f64>>> {
+/// Prints the engine path's transport counters (both ranks together).
+pub(crate) fn report_engine(who: &str, nodes: &[(outboard_engine::Stats, outboard_runtime::TransportStats)]) {
+    let sum = |f: &dyn Fn(&(outboard_engine::Stats, outboard_runtime::TransportStats)) -> u64| nodes.iter().map(f).sum::<u64>();
+    let (dg_out, calls_out) = (sum(&|n| n.1.datagrams_out), sum(&|n| n.1.send_calls));
+    let (dg_in, calls_in) = (sum(&|n| n.1.datagrams_in), sum(&|n| n.1.recv_calls));
+    eprintln!(
+        "# engine path{who}: {} retransmits, {} duplicates received (retransmits that were spurious), {} timeouts, {} send stalls (socket buffer full); {:.2} datagrams per send call, {:.2} per receive call",
+        sum(&|n| n.0.retransmits),
+        sum(&|n| n.0.duplicates),
+        sum(&|n| n.0.timeouts),
+        sum(&|n| n.1.send_stalls),
+        dg_out as f64 / calls_out.max(1) as f64,
+        dg_in as f64 / calls_in.max(1) as f64,
+    );
+}
+
+fn raw_times(steps: &[Step], rounds: u32, progress: Progress, max: usize) -> anyhow::Result<Measured> {
     let ip = IpAddr::V4(Ipv4Addr::LOCALHOST);
     let sa = bind_udp(ip)?;
     let sb = bind_udp(ip)?;
     let (aa, ab) = (sa.local_addr()?, sb.local_addr()?);
-    let block_after = match progress {
-        Progress::SpinThenBlock { spin } => Some(spin),
-        _ => None,
-    };
-    let side = |sock, peer| RawSide { sock, peer, data: vec![7; max], rx: vec![0; 65_536], block_after };
-    measure(side(sa, ab), side(sb, aa), steps, rounds)
+    measure(RawSide::new(sa, ab, max, progress), RawSide::new(sb, aa, max, progress), steps, rounds)
 }
 
 fn human(size: usize) -> String {
@@ -459,6 +561,7 @@ pub fn run(cmd: BenchCmd) -> anyhow::Result<()> {
             (a, true, raw)
         }
         BenchCmd::RawUdp(a) => (a, false, true),
+        BenchCmd::PingpongPeer(a) => return crate::bench_procs::peer(a),
     };
     if !(args.scale.is_finite() && args.scale > 0.0) {
         bail!("--scale must be a positive number");
@@ -469,7 +572,23 @@ pub fn run(cmd: BenchCmd) -> anyhow::Result<()> {
     };
     let steps = plan(&args);
     let max = args.max_size as usize;
-    println!("# outboard bench pingpong: 2 ranks (threads of one process), UDP over 127.0.0.1, {} cores", machine_cores());
+    let procs = if args.netns { 2 } else { args.procs };
+    // Two namespaces joined by a veth pair, entered before any socket is
+    // made; removed when this goes out of scope.
+    let netns = if args.netns { Some(crate::bench_procs::NetnsPair::create()?) } else { None };
+    match (&netns, procs) {
+        (Some(n), _) => println!(
+            "# outboard bench pingpong: 2 ranks in 2 processes, in network namespaces {} and {} joined by a veth pair (MTU {}), UDP {} -> {}, {} cores",
+            n.a,
+            n.b,
+            crate::bench_procs::VETH_MTU,
+            n.ip_a,
+            n.ip_b,
+            machine_cores()
+        ),
+        (None, 2) => println!("# outboard bench pingpong: 2 ranks in 2 processes, UDP over 127.0.0.1, {} cores", machine_cores()),
+        _ => println!("# outboard bench pingpong: 2 ranks (threads of one process), UDP over 127.0.0.1, {} cores", machine_cores()),
+    }
     println!("# progress policy: {progress} ({why})");
     if !matches!(progress, Progress::Dedicated) {
         println!("# the engine runs on the waiting host's thread (or shares the cores): these figures are the engine path's cost, not offload");
@@ -481,8 +600,18 @@ pub fn run(cmd: BenchCmd) -> anyhow::Result<()> {
         );
     }
     println!("# each figure: median of {} rounds", args.rounds);
-    let e = if engine { Some(engine_times(&steps, args.rounds, progress, max)?) } else { None };
-    let r = if raw { Some(raw_times(&steps, args.rounds, progress, max)?) } else { None };
+    let run_path = |path: crate::bench_procs::Path| -> anyhow::Result<Measured> {
+        if procs == 2 {
+            return crate::bench_procs::two_processes(path, &args, &steps, progress, netns.as_ref());
+        }
+        match path {
+            crate::bench_procs::Path::Engine => engine_times(&steps, args.rounds, progress, max),
+            crate::bench_procs::Path::Raw => raw_times(&steps, args.rounds, progress, max),
+        }
+    };
+    let e = if engine { Some(run_path(crate::bench_procs::Path::Engine)?) } else { None };
+    let r = if raw { Some(run_path(crate::bench_procs::Path::Raw)?) } else { None };
+    drop(netns);
 
     let cols = |label: &str| {
         let mut h = format!("{:<10}", "# Size");
@@ -495,9 +624,22 @@ pub fn run(cmd: BenchCmd) -> anyhow::Result<()> {
         if engine && raw {
             h += &format!("{:>10}", "ratio");
         }
+        if engine {
+            h += &format!("{:>14}", "copies s+r");
+        }
         h
     };
-    let row = |size: usize, ev: Option<f64>, rv: Option<f64>, ratio: Option<f64>| {
+    // Copies per message: payload bytes the engine copied out of host
+    // memory at the senders and into it at the receivers, over the bytes
+    // sent (the kernel's socket copies come on top, one each side, for
+    // both paths; bare UDP makes none of its own).
+    let copies = |i: usize, s: &Step| {
+        e.as_ref().map(|m| {
+            let total = (s.bytes() * u64::from(args.rounds)).max(1) as f64;
+            (m.copies[i].0 as f64 / total, m.copies[i].1 as f64 / total)
+        })
+    };
+    let row = |size: usize, ev: Option<f64>, rv: Option<f64>, ratio: Option<f64>, c: Option<(f64, f64)>| {
         let mut l = format!("{:<10}", human(size));
         if let Some(v) = ev {
             l += &format!("{v:>16.2}");
@@ -508,24 +650,27 @@ pub fn run(cmd: BenchCmd) -> anyhow::Result<()> {
         if let Some(x) = ratio {
             l += &format!("{x:>10.2}");
         }
+        if let Some((o, i)) = c {
+            l += &format!("{:>14}", format!("{o:.2}+{i:.2}"));
+        }
         l
     };
-    println!("# latency: one-way = half the ping-pong round trip; ratio = engine / raw-udp");
+    println!("# latency: one-way = half the ping-pong round trip; ratio = engine / raw-udp; copies s+r = the engine's payload copies per message at the sender + at the receiver (user space)");
     println!("{}", cols("(us)"));
     for (i, s) in steps.iter().enumerate() {
         if let Step::Latency { size, iters, .. } = *s {
-            let us = |t: &Vec<Vec<f64>>| median(&t[i]) / f64::from(iters) / 2.0 * 1e6;
+            let us = |m: &Measured| median(&m.times[i]) / f64::from(iters) / 2.0 * 1e6;
             let (ev, rv) = (e.as_ref().map(us), r.as_ref().map(us));
-            println!("{}", row(size, ev, rv, ev.zip(rv).map(|(a, b)| a / b)));
+            println!("{}", row(size, ev, rv, ev.zip(rv).map(|(a, b)| a / b), copies(i, s)));
         }
     }
     println!("# bandwidth: a window of messages (<= {WINDOW_MAX}, <= {} MiB) then a 1-byte ack, OSU bw; ratio = engine / raw-udp", WINDOW_BYTES >> 20);
     println!("{}", cols("(MB/s)"));
     for (i, s) in steps.iter().enumerate() {
         if let Step::Bandwidth { size, window, reps, .. } = *s {
-            let mbs = |t: &Vec<Vec<f64>>| (size * window) as f64 * f64::from(reps) / median(&t[i]) / 1e6;
+            let mbs = |m: &Measured| (size * window) as f64 * f64::from(reps) / median(&m.times[i]) / 1e6;
             let (ev, rv) = (e.as_ref().map(mbs), r.as_ref().map(mbs));
-            println!("{}", row(size, ev, rv, ev.zip(rv).map(|(a, b)| a / b)));
+            println!("{}", row(size, ev, rv, ev.zip(rv).map(|(a, b)| a / b), copies(i, s)));
         }
     }
     Ok(())

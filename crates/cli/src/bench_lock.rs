@@ -110,6 +110,7 @@ pub fn run(a: LockArgs) -> anyhow::Result<()> {
     for (i, s) in sockets.into_iter().enumerate() {
         let mut c = EngineConfig::new(NodeId(i as u32), key, random_u64());
         c.secret = secret.clone();
+        outboard_runtime::udp_engine_defaults(&mut c);
         nodes.push(Node::start(c, s, &addrs, progress)?);
     }
     // Every rank's words, and its server on port 1 exposing them.

@@ -9,6 +9,7 @@ mod bench_lock;
 mod bench_coll;
 mod bench_nicvm;
 mod bench_skew;
+mod bench_procs;
 mod chaos;
 mod demo;
 mod launch;

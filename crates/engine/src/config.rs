@@ -106,6 +106,22 @@ pub struct EngineConfig {
     /// peer); it delays the completion of a lone send by up to the delay.
     /// Must stay below `rto_initial / 2`.
     pub ack_delay: Duration,
+    /// With an `ack_delay`, how many in-order packets may go unacknowledged
+    /// before an acknowledgement goes out at once (TCP: 2, the default).
+    /// More takes acknowledgements off a stream's receiver; it must stay
+    /// well below `window`, which the acknowledgements open.
+    pub ack_every: u32,
+    /// On a retransmission timeout, resend only the oldest unacknowledged
+    /// packet (TCP's loss window of one) instead of half the window, and if
+    /// the acknowledgement that follows covers more than that packet - the
+    /// peer had the originals, it was only slow to answer (its engine not
+    /// driven for a time slice) - restore the congestion window and take
+    /// the delay as a round-trip sample (Eifel, RFC 4015), so the timeout
+    /// adapts to such a peer. Off by default (the simulator's profiles
+    /// keep Go-Back-N's halving); the runtime turns it on
+    /// (`outboard_runtime::udp_engine_defaults`): on a shared machine,
+    /// a time slice without the peer's engine is far likelier than a loss.
+    pub timeout_probe: bool,
     /// Bytes of engine memory for collective packets that arrived before
     /// their collective started (each counts its payload plus 32 bytes of
     /// bookkeeping, so barrier signals are bounded too); beyond it, senders
@@ -155,6 +171,8 @@ impl EngineConfig {
             coll_unexpected_bytes: 1 << 20,
             coll_send_bytes: 1 << 20,
             ack_delay: Duration::ZERO,
+            timeout_probe: false,
+            ack_every: 2,
         }
     }
 
@@ -192,6 +210,12 @@ impl EngineConfig {
         }
         if self.retry_interval.is_zero() {
             return Err(E::Zero("retry_interval"));
+        }
+        if self.ack_every == 0 {
+            return Err(E::Zero("ack_every"));
+        }
+        if self.ack_every > self.window {
+            return Err(E::Timeouts("ack_every must not exceed window"));
         }
         if self.ack_delay * 2 >= self.rto_initial {
             return Err(E::Timeouts("ack_delay must be below rto_initial / 2"));

@@ -99,6 +99,21 @@ pub(crate) enum TimerVerdict {
 /// acknowledgement.
 const INITIAL_CWND: u32 = 16;
 
+/// What a timeout changed, kept (with [`EngineConfig::timeout_probe`]) until
+/// the next acknowledgement tells whether the timeout was spurious.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct TimeoutUndo {
+    /// The congestion state before the timeout.
+    pub cwnd: u32,
+    pub ssthresh: u32,
+    /// The oldest unacknowledged packet when the timer fired: the one
+    /// resent alone as the probe.
+    pub una: Seq,
+    /// When the oldest packet was (about) sent: the timer fired one
+    /// timeout after it.
+    pub sent: Instant,
+}
+
 #[derive(Debug)]
 pub(crate) struct Conn {
     pub peer: NodeId,
@@ -134,6 +149,8 @@ pub(crate) struct Conn {
     pub cwnd_credit: u32,
     pub ssthresh: u32,
     pub rto_deadline: Option<Instant>,
+    /// Set by a timeout under [`EngineConfig::timeout_probe`].
+    pub undo: Option<TimeoutUndo>,
     pub last_progress: Instant,
     /// When a valid packet from the peer last arrived (`None`: never):
     /// a peer heard from this recently needs no keepalive probe.
@@ -178,6 +195,7 @@ impl Conn {
             cwnd_credit: 0,
             ssthresh: cfg.window,
             rto_deadline: None,
+            undo: None,
             last_progress: now,
             heard_at: None,
             rcv_nxt: Seq(0),
@@ -251,13 +269,14 @@ impl Conn {
     ///
     /// With an `ack_delay`, a lone in-order packet is acknowledged later
     /// (by the next packet we send the peer, or alone when the delay runs
-    /// out); every second one, and anything duplicate or out of order, at
-    /// once, as TCP's delayed acknowledgements do.
+    /// out); every `ack_every`-th one (TCP: every second), and anything
+    /// duplicate or out of order, at once, as TCP's delayed
+    /// acknowledgements do.
     pub fn receive(&mut self, seq: Seq, now: Instant, cfg: &EngineConfig) -> RxVerdict {
         if seq == self.rcv_nxt {
             self.rcv_nxt = seq.next();
             self.rx_unacked += 1;
-            if cfg.ack_delay.is_zero() || self.rx_unacked >= 2 {
+            if cfg.ack_delay.is_zero() || self.rx_unacked >= cfg.ack_every {
                 self.ack_needed = true;
             } else if self.ack_due.is_none() {
                 self.ack_due = Some(now + cfg.ack_delay);
@@ -280,6 +299,18 @@ impl Conn {
             return;
         }
         let acked = ack.diff(self.snd_una) as u32;
+        if let Some(u) = self.undo.take() {
+            if ack.after(u.una.next()) {
+                // Beyond the one packet resent: the peer had the originals,
+                // so the timeout was spurious (a peer whose engine was not
+                // driven for a while, not a loss). Undo the congestion
+                // response, and take the delay as a round-trip sample
+                // (Eifel's response, RFC 4015): it is the original's.
+                self.cwnd = u.cwnd;
+                self.ssthresh = u.ssthresh;
+                self.rtt_sample(now.saturating_since(u.sent));
+            }
+        }
         self.snd_una = ack;
         if self.cwnd < self.ssthresh {
             // Slow start: grow by what was acknowledged.
@@ -420,8 +451,19 @@ impl Conn {
         }
         self.snd_nxt = self.snd_una;
         self.rtt_probe = None;
-        self.cwnd = (self.cwnd / 2).max(1);
-        self.ssthresh = self.cwnd.max(2);
+        if cfg.timeout_probe {
+            // Resend only the oldest packet, and remember what to restore
+            // if the peer turns out to have had everything (the first
+            // timeout's state, when several fire before an answer).
+            let sent = Instant::from_nanos(now.as_nanos().saturating_sub(self.rto.as_nanos() as u64));
+            let first = self.undo.unwrap_or(TimeoutUndo { cwnd: self.cwnd, ssthresh: self.ssthresh, una: self.snd_una, sent });
+            self.undo = Some(first);
+            self.ssthresh = (self.cwnd / 2).max(2);
+            self.cwnd = 1;
+        } else {
+            self.cwnd = (self.cwnd / 2).max(1);
+            self.ssthresh = self.cwnd.max(2);
+        }
         self.cwnd_credit = 0;
         self.rto = (self.rto * 2).min(cfg.rto_max);
         self.arm(now, cfg);
@@ -476,6 +518,46 @@ mod tests {
         }
         assert_eq!(fast.rto, cfg.rto_initial, "a fast peer keeps the configured first timeout");
         assert!(fast.srtt.unwrap() < Duration::from_micros(40));
+    }
+
+    #[test]
+    fn a_spurious_timeout_resends_one_packet_and_is_undone() {
+        let (mut c, mut cfg) = conn();
+        cfg.timeout_probe = true;
+        let t0 = Instant::from_nanos(0);
+        let first = send_one(&mut c, &cfg, t0);
+        for _ in 0..7 {
+            send_one(&mut c, &cfg, t0);
+        }
+        let cwnd = c.cwnd;
+        let t1 = t0 + cfg.rto_initial;
+        assert_eq!(c.on_timer(t1, &cfg), TimerVerdict::Retransmit);
+        // One packet may go again, not the whole flight.
+        assert!(c.can_send(cfg.window));
+        assert!(c.mark_sent(t1, &cfg));
+        assert!(!c.can_send(cfg.window), "only the oldest packet is resent");
+        // The peer had all eight: its acknowledgement covers them.
+        c.on_ack(first.add(8), t1 + Duration::from_micros(5), &cfg);
+        assert!(c.cwnd >= cwnd, "the congestion window is restored (then grows): {} < {cwnd}", c.cwnd);
+        assert!(c.srtt.unwrap() >= cfg.rto_initial, "the stall is taken as a round trip");
+    }
+
+    #[test]
+    fn a_real_loss_after_a_probe_keeps_the_congestion_response() {
+        let (mut c, mut cfg) = conn();
+        cfg.timeout_probe = true;
+        let t0 = Instant::from_nanos(0);
+        let first = send_one(&mut c, &cfg, t0);
+        for _ in 0..7 {
+            send_one(&mut c, &cfg, t0);
+        }
+        let t1 = t0 + cfg.rto_initial;
+        assert_eq!(c.on_timer(t1, &cfg), TimerVerdict::Retransmit);
+        c.mark_sent(t1, &cfg);
+        // Only the probe arrived: the originals were lost.
+        c.on_ack(first.next(), t1 + Duration::from_micros(5), &cfg);
+        assert!(c.cwnd <= 2, "slow start from one packet, cwnd {}", c.cwnd);
+        assert_eq!(c.srtt, None, "no sample from a resent packet");
     }
 
     #[test]

@@ -871,6 +871,14 @@ impl<D: Dma> Engine<D> {
         z ^ (z >> 31)
     }
 
+    /// Whether [`poll_event`](Self::poll_event) has a completion to give
+    /// (a driver that reads datagrams one at a time can stop reading and
+    /// hand a completion over first).
+    #[must_use]
+    pub fn has_events(&self) -> bool {
+        !self.events.is_empty()
+    }
+
     /// The next completion, if any.
     #[must_use]
     pub fn poll_event(&mut self) -> Option<Event> {

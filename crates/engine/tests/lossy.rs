@@ -201,3 +201,21 @@ fn exactly_once_holds_with_delayed_acknowledgements() {
     let mut t = Traffic::new(&mut net, 16, 10_000, seed);
     t.run(&mut net);
 }
+
+#[test]
+fn exactly_once_holds_when_timeouts_resend_one_probe() {
+    // The runtime's setting: a timeout resends only the oldest packet and
+    // is undone when the peer had the originals.
+    for seed in 0..12 {
+        let mut net = Network::new(4, LinkConfig::lossy(0.30, 0.10, 0.01), seed, move |node| {
+            let mut c = EngineConfig::new(node, 0x5EED, 0);
+            c.timeout_probe = true;
+            c.rto_initial = Duration::from_micros(100);
+            c.rto_max = Duration::from_millis(2);
+            c.peer_timeout = Duration::from_secs(10);
+            c
+        });
+        let mut t = Traffic::new(&mut net, 4, 400, seed);
+        t.run(&mut net);
+    }
+}

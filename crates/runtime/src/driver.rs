@@ -9,7 +9,6 @@
 //! only moves bytes and maps node ids to socket addresses.
 
 use std::collections::{HashMap, VecDeque};
-use std::io::ErrorKind;
 use std::net::SocketAddr;
 use std::sync::atomic::{fence, AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -20,6 +19,7 @@ use outboard_engine::{Command, CommandError, Engine, Event, Instant, NodeId, OpE
 use crate::clock::Clock;
 use crate::memory::RtDma;
 use crate::ring::{Consumer, Producer};
+use crate::udp_batch::{would_block, BatchSocket, GSO_MAX_BYTES, GSO_MAX_SEGMENTS, RX_SLOTS};
 
 /// Datagrams read per turn before the other duties get their turn.
 const RX_BATCH: usize = 64;
@@ -50,6 +50,20 @@ pub struct TransportStats {
     pub send_stalls: u64,
     /// Sends or receives that failed (dropped; the engine retransmits).
     pub io_errors: u64,
+    /// System calls that sent datagrams (several datagrams each with UDP
+    /// segmentation offload).
+    pub send_calls: u64,
+    /// System calls that received datagrams (several each with
+    /// `recvmmsg`).
+    pub recv_calls: u64,
+    /// Payload bytes the engine copied out of host memory into datagrams
+    /// (its DMA reads) and into host memory out of datagrams (its DMA
+    /// writes): divided by the payload bytes moved, the copies per
+    /// message on each side. The kernel's own copy into and out of the
+    /// socket comes on top, as it does for any UDP program.
+    pub copied_out: u64,
+    /// See `copied_out`.
+    pub copied_in: u64,
     /// Commands the engine refused after the host's own checks passed
     /// (reported to the port as failed operations).
     pub refused_commands: u64,
@@ -100,19 +114,25 @@ pub(crate) struct PortLink {
 /// The engine with its socket and port rings.
 pub(crate) struct Driver {
     pub engine: Engine<RtDma>,
-    socket: mio::net::UdpSocket,
+    socket: BatchSocket,
     peers: Vec<Option<SocketAddr>>,
     by_addr: HashMap<SocketAddr, NodeId>,
     pub ports: Vec<Option<PortLink>>,
     clock: Clock,
     deadline: Option<Instant>,
+    /// Room for a run of datagrams that leaves in one segmented send.
     tx: Vec<u8>,
-    rx: Vec<u8>,
-    /// A datagram the socket would not take yet, sent before anything else.
-    stalled: Option<(SocketAddr, Vec<u8>)>,
+    mtu: usize,
+    /// Runs of datagrams the socket would not take yet (destination,
+    /// bytes, segment size), sent in order before anything else.
+    stalled: VecDeque<(SocketAddr, Vec<u8>, usize)>,
     loopback: Vec<Vec<u8>>,
     /// The last host turn left its transmissions to the next turn.
     deferred: bool,
+    /// The engine was changed outside a turn (a port opened or closed, a
+    /// departure): the next turn asks it for its deadline even if the turn
+    /// itself does nothing.
+    stale: bool,
     pub stats: TransportStats,
 }
 
@@ -136,18 +156,18 @@ impl Driver {
         let ports = (0..engine.config().max_ports).map(|_| None).collect();
         Driver {
             engine,
-            socket,
+            socket: BatchSocket::new(socket),
             peers: Vec::new(),
             by_addr: HashMap::new(),
             ports,
             clock,
             deadline: None,
-            tx: vec![0; mtu],
-            // The largest UDP payload, so nothing is silently truncated.
-            rx: vec![0; 65_536],
-            stalled: None,
+            tx: vec![0; (GSO_MAX_BYTES / mtu).clamp(1, GSO_MAX_SEGMENTS) * mtu],
+            mtu,
+            stalled: VecDeque::new(),
             loopback: Vec::new(),
             deferred: false,
+            stale: true,
             stats: TransportStats::default(),
         }
     }
@@ -165,7 +185,7 @@ impl Driver {
 
     /// Whether a datagram waits for room in the socket buffer.
     pub fn is_stalled(&self) -> bool {
-        self.stalled.is_some()
+        !self.stalled.is_empty()
     }
 
     /// Whether any port posted a command not yet handled.
@@ -180,7 +200,7 @@ impl Driver {
         let now = self.clock.now();
         let mut busy = self.take_commands(now);
         if mode != Turn::Post {
-            busy |= self.receive(now);
+            busy |= self.receive(now, mode);
         }
         if self.deadline.is_some_and(|d| d <= now) {
             self.stats.module_time.run(&mut self.engine, |e| e.handle_timeout(now));
@@ -200,8 +220,19 @@ impl Driver {
             busy |= self.transmit(now);
             busy |= self.deliver_events();
         }
-        self.deadline = self.engine.poll_timeout();
+        // A turn that did nothing changed no deadline: an idle polling
+        // loop skips the engine's scan of its timers.
+        if busy || self.stale {
+            self.deadline = self.engine.poll_timeout();
+            self.stale = false;
+        }
         busy
+    }
+
+    /// Says the engine was changed outside [`Driver::turn`] (its deadline
+    /// may have moved).
+    pub fn touched(&mut self) {
+        self.stale = true;
     }
 
     fn take_commands(&mut self, now: Instant) -> bool {
@@ -227,25 +258,25 @@ impl Driver {
         busy
     }
 
-    fn receive(&mut self, now: Instant) -> bool {
+    /// The socket, to register with the poller.
+    pub fn socket_mut(&mut self) -> &mut mio::net::UdpSocket {
+        self.socket.socket_mut()
+    }
+
+    /// Reads datagrams into the engine. The engine thread reads in
+    /// batches (`recvmmsg`); a waiting host reads one datagram per system
+    /// call and stops as soon as one completed something, so the event
+    /// reaches it without a further (empty) read on the way.
+    fn receive(&mut self, now: Instant, mode: Turn) -> bool {
         let mut busy = false;
-        for _ in 0..RX_BATCH {
-            match self.socket.recv_from(&mut self.rx) {
-                Ok((n, addr)) => {
-                    busy = true;
-                    self.stats.datagrams_in += 1;
-                    let from = match self.by_addr.get(&addr) {
-                        Some(&node) => node,
-                        None => {
-                            self.stats.unknown_source += 1;
-                            UNKNOWN_NODE
-                        }
-                    };
-                    let rx = &self.rx[..n];
-                    self.stats.module_time.run(&mut self.engine, |e| e.handle_packet(now, from, rx));
-                }
-                Err(e) if e.kind() == ErrorKind::WouldBlock => break,
-                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+        let mut read = 0;
+        let batched = mode == Turn::Engine;
+        while read < RX_BATCH {
+            let got = if batched { self.socket.recv() } else { self.socket.recv_one() };
+            let n = match got {
+                Ok(n) => n,
+                Err(e) if would_block(&e) => break,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
                 Err(_) => {
                     // E.g. an ICMP error queued on the socket: nothing to
                     // read, the engine's timers deal with the peer.
@@ -253,50 +284,139 @@ impl Driver {
                     busy = true;
                     break;
                 }
+            };
+            busy = true;
+            self.stats.recv_calls += 1;
+            for i in 0..n {
+                let (got, bytes) = self.socket.received(i);
+                let from = match got.from.and_then(|a| self.by_addr.get(&a)) {
+                    Some(&node) => node,
+                    None => {
+                        self.stats.unknown_source += 1;
+                        UNKNOWN_NODE
+                    }
+                };
+                self.stats.datagrams_in += 1;
+                read += 1;
+                self.stats.module_time.run(&mut self.engine, |e| e.handle_packet(now, from, bytes));
+            }
+            if batched && n < RX_SLOTS {
+                // The socket is drained: no second, empty call.
+                break;
+            }
+            if !batched && self.engine_has_events() {
+                break;
             }
         }
         busy
     }
 
+    /// Sends `len` bytes of `tx`, datagrams of `seg` bytes, to `addr`;
+    /// keeps what the socket would not take. Returns false on a stall.
+    fn send_run(&mut self, addr: SocketAddr, len: usize, seg: usize) -> bool {
+        let count = len.div_ceil(seg.max(1)) as u64;
+        match self.socket.send(addr, &self.tx[..len], seg) {
+            Ok(()) => {
+                self.stats.datagrams_out += count;
+                self.stats.send_calls += if self.socket.gso() { 1 } else { count };
+                true
+            }
+            Err((sent, e)) if would_block(&e) => {
+                self.stats.send_stalls += 1;
+                self.stats.datagrams_out += (sent / seg.max(1)) as u64;
+                self.stalled.push_back((addr, self.tx[sent..len].to_vec(), seg));
+                false
+            }
+            Err((sent, _)) => {
+                // The rest is dropped; the engine retransmits it.
+                self.stats.datagrams_out += (sent / seg.max(1)) as u64;
+                self.stats.io_errors += 1;
+                true
+            }
+        }
+    }
+
     fn transmit(&mut self, now: Instant) -> bool {
         let mut busy = false;
-        if let Some((addr, data)) = &self.stalled {
-            match self.socket.send_to(data, *addr) {
-                Ok(_) => {
-                    self.stats.datagrams_out += 1;
-                    self.stalled = None;
+        while let Some((addr, data, seg)) = self.stalled.pop_front() {
+            match self.socket.send(addr, &data, seg) {
+                Ok(()) => {
+                    self.stats.datagrams_out += data.len().div_ceil(seg.max(1)) as u64;
+                    self.stats.send_calls += 1;
                     busy = true;
                 }
-                Err(e) if e.kind() == ErrorKind::WouldBlock => return false,
-                Err(_) => {
-                    self.stats.io_errors += 1;
-                    self.stalled = None;
+                Err((sent, e)) if would_block(&e) => {
+                    self.stalled.push_front((addr, data[sent..].to_vec(), seg));
+                    return busy;
                 }
+                Err(_) => self.stats.io_errors += 1,
             }
         }
         let me = self.engine.node();
+        let mtu = self.mtu;
+        let room = self.tx.len();
+        // The run being gathered in `tx`: its destination, its segment
+        // size, and how many bytes it holds. A run closes at a datagram
+        // shorter than its segments (it must be the last), at another
+        // destination, or when `tx` is full.
+        let mut run: Option<(SocketAddr, usize)> = None;
+        let mut len = 0;
         loop {
-            while let Some(t) = self.engine.poll_transmit(now, &mut self.tx) {
+            loop {
+                if len + mtu > room {
+                    let (addr, seg) = run.take().expect("a full buffer holds a run");
+                    if !self.send_run(addr, len, seg) {
+                        return true;
+                    }
+                    len = 0;
+                }
+                let Some(t) = self.engine.poll_transmit(now, &mut self.tx[len..len + mtu]) else { break };
                 busy = true;
-                let pkt = &self.tx[..t.len];
                 if t.dst == me {
                     self.stats.loopback += 1;
-                    self.loopback.push(pkt.to_vec());
+                    self.loopback.push(self.tx[len..len + t.len].to_vec());
                     continue;
                 }
                 let Some(addr) = self.peers.get(t.dst.0 as usize).copied().flatten() else {
                     self.stats.no_route += 1;
                     continue;
                 };
-                match self.socket.send_to(pkt, addr) {
-                    Ok(_) => self.stats.datagrams_out += 1,
-                    Err(e) if e.kind() == ErrorKind::WouldBlock => {
-                        self.stats.send_stalls += 1;
-                        self.stalled = Some((addr, pkt.to_vec()));
-                        return true;
+                match run {
+                    Some((a, seg)) if a == addr && t.len <= seg && len % seg == 0 => {
+                        len += t.len;
                     }
-                    Err(_) => self.stats.io_errors += 1,
+                    Some((a, seg)) => {
+                        // Send the run so far, then start a new one with
+                        // this datagram (moved to the front of `tx`).
+                        if !self.send_run(a, len, seg) {
+                            // This datagram waits behind the stalled ones.
+                            self.stalled.push_back((addr, self.tx[len..len + t.len].to_vec(), t.len));
+                            return true;
+                        }
+                        self.tx.copy_within(len..len + t.len, 0);
+                        run = Some((addr, t.len));
+                        len = t.len;
+                    }
+                    None if t.len < mtu => {
+                        // A datagram shorter than the MTU would close a run
+                        // anyway (a request, a reply, an acknowledgement):
+                        // send it now rather than after one more look at
+                        // the engine, which is on the latency's path.
+                        if !self.send_run(addr, t.len, t.len) {
+                            return true;
+                        }
+                    }
+                    None => {
+                        run = Some((addr, t.len));
+                        len = t.len;
+                    }
                 }
+            }
+            if let Some((addr, seg)) = run.take() {
+                if !self.send_run(addr, len, seg) {
+                    return true;
+                }
+                len = 0;
             }
             if self.loopback.is_empty() {
                 return busy;
@@ -305,6 +425,11 @@ impl Driver {
                 self.stats.module_time.run(&mut self.engine, |e| e.handle_packet(now, me, &pkt));
             }
         }
+    }
+
+    /// Whether the engine has completions waiting to be delivered.
+    fn engine_has_events(&self) -> bool {
+        self.engine.has_events()
     }
 
     fn deliver_events(&mut self) -> bool {

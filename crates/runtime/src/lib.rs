@@ -53,13 +53,14 @@ mod node;
 mod port;
 mod progress;
 pub mod ring;
+mod udp_batch;
 mod wait_pacer;
 mod world;
 
 pub use clock::Clock;
 pub use driver::TransportStats;
 pub use module_time::ModuleTime;
-pub use node::{bind_udp, random_u64, Node, NodeError};
+pub use node::{bind_udp, random_u64, udp_engine_defaults, Node, NodeError};
 pub use port::RtPort;
 pub use progress::{machine_cores, ParseProgressError, Progress};
 pub use world::{init, init_with, init_with_bootstrap, random_secret, InitError, Options, World, LEAVE_LINGER, WORLD_GROUP_FIRST};

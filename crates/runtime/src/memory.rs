@@ -94,20 +94,34 @@ impl HostMemory {
         ok.then_some((block, off))
     }
 
+    /// The block starting at or below `addr` and the offset of `addr` in
+    /// it, bounds not checked: the caller checks them under the block's
+    /// lock, which it takes anyway for the copy (one lock per access, not
+    /// two, on the engine's per-packet path).
+    fn find_unchecked(&self, addr: u64) -> Option<(Block, usize)> {
+        let t = self.table.read().unwrap_or_else(PoisonError::into_inner);
+        let (&start, block) = t.blocks.range(..=addr).next_back()?;
+        let off = usize::try_from(addr - start).ok()?;
+        Some((block.clone(), off))
+    }
+
     /// Copies bytes at `addr` into `out`.
     pub fn read(&self, addr: u64, out: &mut [u8]) -> Result<(), MemoryError> {
-        let (b, off) = self.find(addr, out.len()).ok_or(MemoryError::Invalid { addr, len: out.len() })?;
+        let invalid = MemoryError::Invalid { addr, len: out.len() };
+        let (b, off) = self.find_unchecked(addr).ok_or(invalid)?;
         let b = b.lock().unwrap_or_else(PoisonError::into_inner);
-        // `find` checked the bounds and blocks never change length.
-        out.copy_from_slice(&b[off..off + out.len()]);
+        let src = off.checked_add(out.len()).and_then(|end| b.get(off..end)).ok_or(invalid)?;
+        out.copy_from_slice(src);
         Ok(())
     }
 
     /// Copies `data` to `addr`.
     pub fn write(&self, addr: u64, data: &[u8]) -> Result<(), MemoryError> {
-        let (b, off) = self.find(addr, data.len()).ok_or(MemoryError::Invalid { addr, len: data.len() })?;
+        let invalid = MemoryError::Invalid { addr, len: data.len() };
+        let (b, off) = self.find_unchecked(addr).ok_or(invalid)?;
         let mut b = b.lock().unwrap_or_else(PoisonError::into_inner);
-        b[off..off + data.len()].copy_from_slice(data);
+        let dst = off.checked_add(data.len()).and_then(|end| b.get_mut(off..end)).ok_or(invalid)?;
+        dst.copy_from_slice(data);
         Ok(())
     }
 }
@@ -150,21 +164,35 @@ impl HostMemory {
 #[derive(Debug, Clone)]
 pub struct RtDma {
     mem: Arc<HostMemory>,
+    /// Bytes the engine copied out of host memory (into datagrams).
+    copied_out: u64,
+    /// Bytes the engine copied into host memory (out of datagrams or its
+    /// own buffers).
+    copied_in: u64,
 }
 
 impl RtDma {
     /// DMA into `mem`.
     pub fn new(mem: Arc<HostMemory>) -> Self {
-        RtDma { mem }
+        RtDma { mem, copied_out: 0, copied_in: 0 }
+    }
+
+    /// Bytes copied out of and into host memory so far: every payload
+    /// byte the engine moves between host memory and a datagram is one
+    /// copy, so these over the payload bytes are the copies per message.
+    pub fn copied(&self) -> (u64, u64) {
+        (self.copied_out, self.copied_in)
     }
 }
 
 impl Dma for RtDma {
     fn read(&mut self, _port: PortId, addr: u64, out: &mut [u8]) -> Result<(), DmaFault> {
+        self.copied_out += out.len() as u64;
         self.mem.read(addr, out).map_err(|_| DmaFault { addr, len: out.len() })
     }
 
     fn write(&mut self, _port: PortId, addr: u64, data: &[u8]) -> Result<(), DmaFault> {
+        self.copied_in += data.len() as u64;
         self.mem.write(addr, data).map_err(|_| DmaFault { addr, len: data.len() })
     }
 

@@ -55,6 +55,19 @@ pub fn bind_udp(ip: IpAddr) -> std::io::Result<UdpSocket> {
     Ok(s.into())
 }
 
+/// Sets the engine options the runtime's UDP transport wants, which the
+/// engine leaves off by default so that the simulator's profiles keep
+/// their behaviour: a retransmission timeout resends one packet and is
+/// undone when it proves spurious (`EngineConfig::timeout_probe`), since
+/// on a machine whose cores the ranks share an engine that is not driven
+/// for a time slice is far likelier than a lost datagram. Delayed
+/// acknowledgements stay off (`ack_delay` zero): a blocking send waits
+/// for its acknowledgement, and the runtime's turns already acknowledge
+/// once per batch of datagrams read (README, "The runtime's UDP path").
+pub fn udp_engine_defaults(config: &mut EngineConfig) {
+    config.timeout_probe = true;
+}
+
 /// A random 64-bit value from the OS (job keys, engine incarnations).
 pub fn random_u64() -> u64 {
     let mut b = [0u8; 8];
@@ -107,6 +120,7 @@ impl NodeShared {
         let d = self.lock();
         let mut t = d.stats.clone();
         t.host_sleeps = self.host_sleeps.load(Ordering::Relaxed);
+        (t.copied_out, t.copied_in) = d.engine.dma().copied();
         (d.engine.stats().clone(), t)
     }
 
@@ -160,11 +174,11 @@ impl Node {
         let engine = Engine::new(config.clone(), RtDma::new(memory.clone()), clock.now())?;
         socket.set_nonblocking(true)?;
         let local_addr = socket.local_addr()?;
-        let mut socket = mio::net::UdpSocket::from_std(socket);
+        let socket = mio::net::UdpSocket::from_std(socket);
         let poll = Poll::new()?;
-        poll.registry().register(&mut socket, SOCKET, Interest::READABLE)?;
         let waker = Waker::new(poll.registry(), DOORBELL)?;
         let mut driver = Driver::new(engine, socket, clock);
+        poll.registry().register(driver.socket_mut(), SOCKET, Interest::READABLE)?;
         driver.set_peers(peers);
         let shared = Arc::new(NodeShared {
             driver: Mutex::new(driver),
@@ -218,6 +232,7 @@ impl Node {
     pub fn open_port(&self, port: PortId) -> Result<RtPort, OpenError> {
         let mut d = self.shared.lock();
         let ep = d.engine.open_port(self.shared.clock.now(), port)?;
+        d.touched();
         let cfg = &self.shared.config;
         // Every accepted command completes with one event, and tokens bound
         // the commands under way (send, receive and collective tokens);
@@ -243,7 +258,10 @@ impl Node {
     /// the notices get across.
     pub fn leave(&self) {
         let now = self.shared.clock.now();
-        self.shared.lock().engine.leave(now);
+        let mut d = self.shared.lock();
+        d.engine.leave(now);
+        d.touched();
+        drop(d);
         self.shared.ring_doorbell();
     }
 

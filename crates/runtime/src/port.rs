@@ -252,6 +252,7 @@ impl Drop for RtPort {
         let now = self.node.clock.now();
         let mut d = self.node.lock();
         d.engine.close_port(now, self.ep.port);
+        d.touched();
         d.ports[usize::from(self.ep.port.0)] = None;
     }
 }

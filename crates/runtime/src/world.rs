@@ -231,6 +231,7 @@ fn init_on(opts: Options, env: LaunchEnv, mut boot: JobBootstrap) -> Result<Worl
     let mut config = EngineConfig::new(NodeId(env.rank), job_key, incarnation_now);
     config.secret = secret;
     config.min_peer_boot = incarnation(job_start_ms, 0);
+    crate::node::udp_engine_defaults(&mut config);
     if let Some(t) = opts.peer_timeout {
         config.peer_timeout = t;
         config.rto_max = config.rto_max.min(t);
