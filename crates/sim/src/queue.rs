@@ -21,6 +21,9 @@ pub struct EventQueue<E> {
     /// Bucket `i > 0` holds keys whose highest bit differing from `last`
     /// is bit `i - 1`; bucket 0 holds the key equal to `last`.
     buckets: Vec<Vec<(u128, u32)>>,
+    /// Bit `i - 1` set when bucket `i > 0` is non-empty: `settle` finds
+    /// the first such bucket without walking 128 vectors.
+    nonempty: u128,
     /// The last key taken out (or the smallest, once found by `settle`).
     last: u128,
     len: usize,
@@ -34,6 +37,7 @@ impl<E> Default for EventQueue<E> {
     fn default() -> Self {
         EventQueue {
             buckets: (0..=128).map(|_| Vec::new()).collect(),
+            nonempty: 0,
             last: 0,
             len: 0,
             slab: Vec::new(),
@@ -73,7 +77,7 @@ impl<E> EventQueue<E> {
                 u32::try_from(self.slab.len() - 1).expect("fewer than 2^32 pending events")
             }
         };
-        self.buckets[bucket(key, self.last)].push((key, slot));
+        self.put(key, slot);
         self.len += 1;
     }
 
@@ -82,12 +86,16 @@ impl<E> EventQueue<E> {
         if !self.buckets[0].is_empty() {
             return true;
         }
-        let Some(i) = self.buckets.iter().position(|b| !b.is_empty()) else { return false };
+        if self.nonempty == 0 {
+            return false;
+        }
+        let i = self.nonempty.trailing_zeros() as usize + 1;
+        self.nonempty &= !(1u128 << (i - 1));
         let items = std::mem::take(&mut self.buckets[i]);
         let min = items.iter().map(|&(k, _)| k).min().expect("non-empty bucket");
         self.last = min;
         for (k, slot) in items.iter().copied() {
-            self.buckets[bucket(k, min)].push((k, slot));
+            self.put(k, slot);
         }
         // Keep the emptied vector's allocation for reuse.
         let mut items = items;
@@ -96,6 +104,15 @@ impl<E> EventQueue<E> {
             self.buckets[i] = items;
         }
         true
+    }
+
+    /// Files `(key, slot)` in its bucket relative to `last`.
+    fn put(&mut self, key: u128, slot: u32) {
+        let b = bucket(key, self.last);
+        if b > 0 {
+            self.nonempty |= 1u128 << (b - 1);
+        }
+        self.buckets[b].push((key, slot));
     }
 
     /// Removes the earliest event (the first scheduled among equals).
