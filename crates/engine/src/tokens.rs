@@ -7,7 +7,7 @@
 //! Which command takes which token is the engine's rule, so it lives here
 //! once rather than in every driver.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 
 use crate::{Command, CommandError, EngineConfig, OpId};
 
@@ -57,7 +57,7 @@ impl Command {
 pub struct TokenMirror {
     free: [u32; 3],
     max_message: u32,
-    held: HashMap<OpId, TokenClass>,
+    held: FxHashMap<OpId, TokenClass>,
 }
 
 fn slot(t: TokenClass) -> usize {
@@ -74,7 +74,7 @@ impl TokenMirror {
         TokenMirror {
             free: [cfg.send_tokens, cfg.recv_tokens, cfg.coll_tokens],
             max_message: cfg.max_message,
-            held: HashMap::new(),
+            held: FxHashMap::default(),
         }
     }
 
