@@ -273,7 +273,7 @@ fn main() {
     );
     let sizes: &[u32] = if quick { &[1_024] } else { &[1_024, 16_384, 65_536] };
     for &n in sizes {
-        for coll in Coll::ALL.into_iter().filter(|c| only.map_or(true, |o| o.name() == c.name())) {
+        for coll in Coll::ALL.into_iter().filter(|c| only.is_none_or(|o| o.name() == c.name())) {
             for mode in [Mode::HostBased, Mode::Offloaded] {
                 measure(coll, mode, n, TIMED, compact);
             }
