@@ -1,7 +1,9 @@
 //! A port's state on its engine: incarnation, tokens, posted receives,
 //! unexpected messages, registered regions, and per-stream order.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
+
+use rustc_hash::FxHashMap;
 
 use crate::{Endpoint, Generation, HostBuf, NodeId, OpId, RecvMatch};
 
@@ -52,9 +54,9 @@ pub(crate) struct Port {
     pub unexpected: VecDeque<Unexpected>,
     pub regions: BTreeMap<u64, HostBuf>,
     /// Next stream position per destination port incarnation.
-    pub tx_streams: HashMap<StreamKey, u32>,
+    pub tx_streams: FxHashMap<StreamKey, u32>,
     /// Next expected stream position per source port incarnation.
-    pub rx_streams: HashMap<StreamKey, u32>,
+    pub rx_streams: FxHashMap<StreamKey, u32>,
     /// The interrupt flag word in host memory (`Command::SetInterruptFlag`).
     pub interrupt_word: Option<u64>,
     /// A marked message was delivered since the driver last polled

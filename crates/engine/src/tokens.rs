@@ -7,7 +7,7 @@
 //! Which command takes which token is the engine's rule, so it lives here
 //! once rather than in every driver.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 
 use crate::{Command, CommandError, EngineConfig, OpId};
 
@@ -59,7 +59,7 @@ impl Command {
 pub struct TokenMirror {
     free: [u32; 3],
     max_message: u32,
-    held: HashMap<OpId, TokenClass>,
+    held: FxHashMap<OpId, TokenClass>,
 }
 
 fn slot(t: TokenClass) -> usize {
@@ -78,7 +78,7 @@ impl TokenMirror {
             max_message: cfg.max_message,
             // Room for every token at once: taking one never allocates, so
             // a signal handler may post (application bypass, host `bypass`).
-            held: HashMap::with_capacity((cfg.send_tokens + cfg.recv_tokens + cfg.coll_tokens) as usize),
+            held: FxHashMap::with_capacity_and_hasher((cfg.send_tokens + cfg.recv_tokens + cfg.coll_tokens) as usize, Default::default()),
         }
     }
 

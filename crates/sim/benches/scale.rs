@@ -20,7 +20,10 @@
 //!
 //! `cargo bench -p outboard-sim --bench scale` (`-- quick`: 1,024 nodes
 //! only; `-- huge`: also 1,048,576 nodes, offloaded allreduce and
-//! broadcast of 8 B).
+//! broadcast of 8 B; a collective's name, e.g. `bcast-64KiB`: only that
+//! one; `full-memory`: node memories hold every payload byte, instead of
+//! keeping large buffers as runs of equal bytes,
+//! `Simulation::compact_payloads`).
 //! LogGOPSim (Hoefler et al., HPDC 2010) reports over a million events per
 //! second and runs of 8 million processes on one machine; its events are
 //! LogGOPS message events without protocol state, ours are engine inputs.
@@ -31,7 +34,7 @@ use std::rc::Rc;
 use std::time::Instant;
 
 use outboard_host::{Mode, TreeShape};
-use outboard_sim::experiments::coll::{run_all, sum_of};
+use outboard_sim::experiments::coll::{run_all_in, sum_of};
 use outboard_sim::{Dur, Profile, Simulation};
 
 /// Collectives timed after the first (one at 1,048,576 nodes).
@@ -132,7 +135,7 @@ fn mark(c: &(Cell<u32>, Cell<Option<Stamp>>), nodes: u32, virtual_us: f64) {
 }
 
 /// One point, in this process: prints one `point ...` line.
-fn one(coll: Coll, mode: Mode, nodes: u32, timed: u32) {
+fn one(coll: Coll, mode: Mode, nodes: u32, timed: u32, compact: bool) {
     let rss_before = proc_status_kib("VmRSS:").unwrap_or(0);
     let profile = Profile::builtin("dpu400");
     // (processes done with the first collective, wall time when the last
@@ -145,7 +148,11 @@ fn one(coll: Coll, mode: Mode, nodes: u32, timed: u32) {
         _ => 8,
     };
     let others = Rc::new(vec![0u8; len]);
-    let report = run_all(&profile, nodes, 1, |p, rank, mut port, mut g| {
+    let mut sim = Simulation::with_config(&profile, nodes, 1, |c| c.max_ports = 1).expect("a simulation");
+    if compact {
+        sim.compact_payloads();
+    }
+    let report = run_all_in(sim, nodes, |p, rank, mut port, mut g| {
         let (warm, done, others) = (warm.clone(), done.clone(), others.clone());
         async move {
             let d = g.defaults();
@@ -206,10 +213,10 @@ fn one(coll: Coll, mode: Mode, nodes: u32, timed: u32) {
 }
 
 /// Runs one point in a child process and prints its row.
-fn measure(coll: Coll, mode: Mode, nodes: u32, timed: u32) {
+fn measure(coll: Coll, mode: Mode, nodes: u32, timed: u32, compact: bool) {
     let exe = std::env::current_exe().expect("own path");
     let out = Command::new(exe)
-        .args(["one", coll.name(), mode_name(mode), &nodes.to_string(), &timed.to_string()])
+        .args(["one", coll.name(), mode_name(mode), &nodes.to_string(), &timed.to_string(), if compact { "compact" } else { "full" }])
         .output()
         .expect("run a child");
     let text = String::from_utf8_lossy(&out.stdout);
@@ -249,11 +256,16 @@ fn main() {
     if args.first().map(String::as_str) == Some("one") {
         let coll = Coll::parse(&args[1]).expect("a collective name");
         let mode = if args[2] == "host" { Mode::HostBased } else { Mode::Offloaded };
-        one(coll, mode, args[3].parse().expect("a node count"), args[4].parse().expect("a count of timed collectives"));
+        let compact = args.get(5).map(String::as_str) != Some("full");
+        one(coll, mode, args[3].parse().expect("a node count"), args[4].parse().expect("a count of timed collectives"), compact);
         return;
     }
     let quick = args.iter().any(|a| a == "quick");
     let huge = args.iter().any(|a| a == "huge");
+    // Node memories keep large buffers as runs of equal bytes
+    // (`Simulation::compact_payloads`) unless `full-memory` is given.
+    let compact = !args.iter().any(|a| a == "full-memory");
+    let only: Option<Coll> = args.iter().find_map(|a| Coll::parse(a));
     event_core();
     println!(
         "{:<13} {:<9} {:>9} {:>11} {:>9} {:>9} {:>8} {:>8} {:>10} {:>8} {:>9} {:>8}",
@@ -261,9 +273,9 @@ fn main() {
     );
     let sizes: &[u32] = if quick { &[1_024] } else { &[1_024, 16_384, 65_536] };
     for &n in sizes {
-        for coll in Coll::ALL {
+        for coll in Coll::ALL.into_iter().filter(|c| only.is_none_or(|o| o.name() == c.name())) {
             for mode in [Mode::HostBased, Mode::Offloaded] {
-                measure(coll, mode, n, TIMED);
+                measure(coll, mode, n, TIMED, compact);
             }
         }
     }
@@ -271,7 +283,7 @@ fn main() {
         // The dissemination barrier keeps about 40 connections per node at
         // this size (30 GB): the tree collectives fit this machine's 24 GB.
         for coll in [Coll::Allreduce8, Coll::Bcast8] {
-            measure(coll, Mode::Offloaded, 1 << 20, 1);
+            measure(coll, Mode::Offloaded, 1 << 20, 1, compact);
         }
     }
     println!("virtual us: simulated time per timed collective (as the wall time; {TIMED} timed, 1 at 1,048,576 nodes); ms/coll and cpu ms: wall and CPU time per timed collective (see the file's doc); M ev/s: events over the run's wall time");

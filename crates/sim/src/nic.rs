@@ -22,6 +22,7 @@
 //! that read them (a packet's transmission, a multi-send's copy) only once
 //! they are.
 
+mod host_memory;
 mod memory;
 
 use std::collections::VecDeque;

@@ -145,3 +145,48 @@ fn host_time_per_reduction_is_a_steady_state_figure() {
         assert!(within(b, a, 0.001), "{mode:?}: {a} us with 3 iterations, {b} us with 12");
     }
 }
+
+/// `Simulation::compact_payloads` changes how node memories hold large
+/// buffers, nothing else: a 64 KiB broadcast (uniform payload) and one of
+/// mixed bytes deliver the root's bytes and run the same events to the
+/// same end time as with plain memory.
+#[test]
+fn compact_payload_memory_changes_no_result_and_no_event() {
+    use outboard_sim::experiments::coll::run_all_in;
+    use outboard_sim::Simulation;
+    use std::rc::Rc;
+    let p = Profile::builtin("dpu400");
+    let n = 9;
+    for mode in [Mode::HostBased, Mode::Offloaded] {
+        for uniform in [true, false] {
+            let run = |compact: bool| {
+                let mut sim = Simulation::with_config(&p, n, 3, |c| c.max_ports = 1).unwrap();
+                if compact {
+                    sim.compact_payloads();
+                }
+                let msg: Rc<Vec<u8>> =
+                    Rc::new((0..65_536u32).map(|i| if uniform { 7 } else { (i * 31 % 251) as u8 }).collect());
+                let got = Rc::new(std::cell::RefCell::new(Vec::new()));
+                let g2 = got.clone();
+                let report = run_all_in(sim, n, move |proc, rank, mut port, mut g| {
+                    let (msg, got) = (msg.clone(), g2.clone());
+                    async move {
+                        for _ in 0..2 {
+                            let data = if rank == 0 { msg.to_vec() } else { vec![0; msg.len()] };
+                            let req = port.start_bcast(&mut g, mode, TreeShape::Binomial, 0, &data)?;
+                            let out = proc.coll_wait(&mut port, req).await?;
+                            got.borrow_mut().push(out == *msg);
+                        }
+                        Ok(())
+                    }
+                })
+                .unwrap();
+                let ok = got.borrow().iter().all(|&b| b) && got.borrow().len() == 2 * n as usize;
+                (report.end, report.stats.events, ok)
+            };
+            let (plain, compact) = (run(false), run(true));
+            assert!(plain.2 && compact.2, "{mode:?} uniform={uniform}: every node got the root's bytes");
+            assert_eq!(plain, compact, "{mode:?} uniform={uniform}");
+        }
+    }
+}

@@ -186,10 +186,12 @@ impl HostRun {
             // handed to the port (`take_trailing`), as the engine keeps an
             // offloaded collective's last packets, so both forms complete
             // at the same point of the protocol.
-            let Some(st) = self.schedule.steps.get(self.step) else {
+            // The step through a second handle on the shared schedule (a
+            // reference count, not a copy of the step's lists per call).
+            let schedule = Arc::clone(&self.schedule);
+            let Some(st) = schedule.steps.get(self.step) else {
                 return Ok(true);
             };
-            let st = st.clone();
             while self.sends_posted < st.send_to.len() {
                 let to = st.send_to[self.sends_posted];
                 let round = self.send_round[self.step][self.sends_posted];

@@ -90,7 +90,17 @@ where
     F: Fn(Proc, u32, Port<SimIo>, Group) -> Fut,
     Fut: Future<Output = Result<(), HostError>> + 'static,
 {
-    let mut sim = Simulation::with_config(profile, n, seed, |c| c.max_ports = 1)?;
+    let sim = Simulation::with_config(profile, n, seed, |c| c.max_ports = 1)?;
+    run_all_in(sim, n, body)
+}
+
+/// [`run_all`] on a simulation of `n` nodes the caller built (with
+/// [`Simulation::compact_payloads`], say), one port per engine.
+pub fn run_all_in<F, Fut>(mut sim: Simulation, n: u32, body: F) -> Result<RunReport, ExperimentError>
+where
+    F: Fn(Proc, u32, Port<SimIo>, Group) -> Fut,
+    Fut: Future<Output = Result<(), HostError>> + 'static,
+{
     let err = FirstError::default();
     for rank in 0..n {
         let err = err.clone();

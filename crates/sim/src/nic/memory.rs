@@ -21,7 +21,9 @@
 //! retransmission) can then wait for bytes it did not need; a host writes
 //! one send after the other, so by then those bytes are mostly written.
 
-use outboard_engine::{Dma, DmaFault, HostBuf, MultiCopy, PortId, VecMemory};
+use outboard_engine::{Dma, DmaFault, HostBuf, MultiCopy, PortId};
+
+use super::host_memory::HostMemory;
 
 use crate::time::{PerByte, Time};
 
@@ -65,7 +67,7 @@ struct SharedWrite {
 /// Simulated host memory plus the PIO writes still under way.
 #[derive(Debug, Default)]
 pub(crate) struct NicMemory {
-    mem: VecMemory,
+    mem: HostMemory,
     writes: Vec<PioWrite>,
     shared: Vec<SharedWrite>,
     /// Receive buffers a PIO (FM) host handles packet by packet: when the
@@ -80,12 +82,12 @@ pub(crate) struct NicMemory {
 
 impl NicMemory {
     pub fn new() -> NicMemory {
-        NicMemory { mem: VecMemory::new(), writes: Vec::new(), shared: Vec::new(), watched: Vec::new(), now: Time::ZERO, ready: None }
+        NicMemory { mem: HostMemory::new(), writes: Vec::new(), shared: Vec::new(), watched: Vec::new(), now: Time::ZERO, ready: None }
     }
 
     /// The memory as the host's own code reaches it (no PIO waits: the
     /// host reads what it has).
-    pub fn host(&mut self) -> &mut VecMemory {
+    pub fn host(&mut self) -> &mut HostMemory {
         &mut self.mem
     }
 
