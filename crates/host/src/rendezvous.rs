@@ -17,12 +17,11 @@
 //!
 //! This is the read-based protocol (MVAPICH's "RGET", UCX's `get_zcopy`).
 //! Its alternative - the receiver answers with a clear-to-send naming its
-//! buffer and the sender RDMA-writes - costs the same three one-way trips
-//! before the payload is in place but makes the receiver register its
-//! buffer as well, and leaves the receiver no way to learn that the data
-//! landed without a fourth message; the read lets the receiver's engine
-//! report completion itself (see the README's rendezvous section for the
-//! measured comparison).
+//! buffer and the sender RDMA-writes, then sends a finish - is not built:
+//! the choice of read is not backed by a measurement of both. What speaks
+//! for it without one: only the sender registers memory, and the
+//! receiver's own engine reports that the data is in place, where the
+//! write variant needs the sender's finish to tell it.
 //!
 //! Buffers are registered through a bounded cache ([`RegCache`]): repeated
 //! sends from the same buffer register once; entries not in use are
