@@ -5,6 +5,9 @@
 use outboard_engine::*;
 use outboard_testnet::{LinkConfig, Network};
 
+mod common;
+use common::{binomial, dissemination};
+
 /// A group's member list in its byte form.
 fn group_bytes(eps: &[Endpoint]) -> Vec<u8> {
     MemberList::from_endpoints(eps.iter().copied()).encode()
@@ -15,32 +18,9 @@ const G: GroupId = GroupId(77);
 const BARRIER: ScheduleId = ScheduleId(1);
 const ALLREDUCE: ScheduleId = ScheduleId(2);
 
-/// Dissemination barrier: round k sends to rank + 2^k, waits for rank - 2^k.
-fn dissemination(rank: u32, n: u32) -> Schedule {
-    let mut steps = Vec::new();
-    let mut d = 1;
-    while d < n {
-        steps.push(Step::exchange([(rank + d) % n], [(rank + n - d) % n], Fold::Ignore));
-        d *= 2;
-    }
-    Schedule::new(steps)
-}
-
 /// Binomial reduce to rank 0, then binomial broadcast back (allreduce).
 fn tree_allreduce(rank: u32, n: u32) -> Schedule {
-    let mut children = Vec::new();
-    let mut parent = None;
-    let mut mask = 1;
-    while mask < n {
-        if rank & mask != 0 {
-            parent = Some(rank - mask);
-            break;
-        }
-        if rank + mask < n {
-            children.push(rank + mask);
-        }
-        mask <<= 1;
-    }
+    let (parent, children) = binomial(rank, n);
     let mut steps = vec![Step::recv(children.clone(), Fold::Combine)];
     if let Some(p) = parent {
         steps.push(Step::send([p]));

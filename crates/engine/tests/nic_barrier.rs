@@ -7,6 +7,9 @@
 
 use outboard_engine::*;
 use outboard_testnet::{LinkConfig, Network};
+
+mod common;
+use common::{binomial, dissemination};
 use proptest::prelude::*;
 
 const P0: PortId = PortId(0);
@@ -14,32 +17,9 @@ const G: GroupId = GroupId(41);
 const DISSEMINATION: ScheduleId = ScheduleId(1);
 const GATHER_BCAST: ScheduleId = ScheduleId(2);
 
-/// Dissemination barrier: step k sends to rank + 2^k, waits for rank - 2^k.
-fn dissemination(rank: u32, n: u32) -> Schedule {
-    let mut steps = Vec::new();
-    let mut d = 1;
-    while d < n {
-        steps.push(Step::exchange([(rank + d) % n], [(rank + n - d) % n], Fold::Ignore));
-        d *= 2;
-    }
-    Schedule::new(steps)
-}
-
 /// Gather to rank 0 up a binomial tree, release back down it.
 fn gather_bcast(rank: u32, n: u32) -> Schedule {
-    let mut children = Vec::new();
-    let mut parent = None;
-    let mut mask = 1;
-    while mask < n {
-        if rank & mask != 0 {
-            parent = Some(rank - mask);
-            break;
-        }
-        if rank + mask < n {
-            children.push(rank + mask);
-        }
-        mask <<= 1;
-    }
+    let (parent, children) = binomial(rank, n);
     let mut steps = vec![Step::recv(children.clone(), Fold::Ignore)];
     if let Some(p) = parent {
         steps.push(Step::exchange([p], [p], Fold::Ignore));
@@ -51,7 +31,10 @@ fn gather_bcast(rank: u32, n: u32) -> Schedule {
 fn cluster(n: u32, link: LinkConfig, seed: u64) -> Network {
     let mut net = Network::new(n, link, seed, |node| {
         let mut c = EngineConfig::new(node, 0xBA22, 500 + u64::from(node.0));
-        c.peer_timeout = Duration::from_millis(40);
+        // Long enough that 30 % loss never outlasts it (a live peer
+        // declared dead would fail a barrier); deaths are still noticed, in
+        // virtual time.
+        c.peer_timeout = Duration::from_millis(500);
         c.rto_max = Duration::from_millis(5);
         c
     });

@@ -34,3 +34,30 @@ pub fn result_of(net: &mut Network, node: NodeId, op: OpId) -> Result<Completion
     .unwrap_or_else(|e| panic!("{e}"));
     r.unwrap()
 }
+
+/// Dissemination barrier: step k sends to rank + 2^k, waits for rank - 2^k.
+pub fn dissemination(rank: u32, n: u32) -> Schedule {
+    let mut steps = Vec::new();
+    let mut d = 1;
+    while d < n {
+        steps.push(Step::exchange([(rank + d) % n], [(rank + n - d) % n], Fold::Ignore));
+        d *= 2;
+    }
+    Schedule::new(steps)
+}
+
+/// A rank's parent and children in the binomial tree rooted at rank 0.
+pub fn binomial(rank: u32, n: u32) -> (Option<u32>, Vec<u32>) {
+    let mut children = Vec::new();
+    let mut mask = 1;
+    while mask < n {
+        if rank & mask != 0 {
+            return (Some(rank - mask), children);
+        }
+        if rank + mask < n {
+            children.push(rank + mask);
+        }
+        mask <<= 1;
+    }
+    (None, children)
+}
