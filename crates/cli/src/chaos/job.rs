@@ -128,6 +128,10 @@ impl Job {
                 .env("OUTBOARD_BOOTSTRAP_TIMEOUT_MS", spec.peer_timeout_ms.max(1_000).to_string())
                 .env("OUTBOARD_JOB_KEY", format!("{:016x}", spec.job_key))
                 .env("OUTBOARD_STATS", "stderr")
+                // One datagram per packet on the wire: the scenarios' drop
+                // rules count, and their captures replay, single datagrams
+                // (a UDP GSO run crosses the veth as one packet).
+                .env("OUTBOARD_UDP_GSO", "off")
                 .stdin(Stdio::null())
                 .stdout(Stdio::piped())
                 .stderr(Stdio::piped());
