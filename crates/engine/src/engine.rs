@@ -804,6 +804,7 @@ impl<D: Dma> Engine<D> {
 
     /// [`Self::deliver_buffered`] of a message that may be an announcement
     /// or marked for an interrupt.
+    #[allow(clippy::too_many_arguments)] // the message's parts, as stored
     pub(crate) fn deliver_buffered_as(
         &mut self,
         port: PortId,

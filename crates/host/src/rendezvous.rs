@@ -538,15 +538,13 @@ impl<P: PortIo> Port<P> {
         let status = if result.is_ok() { STATUS_OK } else { STATUS_READ_FAILED };
         let sender_alive = !matches!(result, Err(OpError::PeerUnreachable(_)));
         if sender_alive {
-            match self.io.alloc(FINISH_LEN) {
-                Ok(b) => {
-                    let _ = self.io.write(b.addr, &u64::from(status).to_le_bytes());
-                    let tag = FINISH_TAG | u64::from(s.cookie);
-                    self.post_lib_or_queue(Command::Send { op: OpId(0), dest: s.src, tag, buf: b }, LibOp::FinishSent(b));
-                }
-                // No memory for eight bytes: the sender learns of it by
-                // its finish receive failing when this port closes.
-                Err(_) => {}
+            // Without memory for eight bytes no finish goes: the sender
+            // learns of it by its finish receive failing when this port
+            // closes.
+            if let Ok(b) = self.io.alloc(FINISH_LEN) {
+                let _ = self.io.write(b.addr, &u64::from(status).to_le_bytes());
+                let tag = FINISH_TAG | u64::from(s.cookie);
+                self.post_lib_or_queue(Command::Send { op: OpId(0), dest: s.src, tag, buf: b }, LibOp::FinishSent(b));
             }
         }
         let user = match result {
