@@ -14,23 +14,23 @@ use crate::progress::Progress;
 use crate::ring::{Consumer, Producer};
 use crate::wait_pacer::{WaitPacer, WaitStep};
 
-/// Tagged messages longer than this go by rendezvous over the UDP engine
-/// unless `OUTBOARD_EAGER_MAX` says otherwise (bytes, or `off`). Chosen by
-/// measurement (README, "Rendezvous"): below it the announcement's extra
-/// round trip costs more than the copies it saves.
-pub const DEFAULT_EAGER_MAX: u32 = 64 << 10;
-
-/// The eager threshold this process uses (read once).
+/// The eager threshold this process uses (read once): tagged messages
+/// longer than `OUTBOARD_EAGER_MAX` bytes go by rendezvous; unset or `off`,
+/// every message is eager. Off by default in the runtime: with it at
+/// 64 KiB the Open MPI PMPI test (`crates/cli/tests/mpi_preload.rs`, 140,000
+/// bytes) hung with two ranks waiting in `outboard_wait` while the third had
+/// gone on, not yet diagnosed; the host library's and the simulator's tests
+/// exercise the protocol.
 pub fn eager_max() -> Option<u32> {
     static EAGER: std::sync::OnceLock<Option<u32>> = std::sync::OnceLock::new();
     *EAGER.get_or_init(|| match std::env::var("OUTBOARD_EAGER_MAX") {
-        Err(_) => Some(DEFAULT_EAGER_MAX),
+        Err(_) => None,
         Ok(v) if v.trim().eq_ignore_ascii_case("off") => None,
         Ok(v) => match v.trim().parse::<u32>() {
             Ok(n) => Some(n),
             Err(_) => {
-                eprintln!("outboard: OUTBOARD_EAGER_MAX={v:?} is neither a byte count nor \"off\"; using {DEFAULT_EAGER_MAX}");
-                Some(DEFAULT_EAGER_MAX)
+                eprintln!("outboard: OUTBOARD_EAGER_MAX={v:?} is neither a byte count nor \"off\"; every message goes eagerly");
+                None
             }
         },
     })
