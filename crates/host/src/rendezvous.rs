@@ -251,8 +251,12 @@ enum LibOp {
     Finish(OpId),
     /// The read of a receive.
     Read(ReadState),
-    /// A finish being sent: free its buffer when done.
-    FinishSent(HostBuf),
+    /// A finish being sent: free its buffer when done. While it waits in
+    /// the retry queue it carries the receive's result: the receive
+    /// completes only once its finish is with the engine, so that an
+    /// application that leaves the library after its receive does not
+    /// leave the sender waiting on a finish nobody will post.
+    FinishSent(HostBuf, Option<(OpId, Result<Completion, OpError>)>),
     /// Nothing waits for it (a cancel, a deregistration, a withdrawn
     /// receive): free `buf` if there is one.
     Discard(Option<HostBuf>),
@@ -328,9 +332,7 @@ impl<P: PortIo> Port<P> {
             return op;
         }
         match self.io.post(cmd) {
-            Ok(()) => {
-                self.rndv.lib.insert(op, what);
-            }
+            Ok(()) => self.posted(op, what),
             Err(CommandError::NoSendToken | CommandError::NoRecvToken) => self.rndv.retry.push_back((cmd, what)),
             // Refused for good (the port closed, a bad length): what it
             // served fails now rather than waiting for a token forever.
@@ -339,15 +341,40 @@ impl<P: PortIo> Port<P> {
         op
     }
 
+    /// A library command is with the engine: remember what it serves, and
+    /// release a receive's result that waited for its finish to go.
+    fn posted(&mut self, op: OpId, what: LibOp) {
+        let what = match what {
+            LibOp::FinishSent(b, Some((user, result))) => {
+                self.finish_user(user, result);
+                LibOp::FinishSent(b, None)
+            }
+            other => other,
+        };
+        self.rndv.lib.insert(op, what);
+    }
+
+    /// Whether the rendezvous send `req` still needs this library before
+    /// its peer can finish it: its buffer's registration has not come back
+    /// or its announcement waits for a token. Until then nothing has left
+    /// for the receiver, so a caller that returns to the application (a
+    /// blocking collective whose last sends are still under way) must
+    /// first drive the port; after it, the engine serves the receiver's
+    /// read on its own.
+    pub(crate) fn rndv_send_needs_host(&self, req: Request) -> bool {
+        self.rndv.sends.get(&req.0).is_some_and(|s| match s.rts_op {
+            None => true,
+            Some(op) => !s.rts_done && !self.rndv.lib.contains_key(&op),
+        })
+    }
+
     /// Retries library commands that found no token.
     pub(crate) fn rndv_retry(&mut self) {
         for _ in 0..self.rndv.retry.len() {
             let Some((cmd, what)) = self.rndv.retry.pop_front() else { break };
             let op = cmd.op();
             match self.io.post(cmd) {
-                Ok(()) => {
-                    self.rndv.lib.insert(op, what);
-                }
+                Ok(()) => self.posted(op, what),
                 Err(CommandError::NoSendToken | CommandError::NoRecvToken) => {
                     self.rndv.retry.push_front((cmd, what));
                     break;
@@ -486,16 +513,22 @@ impl<P: PortIo> Port<P> {
     pub(crate) fn rndv_holds(&self, refusal: CommandError) -> bool {
         match refusal {
             CommandError::NoSendToken => {
-                self.rndv.lib.values().any(|l| matches!(l, LibOp::Read(_) | LibOp::FinishSent(_))) || !self.rndv.retry.is_empty()
+                self.rndv.lib.values().any(|l| matches!(l, LibOp::Read(_) | LibOp::FinishSent(..))) || !self.rndv.retry.is_empty()
             }
             _ => false,
         }
     }
 
-    /// Whether `op` is a receive reading its payload (it can no longer be
-    /// cancelled).
+    /// Whether `op` is a receive that took an announcement: reading its
+    /// payload or posting its finish, with the engine or queued for a
+    /// token (it can no longer be cancelled).
     pub(crate) fn rndv_reading(&self, op: OpId) -> bool {
-        self.rndv.lib.values().any(|l| matches!(l, LibOp::Read(s) if s.user == op))
+        let serves = |l: &LibOp| match l {
+            LibOp::Read(s) => s.user == op,
+            LibOp::FinishSent(_, Some((user, _))) => *user == op,
+            _ => false,
+        };
+        self.rndv.lib.values().any(serves) || self.rndv.retry.iter().any(|(_, l)| serves(l))
     }
 
     /// Takes an engine event the rendezvous path is waiting for; hands any
@@ -533,20 +566,11 @@ impl<P: PortIo> Port<P> {
     }
 
     /// The payload is in (or the read failed): tell the sender, complete
-    /// the receive.
+    /// the receive - once the finish is with the engine (see
+    /// [`LibOp::FinishSent`]).
     fn read_done(&mut self, s: ReadState, result: Result<Completion, OpError>) {
         let status = if result.is_ok() { STATUS_OK } else { STATUS_READ_FAILED };
         let sender_alive = !matches!(result, Err(OpError::PeerUnreachable(_)));
-        if sender_alive {
-            // Without memory for eight bytes no finish goes: the sender
-            // learns of it by its finish receive failing when this port
-            // closes.
-            if let Ok(b) = self.io.alloc(FINISH_LEN) {
-                let _ = self.io.write(b.addr, &u64::from(status).to_le_bytes());
-                let tag = FINISH_TAG | u64::from(s.cookie);
-                self.post_lib_or_queue(Command::Send { op: OpId(0), dest: s.src, tag, buf: b }, LibOp::FinishSent(b));
-            }
-        }
         let user = match result {
             Ok(_) => {
                 self.rndv.stats.receives += 1;
@@ -559,6 +583,18 @@ impl<P: PortIo> Port<P> {
             }
             Err(e) => Err(e),
         };
+        if sender_alive {
+            // Without memory for eight bytes no finish goes: the sender
+            // learns of it by its finish receive failing when this port
+            // closes.
+            if let Ok(b) = self.io.alloc(FINISH_LEN) {
+                let _ = self.io.write(b.addr, &u64::from(status).to_le_bytes());
+                let tag = FINISH_TAG | u64::from(s.cookie);
+                let what = LibOp::FinishSent(b, Some((s.user, user)));
+                self.post_lib_or_queue(Command::Send { op: OpId(0), dest: s.src, tag, buf: b }, what);
+                return;
+            }
+        }
         self.finish_user(s.user, user);
     }
 
@@ -581,7 +617,15 @@ impl<P: PortIo> Port<P> {
             LibOp::Announce(user) => self.send_half_done(user, true, result),
             LibOp::Finish(user) => self.send_half_done(user, false, result),
             LibOp::Read(s) => self.read_done(s, result),
-            LibOp::FinishSent(b) | LibOp::Discard(Some(b)) => {
+            LibOp::FinishSent(b, waiting) => {
+                let _ = self.io.free(b);
+                // Refused for good before it went: the receive's data is
+                // in all the same.
+                if let Some((user, result)) = waiting {
+                    self.finish_user(user, result);
+                }
+            }
+            LibOp::Discard(Some(b)) => {
                 let _ = self.io.free(b);
             }
             LibOp::Discard(None) => {}

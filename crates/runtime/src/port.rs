@@ -14,23 +14,25 @@ use crate::progress::Progress;
 use crate::ring::{Consumer, Producer};
 use crate::wait_pacer::{WaitPacer, WaitStep};
 
+/// The runtime's default eager threshold: above it a message's payload
+/// moves once, by RDMA read into the receive buffer, instead of through the
+/// receiver's unexpected pool when it arrives early; at and below it the
+/// handshake's round trip costs more than the copy saves.
+pub const DEFAULT_EAGER_MAX: u32 = 64 << 10;
+
 /// The eager threshold this process uses (read once): tagged messages
-/// longer than `OUTBOARD_EAGER_MAX` bytes go by rendezvous; unset or `off`,
-/// every message is eager. Off by default in the runtime: with it at
-/// 64 KiB the Open MPI PMPI test (`crates/cli/tests/mpi_preload.rs`, 140,000
-/// bytes) hung with two ranks waiting in `outboard_wait` while the third had
-/// gone on, not yet diagnosed; the host library's and the simulator's tests
-/// exercise the protocol.
+/// longer than `OUTBOARD_EAGER_MAX` bytes go by rendezvous (default
+/// [`DEFAULT_EAGER_MAX`]); `off` sends every message eagerly.
 pub fn eager_max() -> Option<u32> {
     static EAGER: std::sync::OnceLock<Option<u32>> = std::sync::OnceLock::new();
     *EAGER.get_or_init(|| match std::env::var("OUTBOARD_EAGER_MAX") {
-        Err(_) => None,
+        Err(_) => Some(DEFAULT_EAGER_MAX),
         Ok(v) if v.trim().eq_ignore_ascii_case("off") => None,
         Ok(v) => match v.trim().parse::<u32>() {
             Ok(n) => Some(n),
             Err(_) => {
-                eprintln!("outboard: OUTBOARD_EAGER_MAX={v:?} is neither a byte count nor \"off\"; every message goes eagerly");
-                None
+                eprintln!("outboard: OUTBOARD_EAGER_MAX={v:?} is neither a byte count nor \"off\"; using {DEFAULT_EAGER_MAX}");
+                Some(DEFAULT_EAGER_MAX)
             }
         },
     })

@@ -271,6 +271,8 @@ fn large_messages_leave_in_segmented_sends_and_are_copied_once_per_side() {
         let nodes = cluster(2, progress, |c| c.max_message = 4 << 20);
         let mut a = Port::new(nodes[0].open_port(PortId(0)).unwrap());
         let mut b = Port::new(nodes[1].open_port(PortId(0)).unwrap());
+        // The eager path (the runtime's default sends this by rendezvous).
+        a.set_rendezvous(outboard_host::RendezvousConfig { threshold: None, ..Default::default() });
         let eb = b.endpoint();
         let len = 1 << 20;
         let data: Vec<u8> = (0..len).map(|j| (j * 7 + j / 8191) as u8).collect();
@@ -303,4 +305,63 @@ fn large_messages_leave_in_segmented_sends_and_are_copied_once_per_side() {
         }
         drop((a, b));
     }
+}
+
+/// A host-based broadcast whose sends go by rendezvous: the root returns
+/// from its call and then stays out of the library (as a rank of an MPI
+/// program does when its next call is the real MPI's); every other member
+/// must still get the data, since the root's announcements left before its
+/// call returned and its engine serves the reads on its own. (Under Open
+/// MPI a root whose first send still waited for its buffer's registration
+/// left the others parked for good.)
+#[test]
+fn a_host_based_rendezvous_broadcast_completes_while_its_root_stays_away() {
+    use outboard_host::{BcastMode, Group, RendezvousConfig, TreeShape};
+    let n = 4;
+    let nodes = cluster(n, Progress::Dedicated, |c| c.max_message = 4 << 20);
+    let mut ports: Vec<Port<_>> = nodes.iter().map(|nd| Port::new(nd.open_port(PortId(0)).unwrap())).collect();
+    for p in &mut ports {
+        p.set_rendezvous(RendezvousConfig { threshold: Some(64 << 10), ..Default::default() });
+    }
+    let members: Vec<_> = ports.iter().map(|p| p.endpoint()).collect();
+    let len = 300_000;
+    let data: Vec<u8> = (0..len).map(|j| (j * 13 + j / 251) as u8).collect();
+    // Members that finished; every thread keeps its port open (as a live
+    // process would) until all have, so no port closes under a read.
+    let finished = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(0));
+    let threads: Vec<_> = ports
+        .into_iter()
+        .enumerate()
+        .map(|(rank, mut port)| {
+            let (members, data, finished) = (members.clone(), data.clone(), finished.clone());
+            std::thread::spawn(move || {
+                let mut g = Group::new(outboard_host::GroupId(7), rank as u32, members).unwrap();
+                let input = if rank == 0 { data.clone() } else { vec![0; len] };
+                let mut req = port.start_bcast(&mut g, BcastMode::HostBased, TreeShape::Binomial, 0, &input).unwrap();
+                let deadline = Instant::now() + Duration::from_secs(60);
+                let got = loop {
+                    if let Some(r) = port.coll_test(&mut req) {
+                        break r.unwrap();
+                    }
+                    assert!(Instant::now() < deadline, "rank {rank}: the broadcast never finished");
+                    std::thread::yield_now();
+                };
+                assert!(got == data, "rank {rank}: the broadcast's data arrived altered");
+                // Every member - the root first of all - leaves the
+                // library here and stays away until all have their data.
+                finished.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                let deadline = Instant::now() + Duration::from_secs(90);
+                while finished.load(std::sync::atomic::Ordering::SeqCst) < n {
+                    assert!(Instant::now() < deadline, "rank {rank}: the others never got their data");
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                port.rendezvous_stats()
+            })
+        })
+        .collect();
+    let stats: Vec<_> = threads.into_iter().map(|t| t.join().unwrap()).collect();
+    // The root's two children and rank 2's child got their data by read.
+    assert_eq!(stats[0].sends, 2, "{stats:?}");
+    assert_eq!(stats.iter().map(|s| s.receives).sum::<u64>(), 3, "{stats:?}");
+    drop(nodes);
 }

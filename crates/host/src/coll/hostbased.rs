@@ -190,7 +190,13 @@ impl HostRun {
             // reference count, not a copy of the step's lists per call).
             let schedule = Arc::clone(&self.schedule);
             let Some(st) = schedule.steps.get(self.step) else {
-                return Ok(true);
+                // ... but not while a rendezvous send still needs this
+                // library to announce it: a member that returned to its
+                // application (which may then block elsewhere, in another
+                // MPI's call) would leave its receivers waiting for data
+                // that never leaves.
+                let announced = self.sends.iter().all(|(r, _)| !port.rndv_send_needs_host(*r));
+                return Ok(announced);
             };
             while self.sends_posted < st.send_to.len() {
                 let to = st.send_to[self.sends_posted];
