@@ -165,6 +165,10 @@ async fn member(p: &Proc, n: u32, rank: u32, size: u32, v: Variant, max_delay_us
                 let mut held = b.hold();
                 let mut call = held.bcast_call(ROOT, data.len()).map_err(|e| e.to_string())?;
                 while !held.bcast_step(&mut call, &mut data).map_err(|e| e.to_string())? {
+                    // The rest of the library's traffic (the barrier's last
+                    // completions) is taken too, as MPICH's progress engine
+                    // polls everything.
+                    port.progress();
                     p.idle().await;
                 }
                 drop(held);
