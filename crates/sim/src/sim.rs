@@ -236,9 +236,9 @@ impl Simulation {
 
     /// Runs an interrupt handler in process `pid` now: it starts after the
     /// delivery cost (`host.interrupt_us`), its library calls charge its
-    /// own clock, and its whole time is then added to the process's clock
-    /// - taken from the computation it interrupted, or delaying the wait
-    /// it interrupted.
+    /// own clock, and its whole time is then added to the process's clock:
+    /// taken from the computation it interrupted, or delaying the wait it
+    /// interrupted.
     fn run_handler(&mut self, pid: u32, handler: &dyn Fn()) {
         let now = {
             let mut w = self.world.borrow_mut();
