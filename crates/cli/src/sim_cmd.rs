@@ -21,12 +21,14 @@ pub struct SimArgs {
     /// (also writes NAME-hist.csv/.svg beside --csv/--svg), qsnet-bcast.
     /// Atomics (issue 17, dissertation ch. 5): atomics (Figure 5.6), lock
     /// (5.7; --nodes = contenders) and lock-cpu (5.8, 5.9; --sizes = delays
-    /// in us), best on gm15-lanai91.
+    /// in us), best on gm15-lanai91. Application bypass (issue 18,
+    /// dissertation 6.3): bcast-bypass (Figures 6.4-6.6; --nodes for 6.6),
+    /// best on gm-lanai91-ab.
     #[arg(required_unless_present = "list_profiles")]
     pub experiment: Option<String>,
     /// Hardware profile(s), comma-separated: a built-in name (fm-lanai43,
     /// fm-lanai43-wc, gm-lanai43, gm-lanai72, gm-lanai91, gm15-lanai91,
-    /// gm2-lanai91, gm2-lanaixp, elan3, dpu400) or a path to a profile TOML file. Each
+    /// gm2-lanai91, gm2-lanaixp, elan3, dpu400, gm-lanai91-ab) or a path to a profile TOML file. Each
     /// profile is one series. With a profile that prices the NIC collective
     /// protocol ([coll_proto]: elan3, gm2-lanaixp), `barrier` compares the
     /// protocol's barrier with the point-to-point and host-based ones.

@@ -57,6 +57,9 @@ pub(crate) struct PortSlot {
     /// before the receive was posted: an MPI layer copies such a message
     /// twice (into its unexpected queue, then to the user's buffer).
     pub unexpected: Vec<outboard_engine::OpId>,
+    /// What the owner runs when the engine interrupts it
+    /// ([`crate::Proc::on_interrupt`]).
+    pub handler: Option<std::rc::Rc<dyn Fn()>>,
 }
 
 /// One node: its NIC (engine plus queue) and its ports' completion queues.
@@ -302,7 +305,24 @@ impl World {
             clock += self.cost.nic_event;
             self.deliver(node, e, clock + self.cost.nic_event_lat);
         }
+        // Selective interrupts: read the ports' flags only once their
+        // completions are handed over (the engine's order). Raising one
+        // costs the NIC an event's work; it reaches the host as an event
+        // does.
+        while let Some(irq) = self.nodes[node as usize].engine.poll_interrupt() {
+            clock += self.cost.nic_event;
+            self.queue.push(clock + self.cost.nic_event_lat, Ev::Interrupt { node, port: irq.port });
+        }
         clock
+    }
+
+    /// The process and handler an interrupt for `port` of `node` goes to,
+    /// if the node and its owner are alive and the owner has a handler.
+    pub(crate) fn interrupt_target(&self, node: u32, port: PortId) -> Option<(u32, std::rc::Rc<dyn Fn()>)> {
+        let n = &self.nodes[node as usize];
+        let slot = n.ports.get(usize::from(port.0))?;
+        let pid = slot.owner?;
+        (n.alive && self.procs[pid as usize].alive).then(|| slot.handler.clone()).flatten().map(|h| (pid, h))
     }
 
     /// Hands completion `e` to its port's process, visible from `at`.

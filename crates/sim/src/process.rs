@@ -57,15 +57,36 @@ impl Proc {
     /// by host time it has charged and not yet waited out).
     pub fn now(&self) -> Time {
         let w = self.world.borrow();
-        w.procs[self.pid as usize].clock.max(w.now)
+        w.procs[self.pid as usize].cur().max(w.now)
     }
 
     pub(crate) fn charge(&self, d: Dur) {
         let mut w = self.world.borrow_mut();
         let now = w.now;
         let p = &mut w.procs[self.pid as usize];
-        p.clock = p.clock.max(now) + d;
+        let t = p.cur().max(now) + d;
+        p.set_cur(t);
         p.idle_from = None;
+    }
+
+    /// Runs `handler` whenever the engine interrupts this process for
+    /// `port` (selective interrupts: `Command::SendMarked` messages while
+    /// the port's interrupt flag is on). It runs at the interrupt's
+    /// arrival, after `host.interrupt_us`; what its library calls charge
+    /// is taken from the process's time (see `Simulation`).
+    pub fn on_interrupt(&self, port: PortId, handler: impl Fn() + 'static) {
+        let mut w = self.world.borrow_mut();
+        let slot = &mut w.nodes[self.node as usize].ports[usize::from(port.0)];
+        assert_eq!(slot.owner, Some(self.pid), "a handler for a port this process did not open");
+        slot.handler = Some(Rc::new(handler));
+    }
+
+    /// Time this process has spent in interrupt handlers so far (delivery
+    /// included), and how many it took.
+    pub fn handler_time(&self) -> (Dur, u64) {
+        let w = self.world.borrow();
+        let p = &w.procs[self.pid as usize];
+        (p.handler_time, p.interrupts)
     }
 
     /// Opens port slot `port` on this process's node.
@@ -345,7 +366,7 @@ impl SimIo {
         let mut w = self.proc.world.borrow_mut();
         let now = w.now;
         let pid = self.proc.pid as usize;
-        let clock = w.procs[pid].clock.max(now);
+        let clock = w.procs[pid].cur().max(now);
         let node = self.ep.node.0 as usize;
         let slot = &mut w.nodes[node].ports[usize::from(self.ep.port.0)];
         let visible = slot.events.front().is_some_and(|(t, _)| *t <= clock);
@@ -384,7 +405,7 @@ impl SimIo {
             (w.cost.host_poll, None)
         };
         let p = &mut w.procs[pid];
-        p.clock = clock + cost;
+        p.set_cur(clock + cost);
         if cost > Dur::ZERO {
             p.idle_from = None;
         }
@@ -459,7 +480,7 @@ impl PortIo for SimIo {
                 let pace = PioPace { start: start + c.host_send + c.copy(buf.len) + c.doorbell, per_byte: c.host_send_byte };
                 (start + c.send_visible(buf.len) + c.doorbell, Some(pace))
             }
-            None => (w.procs[self.proc.pid as usize].clock + c.doorbell, None),
+            None => (w.procs[self.proc.pid as usize].cur() + c.doorbell, None),
         };
         w.queue.push(at, Ev::Command { node: self.ep.node.0, port: self.ep.port, cmd, pio });
         Ok(())

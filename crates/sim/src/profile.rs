@@ -419,6 +419,7 @@ pub const BUILTIN: &[(&str, &str)] = &[
     ("gm-lanai43", include_str!("../../../profiles/gm-lanai43.toml")),
     ("gm-lanai72", include_str!("../../../profiles/gm-lanai72.toml")),
     ("gm-lanai91", include_str!("../../../profiles/gm-lanai91.toml")),
+    ("gm-lanai91-ab", include_str!("../../../profiles/gm-lanai91-ab.toml")),
     ("gm15-lanai91", include_str!("../../../profiles/gm15-lanai91.toml")),
     ("gm2-lanai91", include_str!("../../../profiles/gm2-lanai91.toml")),
     ("elan3", include_str!("../../../profiles/elan3.toml")),

@@ -126,6 +126,8 @@ pub const RUNS: &[Run] = &[
     run("lock", "lock", &["gm15-lanai91"], &[], 20, 5),
     Run { sizes: &[0, 10, 20, 50, 100, 200, 500], ..run("lock-cpu", "lock-cpu", &["gm15-lanai91"], &[], 20, 5) },
     run("nicvm", "nicvm", &["gm2-lanai91", "dpu400"], &[], 20, 3),
+    // Chapter 6: the chapter's large sizes and one small (2-8 B are as 1 B).
+    Run { sizes: &[1, 2048, 4096, 8192], ..run("bcast-bypass", "bcast-bypass", &["gm-lanai91-ab"], &[], 200, 50) },
     // Extensions: the same operations on a machine the papers did not have.
     Run { full_only: true, ..run("barrier-1024", "barrier", &["dpu400"], &[1024], 2, 2) },
     Run { full_only: true, ..run("overlap-1024", "overlap", &["dpu400"], &[1024], 2, 2) },

@@ -150,7 +150,17 @@ impl Simulation {
             let mut w = self.world.borrow_mut();
             assert!((node as usize) < w.nodes.len(), "spawn on node {node} of {}", w.nodes.len());
             let now = w.now;
-            w.procs.push(ProcState { node, clock: now, waiting: false, wake_at: None, idle_from: None, alive: true });
+            w.procs.push(ProcState {
+                node,
+                clock: now,
+                waiting: false,
+                wake_at: None,
+                idle_from: None,
+                alive: true,
+                handler: None,
+                handler_time: Dur::ZERO,
+                interrupts: 0,
+            });
             now
         };
         let proc = Proc { world: self.world.clone(), pid, node };
@@ -196,6 +206,12 @@ impl Simulation {
                         w.stats.process_polls += 1;
                         pid
                     }
+                    Ev::Interrupt { node, port } => {
+                        let Some((pid, handler)) = w.interrupt_target(node, port) else { continue };
+                        drop(w);
+                        self.run_handler(pid, &*handler);
+                        continue;
+                    }
                     other => {
                         w.handle(other);
                         continue;
@@ -216,6 +232,43 @@ impl Simulation {
             return Err(SimError::Stalled { unfinished, total, at: w.now, seed: self.seed });
         }
         Ok(RunReport { end: w.now, stats: w.stats, wire: w.wire.stats() })
+    }
+
+    /// Runs an interrupt handler in process `pid` now: it starts after the
+    /// delivery cost (`host.interrupt_us`), its library calls charge its
+    /// own clock, and its whole time is then added to the process's clock:
+    /// taken from the computation it interrupted, or delaying the wait it
+    /// interrupted.
+    fn run_handler(&mut self, pid: u32, handler: &dyn Fn()) {
+        let now = {
+            let mut w = self.world.borrow_mut();
+            let (now, deliver) = (w.now, w.cost.host_interrupt);
+            w.procs[pid as usize].handler = Some(now + deliver);
+            now
+        };
+        handler();
+        let mut w = self.world.borrow_mut();
+        let p = &mut w.procs[pid as usize];
+        let end = p.handler.take().expect("set above");
+        let spent = end.since(now);
+        p.clock = p.clock.max(now) + spent;
+        p.handler_time += spent;
+        p.interrupts += 1;
+        p.idle_from = None;
+        if p.waiting {
+            // Whatever it waits for is looked at again once the handler's
+            // time is over.
+            let at = p.clock;
+            w.wake(pid, at);
+        }
+    }
+
+    /// Time process `pid` has spent in interrupt handlers, and how many
+    /// interrupts it took.
+    pub fn handler_time(&self, pid: u32) -> (Dur, u64) {
+        let w = self.world.borrow();
+        let p = &w.procs[pid as usize];
+        (p.handler_time, p.interrupts)
     }
 
     /// Engine counters of `node` (for tests and reports).

@@ -12,7 +12,7 @@ use rand_chacha::ChaCha8Rng;
 use crate::cost::CostModel;
 use crate::nic::{NicInput, Node, PioPace};
 use crate::queue::EventQueue;
-use crate::time::Time;
+use crate::time::{Dur, Time};
 use crate::wire::Wire;
 
 /// What the event queue holds.
@@ -32,6 +32,9 @@ pub(crate) enum Ev {
     Wake(u32),
     /// A node dies.
     Kill(u32),
+    /// A NIC's interrupt reaches the process owning `port` of `node`
+    /// (selective interrupts, application bypass): its handler runs.
+    Interrupt { node: u32, port: outboard_engine::PortId },
 }
 
 /// Counters of one run.
@@ -64,6 +67,30 @@ pub(crate) struct ProcState {
     /// per-packet handler could copy a message out as it arrived.
     pub idle_from: Option<Time>,
     pub alive: bool,
+    /// While an interrupt handler runs: the handler's own clock, which the
+    /// library calls it makes charge instead of `clock` (the time is
+    /// added to `clock` when it returns: stolen from whatever the process
+    /// was doing).
+    pub handler: Option<Time>,
+    /// Time spent in interrupt handlers (delivery included) so far.
+    pub handler_time: Dur,
+    /// Interrupts delivered to this process so far.
+    pub interrupts: u64,
+}
+
+impl ProcState {
+    /// The clock library calls charge now: the handler's while one runs.
+    pub fn cur(&self) -> Time {
+        self.handler.unwrap_or(self.clock)
+    }
+
+    /// Sets the clock library calls charge (see [`ProcState::cur`]).
+    pub fn set_cur(&mut self, t: Time) {
+        match &mut self.handler {
+            Some(h) => *h = t,
+            None => self.clock = t,
+        }
+    }
 }
 
 pub(crate) struct World {
@@ -98,7 +125,7 @@ impl World {
             Ev::NicFree(node) => self.nic_free(node),
             Ev::Timer(node) => self.nic_timer(node),
             Ev::Kill(node) => self.kill(node),
-            Ev::Wake(_) => unreachable!("processes are run by the simulation loop"),
+            Ev::Wake(_) | Ev::Interrupt { .. } => unreachable!("processes are run by the simulation loop"),
         }
     }
 

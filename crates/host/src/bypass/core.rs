@@ -57,6 +57,27 @@ fn decode(tag: u64) -> (u32, u32) {
     (((tag >> 16) as u32) & EPOCH_MASK, (tag & ROOT_MASK) as u32)
 }
 
+/// Where a broadcast call is (see [`Core::bcast_step`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum BcastStage {
+    /// Not yet served: the root looks for a send slot (`tries` so far),
+    /// others wait for the value.
+    Start { tries: u32 },
+    /// The value was copied out of receive slot `.0`; its forwards may
+    /// still wait for send tokens.
+    Copied(usize),
+    Done,
+}
+
+/// A broadcast call under way, for a driver that cannot block (see
+/// [`super::Bypass::hold`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BcastCall {
+    epoch: u32,
+    root: u32,
+    stage: BcastStage,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum RecvState {
     /// No receive posted (refused for want of a token, or just freed).
@@ -391,60 +412,89 @@ impl<P: PortIo> Core<P> {
         Ok(self.add_send()?)
     }
 
-    /// A receive slot of `kind` holding `epoch`'s value, waiting for it.
-    fn wait_recv(&mut self, kind: Kind, epoch: u32, root: u32) -> Result<usize, BypassError> {
+    pub fn bcast(&mut self, root: u32, data: &mut [u8]) -> Result<(), BypassError> {
+        let mut call = self.bcast_call(root, data.len())?;
         loop {
-            self.progress();
-            self.take()?;
-            let found = self.recvs.iter().position(|r| {
-                r.kind == kind && matches!(r.state, RecvState::Full { epoch: e, root: ro, consumed: false, .. } if e == epoch & EPOCH_MASK && ro == root)
-            });
-            if let Some(i) = found {
-                return Ok(i);
-            }
-            if !self.recvs.iter().any(|r| r.kind == kind && matches!(r.state, RecvState::Posted | RecvState::Idle)) {
-                // Every slot holds a later value: this call's may sit in the
-                // engine's unexpected queue. Give it a slot.
-                self.add_recv(kind, true)?;
-                self.stats.slots_added += 1;
+            if self.bcast_step(&mut call, data)? {
+                return Ok(());
             }
             self.port.io().idle();
         }
     }
 
-    pub fn bcast(&mut self, root: u32, data: &mut [u8]) -> Result<(), BypassError> {
-        self.check(root, data.len())?;
+    /// Starts a broadcast call: checks it and takes its epoch.
+    pub fn bcast_call(&mut self, root: u32, len: usize) -> Result<BcastCall, BypassError> {
+        self.check(root, len)?;
         let epoch = self.bcast_epoch;
         self.bcast_epoch = self.bcast_epoch.wrapping_add(1);
+        Ok(BcastCall { epoch, root, stage: BcastStage::Start { tries: 0 } })
+    }
+
+    /// One non-blocking step of a broadcast call: true once it is done
+    /// (the root's value copied and its sends posted; elsewhere the value
+    /// copied into `data` and this member's forwards posted). A caller
+    /// that gets false waits for the port and steps again.
+    pub fn bcast_step(&mut self, call: &mut BcastCall, data: &mut [u8]) -> Result<bool, BypassError> {
+        let (epoch, root) = (call.epoch, call.root);
         if self.rank == root {
-            let i = self.free_send()?;
-            let s = &self.sends[i];
-            let addr = s.buf.addr;
+            let BcastStage::Start { tries } = call.stage else { return Ok(true) };
+            // A free send slot (or, after a while, a new one).
+            self.progress();
+            let i = match self.sends.iter().position(|s| s.state == SendState::Free) {
+                Some(i) => i,
+                None if tries + 1 >= 1000 => self.add_send()?,
+                None => {
+                    call.stage = BcastStage::Start { tries: tries + 1 };
+                    return Ok(false);
+                }
+            };
+            let addr = self.sends[i].buf.addr;
             self.port.io().write(addr, data).map_err(HostError::from)?;
             self.sends[i].state = SendState::Root { epoch, root, len: data.len() as u32, next: 0, pending: 0 };
+            call.stage = BcastStage::Done;
             self.progress();
-            return self.take();
+            self.take()?;
+            return Ok(true);
         }
-        let i = self.wait_recv(Kind::Bcast, epoch, root)?;
-        let RecvState::Full { len, .. } = self.recvs[i].state else { unreachable!("found full") };
-        if len as usize != data.len() {
-            return Err(BypassError::LengthMismatch { expected: data.len() as u32, got: len });
+        if let BcastStage::Start { .. } = call.stage {
+            // Waiting for the value.
+            self.progress();
+            self.take()?;
+            let found = self.recvs.iter().position(|r| {
+                r.kind == Kind::Bcast && matches!(r.state, RecvState::Full { epoch: e, root: ro, consumed: false, .. } if e == epoch & EPOCH_MASK && ro == root)
+            });
+            let Some(i) = found else {
+                if !self.recvs.iter().any(|r| r.kind == Kind::Bcast && matches!(r.state, RecvState::Posted | RecvState::Idle)) {
+                    // Every slot holds a later value: this call's may sit in the
+                    // engine's unexpected queue. Give it a slot.
+                    self.add_recv(Kind::Bcast, true)?;
+                    self.stats.slots_added += 1;
+                }
+                return Ok(false);
+            };
+            let RecvState::Full { len, .. } = self.recvs[i].state else { unreachable!("found full") };
+            if len as usize != data.len() {
+                return Err(BypassError::LengthMismatch { expected: data.len() as u32, got: len });
+            }
+            self.port.io_ref().read(self.recvs[i].buf.addr, data).map_err(HostError::from)?;
+            self.stats.copied_out += 1;
+            if let RecvState::Full { consumed, .. } = &mut self.recvs[i].state {
+                *consumed = true;
+            }
+            call.stage = BcastStage::Copied(i);
         }
-        self.port.io_ref().read(self.recvs[i].buf.addr, data).map_err(HostError::from)?;
-        self.stats.copied_out += 1;
-        if let RecvState::Full { consumed, .. } = &mut self.recvs[i].state {
-            *consumed = true;
-        }
+        let BcastStage::Copied(i) = call.stage else { return Ok(true) };
         // Leave only once the forwards are posted: nothing else may be
         // there to post them.
-        loop {
-            self.progress();
-            match self.recvs[i].state {
-                RecvState::Full { root: ro, next, .. } if next < tree::children(self.n(), ro, self.rank).count() as u32 => self.port.io().idle(),
-                _ => break,
+        self.progress();
+        match self.recvs[i].state {
+            RecvState::Full { root: ro, next, .. } if next < tree::children(self.n(), ro, self.rank).count() as u32 => Ok(false),
+            _ => {
+                call.stage = BcastStage::Done;
+                self.take()?;
+                Ok(true)
             }
         }
-        self.take()
     }
 
     pub fn reduce(&mut self, root: u32, red: Reduction, data: &[u8], out: &mut [u8]) -> Result<(), BypassError> {

@@ -40,12 +40,12 @@ mod tree;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError, TryLockError};
 
-use outboard_engine::{Command, Completion, Endpoint, GroupId, Reduction};
+use outboard_engine::{Command, Completion, Endpoint, GroupId, HostBuf, Reduction};
 use thiserror::Error;
 
-pub use self::core::MAX_LEN;
+pub use self::core::{BcastCall, MAX_LEN};
 use self::core::Core;
-use crate::{HostError, Port, PortIo};
+use crate::{HostError, Port, PortIo, Request};
 
 /// Why a bypass call failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
@@ -117,15 +117,30 @@ impl<P: PortIo> Bypass<P> {
     /// collective (receive) plus `slots` for values this member sends.
     /// Names the port's interrupt flag to the engine and enables it.
     pub fn new(mut port: Port<P>, members: Vec<Endpoint>, rank: u32, group: GroupId, slots: usize) -> Result<Self, BypassError> {
-        let me = port.endpoint();
-        if members.get(rank as usize).is_none_or(|m| m.node != me.node || m.port != me.port) {
-            return Err(BypassError::NotMember(rank));
-        }
-        let word = port.buffer(4)?;
-        let r = port.start(|op| Command::SetInterruptFlag { op, word })?;
+        let (word, r) = Bypass::start_flag(&mut port)?;
         match port.wait(r)? {
             Completion::InterruptFlagSet => {}
             other => unreachable!("set-flag completed as {other:?}"),
+        }
+        Bypass::with_flag(port, word, members, rank, group, slots)
+    }
+
+    /// The first half of [`Bypass::new`] for a driver that cannot block
+    /// (the simulator): allocates the port's interrupt flag word and names
+    /// it to the engine. Wait for the request, then call
+    /// [`Bypass::with_flag`].
+    pub fn start_flag(port: &mut Port<P>) -> Result<(HostBuf, Request), BypassError> {
+        let word = port.buffer(4)?;
+        let r = port.start(|op| Command::SetInterruptFlag { op, word })?;
+        Ok((word, r))
+    }
+
+    /// The second half of [`Bypass::new`]: `word` is the flag
+    /// [`Bypass::start_flag`] named, its request completed.
+    pub fn with_flag(port: Port<P>, word: HostBuf, members: Vec<Endpoint>, rank: u32, group: GroupId, slots: usize) -> Result<Self, BypassError> {
+        let me = port.endpoint();
+        if members.get(rank as usize).is_none_or(|m| m.node != me.node || m.port != me.port) {
+            return Err(BypassError::NotMember(rank));
         }
         let mut core = Core::new(port, members, rank, group, slots.max(1))?;
         core.flag = word;
@@ -221,6 +236,16 @@ impl<P: PortIo> Bypass<P> {
         self.handler_ns.fetch_add((t1 - t0).as_nanos() as u64, Ordering::Relaxed);
     }
 
+    /// Opens a library call that a driver which cannot block (the
+    /// simulator, whose processes wait by awaiting) holds across its
+    /// waits: the progress lock held and interrupts off until the
+    /// [`Held`] is dropped, which leaves as every blocking call does (flag
+    /// on, a last poll, the lost-signal loop). The blocking calls are
+    /// these steps with the transport's `idle` between them.
+    pub fn hold(&self) -> Held<'_, P> {
+        Held { b: self, g: Some(self.enter()) }
+    }
+
     /// The counters.
     pub fn stats(&self) -> BypassStats {
         let g = self.core.lock().unwrap_or_else(PoisonError::into_inner);
@@ -261,6 +286,50 @@ impl<P: PortIo> Bypass<P> {
         let r = f(g.port.io());
         self.leave(g);
         r
+    }
+}
+
+/// A library call held open by [`Bypass::hold`].
+pub struct Held<'a, P: PortIo> {
+    b: &'a Bypass<P>,
+    g: Option<MutexGuard<'a, Core<P>>>,
+}
+
+impl<P: PortIo> Held<'_, P> {
+    fn core(&mut self) -> &mut Core<P> {
+        self.g.as_mut().expect("held until dropped")
+    }
+
+    /// Starts a broadcast from `root` of a `len`-byte value; step it with
+    /// [`Held::bcast_step`].
+    pub fn bcast_call(&mut self, root: u32, len: usize) -> Result<BcastCall, BypassError> {
+        self.core().bcast_call(root, len)
+    }
+
+    /// One non-blocking step of `call` ([`Bypass::bcast`]'s semantics for
+    /// `data`): true once the call is done. On false, wait until the port
+    /// has a completion and step again.
+    pub fn bcast_step(&mut self, call: &mut BcastCall, data: &mut [u8]) -> Result<bool, BypassError> {
+        self.core().bcast_step(call, data)
+    }
+
+    /// Moves bypass traffic as a library polling elsewhere would (MPICH's
+    /// progress engine handles bypass messages whatever call polls).
+    pub fn progress(&mut self) {
+        self.core().progress();
+    }
+
+    /// The transport (the driver's own waits need it).
+    pub fn io(&mut self) -> &mut P {
+        self.core().port.io()
+    }
+}
+
+impl<P: PortIo> Drop for Held<'_, P> {
+    fn drop(&mut self) {
+        if let Some(g) = self.g.take() {
+            self.b.leave(g);
+        }
     }
 }
 

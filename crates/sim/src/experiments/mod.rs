@@ -14,6 +14,7 @@ use crate::sim::SimError;
 
 pub mod atomics;
 pub mod barrier;
+pub mod bypass;
 pub mod closed_form;
 pub mod coll;
 mod common;
@@ -44,6 +45,7 @@ pub const NAMES: &[&str] = &["closed-form", "pingpong", "dissemination", "barrie
     "bcast",
     "bcast-skew",
     "bcast-skew-size",
+    "bcast-bypass",
     "lambda-sweep",
     "overlap",
     "qsnet-barrier",
@@ -261,6 +263,7 @@ pub fn run(name: &str, p: &Params, progress: &mut dyn FnMut(usize, usize)) -> Re
         "bcast" => multicast::run_bcast(p, progress),
         "bcast-skew" => multicast::run_skew(p, progress),
         "bcast-skew-size" => multicast::run_skew_size(p, progress),
+        "bcast-bypass" => bypass::run(p, progress),
         "lambda-sweep" => lambda::run(p, progress),
         "qsnet-barrier" => qsnet::run_barrier(p, progress),
         "qsnet-traffic" => qsnet::run_traffic(p, progress),
