@@ -32,7 +32,7 @@ use outboard_engine::{Command, CommandError, Engine, Event, NodeId, OpError, Por
 pub(crate) use memory::{NicMemory, PioPace};
 
 use crate::time::{Dur, Time};
-use crate::world::{Ev, World, PACKET_POOL};
+use crate::world::{Ev, World};
 
 /// Something for the NIC to do.
 #[derive(Debug)]
@@ -190,9 +190,6 @@ impl World {
         let refusal = match input {
             NicInput::Packet { from, bytes } => {
                 n.engine.handle_packet(start.to_engine(), from, &bytes);
-                if self.packet_pool.len() < PACKET_POOL {
-                    self.packet_pool.push(bytes);
-                }
                 None
             }
             NicInput::Timer => {
@@ -269,9 +266,7 @@ impl World {
             let ready = mem.take_ready().or_else(|| mem.packet_ready(work.multi_copy));
             let begin = ready.map_or(clock, |r| clock.max(r));
             clock = begin + self.cost.nic_work(&work);
-            let mut bytes = self.packet_pool.pop().unwrap_or_default();
-            bytes.clear();
-            bytes.extend_from_slice(&self.tx_buf[..tx.len]);
+            let bytes = self.tx_buf[..tx.len].to_vec();
             self.transmit(node, tx.dst, bytes, begin + pipeline, clock + pipeline);
             if !defer_events {
                 clock = self.drain_events(node, clock);

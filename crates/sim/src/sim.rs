@@ -111,7 +111,6 @@ impl Simulation {
             nodes: v,
             procs: Vec::new(),
             tx_buf: vec![0; 65_536],
-            packet_pool: Vec::new(),
             stats: SimStats::default(),
         };
         Ok(Simulation { world: Rc::new(RefCell::new(world)), tasks: Vec::new(), seed })

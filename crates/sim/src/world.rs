@@ -75,14 +75,8 @@ pub(crate) struct World {
     pub nodes: Vec<Node>,
     pub procs: Vec<ProcState>,
     pub tx_buf: Vec<u8>,
-    /// Packet buffers a NIC has finished with, reused for later packets
-    /// (at most [`PACKET_POOL`]): one allocation and free less per packet.
-    pub packet_pool: Vec<Vec<u8>>,
     pub stats: SimStats,
 }
-
-/// Most packet buffers kept for reuse.
-pub(crate) const PACKET_POOL: usize = 1024;
 
 impl World {
     /// Schedules process `pid` to run at `at`, unless it is already due
