@@ -165,7 +165,9 @@ pub struct Engine<D: Dma> {
     /// Operations waiting to be retried.
     pub(crate) parked: BTreeSet<u32>,
     /// Messages being received, by (sending node, sender's message id).
-    pub(crate) inbound: BTreeMap<(NodeId, u32), Inbound>,
+    /// Hashed: entered and left once per message, and only iterated where
+    /// order does not matter or is restored (`peer_failed` sorts).
+    pub(crate) inbound: rustc_hash::FxHashMap<(NodeId, u32), Inbound>,
     pub(crate) unexpected_used: usize,
     pub(crate) events: VecDeque<Event>,
     pub(crate) stats: Stats,
@@ -205,7 +207,7 @@ impl<D: Dma> Engine<D> {
             ops: BTreeMap::new(),
             next_key: 1,
             parked: BTreeSet::new(),
-            inbound: BTreeMap::new(),
+            inbound: rustc_hash::FxHashMap::default(),
             unexpected_used: 0,
             events: VecDeque::new(),
             stats: Stats::default(),
@@ -889,9 +891,23 @@ impl<D: Dma> Engine<D> {
     /// When [`handle_timeout`](Self::handle_timeout) should next be called.
     #[must_use]
     pub fn poll_timeout(&self) -> Option<Instant> {
-        let conns = self.conns.next_deadline();
-        let retries = self.parked.iter().filter_map(|k| self.ops.get(k).and_then(|o| o.retry_at));
-        conns.into_iter().chain(retries).chain(self.coll_deadline()).chain(self.keepalive_deadline()).chain(self.atomics.deadline()).chain(self.nicvm.deadline()).chain(self.nic_coll.deadline()).min()
+        // The earliest of plain options, not a chain of iterators: a
+        // driver asks after every input.
+        fn earliest(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
+            match (a, b) {
+                (Some(x), Some(y)) => Some(x.min(y)),
+                (x, y) => x.or(y),
+            }
+        }
+        let mut t = self.conns.next_deadline();
+        if !self.parked.is_empty() {
+            t = earliest(t, self.parked.iter().filter_map(|k| self.ops.get(k).and_then(|o| o.retry_at)).min());
+        }
+        t = earliest(t, self.coll_deadline());
+        t = earliest(t, self.keepalive_deadline());
+        t = earliest(t, self.atomics.deadline());
+        t = earliest(t, self.nicvm.deadline());
+        earliest(t, self.nic_coll.deadline())
     }
 
     /// Handles timers due at `now`: retransmissions, dead peers, keepalive
@@ -975,7 +991,8 @@ impl<D: Dma> Engine<D> {
         self.atomic_peer_failed(node);
         self.nicvm_peer_failed(node);
         // Partly received messages from it will never complete.
-        let partial: Vec<(NodeId, u32)> = self.inbound.keys().filter(|(n, _)| *n == node).copied().collect();
+        let mut partial: Vec<(NodeId, u32)> = self.inbound.keys().filter(|(n, _)| *n == node).copied().collect();
+        partial.sort_unstable();
         for key in partial {
             self.drop_inbound(key);
         }

@@ -1,8 +1,7 @@
-use std::collections::BTreeMap;
-
 use outboard_engine::{
     Command, CommandError, Completion, Endpoint, Event, HostBuf, OpError, OpId, RecvMatch,
 };
+use rustc_hash::FxHashMap;
 use thiserror::Error;
 
 use crate::coll::{CollState, CollectiveError};
@@ -64,8 +63,10 @@ pub struct Port<P: PortIo> {
     pub(crate) io: P,
     next_op: u64,
     /// Requests started and not yet handed back, with their completion once
-    /// it arrived.
-    pub(crate) pending: BTreeMap<OpId, Option<Result<Completion, OpError>>>,
+    /// it arrived. A hash map (never iterated): entered and left once per
+    /// operation and looked up on every test, where a tree map's node
+    /// work was a tenth of a simulated host-based barrier's host side.
+    pub(crate) pending: FxHashMap<OpId, Option<Result<Completion, OpError>>>,
     /// Collectives under way (both modes); host-based ones advance in
     /// [`Port::progress`].
     pub(crate) coll: CollState<P>,
@@ -82,7 +83,7 @@ impl<P: PortIo> Port<P> {
         Port {
             io,
             next_op: 1,
-            pending: BTreeMap::new(),
+            pending: FxHashMap::default(),
             coll: CollState::default(),
             rndv,
         }

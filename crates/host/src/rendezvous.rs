@@ -33,9 +33,10 @@
 //! (`PeerUnreachable`); the receiver's read fails the receive the same way
 //! if the sender dies mid-transfer.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 
 use outboard_engine::{Command, CommandError, Completion, Endpoint, HostBuf, OpError, OpId, RecvMatch, LIBRARY_TAG_PREFIX};
+use rustc_hash::FxHashMap;
 
 use crate::{HostError, Port, PortIo, Request};
 
@@ -269,9 +270,11 @@ pub(crate) struct Rendezvous {
     pub(crate) stats: RendezvousStats,
     cache: RegCache,
     next_cookie: u32,
-    sends: HashMap<OpId, SendState>,
-    recvs: HashMap<OpId, RecvSlot>,
-    lib: HashMap<OpId, LibOp>,
+    // Fx hash maps (never iterated in an order that matters): every
+    // completion of the port is looked up in `lib` and `recvs`.
+    sends: FxHashMap<OpId, SendState>,
+    recvs: FxHashMap<OpId, RecvSlot>,
+    lib: FxHashMap<OpId, LibOp>,
     /// Library commands refused for want of a token, with what they serve.
     retry: VecDeque<(Command, LibOp)>,
 }

@@ -25,8 +25,6 @@
 //! queues sixty packets on its uplink must not delay, by a millisecond, an
 //! acknowledgement another node sends to one of its children.)
 
-use std::collections::BTreeMap;
-
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 
@@ -168,10 +166,12 @@ impl Wire {
 }
 
 /// A switch port towards one node: the intervals its link is reserved
-/// for, keyed by start.
+/// for, sorted by start and disjoint (so also sorted by end). A plain
+/// sorted list: a downlink holds a handful of intervals at a time, and a
+/// tree map allocated and freed a node for nearly every packet.
 #[derive(Debug, Default)]
 struct Downlink {
-    busy: BTreeMap<Time, Time>,
+    busy: Vec<(Time, Time)>,
 }
 
 impl Downlink {
@@ -181,24 +181,27 @@ impl Downlink {
     /// current event's time: every later packet arrives after it) are
     /// dropped.
     fn reserve(&mut self, tail: Time, ser: Dur, now: Time) -> Time {
-        while let Some((&s, &e)) = self.busy.first_key_value() {
-            if e > now {
-                break;
-            }
-            self.busy.remove(&s);
-        }
+        let ended = self.busy.partition_point(|&(_, e)| e <= now);
+        self.busy.drain(..ended);
         let mut begin = Time(tail.0.saturating_sub(ser.0));
         // The interval starting at or before `begin` may still cover it.
-        if let Some((_, &e)) = self.busy.range(..=begin).next_back() {
+        let at = self.busy.partition_point(|&(s, _)| s <= begin);
+        if let Some(&(_, e)) = at.checked_sub(1).map(|i| &self.busy[i]) {
             begin = begin.max(e);
         }
-        for (&s, &e) in self.busy.range(begin..) {
+        for &(s, e) in &self.busy[self.busy.partition_point(|&(s, _)| s < begin)..] {
             if s >= begin + ser {
                 break;
             }
             begin = begin.max(e);
         }
-        self.busy.insert(begin, begin + ser);
+        // An interval starting at `begin` (possible only for `ser` 0) is
+        // replaced, as a map keyed by start would.
+        let at = self.busy.partition_point(|&(s, _)| s < begin);
+        match self.busy.get_mut(at) {
+            Some(same) if same.0 == begin => *same = (begin, begin + ser),
+            _ => self.busy.insert(at, (begin, begin + ser)),
+        }
         begin + ser
     }
 }
@@ -256,7 +259,7 @@ mod tests {
         // carries every byte one at a time.
         let d = &w.downlinks[1];
         let mut prev_end = Time::ZERO;
-        for (&s, &e) in &d.busy {
+        for &(s, e) in &d.busy {
             assert!(s >= prev_end, "overlap at {s:?}");
             prev_end = e;
         }

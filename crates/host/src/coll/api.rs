@@ -76,6 +76,8 @@ pub(crate) struct CollState<P: PortIo> {
     pub(super) trailing: Vec<(Request, HostBuf)>,
     /// Of those, how many failed after their collective had completed.
     pub(crate) trailing_failed: u64,
+    /// The ids `coll_advance` goes through, kept to reuse its allocation.
+    advancing: Vec<u64>,
 }
 
 impl<P: PortIo> Default for CollState<P> {
@@ -92,6 +94,7 @@ impl<P: PortIo> Default for CollState<P> {
             nic_sends: 0,
             trailing: Vec::new(),
             trailing_failed: 0,
+            advancing: Vec::new(),
         }
     }
 }
@@ -194,29 +197,31 @@ impl<P: PortIo> Port<P> {
                 break;
             }
         }
-        let ids: Vec<u64> = self
-            .coll
-            .ops
-            .iter()
-            .filter(|(_, o)| o.result.is_none())
-            .map(|(&k, _)| k)
-            .collect();
-        for id in ids {
-            let mut op = self.coll.ops.remove(&id).expect("listed above");
-            let done = op.run.as_mut().and_then(|run| {
-                let r = run.advance(self)?;
-                Some((r, run.needs_install()))
-            });
-            if let Some((r, needs_install)) = done {
-                op.run = None;
-                let r = match (r, self.coll.setup_failed.get(&op.group)) {
-                    (Err(_), Some(setup)) if needs_install => Err(*setup),
-                    (r, _) => r,
-                };
-                op.result = Some(r.map(|v| if op.want_result { v } else { Vec::new() }));
+        // The ids into a list kept between calls (this runs on every test
+        // and wait), and each run taken out of its entry while it advances
+        // (it needs the whole port), not the entry out of the map: both
+        // were allocator and tree work on every progress call.
+        let mut ids = std::mem::take(&mut self.coll.advancing);
+        ids.clear();
+        ids.extend(self.coll.ops.iter().filter(|(_, o)| o.result.is_none()).map(|(&k, _)| k));
+        for &id in &ids {
+            let Some(mut run) = self.coll.ops.get_mut(&id).and_then(|o| o.run.take()) else {
+                continue;
+            };
+            let done = run.advance(self).map(|r| (r, run.needs_install()));
+            let op = self.coll.ops.get_mut(&id).expect("runs do not hand results back");
+            match done {
+                None => op.run = Some(run),
+                Some((r, needs_install)) => {
+                    let r = match (r, self.coll.setup_failed.get(&op.group)) {
+                        (Err(_), Some(setup)) if needs_install => Err(*setup),
+                        (r, _) => r,
+                    };
+                    op.result = Some(r.map(|v| if op.want_result { v } else { Vec::new() }));
+                }
             }
-            self.coll.ops.insert(id, op);
         }
+        self.coll.advancing = ids;
     }
 
     /// Sends of host-based collectives that failed after their collective

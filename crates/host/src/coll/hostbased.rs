@@ -19,7 +19,7 @@
 
 use std::sync::Arc;
 
-use outboard_engine::coll::{rounds, Rounds};
+use outboard_engine::coll::Rounds;
 use outboard_engine::{
     CollError, Completion, Fold, GroupId, HostBuf, MemberList, RecvMatch, Reduction, Schedule,
 };
@@ -64,16 +64,39 @@ pub(crate) struct HostRun {
     rank: u32,
     members: MemberList,
     schedule: Arc<Schedule>,
-    /// Rounds per send and receive, numbered per peer by [`rounds`] (the
-    /// numbering the engine's packets carry).
-    send_round: Rounds,
-    recv_round: Rounds,
+    /// Rounds per send and receive, numbered per peer by
+    /// [`outboard_engine::coll::rounds`] (the numbering the engine's
+    /// packets carry), shared by every run of the schedule.
+    rounds: Arc<(Rounds, Rounds)>,
     reduction: Option<Reduction>,
+    /// The current value; empty until the first replacing receive where
+    /// the schedule never reads the member's input (see [`reads_input`]).
     value: Vec<u8>,
+    /// The length of every value of the collective (the input's).
+    len: usize,
     step: usize,
     sends_posted: usize,
     recvs: Vec<RecvSlot>,
     sends: Vec<(Request, HostBuf)>,
+}
+
+/// Whether `schedule` reads the member's own input: it sends or combines
+/// before its first replacing receive, or never replaces the value (the
+/// input is then the result). A broadcast's non-root members do not, so
+/// they need not hold a copy of a buffer whose contents are ignored while
+/// they wait for their parent (at 65,536 simulated nodes those copies
+/// were most of the memory of a 64 KiB broadcast).
+fn reads_input(schedule: &Schedule) -> bool {
+    for st in &schedule.steps {
+        let receives = !st.recv_from.is_empty();
+        if !st.send_to.is_empty() || (receives && st.fold() == Fold::Combine) {
+            return true;
+        }
+        if receives && st.fold() == Fold::Replace {
+            return false;
+        }
+    }
+    true
 }
 
 /// Whether a refusal only means "try again later".
@@ -92,25 +115,26 @@ impl HostRun {
         rank: u32,
         members: MemberList,
         schedule: Arc<Schedule>,
+        rounds: Arc<(Rounds, Rounds)>,
         reduction: Option<Reduction>,
-        value: Vec<u8>,
-    ) -> Result<HostRun, HostError> {
-        let (send_round, recv_round) = rounds(&schedule).map_err(super::CollectiveError::from)?;
-        Ok(HostRun {
+        input: &[u8],
+    ) -> HostRun {
+        let value = if reads_input(&schedule) { input.to_vec() } else { Vec::new() };
+        HostRun {
             group,
             epoch,
             rank,
             members,
             schedule,
-            send_round,
-            recv_round,
+            rounds,
             reduction,
             value,
+            len: input.len(),
             step: 0,
             sends_posted: 0,
             recvs: Vec::new(),
             sends: Vec::new(),
-        })
+        }
     }
 
     /// A buffer of `len` bytes (also for empty messages: the engine needs a
@@ -200,8 +224,9 @@ impl HostRun {
             };
             while self.sends_posted < st.send_to.len() {
                 let to = st.send_to[self.sends_posted];
-                let round = self.send_round[self.step][self.sends_posted];
-                let buf = Self::buf_for(port, Some(&self.value), self.value.len())?;
+                let round = self.rounds.0[self.step][self.sends_posted];
+                debug_assert_eq!(self.value.len(), self.len, "a schedule that sends reads its value");
+                let buf = Self::buf_for(port, Some(&self.value), self.len)?;
                 match port.start_send(
                     self.members.get(to).expect("schedules name members"),
                     tag(self.group, self.epoch, round),
@@ -217,9 +242,9 @@ impl HostRun {
             }
             while self.recvs.len() < st.recv_from.len() {
                 let from = self.members.get(st.recv_from[self.recvs.len()]).expect("schedules name members");
-                let round = self.recv_round[self.step][self.recvs.len()];
+                let round = self.rounds.1[self.step][self.recvs.len()];
                 let m = RecvMatch::from(from.node, from.port, tag(self.group, self.epoch, round));
-                let buf = Self::buf_for(port, None, self.value.len())?;
+                let buf = Self::buf_for(port, None, self.len)?;
                 match port.start_recv(m, buf) {
                     Ok(req) => self.recvs.push(RecvSlot {
                         req,
@@ -251,9 +276,9 @@ impl HostRun {
                             Vec::new()
                         };
                         Self::free(port, buf)?;
-                        if got as usize != self.value.len() {
+                        if got as usize != self.len {
                             return Err(super::CollectiveError::from(CollError::LengthMismatch {
-                                expected: self.value.len() as u32,
+                                expected: self.len as u32,
                                 got,
                             })
                             .into());
@@ -265,7 +290,10 @@ impl HostRun {
             if !all {
                 return Ok(false);
             }
-            for (k, slot) in std::mem::take(&mut self.recvs).into_iter().enumerate() {
+            // Drained from a list taken out and put back, so that its
+            // allocation serves every step.
+            let mut recvs = std::mem::take(&mut self.recvs);
+            for (k, slot) in recvs.drain(..).enumerate() {
                 let data = slot.data.expect("all arrived");
                 match st.fold() {
                     Fold::Ignore => {}
@@ -280,8 +308,38 @@ impl HostRun {
                     }
                 }
             }
+            self.recvs = recvs;
             self.step += 1;
             self.sends_posted = 0;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use outboard_engine::Step;
+
+    use super::super::schedules as s;
+    use super::super::Tree;
+    use super::*;
+
+    /// Only a member whose value first arrives by replacement skips its
+    /// input: broadcast non-roots; the root, reductions, and a
+    /// one-member group (whose input is its result) keep it.
+    #[test]
+    fn only_replaced_inputs_go_unread() {
+        let tree = Tree::binomial(8, 0).unwrap();
+        assert!(reads_input(&s::bcast(&tree, 0)), "the root sends its input");
+        for r in 1..8 {
+            assert!(!reads_input(&s::bcast(&tree, r)), "rank {r} receives before it sends");
+        }
+        for r in 0..8 {
+            assert!(reads_input(&s::reduce(&tree, r)));
+            assert!(reads_input(&s::allreduce_tree(&tree, r)));
+            assert!(reads_input(&s::allreduce_recursive_doubling(r, 8)));
+        }
+        assert!(reads_input(&s::bcast(&Tree::binomial(1, 0).unwrap(), 0)), "no steps: the input is the result");
+        let send_then_replace = Schedule::new(vec![Step::exchange([1], [1], Fold::Replace)]);
+        assert!(reads_input(&send_then_replace), "a step sends before it folds");
     }
 }

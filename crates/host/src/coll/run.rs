@@ -6,7 +6,9 @@
 //! only what is behind this trait differs.
 
 use std::fmt::Debug;
+use std::sync::Arc;
 
+use outboard_engine::coll::rounds;
 use outboard_engine::Reduction;
 
 use super::group::{tree_for, ScheduleKey};
@@ -136,18 +138,28 @@ impl<P: PortIo> Port<P> {
 }
 
 fn start_host_based(g: &mut Group, spec: &Spec<'_>) -> Result<HostRun, HostError> {
-    let schedule = g.slot(spec.key)?.schedule.clone();
+    let slot = g.slot(spec.key)?;
+    let rounds = match &slot.rounds {
+        Some(r) => Arc::clone(r),
+        None => {
+            let r = Arc::new(rounds(&slot.schedule).map_err(super::CollectiveError::from)?);
+            slot.rounds = Some(Arc::clone(&r));
+            r
+        }
+    };
+    let schedule = slot.schedule.clone();
     let epoch = g.host_epoch;
     g.host_epoch = g.host_epoch.wrapping_add(1);
-    HostRun::new(
+    Ok(HostRun::new(
         g.id(),
         epoch,
         g.rank(),
         g.members().clone(),
         schedule,
+        rounds,
         spec.reduction,
-        spec.data.to_vec(),
-    )
+        spec.data,
+    ))
 }
 
 impl<P: PortIo> CollRun<P> for OffRun {

@@ -11,7 +11,7 @@
 //! the same calls either way; addresses are allocated the same way, so a
 //! run's events do not depend on the form.
 
-use std::collections::BTreeMap;
+use std::collections::VecDeque;
 
 use outboard_engine::{Dma, DmaFault, HostBuf, PortId};
 
@@ -86,7 +86,10 @@ impl Block {
 /// Simulated host memory: allocations by address.
 #[derive(Debug)]
 pub(crate) struct HostMemory {
-    blocks: BTreeMap<u64, Block>,
+    /// Sorted by address: allocation only appends (addresses grow), and
+    /// buffers are mostly freed young or old, so a deque (removal from
+    /// the nearer end) costs less than a tree map's node per allocation.
+    blocks: VecDeque<(u64, Block)>,
     next: u64,
     compact: bool,
 }
@@ -100,7 +103,7 @@ impl Default for HostMemory {
 impl HostMemory {
     /// Empty memory, every allocation held as bytes.
     pub fn new() -> Self {
-        HostMemory { blocks: BTreeMap::new(), next: 0x1000, compact: false }
+        HostMemory { blocks: VecDeque::new(), next: 0x1000, compact: false }
     }
 
     /// From now on keep allocations of at least [`COMPACT_MIN`] bytes as
@@ -117,18 +120,22 @@ impl HostMemory {
         self.next += u64::from(len) + 64;
         let block =
             if self.compact && len >= COMPACT_MIN { Block::Runs { len, runs: vec![(0, 0)] } } else { Block::Bytes(vec![0; len as usize]) };
-        self.blocks.insert(addr, block);
+        self.blocks.push_back((addr, block));
         HostBuf { addr, len }
     }
 
     /// Frees an allocation made by [`HostMemory::alloc`].
     pub fn free(&mut self, buf: HostBuf) {
-        self.blocks.remove(&buf.addr);
+        if let Ok(i) = self.blocks.binary_search_by_key(&buf.addr, |b| b.0) {
+            self.blocks.remove(i);
+        }
     }
 
     /// The allocation holding `[addr, addr + len)` and the offset in it.
     fn find(&mut self, addr: u64, len: usize) -> Option<(&mut Block, usize)> {
-        let (&start, block) = self.blocks.range_mut(..=addr).next_back()?;
+        let i = self.blocks.partition_point(|b| b.0 <= addr).checked_sub(1)?;
+        let (start, block) = &mut self.blocks[i];
+        let start = *start;
         let off = usize::try_from(addr - start).ok()?;
         (off.checked_add(len)? <= block.len()).then_some((block, off))
     }
@@ -151,6 +158,13 @@ impl Dma for HostMemory {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    impl HostMemory {
+        fn block(&self, addr: u64) -> &Block {
+            let i = self.blocks.binary_search_by_key(&addr, |b| b.0).expect("allocated");
+            &self.blocks[i].1
+        }
+    }
 
     /// Compact memory reads back exactly what plain memory does, through
     /// uniform writes, mixed writes (which turn a block into bytes) and
@@ -184,7 +198,7 @@ mod tests {
             compact.read(port, b.addr + 4_500, &mut y).unwrap();
             assert_eq!(x, y, "partial read after write {i}");
         }
-        assert!(matches!(compact.blocks[&b.addr], Block::Bytes(_)), "a mixed write turns the block into bytes");
+        assert!(matches!(compact.block(b.addr), Block::Bytes(_)), "a mixed write turns the block into bytes");
         assert!(compact.read(port, b.addr + 9_999, &mut [0; 2]).is_err());
         assert!(compact.write(port, b.addr + 10_000, &[1]).is_err());
     }
@@ -199,7 +213,7 @@ mod tests {
         for k in 0..100u64 {
             m.write(port, b.addr + k * 64, &[(k % 2) as u8 + 1; 32]).unwrap();
         }
-        assert!(matches!(m.blocks[&b.addr], Block::Bytes(_)));
+        assert!(matches!(m.block(b.addr), Block::Bytes(_)));
         let mut out = vec![0; 8_192];
         m.read(port, b.addr, &mut out).unwrap();
         for k in 0..100usize {
