@@ -77,12 +77,13 @@ pub struct RendezvousStats {
     pub receives: u64,
     /// Payload bytes pulled by RDMA read straight into receive buffers.
     pub bytes_read: u64,
-    /// Sends whose buffer the registration cache already held.
+    /// Buffers the registration cache already held: sends' (read
+    /// protocol) and receives' (write protocol).
     pub cache_hits: u64,
     /// Payload bytes this port RDMA-wrote straight into receive buffers
     /// (write protocol).
     pub bytes_written: u64,
-    /// Sends that had to register their buffer.
+    /// Sends or receives that had to register their buffer.
     pub cache_misses: u64,
     /// Cache entries deregistered to stay within the bound.
     pub cache_evictions: u64,

@@ -13,17 +13,20 @@
 //! streams the fragments through its reliable window, pipelined) and, right
 //! behind it, sends a finish. The connection delivers in order and a
 //! message takes its stream position only after every earlier one, so the
-//! finish reaches the receiver only after the last written byte is in place
-//! - the same fence InfiniBand's reliable connection gives a send after an
+//! finish reaches the receiver only after the last written byte is in place,
+//! the same fence InfiniBand's reliable connection gives a send after an
 //! RDMA write. The receive completes on the finish; the send completes when
 //! the write and the finish are acknowledged (its buffer is free again).
 //!
-//! Against the read protocol: one more control message before the data
-//! (announcement, clear-to-send, then data; the read has announcement, read
-//! request, then data), and the receiver registers memory instead of the
-//! sender; but the data moves as the sender's own stream, so it needs no
-//! read support at the target and the sender learns of completion from
-//! acknowledgements, not a message from the receiver.
+//! Against the read protocol: as many one-way trips before the data (an
+//! announcement, then a clear-to-send where the read has a read request),
+//! but the middle one is taken by the sending *library*, where the read
+//! request is served by the sending engine alone: the data leaves only
+//! when the sending process next calls into the library (a sender that
+//! computes, or sleeps, holds the transfer up). The receiver registers
+//! memory instead of the sender; the data moves as the sender's own
+//! stream, so the target needs no read support, and the sender learns of
+//! completion from acknowledgements, not from a message of the receiver.
 //!
 //! Failure: the sender's clear-to-send receive names the receiver and the
 //! receiver's finish receive names the sender, so the keepalive probes the
