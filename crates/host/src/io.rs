@@ -56,6 +56,11 @@ pub trait PortIo {
     fn eager_threshold(&self) -> Option<u32> {
         None
     }
+    /// Which rendezvous protocol the port's sends above the threshold use
+    /// (module `rendezvous`; a receiver takes both).
+    fn rendezvous_protocol(&self) -> crate::RendezvousProtocol {
+        crate::RendezvousProtocol::Read
+    }
     /// Allocates a buffer the engine can reach by DMA.
     fn alloc(&mut self, len: u32) -> Result<HostBuf, MemoryError>;
     /// Frees a buffer from [`PortIo::alloc`].

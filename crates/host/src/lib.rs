@@ -42,10 +42,12 @@ pub use multisend::MultiSend;
 pub use nicvm::{Delivery, NicModule};
 pub use outboard_engine::{ModuleId, ModuleReport};
 pub use port::{HostError, Port, Request};
-pub use rendezvous::{RendezvousConfig, RendezvousStats};
+pub use rendezvous::{RendezvousConfig, RendezvousProtocol, RendezvousStats};
 pub use postal::{Lambda, LinkCosts};
 
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
 mod rendezvous_tests;
+#[cfg(test)]
+mod rendezvous_write_tests;

@@ -77,7 +77,7 @@ pub struct Port<P: PortIo> {
 impl<P: PortIo> Port<P> {
     /// Wraps an open port.
     pub fn new(io: P) -> Self {
-        let rndv_cfg = crate::RendezvousConfig { threshold: io.eager_threshold(), ..Default::default() };
+        let rndv_cfg = crate::RendezvousConfig { threshold: io.eager_threshold(), protocol: io.rendezvous_protocol(), ..Default::default() };
         let mut rndv = crate::rendezvous::Rendezvous::default();
         rndv.cfg = rndv_cfg;
         Port {

@@ -15,13 +15,11 @@
 //! on its buffer is its own again. No byte of the payload is copied on
 //! either side outside the two DMA transfers.
 //!
-//! This is the read-based protocol (MVAPICH's "RGET", UCX's `get_zcopy`).
-//! Its alternative - the receiver answers with a clear-to-send naming its
-//! buffer and the sender RDMA-writes, then sends a finish - is not built:
-//! the choice of read is not backed by a measurement of both. What speaks
-//! for it without one: only the sender registers memory, and the
-//! receiver's own engine reports that the data is in place, where the
-//! write variant needs the sender's finish to tell it.
+//! This is the read-based protocol (MVAPICH's "RGET", UCX's `get_zcopy`),
+//! the default. Its alternative - the receiver answers with a clear-to-send
+//! naming its buffer and the sender RDMA-writes, then sends a finish - is
+//! in [`write`], selected by [`RendezvousConfig::protocol`]; a receiver
+//! takes either kind of announcement whatever its own setting.
 //!
 //! Buffers are registered through a bounded cache ([`RegCache`]): repeated
 //! sends from the same buffer register once; entries not in use are
@@ -39,6 +37,9 @@ use outboard_engine::{Command, CommandError, Completion, Endpoint, HostBuf, OpEr
 use rustc_hash::FxHashMap;
 
 use crate::{HostError, Port, PortIo, Request};
+
+pub mod write;
+pub use write::RendezvousProtocol;
 
 /// Bytes of an announcement: magic, length, key, offset, cookie.
 pub const ANNOUNCE_LEN: u32 = 32;
@@ -58,11 +59,13 @@ pub struct RendezvousConfig {
     pub threshold: Option<u32>,
     /// Most registrations the cache keeps that no send is using.
     pub cache_entries: usize,
+    /// Which protocol this port's rendezvous sends use.
+    pub protocol: RendezvousProtocol,
 }
 
 impl Default for RendezvousConfig {
     fn default() -> Self {
-        RendezvousConfig { threshold: None, cache_entries: 64 }
+        RendezvousConfig { threshold: None, cache_entries: 64, protocol: RendezvousProtocol::Read }
     }
 }
 
@@ -75,9 +78,13 @@ pub struct RendezvousStats {
     pub receives: u64,
     /// Payload bytes pulled by RDMA read straight into receive buffers.
     pub bytes_read: u64,
-    /// Sends whose buffer the registration cache already held.
+    /// Buffers the registration cache already held: sends' (read
+    /// protocol) and receives' (write protocol).
     pub cache_hits: u64,
-    /// Sends that had to register their buffer.
+    /// Payload bytes this port RDMA-wrote straight into receive buffers
+    /// (write protocol).
+    pub bytes_written: u64,
+    /// Sends or receives that had to register their buffer.
     pub cache_misses: u64,
     /// Cache entries deregistered to stay within the bound.
     pub cache_evictions: u64,
@@ -258,6 +265,8 @@ enum LibOp {
     /// application that leaves the library after its receive does not
     /// leave the sender waiting on a finish nobody will post.
     FinishSent(HostBuf, Option<(OpId, Result<Completion, OpError>)>),
+    /// An operation of the write protocol.
+    W(write::WOp),
     /// Nothing waits for it (a cancel, a deregistration, a withdrawn
     /// receive): free `buf` if there is one.
     Discard(Option<HostBuf>),
@@ -277,6 +286,8 @@ pub(crate) struct Rendezvous {
     lib: FxHashMap<OpId, LibOp>,
     /// Library commands refused for want of a token, with what they serve.
     retry: VecDeque<(Command, LibOp)>,
+    /// The write protocol's sends and receives.
+    w: write::WriteState,
 }
 
 fn encode_announce(len: u32, key: u64, offset: u64, cookie: u32) -> [u8; ANNOUNCE_LEN as usize] {
@@ -359,16 +370,18 @@ impl<P: PortIo> Port<P> {
 
     /// Whether the rendezvous send `req` still needs this library before
     /// its peer can finish it: its buffer's registration has not come back
-    /// or its announcement waits for a token. Until then nothing has left
+    /// or its announcement waits for a token (read protocol), or its
+    /// clear-to-send has not been answered with the data (write protocol). Until then nothing has left
     /// for the receiver, so a caller that returns to the application (a
     /// blocking collective whose last sends are still under way) must
     /// first drive the port; after it, the engine serves the receiver's
     /// read on its own.
     pub(crate) fn rndv_send_needs_host(&self, req: Request) -> bool {
-        self.rndv.sends.get(&req.0).is_some_and(|s| match s.rts_op {
+        let read = self.rndv.sends.get(&req.0).is_some_and(|s| match s.rts_op {
             None => true,
             Some(op) => !s.rts_done && !self.rndv.lib.contains_key(&op),
-        })
+        });
+        read || self.write_send_needs_host(req)
     }
 
     /// Retries library commands that found no token.
@@ -391,6 +404,9 @@ impl<P: PortIo> Port<P> {
     /// here waits: a buffer the cache does not hold is registered by a
     /// command whose completion then sends the announcement.
     pub(crate) fn start_rendezvous_send(&mut self, dest: Endpoint, tag: u64, buf: HostBuf) -> Result<Request, HostError> {
+        if self.rndv.cfg.protocol == RendezvousProtocol::Write {
+            return self.start_write_send(dest, tag, buf);
+        }
         let max = self.io.max_message();
         if buf.len > max {
             return Err(CommandError::TooLong { len: u64::from(buf.len), max }.into());
@@ -501,6 +517,9 @@ impl<P: PortIo> Port<P> {
     /// (it waits to be retried at a port that refused it); otherwise
     /// `None` (not a rendezvous send) or the engine's refusal.
     pub(crate) fn rndv_cancel(&mut self, req: Request) -> Option<Result<(), HostError>> {
+        if let Some(r) = self.write_cancel(req) {
+            return Some(r);
+        }
         let Some(rts_op) = self.rndv.sends.get(&req.0)?.rts_op else {
             return Some(Err(OpError::NotCancellable.into()));
         };
@@ -516,7 +535,11 @@ impl<P: PortIo> Port<P> {
     pub(crate) fn rndv_holds(&self, refusal: CommandError) -> bool {
         match refusal {
             CommandError::NoSendToken => {
-                self.rndv.lib.values().any(|l| matches!(l, LibOp::Read(_) | LibOp::FinishSent(..))) || !self.rndv.retry.is_empty()
+                self.rndv.lib.values().any(|l| match l {
+                    LibOp::Read(_) | LibOp::FinishSent(..) => true,
+                    LibOp::W(w) => w.holds_send_token(),
+                    _ => false,
+                }) || !self.rndv.retry.is_empty()
             }
             _ => false,
         }
@@ -531,7 +554,7 @@ impl<P: PortIo> Port<P> {
             LibOp::FinishSent(_, Some((user, _))) => *user == op,
             _ => false,
         };
-        self.rndv.lib.values().any(serves) || self.rndv.retry.iter().any(|(_, l)| serves(l))
+        self.rndv.lib.values().any(serves) || self.rndv.retry.iter().any(|(_, l)| serves(l)) || self.write_receiving(op)
     }
 
     /// Takes an engine event the rendezvous path is waiting for; hands any
@@ -544,6 +567,10 @@ impl<P: PortIo> Port<P> {
         let Some(slot) = self.rndv.recvs.remove(&op) else { return Some(result) };
         match result {
             Ok(Completion::Announced { src, tag, len, info }) => {
+                if let Some((total, cookie)) = write::decode_rtw(&info).filter(|_| len == ANNOUNCE_LEN) {
+                    self.write_announced(op, slot, src, tag, total, cookie);
+                    return None;
+                }
                 let parsed = if len == ANNOUNCE_LEN { decode_announce(&info) } else { None };
                 match parsed {
                     Some(a) => self.announced(op, slot, src, tag, a),
@@ -632,6 +659,7 @@ impl<P: PortIo> Port<P> {
                 let _ = self.io.free(b);
             }
             LibOp::Discard(None) => {}
+            LibOp::W(w) => self.write_event(w, result),
         }
     }
 
@@ -685,6 +713,7 @@ fn with_op(cmd: Command, op: OpId) -> Command {
         Command::Announce { dest, tag, buf, .. } => Command::Announce { op, dest, tag, buf },
         Command::Send { dest, tag, buf, .. } => Command::Send { op, dest, tag, buf },
         Command::RdmaRead { dest, key, offset, buf, .. } => Command::RdmaRead { op, dest, key, offset, buf },
+        Command::RdmaWrite { dest, key, offset, buf, .. } => Command::RdmaWrite { op, dest, key, offset, buf },
         Command::Deregister { key, .. } => Command::Deregister { op, key },
         Command::Cancel { target, .. } => Command::Cancel { op, target },
         other => unreachable!("the rendezvous path does not queue {other:?}"),

@@ -16,7 +16,7 @@ const THRESHOLD: u32 = 256;
 
 fn open(net: &Arc<Mutex<Network>>, node: u32) -> Port<NetIo> {
     let mut p = Port::new(NetIo::open(net, NodeId(node)).unwrap());
-    p.set_rendezvous(RendezvousConfig { threshold: Some(THRESHOLD), cache_entries: 4 });
+    p.set_rendezvous(RendezvousConfig { threshold: Some(THRESHOLD), cache_entries: 4, ..Default::default() });
     p
 }
 

@@ -38,6 +38,19 @@ pub fn eager_max() -> Option<u32> {
     })
 }
 
+/// The rendezvous protocol this process's sends use (read once):
+/// `OUTBOARD_RNDV=read|write`; unset, the read protocol.
+pub fn rendezvous_protocol() -> outboard_host::RendezvousProtocol {
+    static PROTO: std::sync::OnceLock<outboard_host::RendezvousProtocol> = std::sync::OnceLock::new();
+    *PROTO.get_or_init(|| match std::env::var("OUTBOARD_RNDV") {
+        Err(_) => outboard_host::RendezvousProtocol::default(),
+        Ok(v) => v.parse().unwrap_or_else(|e| {
+            eprintln!("outboard: OUTBOARD_RNDV: {e}; the read protocol is used");
+            outboard_host::RendezvousProtocol::default()
+        }),
+    })
+}
+
 /// Longest a host thread parks before it looks at its ring again on its own
 /// (a safety net: the engine unparks it when events arrive).
 const PARK_MAX: Duration = Duration::from_millis(10);
@@ -141,6 +154,10 @@ impl PortIo for RtPort {
 
     fn eager_threshold(&self) -> Option<u32> {
         eager_max()
+    }
+
+    fn rendezvous_protocol(&self) -> outboard_host::RendezvousProtocol {
+        rendezvous_protocol()
     }
 
     fn max_message(&self) -> u32 {

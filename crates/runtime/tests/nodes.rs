@@ -316,12 +316,18 @@ fn large_messages_leave_in_segmented_sends_and_are_copied_once_per_side() {
 /// left the others parked for good.)
 #[test]
 fn a_host_based_rendezvous_broadcast_completes_while_its_root_stays_away() {
+    for protocol in [outboard_host::RendezvousProtocol::Read, outboard_host::RendezvousProtocol::Write] {
+        root_stays_away(protocol);
+    }
+}
+
+fn root_stays_away(protocol: outboard_host::RendezvousProtocol) {
     use outboard_host::{BcastMode, Group, RendezvousConfig, TreeShape};
     let n = 4;
     let nodes = cluster(n, Progress::Dedicated, |c| c.max_message = 4 << 20);
     let mut ports: Vec<Port<_>> = nodes.iter().map(|nd| Port::new(nd.open_port(PortId(0)).unwrap())).collect();
     for p in &mut ports {
-        p.set_rendezvous(RendezvousConfig { threshold: Some(64 << 10), ..Default::default() });
+        p.set_rendezvous(RendezvousConfig { threshold: Some(64 << 10), protocol, ..Default::default() });
     }
     let members: Vec<_> = ports.iter().map(|p| p.endpoint()).collect();
     let len = 300_000;
@@ -343,7 +349,7 @@ fn a_host_based_rendezvous_broadcast_completes_while_its_root_stays_away() {
                     if let Some(r) = port.coll_test(&mut req) {
                         break r.unwrap();
                     }
-                    assert!(Instant::now() < deadline, "rank {rank}: the broadcast never finished");
+                    assert!(Instant::now() < deadline, "{protocol:?}: rank {rank}: the broadcast never finished");
                     std::thread::yield_now();
                 };
                 assert!(got == data, "rank {rank}: the broadcast's data arrived altered");
@@ -352,7 +358,7 @@ fn a_host_based_rendezvous_broadcast_completes_while_its_root_stays_away() {
                 finished.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
                 let deadline = Instant::now() + Duration::from_secs(90);
                 while finished.load(std::sync::atomic::Ordering::SeqCst) < n {
-                    assert!(Instant::now() < deadline, "rank {rank}: the others never got their data");
+                    assert!(Instant::now() < deadline, "{protocol:?}: rank {rank}: the others never got their data");
                     std::thread::sleep(Duration::from_millis(1));
                 }
                 port.rendezvous_stats()

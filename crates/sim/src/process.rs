@@ -501,6 +501,14 @@ impl PortIo for SimIo {
         self.proc.world.borrow().cost.rendezvous_from.map(|n| n.saturating_sub(1))
     }
 
+    fn rendezvous_protocol(&self) -> outboard_host::RendezvousProtocol {
+        if self.proc.world.borrow().cost.rendezvous_write {
+            outboard_host::RendezvousProtocol::Write
+        } else {
+            outboard_host::RendezvousProtocol::Read
+        }
+    }
+
     fn coll_max_len(&self) -> u32 {
         self.proc.world.borrow().nodes[self.ep.node.0 as usize].engine.max_collective_len()
     }

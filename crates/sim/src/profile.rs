@@ -101,6 +101,11 @@ pub struct HostCosts {
     /// [`Profile::at_mpi_level`] where `[mpi] rendezvous` is true.
     #[serde(default)]
     pub rendezvous_from_bytes: Option<u32>,
+    /// The rendezvous uses the write protocol (clear-to-send, RDMA write,
+    /// finish: `outboard_host::rendezvous::write`) instead of the read.
+    /// Set by [`Profile::at_mpi_level`] from `[mpi] rendezvous_write`.
+    #[serde(default)]
+    pub rendezvous_write: bool,
 }
 
 /// Crossing between host and NIC: the I/O bus.
@@ -278,6 +283,9 @@ pub struct MpiCosts {
     /// only dropping the copies.
     #[serde(default)]
     pub rendezvous: bool,
+    /// With `rendezvous`: the write protocol instead of the read one.
+    #[serde(default)]
+    pub rendezvous_write: bool,
 }
 
 /// Links and switches.
@@ -520,6 +528,7 @@ impl Profile {
         p.host.copy_below_bytes = p.host.copy_below_bytes.max(p.mpi.eager_below_bytes);
         if p.mpi.rendezvous {
             p.host.rendezvous_from_bytes = Some(p.mpi.eager_below_bytes);
+            p.host.rendezvous_write = p.mpi.rendezvous_write;
         }
         p.mpi = MpiCosts::default();
         p.name = format!("{}+mpi", self.name);
