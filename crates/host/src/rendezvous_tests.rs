@@ -21,7 +21,7 @@ fn open(net: &Arc<Mutex<Network>>, node: u32) -> Port<NetIo> {
 }
 
 /// Message `index` of `sender`, `len` bytes: every byte says whose it is.
-fn payload(sender: u32, index: usize, len: usize) -> Vec<u8> {
+pub(crate) fn payload(sender: u32, index: usize, len: usize) -> Vec<u8> {
     (0..len).map(|i| (sender as usize * 131 + index * 31 + i) as u8).collect()
 }
 
@@ -51,18 +51,35 @@ fn plan() -> impl Strategy<Value = Plan> {
         .prop_map(|(msgs, early, wildcard, seed)| Plan { early: early.min(msgs.len()), msgs, wildcard, seed })
 }
 
-/// Runs a plan: senders on nodes 0 and 1, the receiver on node 2, links
-/// losing 30 % and duplicating 10 % of packets.
-fn run(p: &Plan) -> Result<(), TestCaseError> {
-    let net = Arc::new(Mutex::new(Network::with_defaults(3, LinkConfig::lossy(0.3, 0.1, 0.0), p.seed)));
-    let mut senders = [open(&net, 0), open(&net, 1)];
-    let mut rx = open(&net, 2);
+/// What a plan's exchange needs to know: the messages ((sender 0 or 1,
+/// tag, length) in send order), how many receives are posted before any
+/// send, and whether receives take any source.
+pub(crate) struct Exchange<'a> {
+    pub msgs: &'a [(u32, u64, usize)],
+    pub early: usize,
+    pub wildcard: bool,
+}
+
+/// Waits for a receive at the receiving port, with the senders at hand
+/// for protocols whose senders must be driven meanwhile.
+pub(crate) type WaitAt<'w> = dyn FnMut(&mut Port<NetIo>, Request, &mut [Port<NetIo>; 2]) -> Result<Completion, HostError> + 'w;
+
+/// Posts the exchange's receives (the early ones before any send), sends
+/// every message from its sender, waits for each receive with `wait`, and
+/// checks that every message arrived exactly once, intact, with its tag,
+/// in order per source and tag. Hands back the sends (sender, request).
+pub(crate) fn exchange_checked(
+    x: &Exchange,
+    senders: &mut [Port<NetIo>; 2],
+    rx: &mut Port<NetIo>,
+    wait: &mut WaitAt,
+) -> Result<Vec<(u32, Request)>, TestCaseError> {
     let eps = [senders[0].endpoint(), senders[1].endpoint()];
     // The receives, in the order the messages were sent (per source and tag
     // the engine matches in order, so receive k of a (source, tag) takes
     // message k of it).
     let matching = |&(s, tag, _): &(u32, u64, usize)| {
-        if p.wildcard {
+        if x.wildcard {
             RecvMatch::any()
         } else {
             RecvMatch::from(eps[s as usize].node, eps[s as usize].port, tag)
@@ -73,45 +90,56 @@ fn run(p: &Plan) -> Result<(), TestCaseError> {
         let buf = rx.buffer(6000).unwrap();
         (rx.start_recv(matching(m), buf).unwrap(), buf)
     };
-    for m in &p.msgs[..p.early] {
-        recvs.push(post(&mut rx, m));
+    for m in &x.msgs[..x.early] {
+        recvs.push(post(rx, m));
     }
     let mut sends = Vec::new();
-    for (i, &(s, tag, len)) in p.msgs.iter().enumerate() {
+    for (i, &(s, tag, len)) in x.msgs.iter().enumerate() {
         let port = &mut senders[s as usize];
         let buf = port.buffer_from(&payload(s, i, len)).unwrap();
         sends.push((s, port.start_send(rx.endpoint(), tag, buf).unwrap()));
     }
-    for m in &p.msgs[p.early..] {
-        recvs.push(post(&mut rx, m));
+    for m in &x.msgs[x.early..] {
+        recvs.push(post(rx, m));
     }
     // Every receive completes with one message; collect (source, tag, index).
     let mut got: Vec<(u32, u64, usize)> = Vec::new();
     for (r, buf) in recvs {
-        let c = rx.wait(r).map_err(|e| TestCaseError::fail(format!("receive failed: {e}")))?;
+        let c = wait(rx, r, senders).map_err(|e| TestCaseError::fail(format!("receive failed: {e}")))?;
         let Completion::Received { src, tag, len } = c else {
             return Err(TestCaseError::fail(format!("receive completed as {c:?}")));
         };
         let sender = eps.iter().position(|e| *e == src).expect("a known sender") as u32;
         let data = rx.read_buffer(buf).unwrap();
-        let idx = identify(&data[..len as usize], len as usize, &p.msgs, sender)
+        let idx = identify(&data[..len as usize], len as usize, x.msgs, sender)
             .ok_or_else(|| TestCaseError::fail(format!("{len} bytes from {sender} tag {tag} are no message sent")))?;
-        prop_assert_eq!(p.msgs[idx].1, tag, "tag");
+        prop_assert_eq!(x.msgs[idx].1, tag, "tag");
         got.push((sender, tag, idx));
-    }
-    for (s, r) in sends {
-        prop_assert_eq!(senders[s as usize].wait(r).unwrap(), Completion::Sent);
     }
     // Exactly once.
     let mut seen: Vec<usize> = got.iter().map(|g| g.2).collect();
     seen.sort_unstable();
-    prop_assert_eq!(seen, (0..p.msgs.len()).collect::<Vec<_>>(), "every message exactly once");
+    prop_assert_eq!(seen, (0..x.msgs.len()).collect::<Vec<_>>(), "every message exactly once");
     // In order per source and tag.
     let mut last: HashMap<(u32, u64), usize> = HashMap::new();
     for (s, tag, idx) in got {
         if let Some(prev) = last.insert((s, tag), idx) {
             prop_assert!(prev < idx, "message {} of ({}, {}) overtook {}", idx, s, tag, prev);
         }
+    }
+    Ok(sends)
+}
+
+/// Runs a plan: senders on nodes 0 and 1, the receiver on node 2, links
+/// losing 30 % and duplicating 10 % of packets.
+fn run(p: &Plan) -> Result<(), TestCaseError> {
+    let net = Arc::new(Mutex::new(Network::with_defaults(3, LinkConfig::lossy(0.3, 0.1, 0.0), p.seed)));
+    let mut senders = [open(&net, 0), open(&net, 1)];
+    let mut rx = open(&net, 2);
+    let x = Exchange { msgs: &p.msgs, early: p.early, wildcard: p.wildcard };
+    let sends = exchange_checked(&x, &mut senders, &mut rx, &mut |rx, r, _| rx.wait(r))?;
+    for (s, r) in sends {
+        prop_assert_eq!(senders[s as usize].wait(r).unwrap(), Completion::Sent);
     }
     // Large messages were read, never copied.
     let large: Vec<_> = p.msgs.iter().filter(|m| m.2 as u32 > THRESHOLD).collect();

@@ -3,7 +3,6 @@
 //! per source and tag, zero copies for the large ones, alongside senders of
 //! the read protocol; truncation, cancellation, a dead peer mid-transfer.
 
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use outboard_engine::{EngineConfig, NodeId};
@@ -25,10 +24,7 @@ fn open(net: &Arc<Mutex<Network>>, node: u32) -> Port<NetIo> {
     open_with(net, node, RendezvousProtocol::Write)
 }
 
-/// Message `index` of `sender`, `len` bytes: every byte says whose it is.
-fn payload(sender: u32, index: usize, len: usize) -> Vec<u8> {
-    (0..len).map(|i| (sender as usize * 131 + index * 31 + i) as u8).collect()
-}
+use crate::rendezvous_tests::payload;
 
 /// Waits for `r` at `p` while driving `peers`: with the write protocol
 /// the sender's host must act on the clear-to-send (the data leaves only
@@ -81,61 +77,13 @@ fn run(p: &Plan) -> Result<(), TestCaseError> {
     let second = if p.mixed { RendezvousProtocol::Read } else { RendezvousProtocol::Write };
     let mut senders = [open(&net, 0), open_with(&net, 1, second)];
     let mut rx = open(&net, 2);
-    let eps = [senders[0].endpoint(), senders[1].endpoint()];
-    let matching = |&(s, tag, _): &(u32, u64, usize)| {
-        if p.wildcard {
-            RecvMatch::any()
-        } else {
-            RecvMatch::from(eps[s as usize].node, eps[s as usize].port, tag)
-        }
-    };
-    let mut recvs = Vec::new();
-    let post = |rx: &mut Port<NetIo>, m: &(u32, u64, usize)| {
-        let buf = rx.buffer(6000).unwrap();
-        (rx.start_recv(matching(m), buf).unwrap(), buf)
-    };
-    for m in &p.msgs[..p.early] {
-        recvs.push(post(&mut rx, m));
-    }
-    let mut sends = Vec::new();
-    for (i, &(s, tag, len)) in p.msgs.iter().enumerate() {
-        let port = &mut senders[s as usize];
-        let buf = port.buffer_from(&payload(s, i, len)).unwrap();
-        sends.push((s, port.start_send(rx.endpoint(), tag, buf).unwrap()));
-    }
-    for m in &p.msgs[p.early..] {
-        recvs.push(post(&mut rx, m));
-    }
-    let mut got: Vec<(u32, u64, usize)> = Vec::new();
-    for (r, buf) in recvs {
-        let [s0, s1] = &mut senders;
-        let c = wait_with(&mut rx, r, &mut [s0, s1]).map_err(|e| TestCaseError::fail(format!("receive failed: {e}")))?;
-        let Completion::Received { src, tag, len } = c else {
-            return Err(TestCaseError::fail(format!("receive completed as {c:?}")));
-        };
-        let sender = eps.iter().position(|e| *e == src).expect("a known sender") as u32;
-        let data = rx.read_buffer(buf).unwrap();
-        let len = len as usize;
-        let idx = p
-            .msgs
-            .iter()
-            .enumerate()
-            .position(|(i, &(s, _, l))| s == sender && l == len && payload(s, i, l) == data[..len])
-            .ok_or_else(|| TestCaseError::fail(format!("{len} bytes from {sender} tag {tag} are no message sent")))?;
-        prop_assert_eq!(p.msgs[idx].1, tag, "tag");
-        got.push((sender, tag, idx));
-    }
+    let x = crate::rendezvous_tests::Exchange { msgs: &p.msgs, early: p.early, wildcard: p.wildcard };
+    let sends = crate::rendezvous_tests::exchange_checked(&x, &mut senders, &mut rx, &mut |rx, r, senders| {
+        let [s0, s1] = senders;
+        wait_with(rx, r, &mut [s0, s1])
+    })?;
     for (s, r) in sends {
         prop_assert_eq!(senders[s as usize].wait(r).unwrap(), Completion::Sent);
-    }
-    let mut seen: Vec<usize> = got.iter().map(|g| g.2).collect();
-    seen.sort_unstable();
-    prop_assert_eq!(seen, (0..p.msgs.len()).collect::<Vec<_>>(), "every message exactly once");
-    let mut last: HashMap<(u32, u64), usize> = HashMap::new();
-    for (s, tag, idx) in got {
-        if let Some(prev) = last.insert((s, tag), idx) {
-            prop_assert!(prev < idx, "message {} of ({}, {}) overtook {}", idx, s, tag, prev);
-        }
     }
     // Large messages went by rendezvous, each protocol's bytes counted
     // where it moves them.
