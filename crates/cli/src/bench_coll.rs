@@ -654,9 +654,19 @@ pub(crate) fn mpi_build(name: &str, src: &str, exe: &str) -> Result<Mpi, String>
 /// plain CPU atomics on shared memory). Its standard output, or a line
 /// saying why Open MPI's figures are missing.
 pub(crate) fn run_osc_program(name: &str, src: &str, exe: &str, n: u32, args: &[String]) -> Result<String, String> {
+    run_program(name, src, exe, n, &["--mca", "osc", "pt2pt"], args)
+}
+
+/// Builds an Open MPI benchmark (`src`, named `name`) and runs it under
+/// `mpirun.openmpi -n N` over `btl tcp`, with `mca` added to mpirun's
+/// options. Its standard output, or a line saying why Open MPI's figures
+/// are missing.
+pub(crate) fn run_program(name: &str, src: &str, exe: &str, n: u32, mca: &[&str], args: &[String]) -> Result<String, String> {
     let mpi = mpi_build(name, src, exe)?;
     let out = Command::new("mpirun.openmpi")
-        .args(["--oversubscribe", "--mca", "btl", "tcp,self", "--mca", "osc", "pt2pt", "-n", &n.to_string()])
+        .args(["--oversubscribe", "--mca", "btl", "tcp,self"])
+        .args(mca)
+        .args(["-n", &n.to_string()])
         .arg(&mpi.exe)
         .args(args)
         .env("OMPI_ALLOW_RUN_AS_ROOT", "1")

@@ -311,22 +311,10 @@ fn worker_args(a: &SkewArgs) -> Vec<String> {
 }
 
 fn run_mpi(a: &SkewArgs) -> Result<Figures, String> {
-    let mpi = crate::bench_coll::mpi_build("mpi_skew.c", include_str!("mpi_skew.c"), "ob_mpi_skew")?;
     let skews = a.skews.iter().map(u64::to_string).collect::<Vec<_>>().join(",");
-    let out = Command::new("mpirun.openmpi")
-        .args(["--oversubscribe", "--mca", "btl", "tcp,self", "-n", &a.ranks.to_string()])
-        .arg(&mpi.exe)
-        .args([a.size.to_string(), a.iters.to_string(), skews, a.seed.to_string()])
-        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
-        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|e| format!("cannot start mpirun: {e}"))?;
-    if !out.status.success() {
-        let err = String::from_utf8_lossy(&out.stderr);
-        return Err(format!("mpirun failed: {}", err.lines().find(|l| !l.trim().is_empty()).unwrap_or("").trim()));
-    }
-    Ok(parse(&String::from_utf8_lossy(&out.stdout), ""))
+    let args = [a.size.to_string(), a.iters.to_string(), skews, a.seed.to_string()];
+    let out = crate::bench_coll::run_program("mpi_skew.c", include_str!("mpi_skew.c"), "ob_mpi_skew", a.ranks, &[], &args)?;
+    Ok(parse(&out, ""))
 }
 
 fn cell(x: Option<f64>) -> String {

@@ -96,18 +96,7 @@ fn barrier_completes_only_after_everyone_entered_under_loss() {
         }
         let cmd = Command::Collective { op: OpId(10), group: G, schedule: BARRIER, reduction: None, send: empty, recv: empty };
         c.net.command(NodeId(n - 1), P0, cmd).unwrap();
-        let mut done = vec![false; n as usize];
-        c.net
-            .run_until("barrier", |net| {
-                for r in 0..n {
-                    for e in net.take_events(NodeId(r)) {
-                        assert_eq!(e.result, Ok(Completion::Collective { epoch: 0, len: 0 }));
-                        done[r as usize] = true;
-                    }
-                }
-                done.iter().all(|d| *d)
-            })
-            .unwrap();
+        common::run_until_every_barrier_completes(&mut c.net, n);
     }
 }
 

@@ -151,17 +151,7 @@ fn a_missing_member_holds_everyone_back() {
         assert!(net.take_events(NodeId(r)).is_empty(), "rank {r} left a barrier rank {} never entered", n - 1);
     }
     net.command(NodeId(n - 1), P0, barrier(100, DISSEMINATION)).unwrap();
-    let mut done = vec![false; n as usize];
-    net.run_until("barrier", |net| {
-        for r in 0..n {
-            for e in net.take_events(NodeId(r)) {
-                assert_eq!(e.result, Ok(Completion::Collective { epoch: 0, len: 0 }));
-                done[r as usize] = true;
-            }
-        }
-        done.iter().all(|d| *d)
-    })
-    .unwrap();
+    common::run_until_every_barrier_completes(&mut net, n);
 }
 
 #[test]

@@ -21,6 +21,22 @@ pub fn cfg(n: NodeId) -> EngineConfig {
     c
 }
 
+/// Runs until every one of nodes `0..n` has completed a barrier: exactly
+/// one empty collective completion each, with epoch 0.
+pub fn run_until_every_barrier_completes(net: &mut Network, n: u32) {
+    let mut done = vec![false; n as usize];
+    net.run_until("barrier", |net| {
+        for r in 0..n {
+            for e in net.take_events(NodeId(r)) {
+                assert_eq!(e.result, Ok(Completion::Collective { epoch: 0, len: 0 }));
+                done[r as usize] = true;
+            }
+        }
+        done.iter().all(|d| *d)
+    })
+    .unwrap();
+}
+
 /// Runs until `op` completes on `node`; its result.
 pub fn result_of(net: &mut Network, node: NodeId, op: OpId) -> Result<Completion, OpError> {
     let mut r = None;

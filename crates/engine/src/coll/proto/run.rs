@@ -13,6 +13,33 @@ use crate::coll::run::Compiled;
 use crate::coll::{CollError, Fold, GroupId, ScheduleId};
 use crate::{Completion, Dma, Endpoint, Engine, Instant, NodeId, OpError, OpId, PortId, TokenClass, Transmit};
 
+/// The header of a collective-protocol packet from this member of `g`
+/// (on `port`, `group`) to its member `to`, and the node it goes to.
+fn header_to(
+    g: &crate::coll::run::Group,
+    (port, group): (PortId, GroupId),
+    to: u32,
+    ptype: NicCollType,
+    epoch: u32,
+    round: u16,
+    schedule: u16,
+) -> (NodeId, NicCollHeader) {
+    let ep = g.members.get(to).expect("validated rank");
+    let h = NicCollHeader {
+        src_port: port.0,
+        dst_port: ep.port.0,
+        ptype,
+        src_gen: g.gen,
+        dst_gen: ep.gen,
+        group: group.0,
+        epoch,
+        src_rank: g.rank,
+        round,
+        schedule,
+    };
+    (ep.node, h)
+}
+
 /// Whether `d = epoch - done` (wrapping) falls before the window.
 fn before(d: u32) -> bool {
     (d as i32) < 0
@@ -74,22 +101,7 @@ impl<D: Dma> Engine<D> {
                 s.send_to
                     .iter()
                     .zip(rounds)
-                    .map(|(&to, &round)| {
-                        let ep = g.members.get(to).expect("validated rank");
-                        let h = NicCollHeader {
-                            src_port: port.0,
-                            dst_port: ep.port.0,
-                            ptype: NicCollType::Notify,
-                            src_gen: g.gen,
-                            dst_gen: ep.gen,
-                            group: group.0,
-                            epoch: 0,
-                            src_rank: g.rank,
-                            round,
-                            schedule: sched.id,
-                        };
-                        (ep.node, h)
-                    })
+                    .map(|(&to, &round)| header_to(g, (port, group), to, NicCollType::Notify, 0, round, sched.id))
                     .collect()
             })
             .collect();
@@ -261,20 +273,8 @@ impl<D: Dma> Engine<D> {
             let Some(g) = self.coll.groups.get(&(port, group)) else { continue };
             let p = &b.progress;
             for (rank, round) in p.missing() {
-                let ep = g.members.get(rank).expect("validated rank");
-                let h = NicCollHeader {
-                    src_port: port.0,
-                    dst_port: ep.port.0,
-                    ptype: NicCollType::Nack,
-                    src_gen: g.gen,
-                    dst_gen: ep.gen,
-                    group: group.0,
-                    epoch: p.epoch,
-                    src_rank: g.rank,
-                    round,
-                    schedule: p.sched.id,
-                };
-                self.nic_coll.tx.push_back((ep.node, h));
+                let pkt = header_to(g, (port, group), rank, NicCollType::Nack, p.epoch, round, p.sched.id);
+                self.nic_coll.tx.push_back(pkt);
                 self.nic_coll.stats.nacks += 1;
             }
             pg.backoff = (pg.backoff * 2).min(max);
