@@ -171,7 +171,15 @@ struct Entry {
 /// `ranks` threads each take the lock `cycles` times, holding it and
 /// pausing between takes for random numbers of network steps; returns the
 /// critical sections in the order they were entered.
+/// Held while a contention test's ranks run: with two of them at once on a
+/// small machine (the test harness runs tests in parallel), the OS gives
+/// each rank long uninterrupted slices, it takes the lock again and again
+/// uncontended, and the test no longer exercises the queue (CI once saw 80
+/// queued takes of 400).
+static CONTENTION: Mutex<()> = Mutex::new(());
+
 fn contend(ranks: u32, cycles: u32, seed: u64) -> Vec<Entry> {
+    let _alone = CONTENTION.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
     let net = network(ranks, seed);
     let mut ports: Vec<_> = (0..ranks).map(|i| port(&net, i)).collect();
     let home = ranks / 2;
