@@ -56,7 +56,7 @@ pub use coll::{
     Schedule, ScheduleId, Step, MAX_FANOUT, MAX_STEPS, MEMBER_LEN, MemberList, MAX_GROUP_MEMBERS, MEMBER_RUN_LEN,
 };
 pub use config::DEFAULT_MTU;
-pub use config::{incarnation, EngineConfig, INCARNATION_RANDOM_BITS};
+pub use config::{incarnation, EngineConfig, PacketIntegrity, INCARNATION_RANDOM_BITS};
 pub use outboard_wire::{JobSecret, SECRET_LEN};
 pub use dma::{Dma, DmaFault, VecMemory};
 pub use engine::Engine;

@@ -7,8 +7,6 @@
 //! Which command takes which token is the engine's rule, so it lives here
 //! once rather than in every driver.
 
-use rustc_hash::FxHashMap;
-
 use crate::{Command, CommandError, EngineConfig, OpId};
 
 /// The class of token an operation holds until it completes: sends,
@@ -59,7 +57,14 @@ impl Command {
 pub struct TokenMirror {
     free: [u32; 3],
     max_message: u32,
-    held: FxHashMap<OpId, TokenClass>,
+    /// The operations holding a token, unordered. A list, not a hash map:
+    /// a port rarely has more than a few operations outstanding, and a
+    /// short list stays in one or two cache lines where a table sized for
+    /// every token spread consecutive operation ids over kilobytes (a
+    /// cache miss per post and per completion: at 1,024 simulated nodes,
+    /// the largest single source of misses of a host-based barrier). At
+    /// its longest, every token held, a completion scans a few kilobytes.
+    held: Vec<(OpId, TokenClass)>,
 }
 
 fn slot(t: TokenClass) -> usize {
@@ -78,7 +83,7 @@ impl TokenMirror {
             max_message: cfg.max_message,
             // Room for every token at once: taking one never allocates, so
             // a signal handler may post (application bypass, host `bypass`).
-            held: FxHashMap::with_capacity_and_hasher((cfg.send_tokens + cfg.recv_tokens + cfg.coll_tokens) as usize, Default::default()),
+            held: Vec::with_capacity((cfg.send_tokens + cfg.recv_tokens + cfg.coll_tokens) as usize),
         }
     }
 
@@ -113,13 +118,14 @@ impl TokenMirror {
             });
         }
         *free -= 1;
-        self.held.insert(cmd.op(), t);
+        self.held.push((cmd.op(), t));
         Ok(())
     }
 
     /// Operation `op` completed: its token (if it held one) is free again.
     pub fn give_back(&mut self, op: OpId) {
-        if let Some(t) = self.held.remove(&op) {
+        if let Some(i) = self.held.iter().position(|&(held, _)| held == op) {
+            let (_, t) = self.held.swap_remove(i);
             self.free[slot(t)] += 1;
         }
     }

@@ -193,6 +193,7 @@ impl World {
         let refusal = match input {
             NicInput::Packet { from, bytes } => {
                 n.engine.handle_packet(start.to_engine(), from, &bytes);
+                self.recycle_packet(bytes);
                 None
             }
             NicInput::Timer => {
@@ -269,7 +270,7 @@ impl World {
             let ready = mem.take_ready().or_else(|| mem.packet_ready(work.multi_copy));
             let begin = ready.map_or(clock, |r| clock.max(r));
             clock = begin + self.cost.nic_work(&work);
-            let bytes = self.tx_buf[..tx.len].to_vec();
+            let bytes = self.packet_bytes_from_tx(tx.len);
             self.transmit(node, tx.dst, bytes, begin + pipeline, clock + pipeline);
             if !defer_events {
                 clock = self.drain_events(node, clock);

@@ -134,6 +134,31 @@ proptest! {
         prop_assert!(Packet::parse(&longer, &key()).is_err());
     }
 
+    /// The simulator's closed-world key: what it seals parses back, every
+    /// single-byte flip (the wire model's corruption) is caught, another
+    /// job's closed-world key refuses it, and it never passes for an
+    /// authenticated packet nor the reverse.
+    #[test]
+    fn a_closed_world_key_catches_flips_and_is_not_a_mac(mut header in arb_header(), (repr, payload) in arb_body(), at in any::<prop::sample::Index>(), flip in 1u8..=255, job in any::<u64>(), other in any::<u64>()) {
+        header.kind = repr.kind();
+        let pkt = Packet { header, body: body_of(repr, &payload) };
+        let closed = MacKey::closed_world(job);
+        prop_assert!(!closed.authenticates());
+        prop_assert!(key().authenticates());
+        let mut buf = vec![0u8; pkt.buffer_len()];
+        pkt.emit(&closed, &mut buf).unwrap();
+        prop_assert_eq!(Packet::parse(&buf, &closed).unwrap(), pkt);
+        let mut bad = buf.clone();
+        bad[at.index(buf.len())] ^= flip;
+        prop_assert!(Packet::parse(&bad, &closed).is_err());
+        prop_assert_eq!(Packet::parse(&buf, &key()), Err(WireError::BadMac));
+        prop_assume!(other != job);
+        prop_assert_eq!(Packet::parse(&buf, &MacKey::closed_world(other)), Err(WireError::BadMac));
+        let mut sealed = vec![0u8; pkt.buffer_len()];
+        pkt.emit(&key(), &mut sealed).unwrap();
+        prop_assert_eq!(Packet::parse(&sealed, &closed), Err(WireError::BadMac));
+    }
+
     #[test]
     fn random_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..200)) {
         let _ = Packet::parse(&bytes, &key());

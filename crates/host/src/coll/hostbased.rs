@@ -19,6 +19,7 @@
 
 use std::sync::Arc;
 
+use smallvec::SmallVec;
 use outboard_engine::coll::Rounds;
 use outboard_engine::{
     CollError, Completion, Fold, GroupId, HostBuf, MemberList, RecvMatch, Reduction, Schedule,
@@ -76,8 +77,11 @@ pub(crate) struct HostRun {
     len: usize,
     step: usize,
     sends_posted: usize,
-    recvs: Vec<RecvSlot>,
-    sends: Vec<(Request, HostBuf)>,
+    /// Inline for the usual step of one or two messages each way: a
+    /// heap list would be one more cache line to fetch on every progress
+    /// call (at 1,024 simulated nodes, each a miss).
+    recvs: SmallVec<[RecvSlot; 2]>,
+    sends: SmallVec<[(Request, HostBuf); 2]>,
 }
 
 /// Whether `schedule` reads the member's own input: it sends or combines
@@ -132,8 +136,8 @@ impl HostRun {
             len: input.len(),
             step: 0,
             sends_posted: 0,
-            recvs: Vec::new(),
-            sends: Vec::new(),
+            recvs: SmallVec::new(),
+            sends: SmallVec::new(),
         }
     }
 
@@ -171,7 +175,7 @@ impl HostRun {
     /// their buffers as they complete (a late failure is counted, not
     /// reported: the collective's result is already out).
     pub fn take_trailing(&mut self) -> Vec<(Request, HostBuf)> {
-        std::mem::take(&mut self.sends)
+        std::mem::take(&mut self.sends).into_vec()
     }
 
     /// After a failure: receives still posted are cancelled and forgotten;
