@@ -217,8 +217,18 @@ fn small_size(rng: &mut Rng) -> usize {
     }
 }
 
+/// Cases the property test runs: 24, or `PROPTEST_CASES` for a longer
+/// search (an explicit `cases` would otherwise hide proptest's own
+/// variable).
+fn cases() -> u32 {
+    std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(24)
+}
+
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: cases(), ..ProptestConfig::default() })]
 
     /// Random broadcast schedules - world of 2 to 10 nodes, 1 to 3
     /// overlapping groups of 2 or more, 1 to 10 broadcasts with random roots,
