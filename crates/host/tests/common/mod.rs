@@ -269,6 +269,12 @@ pub fn run_plan(c: &mut Cluster, plan: &Plan, max_steps: u64) -> Result<Outcome,
     let mut steps = 0u64;
     let seed = c.net.lock().unwrap().seed();
     loop {
+        // Whether some node's library ran this round. A library that runs
+        // can post commands the engine completes at once (a receive that
+        // an unexpected message matches), with nothing on the network:
+        // those completions are the next round's `fresh`, so a quiet
+        // network after such a round is no stall.
+        let mut polled = false;
         for node in 0..n as usize {
             let port = &mut c.ports[node];
             let fresh = port.io().pull();
@@ -278,6 +284,7 @@ pub fn run_plan(c: &mut Cluster, plan: &Plan, max_steps: u64) -> Result<Outcome,
             if !fresh && !may_start {
                 continue;
             }
+            polled = true;
             if may_start {
                 start_at[node] = steps + plan.pace[node];
                 {
@@ -349,7 +356,7 @@ pub fn run_plan(c: &mut Cluster, plan: &Plan, max_steps: u64) -> Result<Outcome,
         }
         let pending_starts = (0..n as usize)
             .any(|x| next[x] < plan.order[x].len() && inflight[x].len() < plan.window[x]);
-        if steps >= max_steps || (!stepped && !pending_starts) {
+        if steps >= max_steps || (!stepped && !pending_starts && !polled) {
             if std::env::var_os("OUTBOARD_BCAST_TRACE").is_some() {
                 for node in 0..n {
                     let fl: Vec<(usize, u32)> = inflight[node as usize]
