@@ -94,7 +94,10 @@ fn algos() -> [AllreduceAlgorithm; 3] {
 
 /// Random contributions, reduces and allreduces with both operators,
 /// checked against the references at every rank that gets a result.
-fn user_operators_match_rust(n: u32, seed: u64) {
+/// Returns the engines' retransmissions and duplicates: whether the
+/// network's loss and duplication met these collectives at all is up to
+/// chance on a small random job, so only the fixed 16-rank case asserts it.
+fn user_operators_match_rust(n: u32, seed: u64) -> (u64, u64) {
     let mut job = Job::new(n, seed);
     let mut rng = Rng::new(seed);
     let (max, prod) = (job.max.clone(), job.prod.clone());
@@ -123,20 +126,19 @@ fn user_operators_match_rust(n: u32, seed: u64) {
             }
         }
     }
-    // The network did lose and duplicate packets of these collectives.
     let (mut retx, mut dups) = (0, 0);
     for r in 0..n {
         let s = job.c.engine_stats(r);
         retx += s.retransmits;
         dups += s.duplicates;
     }
-    assert!(retx > 0 && dups > 0, "{retx} retransmits, {dups} duplicates");
     // Every engine ran its operators and counted no error.
     for r in 0..n as usize {
         for rep in job.c.ports[r].nicvm_list().unwrap() {
             assert_eq!(rep.errors(), 0, "rank {r}: {rep:?}");
         }
     }
+    (retx, dups)
 }
 
 fn data_i64(ints: &[Vec<i64>]) -> Vec<Vec<u8>> {
@@ -148,13 +150,16 @@ proptest! {
 
     #[test]
     fn user_defined_operators_match_rust_through_loss(n in 2u32..=16, seed in any::<u64>()) {
-        user_operators_match_rust(n, seed);
+        let _ = user_operators_match_rust(n, seed);
     }
 }
 
 #[test]
 fn user_defined_operators_at_16_ranks() {
-    user_operators_match_rust(16, 0x0DD);
+    // The network did lose and duplicate packets of these collectives (a
+    // 2-rank random job once met 4 retransmissions and no duplicate).
+    let (retx, dups) = user_operators_match_rust(16, 0x0DD);
+    assert!(retx > 0 && dups > 0, "{retx} retransmits, {dups} duplicates");
 }
 
 /// The collective error inside a host error, if any.
