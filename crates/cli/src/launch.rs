@@ -49,7 +49,8 @@ struct Ended {
 
 /// Runs the job; an error names the first rank that failed.
 pub fn run(a: RunArgs) -> anyhow::Result<()> {
-    if !(a.grace.is_finite() && a.grace >= 0.0) || !(a.timeout.is_finite() && a.timeout >= 0.0) {
+    let seconds = |s: f64| s.is_finite() && s >= 0.0;
+    if !(seconds(a.grace) && seconds(a.timeout)) {
         bail!("--grace and --timeout must be non-negative numbers of seconds");
     }
     let server = RendezvousServer::bind(a.rendezvous).with_context(|| format!("binding the rendezvous on {}", a.rendezvous))?;

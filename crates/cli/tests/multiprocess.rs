@@ -518,7 +518,7 @@ fn bench_lock_prints_every_contender_count_and_delay_and_leaves_no_lock_held() {
     }
     // Utilisation rows: per delay, both forms' rate and the home's count.
     for d in ["0", "50"] {
-        let line = so.lines().filter(|l| l.split_whitespace().count() == 5).filter(|l| l.split_whitespace().next() == Some(d)).last();
+        let line = so.lines().filter(|l| l.split_whitespace().count() == 5).rfind(|l| l.split_whitespace().next() == Some(d));
         let line = line.unwrap_or_else(|| panic!("delay {d}:\n{so}"));
         assert!(numbers(line).iter().all(|&x| x > 0.0), "{line}");
     }

@@ -504,7 +504,7 @@ mod tests {
         let mut t = Instant::from_nanos(0);
         for _ in 0..8 {
             let s = send_one(&mut c, &cfg, t);
-            t = t + Duration::from_micros(2_000);
+            t += Duration::from_micros(2_000);
             c.on_ack(s.next(), t, &cfg);
         }
         assert!(c.rto >= Duration::from_micros(2_000), "rto {:?} after 2 ms round trips", c.rto);
@@ -513,7 +513,7 @@ mod tests {
         let mut t = Instant::from_nanos(0);
         for _ in 0..8 {
             let s = send_one(&mut fast, &cfg, t);
-            t = t + Duration::from_micros(20);
+            t += Duration::from_micros(20);
             fast.on_ack(s.next(), t, &cfg);
         }
         assert_eq!(fast.rto, cfg.rto_initial, "a fast peer keeps the configured first timeout");

@@ -572,10 +572,10 @@ fn a_multi_piece_broadcast_is_one_command_with_one_completion() {
         let lens = [3 * piece + 17, 5];
         let value = |k: usize| -> Vec<u8> { (0..lens[k]).map(|i| (i * 13 + k) as u8).collect() };
         let mut recvs = vec![Vec::new(); n as usize];
-        for k in 0..lens.len() {
+        for (k, &len) in lens.iter().enumerate() {
             for r in 0..n {
                 let send = if r == 0 { c.net.memory(NodeId(r)).alloc_with(&value(k)) } else { HostBuf { addr: 0, len: 0 } };
-                let recv = if r == 0 { HostBuf { addr: 0, len: 0 } } else { c.net.memory(NodeId(r)).alloc(lens[k] as u32) };
+                let recv = if r == 0 { HostBuf { addr: 0, len: 0 } } else { c.net.memory(NodeId(r)).alloc(len as u32) };
                 let cmd = Command::Collective { op: OpId(50 + k as u64), group: G, schedule: BCAST, reduction: None, send, recv };
                 c.net.command(NodeId(r), P0, cmd).unwrap();
                 recvs[r as usize].push(recv);
@@ -596,8 +596,8 @@ fn a_multi_piece_broadcast_is_one_command_with_one_completion() {
             assert_eq!(done[r][0].result, Ok(e0), "seed {seed} rank {r}");
             assert_eq!(done[r][1].result, Ok(e1), "seed {seed} rank {r}");
             if r > 0 {
-                for k in 0..lens.len() {
-                    assert_eq!(c.net.memory(NodeId(r as u32)).bytes(recvs[r][k]), &value(k)[..], "seed {seed} rank {r}");
+                for (k, &buf) in recvs[r].iter().enumerate() {
+                    assert_eq!(c.net.memory(NodeId(r as u32)).bytes(buf), &value(k)[..], "seed {seed} rank {r}");
                 }
             }
         }

@@ -167,7 +167,7 @@ fn lossy_engines_with(nodes: u32, seed: u64, ack_delay: Duration) -> Network {
 
 #[test]
 fn hundred_thousand_messages_among_16_engines_arrive_exactly_once_in_order_at_30_percent_loss() {
-    let seed = 0x0B0A_2D;
+    let seed = 0x000B_0A2D;
     let mut net = lossy_engines(16, seed);
     let mut t = Traffic::new(&mut net, 16, 100_000, seed);
     t.run(&mut net);

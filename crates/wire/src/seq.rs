@@ -10,8 +10,10 @@ use core::fmt;
 pub struct Seq(pub u32);
 
 impl Seq {
-    /// The number `n` steps after this one.
+    /// The number `n` steps after this one. A method, not `std::ops::Add`:
+    /// sequence numbers wrap, and `a + b` would read as ordinary addition.
     #[inline]
+    #[allow(clippy::should_implement_trait)]
     pub fn add(self, n: u32) -> Seq {
         Seq(self.0.wrapping_add(n))
     }
