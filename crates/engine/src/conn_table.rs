@@ -38,6 +38,12 @@ pub(crate) struct ConnTable {
     /// (only invalid entries are dropped): it needs no new one.
     dirty: Vec<usize>,
     heap: BinaryHeap<Reverse<(Instant, usize)>>,
+    /// Every connection's `Conn::timer_pushed`, side by side: with no
+    /// connection dirty, an entry is valid iff it equals its connection's
+    /// value here (each equals that connection's deadline then), so the
+    /// heap's top is checked without fetching the connection - in a
+    /// large simulation, a cache miss per engine input.
+    pushed: Vec<Option<Instant>>,
 }
 
 impl ConnTable {
@@ -48,6 +54,7 @@ impl ConnTable {
     /// Adds a connection; its index.
     pub fn push(&mut self, conn: Conn) -> usize {
         let i = self.conns.len();
+        self.pushed.push(conn.timer_pushed);
         self.conns.push(Box::new(conn));
         self.mark(i);
         i
@@ -66,7 +73,11 @@ impl ConnTable {
     }
 
     fn is_valid(&self, &Reverse((at, i)): &Reverse<(Instant, usize)>) -> bool {
-        self.conns[i].deadline() == Some(at)
+        if self.dirty.is_empty() {
+            self.pushed[i] == Some(at)
+        } else {
+            self.conns[i].deadline() == Some(at)
+        }
     }
 
     /// Brings the heap up to date with the connections touched since the
@@ -83,6 +94,7 @@ impl ConnTable {
             for (i, c) in self.conns.iter_mut().enumerate() {
                 c.timer_dirty = false;
                 c.timer_pushed = c.deadline();
+                self.pushed[i] = c.timer_pushed;
                 if let Some(d) = c.timer_pushed {
                     self.heap.push(Reverse((d, i)));
                 }
@@ -98,6 +110,7 @@ impl ConnTable {
                 self.heap.push(Reverse((at, i)));
             }
             c.timer_pushed = d;
+            self.pushed[i] = d;
         }
         self.dirty.clear();
         while let Some(top) = self.heap.peek() {
