@@ -37,24 +37,20 @@ class CStatus(ctypes.Structure):
 
 def candidates() -> List[Path]:
     """Where the library is looked for, in order: ``OUTBOARD_LIB`` (a file,
-    or a directory holding it), then the cargo target directories
-    (``CARGO_TARGET_DIR``, else the repository's ``target``), newest build
-    first."""
+    or a directory holding it), else the cargo target directory
+    (``CARGO_TARGET_DIR``, else the repository's ``target``): its release
+    and debug builds, newest first."""
     env = os.environ.get("OUTBOARD_LIB")
     if env:
         p = Path(env)
         return [p / LIB_NAME if p.is_dir() else p]
-    targets = []
-    if os.environ.get("CARGO_TARGET_DIR"):
-        targets.append(Path(os.environ["CARGO_TARGET_DIR"]))
-    targets.append(_REPO / "target")
+    t = Path(os.environ.get("CARGO_TARGET_DIR") or _REPO / "target")
     found = []
-    for t in targets:
-        for profile in ("release", "debug"):
-            for d in (t / profile, t / profile / "deps"):
-                f = d / LIB_NAME
-                if f.is_file():
-                    found.append(f)
+    for profile in ("release", "debug"):
+        for d in (t / profile, t / profile / "deps"):
+            f = d / LIB_NAME
+            if f.is_file():
+                found.append(f)
     # A stale release build must not win over a fresh debug one.
     found.sort(key=lambda f: f.stat().st_mtime, reverse=True)
     return found
@@ -82,7 +78,7 @@ def load() -> ctypes.CDLL:
     else:
         path = ctypes.util.find_library("outboard_capi")
         if path is None:
-            raise LibraryNotFoundError(_fix(f"OUTBOARD_LIB unset, none in {_REPO / 'target'}/{{release,debug}} or the system's library path"))
+            raise LibraryNotFoundError(_fix(f"OUTBOARD_LIB unset, none in {os.environ.get('CARGO_TARGET_DIR') or _REPO / 'target'}/{{release,debug}} or the system's library path"))
     try:
         lib = ctypes.CDLL(path)
     except OSError as e:

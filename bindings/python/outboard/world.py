@@ -25,7 +25,8 @@ class World(Handle):
 
     Use it as a context manager: leaving the block leaves the job
     (collective: every rank must get there) and then frees every group,
-    buffer and lock still open from it. ``world.group`` is a group of every
+    buffer and lock still open from it; an exception leaving the block
+    abandons the world instead (see ``__exit__``). ``world.group`` is a group of every
     rank, made at once; the collective methods here run on it.
     """
 
@@ -61,6 +62,26 @@ class World(Handle):
         for c in children:
             c._release()
         errors.check(rc)
+
+    def __exit__(self, exc_type: Any, *exc: Any) -> None:
+        """Leaves the job, except when an exception ends the block: then the
+        other ranks may never reach their side of the collective leave, so
+        the world and what is open from it are abandoned (unusable, not
+        freed) and the exception goes on, letting the process exit and the
+        launcher end the job. Call ``close()`` to leave regardless."""
+        if exc_type is None:
+            self.close()
+        else:
+            self.abandon()
+
+    def abandon(self) -> None:
+        """Makes the world and everything open from it unusable without
+        leaving the job or freeing them (for a process about to fail)."""
+        self._take()
+        with self._children_lock:
+            children = list(self._children)
+        for c in children:
+            c._take()
 
     def __del__(self) -> None:
         if getattr(self, "_ptr", None) is not None:
