@@ -25,6 +25,7 @@ class Group(Handle):
     """
 
     _what = "group"
+    _busy = errors.CollectiveError
 
     def __init__(self, ptr: int, world: Any):
         super().__init__(ptr, _lib.lib().outboard_group_free, world)
@@ -79,7 +80,7 @@ class Group(Handle):
         """Starts a barrier."""
         req = ctypes.c_void_p()
         errors.check(_lib.lib().outboard_barrier_start(self._p(), ctypes.byref(req)))
-        return Request(req, self)
+        return Request(req, self, uses=(self,))
 
     # --- broadcast -------------------------------------------------------
 
@@ -96,7 +97,7 @@ class Group(Handle):
         p, n = _buffers.writable(buf, "buf")
         req = ctypes.c_void_p()
         errors.check(_lib.lib().outboard_bcast_start(self._p(), p, n, uint(root, 32, "root"), ctypes.byref(req)))
-        return Request(req, self, keep=(p, buf), finish=lambda _st: buf)
+        return Request(req, self, keep=(p, buf), finish=lambda _st: buf, uses=(self,))
 
     def bcast_object(self, obj: Any = None, root: int = 0) -> Any:
         """Broadcasts a picklable object from the root (two broadcasts: its
@@ -125,7 +126,7 @@ class Group(Handle):
         p, _ = _buffers.writable(out, "result")
         req = ctypes.c_void_p()
         errors.check(_lib.lib().outboard_allreduce_start(self._p(), data, p, count, int(d), int(o), ctypes.byref(req)))
-        return Request(req, self, keep=(p, out), finish=lambda _st: shape(bytes(out)))
+        return Request(req, self, keep=(p, out), finish=lambda _st: shape(bytes(out)), uses=(self,))
 
     def allreduce_into(self, recvbuf: Any, sendbuf: Any = None, op: Any = Op.SUM, dtype: Any = None) -> Any:
         """Allreduce between buffers: ``sendbuf`` (same size as ``recvbuf``),
@@ -146,7 +147,7 @@ class Group(Handle):
             src, _ = _buffers.readable(smv, "sendbuf")
         req = ctypes.c_void_p()
         errors.check(_lib.lib().outboard_allreduce_start(self._p(), src, p, n // d.itemsize, int(d), int(o), ctypes.byref(req)))
-        return Request(req, self, keep=(p, recvbuf), finish=lambda _st: recvbuf)
+        return Request(req, self, keep=(p, recvbuf), finish=lambda _st: recvbuf, uses=(self,))
 
     def reduce(self, values: Any, op: Any = Op.SUM, root: int = 0, dtype: Any = None) -> Any:
         """Combines every member's ``values`` with ``op`` at ``root`` (shapes
@@ -163,7 +164,7 @@ class Group(Handle):
         at_root = r == self.rank
         req = ctypes.c_void_p()
         errors.check(_lib.lib().outboard_reduce_start(self._p(), data, p, count, int(d), int(o), r, ctypes.byref(req)))
-        return Request(req, self, keep=(p, out), finish=lambda _st: shape(bytes(out)) if at_root else None)
+        return Request(req, self, keep=(p, out), finish=lambda _st: shape(bytes(out)) if at_root else None, uses=(self,))
 
     # --- lock ------------------------------------------------------------
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import threading
 import warnings
-from typing import Any, Callable, Optional
+import weakref
+from typing import Any, Callable, Optional, Type
 
 from . import errors
 
@@ -20,11 +21,16 @@ class Handle:
     """
 
     _what = "handle"
+    # What close() raises while an operation that uses the handle is under
+    # way (the library would free the handle anyway and lose the handle's
+    # state, or let the engine reach freed memory).
+    _busy: Type[errors.OutboardError] = errors.StateError
 
     def __init__(self, ptr: int, free: Callable[[int], int], world: Any = None):
         self._ptr: Optional[int] = ptr
         self._free = free
         self._close_lock = threading.Lock()
+        self._requests: "weakref.WeakSet[Any]" = weakref.WeakSet()
         if world is not None:
             world._adopt(self)
 
@@ -40,6 +46,10 @@ class Handle:
             raise errors.closed(self._what)
         return p
 
+    def _track(self, request: Any) -> None:
+        """Notes an operation under way that uses this handle."""
+        self._requests.add(request)
+
     def _take(self) -> Optional[int]:
         with self._close_lock:
             p, self._ptr = self._ptr, None
@@ -47,7 +57,10 @@ class Handle:
 
     def close(self) -> None:
         """Frees the C handle (the library frees it even when it reports
-        an error, which is then raised)."""
+        an error, which is then raised). Refused, leaving it open, while an
+        operation using it has not been waited for."""
+        if any(not r.done for r in list(self._requests)):
+            raise self._busy("handle in use", f"an operation on this {self._what} is under way: wait for it before close()")
         p = self._take()
         if p is not None:
             errors.check(self._free(p))

@@ -44,7 +44,9 @@ class Request:
     inside ``test``/``wait``.
     """
 
-    def __init__(self, ptr: ctypes.c_void_p, owner: Any, keep: Any = None, finish: Optional[Callable[[Status], Any]] = None):
+    def __init__(self, ptr: ctypes.c_void_p, owner: Any, keep: Any = None, finish: Optional[Callable[[Status], Any]] = None, uses: Iterable[Any] = ()):
+        for h in uses:  # handles that must not be closed before it finishes
+            h._track(self)
         self._req = ptr
         self._owner = owner  # the world or group; keeps its handle alive
         self._keep = keep

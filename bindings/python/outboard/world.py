@@ -212,7 +212,7 @@ class World(Handle):
         f = _lib.lib().outboard_rdma_write_start if write else _lib.lib().outboard_rdma_read_start
         req = ctypes.c_void_p()
         errors.check(f(self._p(), uint(rank, 32, "rank"), uint(key, 64, "key"), uint(remote_offset, 64, "remote_offset"), mem._p(), lo, n, ctypes.byref(req)))
-        return Request(req, self, keep=mem)
+        return Request(req, self, keep=mem, uses=(mem,))
 
     def irdma_write(self, rank: int, key: int, remote_offset: int, mem: Memory, local_offset: int = 0, length: Optional[int] = None) -> Request:
         """Starts writing ``length`` bytes (default: to ``mem``'s end) at

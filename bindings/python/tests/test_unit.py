@@ -266,6 +266,20 @@ class WorldOfOne(unittest.TestCase):
         self.assertRaises(outboard.StateError, m.read, 1)
         self.assertRaises(outboard.StateError, self.w.rdma_write, 0, 0, 0, m)
 
+    def test_a_handle_in_use_is_not_closed(self):
+        g = self.w.new_group()
+        r = g.ibarrier()
+        self.assertRaises(outboard.CollectiveError, g.close)
+        self.assertFalse(g.closed)
+        self.assertIsNone(r.wait())
+        g.close()
+        m = self.w.alloc(8)
+        r = self.w.irdma_write(0, m.key, 0, m)
+        self.assertRaises(outboard.StateError, m.close)
+        r.wait()
+        m.close()
+        self.assertTrue(m.closed)
+
     def test_remote_atomics_on_itself(self):
         with self.w.alloc(16) as m:
             k = m.key
