@@ -1,0 +1,72 @@
+"""Python bindings for Outboard, over its C ABI (``liboutboard_capi.so``)
+with ``ctypes``; standard library only.
+
+    import outboard
+
+    with outboard.World() as world:          # the job `outboard run` started
+        total = world.allreduce(world.rank)  # offloaded to the engines
+        if world.rank == 0:
+            world.send(1, b"hello", tag=7)
+        elif world.rank == 1:
+            data, status = world.recv(64, source=0, tag=7)
+
+The library is found through ``OUTBOARD_LIB`` (its path, or a directory
+holding it), else in the cargo target directory (``CARGO_TARGET_DIR``, or
+the repository's ``target``). Every failed C call raises a subclass of
+``OutboardError`` named for its status code.
+"""
+
+from .errors import (
+    ArgumentError,
+    CancelledError,
+    CollectiveError,
+    InitError,
+    InternalError,
+    OperationError,
+    OutboardError,
+    PeerError,
+    RdmaError,
+    RegisteredMemoryError,
+    ResourceError,
+    StateError,
+    TruncatedError,
+)
+from ._lib import LibraryNotFoundError
+from .group import Group
+from .lock import Lock
+from .memory import Memory
+from .request import Request, Status, wait_all
+from .types import ALL_TAG_BITS, ANY_SOURCE, GROUP_ID_LIMIT, UNDEFINED, AtomicOp, DType, Mode, Op
+from .world import World
+
+__all__ = [
+    "ALL_TAG_BITS",
+    "ANY_SOURCE",
+    "GROUP_ID_LIMIT",
+    "UNDEFINED",
+    "ArgumentError",
+    "AtomicOp",
+    "CancelledError",
+    "CollectiveError",
+    "DType",
+    "Group",
+    "InitError",
+    "InternalError",
+    "LibraryNotFoundError",
+    "Lock",
+    "Memory",
+    "Mode",
+    "Op",
+    "OperationError",
+    "OutboardError",
+    "PeerError",
+    "RdmaError",
+    "RegisteredMemoryError",
+    "Request",
+    "ResourceError",
+    "StateError",
+    "Status",
+    "TruncatedError",
+    "World",
+    "wait_all",
+]

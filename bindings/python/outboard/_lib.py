@@ -1,0 +1,171 @@
+"""Finding and loading ``liboutboard_capi.so`` and declaring its functions.
+
+The library is loaded on first use, not at import, so that the pure-Python
+parts (dtype mapping, argument checks) work and can be tested without it.
+Every C function gets its argument and result types here, once: ctypes
+would otherwise pass Python ints as C ``int`` and silently cut 64-bit
+values.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import os
+import threading
+from pathlib import Path
+from typing import List, Optional
+
+LIB_NAME = "liboutboard_capi.so"
+_REPO = Path(__file__).resolve().parents[3]
+
+
+class LibraryNotFoundError(OSError):
+    """The C library could not be found or loaded; the message names the fix."""
+
+
+class CStatus(ctypes.Structure):
+    """``outboard_status``: what a finished request reports."""
+
+    _fields_ = [
+        ("source", ctypes.c_int32),
+        ("tag", ctypes.c_uint64),
+        ("len", ctypes.c_uint64),
+        ("error", ctypes.c_int),
+    ]
+
+
+def candidates() -> List[Path]:
+    """Where the library is looked for, in order: ``OUTBOARD_LIB`` (a file,
+    or a directory holding it), else the cargo target directory
+    (``CARGO_TARGET_DIR``, else the repository's ``target``): its release
+    and debug builds, newest first."""
+    env = os.environ.get("OUTBOARD_LIB")
+    if env:
+        p = Path(env)
+        return [p / LIB_NAME if p.is_dir() else p]
+    t = Path(os.environ.get("CARGO_TARGET_DIR") or _REPO / "target")
+    found = []
+    for profile in ("release", "debug"):
+        for d in (t / profile, t / profile / "deps"):
+            f = d / LIB_NAME
+            if f.is_file():
+                found.append(f)
+    # A stale release build must not win over a fresh debug one.
+    found.sort(key=lambda f: f.stat().st_mtime, reverse=True)
+    return found
+
+
+def _fix(looked: str) -> str:
+    return (
+        f"{LIB_NAME} not found ({looked}); build it with "
+        "`cargo build --release -p outboard-capi`, or set OUTBOARD_LIB to "
+        f"the path of {LIB_NAME}"
+    )
+
+
+def load() -> ctypes.CDLL:
+    """Loads the library from the first candidate (or the system's search
+    path as a last resort) and declares its functions."""
+    env = os.environ.get("OUTBOARD_LIB")
+    found = candidates()
+    if env:
+        if not found[0].is_file():
+            raise LibraryNotFoundError(_fix(f"OUTBOARD_LIB={env} names no such file"))
+        path: Optional[str] = str(found[0])
+    elif found:
+        path = str(found[0])
+    else:
+        path = ctypes.util.find_library("outboard_capi")
+        if path is None:
+            raise LibraryNotFoundError(_fix(f"OUTBOARD_LIB unset, none in {os.environ.get('CARGO_TARGET_DIR') or _REPO / 'target'}/{{release,debug}} or the system's library path"))
+    try:
+        lib = ctypes.CDLL(path)
+    except OSError as e:
+        raise LibraryNotFoundError(f"{path} could not be loaded ({e}); rebuild it with `cargo build --release -p outboard-capi` or set OUTBOARD_LIB") from e
+    _declare(lib)
+    return lib
+
+
+_lock = threading.Lock()
+_lib: Optional[ctypes.CDLL] = None
+
+
+def lib() -> ctypes.CDLL:
+    """The loaded library (loaded once, on the first call)."""
+    global _lib
+    with _lock:
+        if _lib is None:
+            _lib = load()
+        return _lib
+
+
+P = ctypes.c_void_p
+PP = ctypes.POINTER(ctypes.c_void_p)
+CINT = ctypes.c_int
+U32 = ctypes.c_uint32
+I32 = ctypes.c_int32
+U64 = ctypes.c_uint64
+SZ = ctypes.c_size_t
+PU32 = ctypes.POINTER(ctypes.c_uint32)
+PU64 = ctypes.POINTER(ctypes.c_uint64)
+PI = ctypes.POINTER(ctypes.c_int)
+PST = ctypes.POINTER(CStatus)
+
+# name: argument types (every function returns an int status code except
+# the two string functions).
+SIGNATURES = {
+    "outboard_init": [PP],
+    "outboard_finalize": [P],
+    "outboard_rank": [P, PU32],
+    "outboard_size": [P, PU32],
+    "outboard_world_group": [P, PP],
+    "outboard_split": [P, U32, U32, PP],
+    "outboard_group_free": [P],
+    "outboard_group_rank": [P, PU32],
+    "outboard_group_size": [P, PU32],
+    "outboard_group_set_mode": [P, CINT],
+    "outboard_group_create": [P, U64, U32, PU32, PP],
+    "outboard_send_start": [P, U32, U64, P, SZ, PP],
+    "outboard_recv_start": [P, I32, U64, U64, P, SZ, PP],
+    "outboard_send": [P, U32, U64, P, SZ],
+    "outboard_recv": [P, I32, U64, U64, P, SZ, PST],
+    "outboard_test": [PP, PI, PST],
+    "outboard_wait": [PP, PST],
+    "outboard_barrier_start": [P, PP],
+    "outboard_bcast_start": [P, P, SZ, U32, PP],
+    "outboard_reduce_start": [P, P, P, SZ, CINT, CINT, U32, PP],
+    "outboard_allreduce_start": [P, P, P, SZ, CINT, CINT, PP],
+    "outboard_barrier": [P],
+    "outboard_bcast": [P, P, SZ, U32],
+    "outboard_reduce": [P, P, P, SZ, CINT, CINT, U32],
+    "outboard_allreduce": [P, P, P, SZ, CINT, CINT],
+    "outboard_mem_alloc": [P, SZ, PP],
+    "outboard_mem_write": [P, U64, P, SZ],
+    "outboard_mem_read": [P, U64, P, SZ],
+    "outboard_mem_register": [P, PU64],
+    "outboard_mem_free": [P],
+    "outboard_rdma_write_start": [P, U32, U64, U64, P, U64, SZ, PP],
+    "outboard_rdma_read_start": [P, U32, U64, U64, P, U64, SZ, PP],
+    "outboard_rdma_write": [P, U32, U64, U64, P, U64, SZ],
+    "outboard_rdma_read": [P, U32, U64, U64, P, U64, SZ],
+    "outboard_atomic_start": [P, U32, U64, U64, U32, CINT, U64, U64, PU64, PP],
+    "outboard_atomic": [P, U32, U64, U64, U32, CINT, U64, U64, PU64],
+    "outboard_local_atomic": [P, U64, U32, CINT, U64, U64, PU64],
+    "outboard_lock_create": [P, U32, PP],
+    "outboard_lock_acquire": [P],
+    "outboard_lock_try": [P, PI],
+    "outboard_lock_release": [P],
+    "outboard_lock_free": [P],
+}
+
+
+def _declare(lib: ctypes.CDLL) -> None:
+    for name, args in SIGNATURES.items():
+        f = getattr(lib, name)
+        f.argtypes = args
+        f.restype = ctypes.c_int
+    for name in ("outboard_strerror", "outboard_last_error"):
+        getattr(lib, name).restype = ctypes.c_char_p
+    lib.outboard_strerror.argtypes = [ctypes.c_int]
+    lib.outboard_last_error.argtypes = []

@@ -1,0 +1,184 @@
+"""Groups and their collectives: barrier, broadcast, reduce, allreduce,
+each blocking and non-blocking (``i*``, returning a ``Request``), in the
+group's mode (offloaded to the engines, or host-based)."""
+
+from __future__ import annotations
+
+import ctypes
+import pickle
+import struct
+from typing import Any, Optional
+
+from . import _buffers, _lib, errors, reduction
+from .handle import Handle
+from .request import Request
+from .types import UNDEFINED, Mode, Op, uint
+
+
+class Group(Handle):
+    """An ordered set of ranks that run collectives together.
+
+    Made by ``World.new_group()`` (every rank), ``Group.split()`` or
+    ``World.create_group()``; ``world.group`` is the one the world makes for
+    itself. Close it when done (``close()`` or ``with``), with no
+    collective of it under way.
+    """
+
+    _what = "group"
+    _busy = errors.CollectiveError
+
+    def __init__(self, ptr: int, world: Any):
+        super().__init__(ptr, _lib.lib().outboard_group_free, world)
+        self.world = world
+        r, s = ctypes.c_uint32(), ctypes.c_uint32()
+        errors.check(_lib.lib().outboard_group_rank(ptr, ctypes.byref(r)))
+        errors.check(_lib.lib().outboard_group_size(ptr, ctypes.byref(s)))
+        self._rank, self._size = r.value, s.value
+        self._mode = Mode.OFFLOADED
+
+    @property
+    def rank(self) -> int:
+        """This rank's place in the group."""
+        self._p()
+        return self._rank
+
+    @property
+    def size(self) -> int:
+        """The number of ranks in the group."""
+        self._p()
+        return self._size
+
+    @property
+    def mode(self) -> Mode:
+        """Where the group's collectives run (set at every member alike)."""
+        self._p()
+        return self._mode
+
+    @mode.setter
+    def mode(self, mode: Mode) -> None:
+        if not isinstance(mode, int) or isinstance(mode, bool):
+            raise TypeError(f"mode must be a Mode, not {type(mode).__name__}")
+        errors.check(_lib.lib().outboard_group_set_mode(self._p(), int(mode)))
+        self._mode = Mode(mode)
+
+    def split(self, color: Optional[int], key: int = 0) -> Optional["Group"]:
+        """``MPI_Comm_split``: ranks passing the same ``color`` form a new
+        group, ordered by ``key`` then rank; ``None`` (at a rank that passed
+        ``color=None``, joining none). Collective over this group."""
+        c = UNDEFINED if color is None else uint(color, 32, "color")
+        out = ctypes.c_void_p()
+        errors.check(_lib.lib().outboard_split(self._p(), c, uint(key, 32, "key"), ctypes.byref(out)))
+        return None if out.value is None else Group(out.value, self.world)
+
+    # --- barrier ---------------------------------------------------------
+
+    def barrier(self) -> None:
+        """Blocks until every member entered the barrier."""
+        errors.check(_lib.lib().outboard_barrier(self._p()))
+
+    def ibarrier(self) -> Request:
+        """Starts a barrier."""
+        req = ctypes.c_void_p()
+        errors.check(_lib.lib().outboard_barrier_start(self._p(), ctypes.byref(req)))
+        return Request(req, self, uses=(self,))
+
+    # --- broadcast -------------------------------------------------------
+
+    def bcast(self, buf: Any, root: int = 0) -> Any:
+        """Broadcasts the root's ``buf`` into every member's ``buf`` (writable,
+        the same length everywhere); returns ``buf``."""
+        p, n = _buffers.writable(buf, "buf")
+        errors.check(_lib.lib().outboard_bcast(self._p(), p, n, uint(root, 32, "root")))
+        return buf
+
+    def ibcast(self, buf: Any, root: int = 0) -> Request:
+        """Starts a broadcast; ``buf`` must not be touched until the request
+        finishes (its result is ``buf``)."""
+        p, n = _buffers.writable(buf, "buf")
+        req = ctypes.c_void_p()
+        errors.check(_lib.lib().outboard_bcast_start(self._p(), p, n, uint(root, 32, "root"), ctypes.byref(req)))
+        return Request(req, self, keep=(p, buf), finish=lambda _st: buf, uses=(self,))
+
+    def bcast_object(self, obj: Any = None, root: int = 0) -> Any:
+        """Broadcasts a picklable object from the root (two broadcasts: its
+        length, then its bytes); every member returns it."""
+        data = pickle.dumps(obj) if self.rank == root else b""
+        head = bytearray(struct.pack("<Q", len(data)))
+        self.bcast(head, root)
+        body = bytearray(data) if self.rank == root else bytearray(struct.unpack("<Q", head)[0])
+        self.bcast(body, root)
+        return obj if self.rank == root else pickle.loads(bytes(body))
+
+    # --- reductions ------------------------------------------------------
+
+    def allreduce(self, values: Any, op: Any = Op.SUM, dtype: Any = None) -> Any:
+        """Combines every member's ``values`` with ``op``; every member gets
+        the result in the shape it passed: a number, a list (for a
+        sequence) or an ``array.array`` (for a buffer). ``dtype`` defaults to
+        INT64 for integers, DOUBLE for floats, and a typed buffer's own."""
+        return self.iallreduce(values, op, dtype).wait()
+
+    def iallreduce(self, values: Any, op: Any = Op.SUM, dtype: Any = None) -> Request:
+        """Starts an allreduce (``values`` are copied at once)."""
+        o = Op.of(op)
+        data, count, d, shape = reduction.pack(values, dtype)
+        out = reduction.result_buffer(count, d)
+        p, _ = _buffers.writable(out, "result")
+        req = ctypes.c_void_p()
+        errors.check(_lib.lib().outboard_allreduce_start(self._p(), data, p, count, int(d), int(o), ctypes.byref(req)))
+        return Request(req, self, keep=(p, out), finish=lambda _st: shape(bytes(out)), uses=(self,))
+
+    def allreduce_into(self, recvbuf: Any, sendbuf: Any = None, op: Any = Op.SUM, dtype: Any = None) -> Any:
+        """Allreduce between buffers: ``sendbuf`` (same size as ``recvbuf``),
+        or ``recvbuf``'s own contents in place when ``sendbuf`` is None; the
+        result in ``recvbuf``, which is returned."""
+        return self.iallreduce_into(recvbuf, sendbuf, op, dtype).wait()
+
+    def iallreduce_into(self, recvbuf: Any, sendbuf: Any = None, op: Any = Op.SUM, dtype: Any = None) -> Request:
+        """Starts an allreduce between buffers (see ``allreduce_into``)."""
+        o = Op.of(op)
+        mv, d = reduction.buffer_dtype(recvbuf, dtype, "recvbuf")
+        p, n = _buffers.writable(mv, "recvbuf")
+        src = None
+        if sendbuf is not None:
+            smv, _ = reduction.buffer_dtype(sendbuf, d, "sendbuf")
+            if smv.nbytes != n:
+                raise errors.ArgumentError("invalid argument", f"sendbuf has {smv.nbytes} bytes, recvbuf {n}")
+            src, _ = _buffers.readable(smv, "sendbuf")
+        req = ctypes.c_void_p()
+        errors.check(_lib.lib().outboard_allreduce_start(self._p(), src, p, n // d.itemsize, int(d), int(o), ctypes.byref(req)))
+        return Request(req, self, keep=(p, recvbuf), finish=lambda _st: recvbuf, uses=(self,))
+
+    def reduce(self, values: Any, op: Any = Op.SUM, root: int = 0, dtype: Any = None) -> Any:
+        """Combines every member's ``values`` with ``op`` at ``root`` (shapes
+        as in ``allreduce``); ``None`` at the other members."""
+        return self.ireduce(values, op, root, dtype).wait()
+
+    def ireduce(self, values: Any, op: Any = Op.SUM, root: int = 0, dtype: Any = None) -> Request:
+        """Starts a reduce (``values`` are copied at once)."""
+        o = Op.of(op)
+        r = uint(root, 32, "root")
+        data, count, d, shape = reduction.pack(values, dtype)
+        out = reduction.result_buffer(count, d)
+        p, _ = _buffers.writable(out, "result")
+        at_root = r == self.rank
+        req = ctypes.c_void_p()
+        errors.check(_lib.lib().outboard_reduce_start(self._p(), data, p, count, int(d), int(o), r, ctypes.byref(req)))
+        return Request(req, self, keep=(p, out), finish=lambda _st: shape(bytes(out)) if at_root else None, uses=(self,))
+
+    # --- lock ------------------------------------------------------------
+
+    def lock(self, home: int = 0) -> "Lock":
+        """A distributed MCS lock over this group whose lock word lives at
+        group rank ``home``. Collective (every member passes the same
+        ``home``)."""
+        from .lock import Lock
+
+        out = ctypes.c_void_p()
+        errors.check(_lib.lib().outboard_lock_create(self._p(), uint(home, 32, "home"), ctypes.byref(out)))
+        return Lock(out.value, self.world)
+
+    def __repr__(self) -> str:
+        if self.closed:
+            return "<outboard.Group closed>"
+        return f"<outboard.Group rank {self._rank} of {self._size}, {self._mode.name.lower()}>"

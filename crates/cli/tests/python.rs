@@ -1,0 +1,87 @@
+//! The Python bindings (`bindings/python`, ctypes over the C ABI): their
+//! single-process unit tests, and `bindings/python/tests/ranks.py` under
+//! `outboard run` with 2 and 4 ranks, against the `liboutboard_capi.so`
+//! cargo built for this test.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+const OUTBOARD: &str = env!("CARGO_BIN_EXE_outboard");
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn tests_dir() -> PathBuf {
+    repo().join("bindings/python/tests")
+}
+
+/// python3, or a recorded skip.
+fn python3(test: &str) -> bool {
+    match Command::new("python3").arg("--version").output() {
+        Ok(o) if o.status.success() => true,
+        _ => {
+            common::skip(test, "python3 not found (apt-get install -y python3)");
+            false
+        }
+    }
+}
+
+/// `cmd` with the library this build made (not an older one elsewhere),
+/// no bytecode written into the source tree, and development mode, whose
+/// warnings show any handle the bindings leave unclosed.
+fn python_env(cmd: &mut Command) -> &mut Command {
+    cmd.env("OUTBOARD_LIB", common::capi_lib_dir().join("liboutboard_capi.so"))
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .env("PYTHONDEVMODE", "1")
+        .env_remove("PYTHONPATH")
+}
+
+fn text(o: &Output) -> (String, String) {
+    (String::from_utf8_lossy(&o.stdout).into_owned(), String::from_utf8_lossy(&o.stderr).into_owned())
+}
+
+/// Dtype and op mapping, argument checks, buffers, error classes, finding
+/// the library, and a world of one rank (handles freed once, use after
+/// close refused, an exception abandoning the world).
+#[test]
+fn the_python_unit_tests_pass() {
+    if !python3("the_python_unit_tests_pass") {
+        return;
+    }
+    let o = python_env(Command::new("python3").args(["-m", "unittest", "discover", "-v", "-p", "test_*.py", "-s"]).arg(tests_dir())).output().unwrap();
+    let (so, se) = text(&o);
+    assert!(o.status.success(), "stdout:\n{so}\nstderr:\n{se}");
+    let ran: u32 = se
+        .lines()
+        .find_map(|l| l.strip_prefix("Ran ")?.split_whitespace().next()?.parse().ok())
+        .unwrap_or_else(|| panic!("no test count in:\n{se}"));
+    assert!(ran >= 20, "only {ran} Python unit tests ran:\n{se}");
+    // The library is there, so nothing may skip; nothing may leak.
+    assert!(se.lines().last() == Some("OK"), "not a plain OK (skips?):\n{se}");
+    assert!(!se.contains("ResourceWarning"), "{se}");
+}
+
+#[test]
+fn the_python_program_passes_with_two_and_four_ranks() {
+    if !python3("the_python_program_passes_with_two_and_four_ranks") {
+        return;
+    }
+    for n in [2, 4] {
+        let o = python_env(Command::new(OUTBOARD).args(["run", "-n", &n.to_string(), "--timeout", "300", "--", "python3"]).arg(tests_dir().join("ranks.py")))
+            .output()
+            .unwrap();
+        let (so, se) = text(&o);
+        assert!(o.status.success(), "{n} ranks:\nstdout:\n{so}\nstderr:\n{se}");
+        for r in 0..n {
+            assert!(so.contains(&format!("[{r}] rank {r}: python: all ")), "rank {r} of {n} did not finish:\n{so}\n{se}");
+            for part in ["world offloaded: collectives of", "world host-based: collectives of", "created: collectives of"] {
+                assert!(so.contains(&format!("[{r}] {part} {n} ranks ok")), "rank {r} of {n}: no {part:?}:\n{so}");
+            }
+            assert!(so.contains(&format!("[{r}] messages ok")) && so.contains(&format!("[{r}] rdma and atomics ok")), "{so}");
+        }
+        assert!(!se.contains("ResourceWarning"), "a handle left unclosed:\n{se}");
+    }
+}
