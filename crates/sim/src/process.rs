@@ -100,7 +100,7 @@ impl Proc {
         let io = SimIo {
             proc: self.clone(),
             ep,
-            tokens: TokenMirror::new(cfg),
+            tokens: TokenMirror::growable(cfg),
             next_private_op: u64::MAX,
             stash: VecDeque::new(),
             recv_bufs: Vec::new(),
