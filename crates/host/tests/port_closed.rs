@@ -60,3 +60,38 @@ fn a_host_based_broadcast_child_fails_when_its_parent_closed_its_port() {
     // port is not this test's subject).
     assert!(root.is_some());
 }
+
+/// Rendezvous (large messages by RDMA read) waits on both sides through
+/// receives naming the peer: a receive waiting for an announcement, and the
+/// sender's receive of the finish. Both fail when the other side's port
+/// closes instead of hanging.
+#[test]
+fn rendezvous_receives_and_sends_fail_when_the_other_port_closes() {
+    use outboard_host::testnet_io::NetIo;
+    use outboard_host::{Port, PortIo, RecvMatch, RendezvousConfig};
+    use std::sync::{Arc, Mutex};
+    let net = Arc::new(Mutex::new(outboard_testnet::Network::new(3, LinkConfig::lossy(0.1, 0.1, 0.0), 9, |node| {
+        EngineConfig::new(node, 1, 0)
+    })));
+    let open = |node: u32| {
+        let mut p = Port::new(NetIo::open(&net, NodeId(node)).unwrap());
+        p.set_rendezvous(RendezvousConfig { threshold: Some(256), ..Default::default() });
+        p
+    };
+    let (a, mut b, mut c) = (open(0), open(1), open(2));
+    let (ea, eb) = (a.endpoint(), b.endpoint());
+    // b waits for a rendezvous message from a; a leaves without sending.
+    let rbuf = b.buffer(50_000).unwrap();
+    let r = b.start_recv(RecvMatch::from(ea.node, ea.port, 5), rbuf).unwrap();
+    net.lock().unwrap().close_port(ea.node, PortId(0));
+    assert_eq!(b.wait(r), Err(HostError::Op(OpError::SourceClosed(ea))));
+    // c announces a large message to b; b leaves without receiving it: c's
+    // wait for b's finish ends.
+    let sbuf = c.buffer_from(&vec![7u8; 50_000]).unwrap();
+    let s = c.start_send(eb, 6, sbuf).unwrap();
+    for _ in 0..200 {
+        c.io().idle();
+    }
+    net.lock().unwrap().close_port(eb.node, PortId(0));
+    assert_eq!(c.wait(s), Err(HostError::Op(OpError::SourceClosed(eb))));
+}
