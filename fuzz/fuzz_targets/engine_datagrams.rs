@@ -14,6 +14,9 @@ fuzz_target!(|data: &[u8]| {
     e.open_port(Instant::ZERO, PortId(0)).unwrap();
     let r = e.dma_mut().alloc(256);
     e.handle_command(Instant::ZERO, PortId(0), Command::Recv { op: OpId(1), matching: RecvMatch::any(), buf: r }).unwrap();
+    // One naming a source, for the closure notice (kind 14) to fail.
+    let named = e.dma_mut().alloc(64);
+    e.handle_command(Instant::ZERO, PortId(0), Command::Recv { op: OpId(3), matching: RecvMatch::from(NodeId(2), PortId(0), 5), buf: named }).unwrap();
     let reg = e.dma_mut().alloc(64);
     e.handle_command(Instant::ZERO, PortId(0), Command::Register { op: OpId(2), buf: reg }).unwrap();
     let mut out = vec![0u8; 2048];

@@ -40,5 +40,15 @@ fuzz_target!(|data: &[u8]| {
         nic[6..8].copy_from_slice(&body_len.to_be_bytes());
         outboard_wire::seal(&mut nic, &key);
         check(&key, &nic);
+        // Likewise the port-closure notice (kind 14, eight exact bytes).
+        let mut closed = data[..outboard_wire::HEADER_LEN].to_vec();
+        closed.extend_from_slice(&body[..body.len().min(8)]);
+        closed[0..2].copy_from_slice(&outboard_wire::MAGIC.to_be_bytes());
+        closed[2] = outboard_wire::VERSION;
+        closed[3] = outboard_wire::Kind::PortClosed as u8;
+        let body_len = (closed.len() - outboard_wire::HEADER_LEN) as u16;
+        closed[6..8].copy_from_slice(&body_len.to_be_bytes());
+        outboard_wire::seal(&mut closed, &key);
+        check(&key, &closed);
     }
 });

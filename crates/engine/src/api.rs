@@ -446,6 +446,18 @@ pub enum OpError {
     /// Receives from any source posted after the death wait as usual.
     #[error("a receive from any source was withdrawn: node {0:?} failed while it waited")]
     ProcFailedPending(NodeId),
+    /// A receive named a source port that closed: its engine announced the
+    /// closure after every message the port had sent, so none is missing
+    /// and none will come from that incarnation. Receives naming the port
+    /// fail when the announcement arrives, and later ones at once (until a
+    /// message from a newer incarnation of the slot shows it reopened).
+    /// Not a process failure (ULFM's `MPI_ERR_PROC_FAILED`): the node lives
+    /// and nothing was lost, so receives from any source stay posted (no
+    /// `MPI_ERR_PROC_FAILED_PENDING`); it is what MPI leaves undefined - a
+    /// receive from a rank that already finalized - turned into an error
+    /// instead of a hang. Names the closed incarnation.
+    #[error("source port {0:?} closed: no message will come from it")]
+    SourceClosed(Endpoint),
     /// The destination port incarnation is gone (closed, or replaced by a
     /// newer one).
     #[error("destination port incarnation no longer exists")]

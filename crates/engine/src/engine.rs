@@ -188,6 +188,10 @@ pub struct Engine<D: Dma> {
     pub(crate) nicvm: crate::nicvm::NicvmState,
     /// The NIC collective protocol's barriers (module `coll::proto`).
     pub(crate) nic_coll: crate::coll::proto::NicCollState,
+    /// The last closed incarnation of each peer port slot announced closed
+    /// and not seen reopened (module `port_closed`): at most one entry per
+    /// (peer, slot).
+    pub(crate) closed_sources: rustc_hash::FxHashMap<(NodeId, PortId), Generation>,
 }
 
 impl<D: Dma> Engine<D> {
@@ -221,6 +225,7 @@ impl<D: Dma> Engine<D> {
             atomics: Default::default(),
             nicvm: Default::default(),
             nic_coll: Default::default(),
+            closed_sources: Default::default(),
         })
     }
 
@@ -329,6 +334,7 @@ impl<D: Dma> Engine<D> {
         self.nic_coll_port_closed(port);
         self.atomic_port_closed(now, port);
         self.nicvm_port_closed(now, port, gen);
+        self.announce_port_closed(port, gen, now);
         self.keepalive_settle();
         self.conns.settle();
         self.debug_check();
@@ -792,6 +798,12 @@ impl<D: Dma> Engine<D> {
                     self.complete(port, gen, recv.op, Err(OpError::PeerUnreachable(node)), TokenClass::Recv);
                     return;
                 }
+                if let Some(src) = self.closed_source_of(&recv) {
+                    let gen = self.ports[pi].gen;
+                    self.complete(port, gen, recv.op, Err(OpError::SourceClosed(src)), TokenClass::Recv);
+                    return;
+                }
+                let p = &mut self.ports[pi];
                 p.posted.push_back(recv);
                 self.keepalive_arm(now);
             }
@@ -970,6 +982,7 @@ impl<D: Dma> Engine<D> {
     pub(crate) fn peer_failed(&mut self, ci: usize, now: Instant, restarted: bool) {
         let node = self.conns[ci].peer;
         self.stats.peers_failed += 1;
+        self.forget_closed_sources(node);
         if !restarted && self.stats.first_failed.is_none() {
             self.stats.first_failed = Some(node);
         }

@@ -43,6 +43,7 @@ mod keepalive;
 pub mod nicvm;
 mod notice;
 mod port;
+mod port_closed;
 mod rx;
 mod stats;
 mod time;

@@ -75,7 +75,11 @@ impl<D: Dma> Engine<D> {
         if self.conns[ci].dead {
             return;
         }
-        self.conns[ci].heard_at = Some(now);
+        if self.conns[ci].heard_at.replace(now).is_none() {
+            // First heard from (or restarted): it may wait on a port that
+            // closed before there was anyone to tell (module `port_closed`).
+            self.announce_closed_ports_to(ci, now);
+        }
         if let Body::NicColl(b) = pkt.body {
             // The collective protocol's own reliability: no sequence
             // number, and its header carries no acknowledgement to take.
@@ -142,6 +146,7 @@ impl<D: Dma> Engine<D> {
             Body::ReadRequest(r) => self.on_read_request(now, from, r),
             Body::ReadResponse(h, payload) => self.on_read_response(from, h, payload),
             Body::PeerFailed(n) => self.on_peer_failed_notice(now, from, n),
+            Body::PortClosed(n) => self.on_port_closed_notice(from, n),
             Body::AtomicRequest(r) => self.on_atomic_request(now, from, r),
             Body::AtomicReply(r) => self.on_atomic_reply(now, from, r),
             Body::Abort(a) => match a.what {
@@ -188,6 +193,7 @@ impl<D: Dma> Engine<D> {
     fn on_data(&mut self, now: Instant, from: NodeId, h: wire::DataHeader, interrupt: bool, payload: &[u8]) {
         let key = (from, h.msg_id);
         if !self.inbound.contains_key(&key) {
+            self.source_seen(from, h.src_port, h.src_gen);
             if h.offset != 0 {
                 // The rest of a message whose first fragment was refused.
                 return;

@@ -57,6 +57,11 @@ pub struct Stats {
     /// Of `notices_received`, those ignored because they named an
     /// incarnation other than the one known for that node (it restarted).
     pub notices_ignored: u64,
+    /// Port-closure notices sent: one per live peer each time a port
+    /// closed (module `port_closed`).
+    pub port_closures_sent: u64,
+    /// Port-closure notices received.
+    pub port_closures_received: u64,
     /// Atomic requests this engine performed on its host's memory (each
     /// once, however often it arrived).
     pub atomics_executed: u64,

@@ -215,6 +215,17 @@ pub struct PeerFailed {
     pub boot: Option<u64>,
 }
 
+/// Body of a [`Kind::PortClosed`]: the sender's port `port`, incarnation
+/// `gen`, was closed (the node is the header's source). Eight bytes: the
+/// port, three reserved zero bytes, the incarnation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct PortClosed {
+    /// The closed port slot.
+    pub port: u8,
+    /// The incarnation of that slot that closed.
+    pub gen: u32,
+}
+
 /// A parsed body, borrowing its payload.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Body<'a> {
@@ -244,6 +255,8 @@ pub enum Body<'a> {
     Nicvm(NicvmHeader, &'a [u8]),
     /// A collective-protocol notification or request.
     NicColl(NicCollHeader),
+    /// A port-closure notice.
+    PortClosed(PortClosed),
 }
 
 /// The fixed part of a body, without payload: what the sender writes before
@@ -276,6 +289,8 @@ pub enum BodyRepr {
     Nicvm(NicvmHeader),
     /// See [`Kind::NicColl`].
     NicColl(NicCollHeader),
+    /// See [`Kind::PortClosed`].
+    PortClosed(PortClosed),
 }
 
 const DATA_LEN: usize = DATA_FIXED_LEN;
@@ -299,6 +314,7 @@ pub const COLL_FIXED_LEN: usize = 42;
 /// and parsers pass it through.
 pub const COLL_ROUND_FAILED: u16 = 0x8000;
 const PEER_FAILED_LEN: usize = 16;
+const PORT_CLOSED_LEN: usize = 8;
 /// `PeerFailed` flag: the `boot` field is meaningful.
 const PEER_FAILED_BOOT_KNOWN: u8 = 1;
 
@@ -436,6 +452,13 @@ impl<'a> Body<'a> {
                 Body::Nicvm(h, payload)
             }
             Kind::NicColl => Body::NicColl(NicCollHeader::parse(b)?),
+            Kind::PortClosed => {
+                exact(PORT_CLOSED_LEN)?;
+                if b[1..4] != [0; 3] {
+                    return Err(WireError::MalformedBody { kind: "port-closed", why: "reserved bytes not zero" });
+                }
+                Body::PortClosed(PortClosed { port: b[0], gen: be32(b, 4..8) })
+            }
         })
     }
 
@@ -455,6 +478,7 @@ impl<'a> Body<'a> {
             Body::AtomicReply(r) => BodyRepr::AtomicReply(r),
             Body::Nicvm(h, _) => BodyRepr::Nicvm(h),
             Body::NicColl(h) => BodyRepr::NicColl(h),
+            Body::PortClosed(c) => BodyRepr::PortClosed(c),
         }
     }
 
@@ -497,6 +521,7 @@ impl BodyRepr {
             BodyRepr::AtomicReply(_) => Kind::AtomicReply,
             BodyRepr::Nicvm(_) => Kind::Nicvm,
             BodyRepr::NicColl(_) => Kind::NicColl,
+            BodyRepr::PortClosed(_) => Kind::PortClosed,
         }
     }
 
@@ -515,6 +540,7 @@ impl BodyRepr {
             BodyRepr::AtomicReply(_) => ATOMIC_REPLY_LEN,
             BodyRepr::Nicvm(_) => NICVM_FIXED_LEN,
             BodyRepr::NicColl(_) => NIC_COLL_LEN,
+            BodyRepr::PortClosed(_) => PORT_CLOSED_LEN,
         }
     }
 
@@ -610,6 +636,11 @@ impl BodyRepr {
             BodyRepr::AtomicReply(r) => r.emit(b),
             BodyRepr::Nicvm(h) => h.emit(b),
             BodyRepr::NicColl(h) => h.emit(b),
+            BodyRepr::PortClosed(c) => {
+                b[0] = c.port;
+                b[1..4].copy_from_slice(&[0; 3]);
+                b[4..8].copy_from_slice(&c.gen.to_be_bytes());
+            }
         }
     }
 }

@@ -76,6 +76,13 @@ pub enum Kind {
     /// point-to-point connection - no sequence number, no acknowledgement;
     /// the collective recovers its own losses.
     NicColl = 13,
+    /// A port-closure notice: the sender's port (slot and incarnation) was
+    /// closed. Sent reliably on the connection after everything that port
+    /// sent, so a receiver that takes it has every message the port sent;
+    /// receives there naming that port then fail instead of waiting forever.
+    /// An engine that does not know this kind drops the datagram as
+    /// malformed (see the engine's `port_closed` module).
+    PortClosed = 14,
 }
 
 impl Kind {
@@ -94,6 +101,7 @@ impl Kind {
             11 => Kind::AtomicReply,
             12 => Kind::Nicvm,
             13 => Kind::NicColl,
+            14 => Kind::PortClosed,
             found => return Err(WireError::UnknownKind { found }),
         })
     }
@@ -121,6 +129,7 @@ impl Kind {
             Kind::AtomicReply => "atomic-reply",
             Kind::Nicvm => "nicvm",
             Kind::NicColl => "nic-coll",
+            Kind::PortClosed => "port-closed",
         }
     }
 }

@@ -72,6 +72,7 @@ fn arb_body() -> impl Strategy<Value = (BodyRepr, Vec<u8>)> {
         crate::atomic::tests::arb_reply().prop_map(|r| (BodyRepr::AtomicReply(r), vec![])),
         (crate::nicvm::tests::arb_header(), proptest::collection::vec(any::<u8>(), 0..600)).prop_map(|(h, p)| (BodyRepr::Nicvm(h), p)),
         crate::nic_coll::tests::arb_header().prop_map(|h| (BodyRepr::NicColl(h), vec![])),
+        any::<(u8, u32)>().prop_map(|(port, gen)| (BodyRepr::PortClosed(PortClosed { port, gen }), vec![])),
     ]
 }
 
@@ -90,6 +91,7 @@ fn body_of<'a>(repr: BodyRepr, payload: &'a [u8]) -> Body<'a> {
         BodyRepr::AtomicReply(r) => Body::AtomicReply(r),
         BodyRepr::Nicvm(h) => Body::Nicvm(h, payload),
         BodyRepr::NicColl(h) => Body::NicColl(h),
+        BodyRepr::PortClosed(c) => Body::PortClosed(c),
     }
 }
 
@@ -229,4 +231,38 @@ fn the_header_stays_44_bytes_with_the_tag_last() {
     assert_eq!(pkt.emit(&key(), &mut buf).unwrap(), HEADER_LEN);
     assert_eq!(HEADER_LEN, 44);
     assert_ne!(buf[36..44], [0; 8]);
+}
+
+/// A sealed packet of `kind` with `body` as its raw bytes.
+fn sealed_raw(kind: u8, body: &[u8]) -> Vec<u8> {
+    let h = Header { kind: Kind::Nop, flags: 0, src_node: 3, dst_node: 4, boot: 5, seq: Seq(6), ack: Seq(7), horizon: Seq(8) };
+    let mut buf = vec![0u8; HEADER_LEN];
+    emit_prefix(&h, &BodyRepr::Nop, 0, &mut buf).unwrap();
+    buf[3] = kind;
+    buf.extend_from_slice(body);
+    buf[6..8].copy_from_slice(&(body.len() as u16).to_be_bytes());
+    seal(&mut buf, &key());
+    buf
+}
+
+#[test]
+fn port_closed_is_eight_exact_bytes_with_zero_reserved_ones() {
+    let good = [7, 0, 0, 0, 0, 0, 1, 2];
+    let raw = sealed_raw(Kind::PortClosed as u8, &good);
+    assert_eq!(Packet::parse(&raw, &key()).unwrap().body, Body::PortClosed(PortClosed { port: 7, gen: 0x102 }));
+    for bad in [&good[..7], &[7, 0, 0, 0, 0, 0, 1, 2, 0][..], &[7, 0, 1, 0, 0, 0, 1, 2][..], &[7, 0x80, 0, 0, 0, 0, 1, 2][..]] {
+        assert!(
+            matches!(Packet::parse(&sealed_raw(Kind::PortClosed as u8, bad), &key()), Err(WireError::MalformedBody { kind: "port-closed", .. })),
+            "{bad:?}"
+        );
+    }
+}
+
+#[test]
+fn a_kind_this_build_does_not_know_is_an_error_not_a_panic() {
+    // What an engine built before `PortClosed` (14) does with one: the
+    // parser refuses the kind and the engine drops the datagram.
+    for kind in [0u8, 15, 200, 255] {
+        assert_eq!(Packet::parse(&sealed_raw(kind, &[0; 8]), &key()), Err(WireError::UnknownKind { found: kind }));
+    }
 }
