@@ -24,6 +24,7 @@ ERR_CANCELLED = 9
 ERR_STATE = 10
 ERR_OTHER = 11
 ERR_PANIC = 12
+ERR_SOURCE_CLOSED = 13
 
 
 class OutboardError(Exception):
@@ -125,6 +126,13 @@ class InternalError(OutboardError):
     code = ERR_PANIC
 
 
+class SourceClosedError(OutboardError):
+    """The port a receive named has closed, after everything it sent was
+    delivered (``OUTBOARD_ERR_SOURCE_CLOSED``); not a failed process."""
+
+    code = ERR_SOURCE_CLOSED
+
+
 ERRORS: Dict[int, Type[OutboardError]] = {
     c.code: c  # type: ignore[misc]
     for c in (
@@ -140,6 +148,7 @@ ERRORS: Dict[int, Type[OutboardError]] = {
         StateError,
         OperationError,
         InternalError,
+        SourceClosedError,
     )
 }
 

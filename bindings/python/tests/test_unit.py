@@ -166,8 +166,8 @@ class Reductions(unittest.TestCase):
 
 class Errors(unittest.TestCase):
     def test_one_class_per_code(self):
-        classes = [errors.error_class(c) for c in range(1, 13)]
-        self.assertEqual(len(set(classes)), 12)
+        classes = [errors.error_class(c) for c in range(1, 14)]
+        self.assertEqual(len(set(classes)), 13)
         for code, cls in enumerate(classes, 1):
             self.assertTrue(issubclass(cls, outboard.OutboardError))
             self.assertEqual(cls.code, code)
@@ -187,6 +187,9 @@ class Errors(unittest.TestCase):
         self.assertEqual((type(e), e.description, e.code), (outboard.OutboardError, "unknown error code", 12345))
         errors.check(errors.OK)
         self.assertRaises(outboard.CollectiveError, errors.check, errors.ERR_COLL)
+        e = errors.from_code(errors.ERR_SOURCE_CLOSED)
+        self.assertIsInstance(e, outboard.SourceClosedError)
+        self.assertEqual(e.description, "the port a receive named has closed")
 
 
 class FindingTheLibrary(unittest.TestCase):

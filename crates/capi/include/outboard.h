@@ -104,6 +104,11 @@
 // A bug: the library panicked (the message says where).
 #define OUTBOARD_ERR_PANIC 12
 
+// The port a receive named closed (its process left or closed it) after
+// everything it sent was delivered: nothing more can come from it. Not a
+// failed process: receives from any source are unaffected.
+#define OUTBOARD_ERR_SOURCE_CLOSED 13
+
 // Collectives run by the engines (the default).
 #define OUTBOARD_MODE_OFFLOADED 0
 

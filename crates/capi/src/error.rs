@@ -36,6 +36,10 @@ pub const OUTBOARD_ERR_STATE: c_int = 10;
 pub const OUTBOARD_ERR_OTHER: c_int = 11;
 /// A bug: the library panicked (the message says where).
 pub const OUTBOARD_ERR_PANIC: c_int = 12;
+/// The port a receive named closed (its process left or closed it) after
+/// everything it sent was delivered: nothing more can come from it. Not a
+/// failed process: receives from any source are unaffected.
+pub const OUTBOARD_ERR_SOURCE_CLOSED: c_int = 13;
 
 /// A failure: its code and its message.
 #[derive(Debug)]
@@ -61,6 +65,7 @@ impl From<HostError> for Error {
             HostError::Op(OpError::Truncated { .. }) => OUTBOARD_ERR_TRUNCATED,
             HostError::Op(OpError::BadKey | OpError::OutOfBounds | OpError::Misaligned) => OUTBOARD_ERR_RDMA,
             HostError::Op(OpError::Cancelled) => OUTBOARD_ERR_CANCELLED,
+            HostError::Op(OpError::SourceClosed(_)) => OUTBOARD_ERR_SOURCE_CLOSED,
             HostError::Command(_) => OUTBOARD_ERR_RESOURCE,
             HostError::Memory(_) | HostError::Op(OpError::DmaFault) => OUTBOARD_ERR_MEMORY,
             HostError::Coll(_) | HostError::Op(OpError::Collective(_)) => OUTBOARD_ERR_COLL,
@@ -125,6 +130,7 @@ pub extern "C" fn outboard_strerror(code: c_int) -> *const c_char {
         OUTBOARD_ERR_STATE => b"world finalized or unusable after an earlier failure\0",
         OUTBOARD_ERR_OTHER => b"operation failed\0",
         OUTBOARD_ERR_PANIC => b"internal error (panic)\0",
+        OUTBOARD_ERR_SOURCE_CLOSED => b"the port a receive named has closed\0",
         _ => b"unknown error code\0",
     };
     s.as_ptr().cast()
