@@ -1012,6 +1012,18 @@ impl<D: Dma> Engine<D> {
         // Receives that only it could satisfy fail; after a death (not a
         // restart), so do receives from any source, which it might have
         // been the one to satisfy (ULFM's "pending" failure).
+        self.fail_posted_recvs(|r| match r.matching.source {
+            Some((n, _)) if n == node => Some(OpError::PeerUnreachable(node)),
+            None if !restarted => Some(OpError::ProcFailedPending(node)),
+            _ => None,
+        });
+    }
+
+    /// Completes with `verdict`'s error every receive posted on an open
+    /// port that it gives one for, in each port's posted order; the others
+    /// stay posted. (A peer's death and a peer port's closure fail
+    /// receives this way.)
+    pub(crate) fn fail_posted_recvs(&mut self, mut verdict: impl FnMut(&crate::port::PostedRecv) -> Option<OpError>) {
         for pi in 0..self.ports.len() {
             let p = &mut self.ports[pi];
             if !p.open {
@@ -1019,14 +1031,12 @@ impl<D: Dma> Engine<D> {
             }
             let gen = p.gen;
             let mut failed = Vec::new();
-            p.posted.retain(|r| {
-                let err = match r.matching.source {
-                    Some((n, _)) if n == node => OpError::PeerUnreachable(node),
-                    None if !restarted => OpError::ProcFailedPending(node),
-                    _ => return true,
-                };
-                failed.push((r.op, err));
-                false
+            p.posted.retain(|r| match verdict(r) {
+                Some(err) => {
+                    failed.push((r.op, err));
+                    false
+                }
+                None => true,
             });
             for (op, err) in failed {
                 self.complete(PortId(pi as u8), gen, op, Err(err), TokenClass::Recv);

@@ -41,7 +41,6 @@ use outboard_wire as wire;
 
 use crate::conn::TxRecord;
 use crate::port::PostedRecv;
-use crate::TokenClass;
 use crate::{Dma, Endpoint, Engine, Generation, Instant, NodeId, OpError, PortId};
 
 impl<D: Dma> Engine<D> {
@@ -93,24 +92,7 @@ impl<D: Dma> Engine<D> {
         let entry = self.closed_sources.entry((from, slot)).or_insert(n.gen);
         *entry = (*entry).max(n.gen);
         let src = Endpoint { node: from, port: slot, gen: *entry };
-        for pi in 0..self.ports.len() {
-            let p = &mut self.ports[pi];
-            if !p.open {
-                continue;
-            }
-            let gen = p.gen;
-            let mut failed = Vec::new();
-            p.posted.retain(|r| {
-                if r.matching.source == Some((from, slot)) {
-                    failed.push(r.op);
-                    return false;
-                }
-                true
-            });
-            for op in failed {
-                self.complete(PortId(pi as u8), gen, op, Err(OpError::SourceClosed(src)), TokenClass::Recv);
-            }
-        }
+        self.fail_posted_recvs(|r| (r.matching.source == Some((from, slot))).then_some(OpError::SourceClosed(src)));
     }
 
     /// A message from `(node, port)` of incarnation `gen` arrived: a newer
