@@ -220,14 +220,14 @@ fn one(coll: Coll, mode: Mode, nodes: u32, timed: u32, compact: bool) {
     );
 }
 
-/// Runs one point in a child process and prints its row.
 /// One field of a `point ...` line.
 fn point_field(line: &str, k: &str) -> String {
     line.split_whitespace().find_map(|f| f.strip_prefix(k).and_then(|v| v.strip_prefix('='))).unwrap_or("?").to_string()
 }
 
 /// Runs one point in a child process `runs` times; its `point ...` line
-/// of median wall time per collective, or the last error.
+/// of median wall time per collective, or the error of the first run that
+/// printed none.
 fn run_point(coll: Coll, mode: Mode, nodes: u32, timed: u32, compact: bool, runs: usize) -> Result<String, String> {
     let exe = std::env::current_exe().expect("own path");
     let mut lines = Vec::new();
