@@ -26,8 +26,10 @@
 //! [`MacKey::closed_world`]: the same 64-bit tag field, filled by a fast
 //! non-cryptographic hash (rustc-hash's FxHasher over the same bytes),
 //! which still catches every injected corruption with 2^-64 odds of a miss
-//! but costs a tenth of AEGIS. It authenticates nothing: a driver whose
-//! datagrams cross a real network must use [`MacKey::new`].
+//! and needs no keyed state cloned per packet (in a 1,024-node simulation
+//! the MAC was a fifth of a host-based barrier's instructions). It
+//! authenticates nothing: a driver whose datagrams cross a real network
+//! must use [`MacKey::new`].
 
 use core::fmt;
 use core::ops::Range;
