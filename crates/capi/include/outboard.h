@@ -458,6 +458,15 @@ int outboard_test(outboard_request **req, int *done, outboard_status *status);
 // idling inside it.
 int outboard_wait(outboard_request **req, outboard_status *status);
 
+// One idle step of the world's waiting policy, for a program that runs its
+// own wait loop over Outboard requests (an MPI library waiting on a mix of
+// its own requests and Outboard's): spin, yield, or park until the engine
+// delivers an event or a short bound passes, as [`outboard_wait`] does
+// between its tests. A busy loop of [`outboard_test`] instead keeps the
+// core from the engine's thread when cores are few. With `may_block` 0
+// it only yields the core (the caller has other requests to poll soon).
+int outboard_idle(const outboard_world *world, int may_block);
+
 // Joins the job its environment describes (`outboard run`, Open MPI's
 // `mpirun`, MPICH's Hydra or Slurm's `srun` with `OUTBOARD_RENDEZVOUS`;
 // alone, a job of one). Settings from `OUTBOARD_*` variables as in the

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use outboard_host::{CollRequest, Completion, HostBuf, HostError, OpError, PortIo, Request};
 
 use crate::error::{guard, Error, OUTBOARD_OK};
-use crate::world::Shared;
+use crate::world::{outboard_world, Shared};
 
 /// An operation under way (opaque); freed by the test or wait that
 /// completes it.
@@ -193,6 +193,30 @@ pub unsafe extern "C" fn outboard_wait(req: *mut *mut outboard_request, status: 
             return idle;
         }
     }
+}
+
+/// One idle step of the world's waiting policy, for a program that runs its
+/// own wait loop over Outboard requests (an MPI library waiting on a mix of
+/// its own requests and Outboard's): spin, yield, or park until the engine
+/// delivers an event or a short bound passes, as [`outboard_wait`] does
+/// between its tests. A busy loop of [`outboard_test`] instead keeps the
+/// core from the engine's thread when cores are few. With `may_block` 0
+/// it only yields the core (the caller has other requests to poll soon).
+#[no_mangle]
+pub unsafe extern "C" fn outboard_idle(world: *const outboard_world, may_block: c_int) -> c_int {
+    guard(|| {
+        // SAFETY: `world` is a handle from `outboard_init*` or null.
+        let w = unsafe { world.as_ref() }.ok_or_else(|| Error::arg("world is null"))?;
+        let _waiting = w.shared.waiting();
+        if may_block == 0 || w.shared.contended() {
+            std::thread::yield_now();
+            return Ok(());
+        }
+        w.shared.with(|w| {
+            w.port().io().idle();
+            Ok(())
+        })
+    })
 }
 
 /// A blocking call's end: the start's code, or the wait's.

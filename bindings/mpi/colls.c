@@ -1,0 +1,246 @@
+/* MPI_Barrier, MPI_Bcast, MPI_Reduce, MPI_Allreduce and their non-blocking
+ * forms on Outboard. Each call first decides, from what every rank of the
+ * communicator agrees on (the communicator, the collective, the type
+ * signature's bytes, the base type and operation of a reduction, the
+ * configuration), whether it is taken over; a taken-over call on data not
+ * laid out as one run of bytes at this rank moves through a packed copy. */
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+/* The group to run collective `k` on, or NULL (the reason printed in
+ * verbose mode). */
+static outboard_group *take(MPI_Comm comm, enum coll k, int nb, enum why w, struct comm **cp) {
+    if (!ob.up || comm == MPI_COMM_NULL) return NULL;
+    struct comm *c = ob_lookup(comm);
+    if (cp) *cp = c;
+    if (ob.how[k] == H_OFF) w = W_OFF;
+    else if (w == W_TAKEN && !c) {
+        int inter = 0;
+        PMPI_Comm_test_inter(comm, &inter);
+        w = inter ? W_INTER : W_UNMAPPED;
+    } else if (w == W_TAKEN && !c->group[nb]) w = c->broken;
+    ob_say(comm, c, k, nb, w);
+    if (w != W_TAKEN) return NULL;
+    outboard_group_set_mode(c->group[nb], ob.how[k] == H_HOST ? OUTBOARD_MODE_HOST_BASED : OUTBOARD_MODE_OFFLOADED);
+    return c->group[nb];
+}
+
+/* Bytes of the message (count x the signature's size), or why it is not
+ * taken over. The same at every rank of a correct program. */
+static enum why message(int count, MPI_Datatype dt, enum coll k, struct layout *l, long long *bytes) {
+    if (count < 0 || ob_layout(dt, l) != 0) return W_DATATYPE; /* PMPI reports it */
+    *bytes = (long long)count * l->size;
+    if (*bytes > ob.max_bytes[k] || *bytes > INT_MAX) return W_SIZE;
+    return W_TAKEN;
+}
+
+static enum why reduction(int count, MPI_Datatype dt, MPI_Op op, enum coll k, struct layout *l, long long *bytes, int *obop) {
+    enum why w = message(count, dt, k, l, bytes);
+    if (w == W_DATATYPE) return w;
+    enum why r = ob_reduction(l, op, obop);
+    return r != W_TAKEN ? r : w;
+}
+
+/* A root outside the group: MPI_ERR_ROOT, through the communicator's
+ * error handler (every rank sees the same root). */
+static int bad_root(outboard_group *g, int root, MPI_Comm comm) {
+    uint32_t n = 0;
+    outboard_group_size(g, &n);
+    if (root >= 0 && (uint32_t)root < n) return 0;
+    PMPI_Comm_call_errhandler(comm, MPI_ERR_ROOT);
+    return 1;
+}
+
+static uint32_t my_rank(outboard_group *g) {
+    uint32_t me = 0;
+    outboard_group_rank(g, &me);
+    return me;
+}
+
+/* A packed copy's buffers: `in` the contribution, `out` the result. */
+struct packed {
+    void *in, *out;
+};
+
+static int pack_in(const void *src, int count, MPI_Datatype dt, long long bytes, MPI_Comm comm, struct packed *p) {
+    p->in = malloc(bytes ? bytes : 1);
+    p->out = malloc(bytes ? bytes : 1);
+    if (!p->in || !p->out) return MPI_ERR_NO_MEM;
+    return src ? ob_pack(src, count, dt, p->in, bytes, comm) : MPI_SUCCESS;
+}
+
+static void packed_free(struct packed *p) {
+    free(p->in);
+    free(p->out);
+}
+
+static int done(MPI_Comm comm, enum coll k, int rc) {
+    return rc == OUTBOARD_OK ? MPI_SUCCESS : ob_failed(comm, ob_coll_name[k], rc);
+}
+
+int MPI_Barrier(MPI_Comm comm) {
+    outboard_group *g = take(comm, C_BARRIER, L_BLOCKING, W_TAKEN, NULL);
+    if (!g) return PMPI_Barrier(comm);
+    return done(comm, C_BARRIER, outboard_barrier(g));
+}
+
+int MPI_Bcast(void *buf, int count, MPI_Datatype dt, int root, MPI_Comm comm) {
+    if (!ob.up) return PMPI_Bcast(buf, count, dt, root, comm);
+    struct layout l;
+    long long bytes = 0;
+    enum why w = message(count, dt, C_BCAST, &l, &bytes);
+    outboard_group *g = take(comm, C_BCAST, L_BLOCKING, w, NULL);
+    if (!g) return PMPI_Bcast(buf, count, dt, root, comm);
+    if (bad_root(g, root, comm)) return MPI_ERR_ROOT;
+    if (l.contiguous) return done(comm, C_BCAST, outboard_bcast(g, buf, (size_t)bytes, (uint32_t)root));
+    int me_root = my_rank(g) == (uint32_t)root;
+    struct packed p;
+    int rc = pack_in(me_root ? buf : NULL, count, dt, bytes, comm, &p);
+    if (rc == MPI_SUCCESS) {
+        rc = done(comm, C_BCAST, outboard_bcast(g, p.in, (size_t)bytes, (uint32_t)root));
+        if (rc == MPI_SUCCESS && !me_root) rc = ob_unpack(p.in, bytes, buf, count, dt, comm);
+    }
+    packed_free(&p);
+    return rc;
+}
+
+int MPI_Reduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype dt, MPI_Op op, int root, MPI_Comm comm) {
+    if (!ob.up) return PMPI_Reduce(sendbuf, recvbuf, count, dt, op, root, comm);
+    struct layout l;
+    long long bytes = 0;
+    int obop = 0;
+    enum why w = reduction(count, dt, op, C_REDUCE, &l, &bytes, &obop);
+    outboard_group *g = take(comm, C_REDUCE, L_BLOCKING, w, NULL);
+    if (!g) return PMPI_Reduce(sendbuf, recvbuf, count, dt, op, root, comm);
+    if (bad_root(g, root, comm)) return MPI_ERR_ROOT;
+    size_t elems = (size_t)count * (size_t)l.base_per_elem;
+    const void *src = sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf;
+    if (l.contiguous) return done(comm, C_REDUCE, outboard_reduce(g, src, recvbuf, elems, l.base, obop, (uint32_t)root));
+    int me_root = my_rank(g) == (uint32_t)root;
+    struct packed p;
+    int rc = pack_in(src, count, dt, bytes, comm, &p);
+    if (rc == MPI_SUCCESS) {
+        rc = done(comm, C_REDUCE, outboard_reduce(g, p.in, p.out, elems, l.base, obop, (uint32_t)root));
+        if (rc == MPI_SUCCESS && me_root) rc = ob_unpack(p.out, bytes, recvbuf, count, dt, comm);
+    }
+    packed_free(&p);
+    return rc;
+}
+
+int MPI_Allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype dt, MPI_Op op, MPI_Comm comm) {
+    if (!ob.up) return PMPI_Allreduce(sendbuf, recvbuf, count, dt, op, comm);
+    struct layout l;
+    long long bytes = 0;
+    int obop = 0;
+    enum why w = reduction(count, dt, op, C_ALLREDUCE, &l, &bytes, &obop);
+    outboard_group *g = take(comm, C_ALLREDUCE, L_BLOCKING, w, NULL);
+    if (!g) return PMPI_Allreduce(sendbuf, recvbuf, count, dt, op, comm);
+    size_t elems = (size_t)count * (size_t)l.base_per_elem;
+    if (l.contiguous)
+        return done(comm, C_ALLREDUCE, outboard_allreduce(g, sendbuf == MPI_IN_PLACE ? NULL : sendbuf, recvbuf, elems, l.base, obop));
+    struct packed p;
+    int rc = pack_in(sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf, count, dt, bytes, comm, &p);
+    if (rc == MPI_SUCCESS) {
+        rc = done(comm, C_ALLREDUCE, outboard_allreduce(g, p.in, p.out, elems, l.base, obop));
+        if (rc == MPI_SUCCESS) rc = ob_unpack(p.out, bytes, recvbuf, count, dt, comm);
+    }
+    packed_free(&p);
+    return rc;
+}
+
+/* ---- Non-blocking forms: the same decisions; a packed copy lives until
+ * the request completes, when the result is unpacked (requests.c). ---- */
+
+int MPI_Ibarrier(MPI_Comm comm, MPI_Request *req) {
+    struct comm *c = NULL;
+    outboard_group *g = take(comm, C_BARRIER, L_NONBLOCKING, W_TAKEN, &c);
+    if (!g) return PMPI_Ibarrier(comm, req);
+    outboard_request *r = NULL;
+    int rc = outboard_barrier_start(g, &r);
+    return ob_wrap(comm, c, C_BARRIER, rc, r, NULL, req);
+}
+
+int MPI_Ibcast(void *buf, int count, MPI_Datatype dt, int root, MPI_Comm comm, MPI_Request *req) {
+    if (!ob.up) return PMPI_Ibcast(buf, count, dt, root, comm, req);
+    struct layout l;
+    long long bytes = 0;
+    struct comm *c = NULL;
+    enum why w = message(count, dt, C_BCAST, &l, &bytes);
+    outboard_group *g = take(comm, C_BCAST, L_NONBLOCKING, w, &c);
+    if (!g) return PMPI_Ibcast(buf, count, dt, root, comm, req);
+    if (bad_root(g, root, comm)) return MPI_ERR_ROOT;
+    outboard_request *r = NULL;
+    if (l.contiguous) {
+        int rc = outboard_bcast_start(g, buf, (size_t)bytes, (uint32_t)root, &r);
+        return ob_wrap(comm, c, C_BCAST, rc, r, NULL, req);
+    }
+    int me_root = my_rank(g) == (uint32_t)root;
+    struct packed p;
+    int rc = pack_in(me_root ? buf : NULL, count, dt, bytes, comm, &p);
+    if (rc != MPI_SUCCESS) {
+        packed_free(&p);
+        return rc;
+    }
+    rc = outboard_bcast_start(g, p.in, (size_t)bytes, (uint32_t)root, &r);
+    struct staging *s = ob_staging(p.out, p.in, buf, count, dt, bytes, comm, !me_root);
+    return ob_wrap(comm, c, C_BCAST, rc, r, s, req);
+}
+
+int MPI_Ireduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype dt, MPI_Op op, int root, MPI_Comm comm, MPI_Request *req) {
+    if (!ob.up) return PMPI_Ireduce(sendbuf, recvbuf, count, dt, op, root, comm, req);
+    struct layout l;
+    long long bytes = 0;
+    int obop = 0;
+    struct comm *c = NULL;
+    enum why w = reduction(count, dt, op, C_REDUCE, &l, &bytes, &obop);
+    outboard_group *g = take(comm, C_REDUCE, L_NONBLOCKING, w, &c);
+    if (!g) return PMPI_Ireduce(sendbuf, recvbuf, count, dt, op, root, comm, req);
+    if (bad_root(g, root, comm)) return MPI_ERR_ROOT;
+    size_t elems = (size_t)count * (size_t)l.base_per_elem;
+    const void *src = sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf;
+    outboard_request *r = NULL;
+    if (l.contiguous) {
+        int rc = outboard_reduce_start(g, src, recvbuf, elems, l.base, obop, (uint32_t)root, &r);
+        return ob_wrap(comm, c, C_REDUCE, rc, r, NULL, req);
+    }
+    int me_root = my_rank(g) == (uint32_t)root;
+    struct packed p;
+    int rc = pack_in(src, count, dt, bytes, comm, &p);
+    if (rc != MPI_SUCCESS) {
+        packed_free(&p);
+        return rc;
+    }
+    rc = outboard_reduce_start(g, p.in, p.out, elems, l.base, obop, (uint32_t)root, &r);
+    struct staging *s = ob_staging(p.in, p.out, recvbuf, count, dt, bytes, comm, me_root);
+    return ob_wrap(comm, c, C_REDUCE, rc, r, s, req);
+}
+
+int MPI_Iallreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype dt, MPI_Op op, MPI_Comm comm, MPI_Request *req) {
+    if (!ob.up) return PMPI_Iallreduce(sendbuf, recvbuf, count, dt, op, comm, req);
+    struct layout l;
+    long long bytes = 0;
+    int obop = 0;
+    struct comm *c = NULL;
+    enum why w = reduction(count, dt, op, C_ALLREDUCE, &l, &bytes, &obop);
+    outboard_group *g = take(comm, C_ALLREDUCE, L_NONBLOCKING, w, &c);
+    if (!g) return PMPI_Iallreduce(sendbuf, recvbuf, count, dt, op, comm, req);
+    size_t elems = (size_t)count * (size_t)l.base_per_elem;
+    outboard_request *r = NULL;
+    if (l.contiguous) {
+        const void *src = sendbuf == MPI_IN_PLACE ? NULL : sendbuf;
+        int rc = outboard_allreduce_start(g, src, recvbuf, elems, l.base, obop, &r);
+        return ob_wrap(comm, c, C_ALLREDUCE, rc, r, NULL, req);
+    }
+    struct packed p;
+    int rc = pack_in(sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf, count, dt, bytes, comm, &p);
+    if (rc != MPI_SUCCESS) {
+        packed_free(&p);
+        return rc;
+    }
+    rc = outboard_allreduce_start(g, p.in, p.out, elems, l.base, obop, &r);
+    struct staging *s = ob_staging(p.in, p.out, recvbuf, count, dt, bytes, comm, 1);
+    return ob_wrap(comm, c, C_ALLREDUCE, rc, r, s, req);
+}

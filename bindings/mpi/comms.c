@@ -1,0 +1,271 @@
+/* Communicators as Outboard groups. A communicator is mapped when it is
+ * made - inside the MPI call that makes it, which all its members call -
+ * and never later: a mapping agrees on group ids with PMPI_Allreduce, and
+ * agreeing inside a collective the program thinks non-blocking (or in a
+ * blocking one some rank reaches only after waiting for another) could
+ * block where the program does not. A communicator made by a call this
+ * file does not wrap (MPI_Comm_idup, whose communicator may not be used
+ * for communication before its request completes) stays unmapped and all
+ * its collectives pass through, alike at every member.
+ *
+ * Group ids are allocated like MPICH's context ids: each rank keeps a mask
+ * of the ids its groups use, a mapping ORs the members' masks and takes
+ * the lowest ids free at all of them, and a freed communicator's ids
+ * return to the mask. Under MPI_THREAD_MULTIPLE threads may map different
+ * communicators at once and no lock may be held across the agreement (two
+ * ranks taking two such locks in opposite orders would deadlock): each rank
+ * lets one mapping at a time own its mask; a round in which some member's
+ * mapping did not own it agrees on nothing and is retried after a random
+ * pause. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "internal.h"
+
+/* Ids below this many are allocated (two per communicator); id 0 is never
+ * used. */
+#define ID_SPACE 8192
+#define ID_WORDS (ID_SPACE / 64)
+#if ID_SPACE > OUTBOARD_GROUP_ID_LIMIT
+#error "group id space beyond the C ABI's limit"
+#endif
+
+static uint64_t used[ID_WORDS];   /* under ob.lock */
+static int mask_busy;             /* a mapping owns `used` (under ob.lock) */
+static unsigned seed;             /* for the retry pauses */
+static unsigned long retries;     /* agreements retried (printed at the end, verbose) */
+static int keyval = MPI_KEYVAL_INVALID;
+
+static void free_groups(struct comm *c) {
+    for (int l = 0; l < L_COUNT; l++) {
+        if (!c->group[l]) continue;
+        outboard_group_free(c->group[l]);
+        c->group[l] = NULL;
+        used[c->id[l] / 64] &= ~(1ull << (c->id[l] % 64));
+    }
+}
+
+/* Called under ob.lock when a freed communicator's last non-blocking
+ * collective finished (MPI lets a program free a communicator with
+ * operations under way; they complete first). */
+void ob_release(struct comm *c) {
+    free_groups(c);
+    free(c);
+}
+
+static int delete_comm(MPI_Comm comm, int kv, void *attr, void *extra) {
+    (void)comm; (void)kv; (void)extra;
+    struct comm *c = attr;
+    pthread_mutex_lock(&ob.lock);
+    if (c->pending) c->freed = 1;
+    else ob_release(c);
+    pthread_mutex_unlock(&ob.lock);
+    return MPI_SUCCESS;
+}
+
+struct comm *ob_lookup(MPI_Comm comm) {
+    struct comm *c = NULL;
+    int found = 0;
+    if (keyval == MPI_KEYVAL_INVALID || comm == MPI_COMM_NULL) return NULL;
+    PMPI_Comm_get_attr(comm, keyval, &c, &found);
+    return found ? c : NULL;
+}
+
+/* The lowest two ids clear in `mask` (0 if fewer are). */
+static int two_free(const uint64_t *mask, uint32_t id[2]) {
+    int got = 0;
+    for (int w = 0; w < ID_WORDS && got < 2; w++) {
+        uint64_t freebits = ~mask[w];
+        while (freebits && got < 2) {
+            int b = __builtin_ctzll(freebits);
+            id[got++] = (uint32_t)(w * 64 + b);
+            freebits &= freebits - 1;
+        }
+    }
+    return got == 2;
+}
+
+/* Maps `comm` (collective over it: called by every member inside the call
+ * that made it). */
+static void map(MPI_Comm comm) {
+    if (!ob.up || comm == MPI_COMM_NULL || keyval == MPI_KEYVAL_INVALID) return;
+    struct comm *c = calloc(1, sizeof *c);
+    int inter = 0;
+    PMPI_Comm_test_inter(comm, &inter);
+    if (inter) {
+        c->broken = W_INTER; /* the same at every member */
+        PMPI_Comm_set_attr(comm, keyval, c);
+        return;
+    }
+    int n;
+    PMPI_Comm_size(comm, &n);
+    /* Members as world ranks. */
+    MPI_Group g, wg;
+    PMPI_Comm_group(comm, &g);
+    PMPI_Comm_group(MPI_COMM_WORLD, &wg);
+    int *in = malloc(sizeof(int) * n), *out = malloc(sizeof(int) * n);
+    uint32_t *ranks = malloc(sizeof(uint32_t) * n);
+    for (int i = 0; i < n; i++) in[i] = i;
+    PMPI_Group_translate_ranks(g, n, in, wg, out);
+    int translated = 1;
+    for (int i = 0; i < n; i++) {
+        translated &= out[i] != MPI_UNDEFINED;
+        ranks[i] = (uint32_t)out[i];
+    }
+    PMPI_Group_free(&g);
+    PMPI_Group_free(&wg);
+    /* One round: the members' masks ORed, then a word saying some member
+     * did not own its mask, then one saying some could not translate its
+     * members. */
+    uint64_t mine[ID_WORDS + 2], all[ID_WORDS + 2];
+    uint32_t id[2] = {0, 0};
+    int ok = 0;
+    for (int attempt = 0;; attempt++) {
+        pthread_mutex_lock(&ob.lock);
+        int owner = !mask_busy;
+        if (owner) mask_busy = 1;
+        long pause_us = (long)(rand_r(&seed) % 100 + 1) * (attempt < 10 ? attempt + 1 : 10);
+        if (owner) memcpy(mine, used, sizeof used);
+        else memset(mine, 0, sizeof used);
+        pthread_mutex_unlock(&ob.lock);
+        mine[ID_WORDS] = !owner;
+        mine[ID_WORDS + 1] = !translated;
+        PMPI_Allreduce(mine, all, ID_WORDS + 2, MPI_UINT64_T, MPI_BOR, comm);
+        int agreed = all[ID_WORDS] == 0;
+        int have = agreed && all[ID_WORDS + 1] == 0 && two_free(all, id);
+        pthread_mutex_lock(&ob.lock);
+        if (owner) {
+            if (have)
+                for (int l = 0; l < 2; l++) used[id[l] / 64] |= 1ull << (id[l] % 64);
+            mask_busy = 0;
+        }
+        pthread_mutex_unlock(&ob.lock);
+        if (agreed || all[ID_WORDS + 1] != 0) {
+            ok = have;
+            break;
+        }
+        __atomic_add_fetch(&retries, 1, __ATOMIC_RELAXED);
+        struct timespec pause = {0, pause_us * 1000L};
+        nanosleep(&pause, NULL);
+    }
+    int made = ok;
+    for (int l = 0; made && l < L_COUNT; l++) {
+        c->id[l] = id[l];
+        made = outboard_group_create(ob.world, id[l], (uint32_t)n, ranks, &c->group[l]) == OUTBOARD_OK;
+        if (!made && ob.verbose) fprintf(stderr, "outboard_mpi: rank %d: group set-up failed: %s\n", ob.rank, outboard_last_error());
+    }
+    if (!ok && ob.verbose && translated)
+        fprintf(stderr, "outboard_mpi: rank %d: no two group ids free at every member (%d in use at most)\n", ob.rank, ID_SPACE);
+    /* Every member must agree to use the groups. */
+    int every = 0;
+    PMPI_Allreduce(&made, &every, 1, MPI_INT, MPI_LAND, comm);
+    pthread_mutex_lock(&ob.lock);
+    if (!every) {
+        free_groups(c);
+        /* Ids agreed but not used by a group go back too. */
+        if (ok)
+            for (int l = 0; l < L_COUNT; l++) used[id[l] / 64] &= ~(1ull << (id[l] % 64));
+        c->broken = W_NOGROUP;
+    }
+    pthread_mutex_unlock(&ob.lock);
+    free(in); free(out); free(ranks);
+    PMPI_Comm_set_attr(comm, keyval, c);
+}
+
+/* At MPI_Init, once Outboard is up: the predefined communicators. */
+void ob_comms_start(void) {
+    used[0] = 1; /* id 0 is never used */
+    seed = (unsigned)ob.rank * 2654435761u + 1;
+    PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, delete_comm, &keyval, NULL);
+    map(MPI_COMM_WORLD);
+    map(MPI_COMM_SELF);
+}
+
+/* At MPI_Finalize, before Outboard stops: the predefined communicators'
+ * groups (deleting a missing attribute is an error in Open MPI). */
+void ob_comms_stop(void) {
+    if (keyval == MPI_KEYVAL_INVALID) return;
+    MPI_Comm predefined[2] = {MPI_COMM_WORLD, MPI_COMM_SELF};
+    for (int i = 0; i < 2; i++)
+        if (ob_lookup(predefined[i])) PMPI_Comm_delete_attr(predefined[i], keyval);
+    if (ob.verbose && retries)
+        fprintf(stderr, "outboard_mpi: rank %d: %lu group id agreements retried (mapped concurrently by several threads)\n", ob.rank, retries);
+}
+
+/* ---- The calls that make intra-communicators ---- */
+
+int MPI_Comm_dup(MPI_Comm comm, MPI_Comm *newcomm) {
+    int rc = PMPI_Comm_dup(comm, newcomm);
+    if (rc == MPI_SUCCESS) map(*newcomm);
+    return rc;
+}
+
+int MPI_Comm_dup_with_info(MPI_Comm comm, MPI_Info info, MPI_Comm *newcomm) {
+    int rc = PMPI_Comm_dup_with_info(comm, info, newcomm);
+    if (rc == MPI_SUCCESS) map(*newcomm);
+    return rc;
+}
+
+int MPI_Comm_split(MPI_Comm comm, int color, int key, MPI_Comm *newcomm) {
+    int rc = PMPI_Comm_split(comm, color, key, newcomm);
+    if (rc == MPI_SUCCESS) map(*newcomm);
+    return rc;
+}
+
+int MPI_Comm_split_type(MPI_Comm comm, int type, int key, MPI_Info info, MPI_Comm *newcomm) {
+    int rc = PMPI_Comm_split_type(comm, type, key, info, newcomm);
+    if (rc == MPI_SUCCESS) map(*newcomm);
+    return rc;
+}
+
+int MPI_Comm_create(MPI_Comm comm, MPI_Group group, MPI_Comm *newcomm) {
+    int rc = PMPI_Comm_create(comm, group, newcomm);
+    if (rc == MPI_SUCCESS) map(*newcomm);
+    return rc;
+}
+
+int MPI_Comm_create_group(MPI_Comm comm, MPI_Group group, int tag, MPI_Comm *newcomm) {
+    int rc = PMPI_Comm_create_group(comm, group, tag, newcomm);
+    if (rc == MPI_SUCCESS) map(*newcomm);
+    return rc;
+}
+
+int MPI_Intercomm_merge(MPI_Comm intercomm, int high, MPI_Comm *newcomm) {
+    int rc = PMPI_Intercomm_merge(intercomm, high, newcomm);
+    if (rc == MPI_SUCCESS) map(*newcomm);
+    return rc;
+}
+
+int MPI_Cart_create(MPI_Comm comm, int ndims, const int dims[], const int periods[], int reorder, MPI_Comm *newcomm) {
+    int rc = PMPI_Cart_create(comm, ndims, dims, periods, reorder, newcomm);
+    if (rc == MPI_SUCCESS) map(*newcomm);
+    return rc;
+}
+
+int MPI_Cart_sub(MPI_Comm comm, const int remain_dims[], MPI_Comm *newcomm) {
+    int rc = PMPI_Cart_sub(comm, remain_dims, newcomm);
+    if (rc == MPI_SUCCESS) map(*newcomm);
+    return rc;
+}
+
+int MPI_Graph_create(MPI_Comm comm, int nnodes, const int index[], const int edges[], int reorder, MPI_Comm *newcomm) {
+    int rc = PMPI_Graph_create(comm, nnodes, index, edges, reorder, newcomm);
+    if (rc == MPI_SUCCESS) map(*newcomm);
+    return rc;
+}
+
+int MPI_Dist_graph_create(MPI_Comm comm, int n, const int sources[], const int degrees[], const int destinations[], const int weights[],
+                          MPI_Info info, int reorder, MPI_Comm *newcomm) {
+    int rc = PMPI_Dist_graph_create(comm, n, sources, degrees, destinations, weights, info, reorder, newcomm);
+    if (rc == MPI_SUCCESS) map(*newcomm);
+    return rc;
+}
+
+int MPI_Dist_graph_create_adjacent(MPI_Comm comm, int indegree, const int sources[], const int sourceweights[], int outdegree,
+                                   const int destinations[], const int destweights[], MPI_Info info, int reorder, MPI_Comm *newcomm) {
+    int rc = PMPI_Dist_graph_create_adjacent(comm, indegree, sources, sourceweights, outdegree, destinations, destweights, info, reorder, newcomm);
+    if (rc == MPI_SUCCESS) map(*newcomm);
+    return rc;
+}

@@ -1,0 +1,81 @@
+/* liboutboard_mpi's shared state and the functions its parts call in each
+ * other. Not installed: the library's interface is MPI's own. */
+#ifndef OUTBOARD_MPI_INTERNAL_H
+#define OUTBOARD_MPI_INTERNAL_H
+
+#include <mpi.h>
+#include <pthread.h>
+#include <stdint.h>
+
+#include "outboard.h"
+
+enum coll { C_BARRIER, C_BCAST, C_REDUCE, C_ALLREDUCE, C_COUNT };
+enum how { H_OFF, H_OFFLOAD, H_HOST };
+
+/* Why a call was not taken over (verbose mode prints each once per
+ * communicator and collective). */
+enum why { W_TAKEN, W_OFF, W_DATATYPE, W_OP, W_SIZE, W_INTER, W_NOGROUP, W_UNMAPPED, W_COUNT };
+
+/* Blocking and non-blocking collectives of one communicator run on two
+ * Outboard groups, so each kind keeps its own order, as in Open MPI and
+ * MPICH (whose non-blocking collectives are matched apart from the
+ * blocking ones). */
+enum lane { L_BLOCKING, L_NONBLOCKING, L_COUNT };
+
+extern struct ob_state {
+    int up;                 /* Outboard is running */
+    int verbose;
+    int rank;               /* in MPI_COMM_WORLD */
+    enum how how[C_COUNT];
+    long long max_bytes[C_COUNT]; /* per collective; barrier's unused */
+    outboard_world *world;
+    MPI_Comm boot;          /* private duplicate of MPI_COMM_WORLD for the bootstrap */
+    pthread_mutex_t lock;   /* guards the group ids and the pending list */
+} ob;
+
+/* What a communicator maps to. */
+struct comm {
+    outboard_group *group[L_COUNT]; /* NULL: every collective passes through */
+    uint32_t id[L_COUNT];
+    enum why broken;        /* why group is NULL */
+    unsigned said[C_COUNT]; /* bit per `enum why` already printed (+16: non-blocking) */
+    int pending;            /* non-blocking collectives under way (under ob.lock) */
+    int freed;              /* the communicator was freed while some were (under ob.lock) */
+};
+
+/* comms.c */
+void ob_comms_start(void);
+void ob_comms_stop(void);
+struct comm *ob_lookup(MPI_Comm comm);
+void ob_release(struct comm *c);
+
+/* types.c: a datatype's layout and its meaning for reductions. */
+struct layout {
+    long long size;         /* bytes of data in one element (the signature's) */
+    int contiguous;         /* count elements are count x size bytes at buf, no holes */
+    int base;               /* OUTBOARD_* type of its elements for reductions, 0: none */
+    int base_unsigned32;    /* base is an unsigned 32-bit type (no order in the engine) */
+    int base_float;         /* base is a floating-point type (no bitwise ops) */
+    long long base_per_elem;/* base elements in one element */
+};
+int ob_layout(MPI_Datatype dt, struct layout *l);
+enum why ob_reduction(const struct layout *l, MPI_Op op, int *obop);
+int ob_pack(const void *buf, int count, MPI_Datatype dt, void *out, long long bytes, MPI_Comm comm);
+int ob_unpack(const void *in, long long bytes, void *buf, int count, MPI_Datatype dt, MPI_Comm comm);
+void ob_types_start(void);
+void ob_types_stop(void);
+
+/* requests.c */
+struct staging;
+int ob_wrap(MPI_Comm comm, struct comm *c, enum coll k, int rc, outboard_request *r, struct staging *s, MPI_Request *req);
+struct staging *ob_staging(void *spare, void *result, void *buf, int count, MPI_Datatype dt, long long bytes, MPI_Comm comm, int unpack);
+void ob_drain(void);
+
+/* outboard_mpi.c */
+void ob_say(MPI_Comm comm, struct comm *c, enum coll k, int nb, enum why w);
+int ob_failed(MPI_Comm comm, const char *call, int rc);
+int ob_error_code(int rc, const char *what);
+extern const char *const ob_coll_name[C_COUNT];
+extern const char *const ob_icoll_name[C_COUNT];
+
+#endif
