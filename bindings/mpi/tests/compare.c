@@ -155,6 +155,190 @@ static void broadcasts(MPI_Comm comm, const char *cname, int max_bytes) {
     MPI_Barrier(comm);
 }
 
+/* Broadcasts of every predefined datatype, pair types (holes within each
+ * element) included: the whole buffer, holes and all, equals what
+ * PMPI_Bcast leaves in one filled alike. */
+static void every_type(MPI_Comm comm, const char *cname) {
+    int rank, size;
+    MPI_Comm_rank(comm, &rank);
+    MPI_Comm_size(comm, &size);
+    struct { MPI_Datatype t; const char *name; } types[] = {
+        {MPI_CHAR, "MPI_CHAR"}, {MPI_SIGNED_CHAR, "MPI_SIGNED_CHAR"}, {MPI_UNSIGNED_CHAR, "MPI_UNSIGNED_CHAR"}, {MPI_BYTE, "MPI_BYTE"},
+        {MPI_WCHAR, "MPI_WCHAR"}, {MPI_SHORT, "MPI_SHORT"}, {MPI_UNSIGNED_SHORT, "MPI_UNSIGNED_SHORT"}, {MPI_INT, "MPI_INT"},
+        {MPI_UNSIGNED, "MPI_UNSIGNED"}, {MPI_LONG, "MPI_LONG"}, {MPI_UNSIGNED_LONG, "MPI_UNSIGNED_LONG"},
+        {MPI_LONG_LONG, "MPI_LONG_LONG"}, {MPI_UNSIGNED_LONG_LONG, "MPI_UNSIGNED_LONG_LONG"}, {MPI_FLOAT, "MPI_FLOAT"},
+        {MPI_DOUBLE, "MPI_DOUBLE"}, {MPI_LONG_DOUBLE, "MPI_LONG_DOUBLE"}, {MPI_C_BOOL, "MPI_C_BOOL"}, {MPI_INT8_T, "MPI_INT8_T"},
+        {MPI_INT16_T, "MPI_INT16_T"}, {MPI_UINT8_T, "MPI_UINT8_T"}, {MPI_UINT16_T, "MPI_UINT16_T"},
+        {MPI_C_FLOAT_COMPLEX, "MPI_C_FLOAT_COMPLEX"}, {MPI_C_DOUBLE_COMPLEX, "MPI_C_DOUBLE_COMPLEX"},
+        {MPI_C_LONG_DOUBLE_COMPLEX, "MPI_C_LONG_DOUBLE_COMPLEX"}, {MPI_AINT, "MPI_AINT"}, {MPI_OFFSET, "MPI_OFFSET"},
+        {MPI_FLOAT_INT, "MPI_FLOAT_INT"}, {MPI_DOUBLE_INT, "MPI_DOUBLE_INT"}, {MPI_LONG_INT, "MPI_LONG_INT"},
+        {MPI_2INT, "MPI_2INT"}, {MPI_SHORT_INT, "MPI_SHORT_INT"}, {MPI_LONG_DOUBLE_INT, "MPI_LONG_DOUBLE_INT"},
+    };
+    int counts[] = {2, 777, 1, 3, 5000};
+    size_t ncounts = quick ? 2 : 5;
+    for (size_t ti = 0; ti < sizeof types / sizeof *types; ti++) {
+        MPI_Aint lb, extent;
+        MPI_Type_get_extent(types[ti].t, &lb, &extent);
+        for (size_t ci = 0; ci < ncounts; ci++) {
+            int n = counts[ci], root = (int)(ti + ci) % size;
+            size_t bytes = (size_t)n * extent;
+            unsigned char *got = malloc(bytes), *want = malloc(bytes);
+            for (size_t i = 0; i < bytes; i++) got[i] = want[i] = rank == root ? (unsigned char)(i * 7 + ti) : 0xEE;
+            for (int nb = 0; nb < 2; nb++) {
+                if (nb) {
+                    MPI_Request r;
+                    MPI_Ibcast(got, n, types[ti].t, root, comm, &r);
+                    MPI_Wait(&r, MPI_STATUS_IGNORE);
+                } else {
+                    MPI_Bcast(got, n, types[ti].t, root, comm);
+                }
+                if (!nb) PMPI_Bcast(want, n, types[ti].t, root, comm);
+                if (memcmp(got, want, bytes)) FAIL("MPI_%sbcast %s n=%d root=%d on %s differs from PMPI", nb ? "I" : "B", types[ti].name, n, root, cname);
+                compared++;
+            }
+            free(got);
+            free(want);
+        }
+    }
+    /* MINLOC and MAXLOC on the pair types, and the types Outboard does not
+     * combine (they pass through): results equal PMPI's. */
+    struct { MPI_Datatype t; const char *name; MPI_Op op; } pairs[] = {
+        {MPI_2INT, "MPI_2INT", MPI_MINLOC}, {MPI_DOUBLE_INT, "MPI_DOUBLE_INT", MPI_MAXLOC},
+        {MPI_FLOAT_INT, "MPI_FLOAT_INT", MPI_MINLOC}, {MPI_LONG_INT, "MPI_LONG_INT", MPI_MAXLOC},
+        {MPI_SHORT_INT, "MPI_SHORT_INT", MPI_MINLOC}, {MPI_SHORT, "MPI_SHORT", MPI_SUM},
+        {MPI_UNSIGNED_CHAR, "MPI_UNSIGNED_CHAR", MPI_MAX}, {MPI_SIGNED_CHAR, "MPI_SIGNED_CHAR", MPI_SUM},
+        {MPI_C_BOOL, "MPI_C_BOOL", MPI_LOR}, {MPI_BYTE, "MPI_BYTE", MPI_BXOR}, {MPI_LONG_DOUBLE, "MPI_LONG_DOUBLE", MPI_MAX},
+        {MPI_C_DOUBLE_COMPLEX, "MPI_C_DOUBLE_COMPLEX", MPI_SUM},
+    };
+    for (size_t pi = 0; pi < sizeof pairs / sizeof *pairs; pi++) {
+        MPI_Aint lb, extent;
+        MPI_Type_get_extent(pairs[pi].t, &lb, &extent);
+        int n = 37, tsize;
+        MPI_Type_size(pairs[pi].t, &tsize);
+        size_t bytes = (size_t)n * extent;
+        unsigned char *in = calloc(1, bytes), *got = calloc(1, bytes), *want = calloc(1, bytes);
+        for (int i = 0; i < n; i++) {
+            unsigned char *e = in + (size_t)i * extent;
+            int v = (rank * 31 + i * 17) % 23, idx = rank * 1000 + i;
+            if (pairs[pi].t == MPI_2INT) { ((int *)e)[0] = v; ((int *)e)[1] = idx; }
+            else if (pairs[pi].t == MPI_DOUBLE_INT) { *(double *)e = v * 0.5; *(int *)(e + sizeof(double)) = idx; }
+            else if (pairs[pi].t == MPI_FLOAT_INT) { *(float *)e = (float)v; *(int *)(e + sizeof(float)) = idx; }
+            else if (pairs[pi].t == MPI_LONG_INT) { *(long *)e = v; *(int *)(e + sizeof(long)) = idx; }
+            else if (pairs[pi].t == MPI_SHORT_INT) { *(short *)e = (short)v; *(int *)(e + sizeof(int)) = idx; }
+            else if (pairs[pi].t == MPI_SHORT) *(short *)e = (short)(v - 11);
+            else if (pairs[pi].t == MPI_LONG_DOUBLE) *(long double *)e = v * 0.25L;
+            else if (pairs[pi].t == MPI_C_DOUBLE_COMPLEX) { ((double *)e)[0] = v; ((double *)e)[1] = -v * 0.5; }
+            else *e = (unsigned char)(v * 11 + (pairs[pi].t == MPI_C_BOOL ? 0 : rank)) % (pairs[pi].t == MPI_C_BOOL ? 2 : 256);
+        }
+        memcpy(got, in, bytes);
+        memcpy(want, in, bytes);
+        MPI_Allreduce(MPI_IN_PLACE, got, n, pairs[pi].t, pairs[pi].op, comm);
+        PMPI_Allreduce(MPI_IN_PLACE, want, n, pairs[pi].t, pairs[pi].op, comm);
+        /* Compare the data bytes only (pair types have padding). */
+        for (int i = 0; i < n; i++)
+            if (memcmp(got + (size_t)i * extent, want + (size_t)i * extent, (size_t)(pairs[pi].t == MPI_LONG_DOUBLE ? 10 : tsize)) &&
+                pairs[pi].t != MPI_SHORT_INT && pairs[pi].t != MPI_DOUBLE_INT && pairs[pi].t != MPI_LONG_INT && pairs[pi].t != MPI_FLOAT_INT)
+                FAIL("MPI_Allreduce %s element %d on %s differs from PMPI", pairs[pi].name, i, cname);
+        if (memcmp(got, want, bytes) && (pairs[pi].t == MPI_2INT || pairs[pi].t == MPI_FLOAT_INT))
+            FAIL("MPI_Allreduce %s on %s differs from PMPI", pairs[pi].name, cname);
+        compared++;
+        free(in); free(got); free(want);
+    }
+    MPI_Barrier(comm);
+}
+
+/* Derived datatypes: a contiguous type and a strided (non-contiguous) one
+ * in broadcasts and reductions, and ranks that describe one message with
+ * different (count, datatype) pairs of one type signature - the library
+ * must decide alike at every rank. Results against PMPI on the plain
+ * elements. */
+static void derived(MPI_Comm comm, const char *cname) {
+    int rank, size;
+    MPI_Comm_rank(comm, &rank);
+    MPI_Comm_size(comm, &size);
+    MPI_Datatype three, strided;
+    MPI_Type_contiguous(3, MPI_INT, &three);
+    MPI_Type_commit(&three);
+    /* 4 doubles at every other slot: 32 bytes of data in a 56-byte span. */
+    MPI_Type_vector(4, 1, 2, MPI_DOUBLE, &strided);
+    MPI_Type_commit(&strided);
+    for (int k = 0; k < (quick ? 2 : 3); k++) {
+        int n = k == 0 ? 1 : k == 1 ? 3000 : 50, root = k % size;
+        /* Allreduce and reduce of 3-int elements (contiguous, derived). */
+        int *in = malloc(sizeof(int) * 3 * n), *got = malloc(sizeof(int) * 3 * n), *want = malloc(sizeof(int) * 3 * n);
+        for (int i = 0; i < 3 * n; i++) in[i] = (rank + 1) * (i % 97) - 40;
+        /* Rank 0 says n x three, the others 3n x MPI_INT: one signature. */
+        if (rank == 0) MPI_Allreduce(in, got, n, three, MPI_SUM, comm);
+        else MPI_Allreduce(in, got, 3 * n, MPI_INT, MPI_SUM, comm);
+        PMPI_Allreduce(in, want, 3 * n, MPI_INT, MPI_SUM, comm);
+        if (memcmp(got, want, sizeof(int) * 3 * n)) FAIL("MPI_Allreduce mixed three/MPI_INT n=%d on %s differs from PMPI", n, cname);
+        memset(got, 0, sizeof(int) * 3 * n);
+        if (rank == root) MPI_Reduce(in, got, n, three, MPI_MAX, root, comm);
+        else MPI_Reduce(in, got, 3 * n, MPI_INT, MPI_MAX, root, comm);
+        PMPI_Reduce(in, want, 3 * n, MPI_INT, MPI_MAX, root, comm);
+        if (rank == root && memcmp(got, want, sizeof(int) * 3 * n)) FAIL("MPI_Reduce mixed three/MPI_INT n=%d on %s differs from PMPI", n, cname);
+        /* Broadcast: the root sends n x three, the others receive 3n ints. */
+        for (int i = 0; i < 3 * n; i++) got[i] = rank == root ? i * 5 + k : -1;
+        if (rank == root) MPI_Bcast(got, n, three, root, comm);
+        else MPI_Bcast(got, 3 * n, MPI_INT, root, comm);
+        for (int i = 0; i < 3 * n; i++) if (got[i] != i * 5 + k) FAIL("MPI_Bcast mixed three/MPI_INT n=%d root=%d on %s: [%d]=%d", n, root, cname, i, got[i]);
+        free(in); free(got); free(want);
+        /* Strided doubles: reductions and broadcasts through a packed copy,
+         * the root's strided elements received as plain doubles elsewhere,
+         * the slots between elements left alone. */
+        int span = 8 * n; /* doubles covered by n strided elements (extent 7 doubles, span 8 with the gap) */
+        double *sin = malloc(sizeof(double) * span), *sgot = malloc(sizeof(double) * span), *plain = malloc(sizeof(double) * 4 * n),
+               *pwant = malloc(sizeof(double) * 4 * n);
+        MPI_Aint lb, ext;
+        MPI_Type_get_extent(strided, &lb, &ext);
+        int stride = (int)(ext / sizeof(double));
+        for (int i = 0; i < span; i++) sin[i] = sgot[i] = -1000 - i;
+        for (int e = 0; e < n; e++)
+            for (int j = 0; j < 4; j++) {
+                sin[e * stride + 2 * j] = (rank * 7 + e * 3 + j) % 11 - 5;
+                plain[e * 4 + j] = sin[e * stride + 2 * j];
+            }
+        for (int nb = 0; nb < 2; nb++) {
+            for (int i = 0; i < span; i++) sgot[i] = -1000 - i;
+            if (nb) {
+                MPI_Request r;
+                MPI_Iallreduce(sin, sgot, n, strided, MPI_SUM, comm, &r);
+                MPI_Wait(&r, MPI_STATUS_IGNORE);
+            } else {
+                MPI_Allreduce(sin, sgot, n, strided, MPI_SUM, comm);
+            }
+            PMPI_Allreduce(plain, pwant, 4 * n, MPI_DOUBLE, MPI_SUM, comm);
+            for (int e = 0; e < n; e++)
+                for (int j = 0; j < 4; j++) {
+                    if (sgot[e * stride + 2 * j] != pwant[e * 4 + j]) FAIL("MPI_%sallreduce strided n=%d on %s element %d.%d", nb ? "I" : "", n, cname, e, j);
+                    if (j < 3 && sgot[e * stride + 2 * j + 1] != -1000 - (e * stride + 2 * j + 1)) FAIL("MPI_%sallreduce strided wrote a gap n=%d on %s", nb ? "I" : "", n, cname);
+                }
+            compared++;
+        }
+        /* Root strided, others plain doubles. */
+        for (int i = 0; i < span; i++) sgot[i] = sin[i];
+        for (int i = 0; i < 4 * n; i++) pwant[i] = -1;
+        if (rank == root) MPI_Bcast(sgot, n, strided, root, comm);
+        else MPI_Bcast(pwant, 4 * n, MPI_DOUBLE, root, comm);
+        double *check = malloc(sizeof(double) * 4 * n);
+        for (int e = 0; e < n; e++)
+            for (int j = 0; j < 4; j++) check[e * 4 + j] = (root * 7 + e * 3 + j) % 11 - 5;
+        if (rank != root && memcmp(pwant, check, sizeof(double) * 4 * n)) FAIL("MPI_Bcast strided root to plain n=%d root=%d on %s", n, root, cname);
+        /* Others strided, root plain. */
+        for (int i = 0; i < span; i++) sgot[i] = -1000 - i;
+        if (rank == root) MPI_Bcast(check, 4 * n, MPI_DOUBLE, root, comm);
+        else MPI_Bcast(sgot, n, strided, root, comm);
+        for (int e = 0; rank != root && e < n; e++)
+            for (int j = 0; j < 4; j++)
+                if (sgot[e * stride + 2 * j] != check[e * 4 + j]) FAIL("MPI_Bcast plain root to strided n=%d root=%d on %s", n, root, cname);
+        compared += 5;
+        free(sin); free(sgot); free(plain); free(pwant); free(check);
+    }
+    MPI_Type_free(&three);
+    MPI_Type_free(&strided);
+    MPI_Barrier(comm);
+}
+
 /* Non-blocking collectives mixed with point-to-point requests in one array,
  * finished by each wait and test function in turn; results against PMPI's
  * blocking ones. */
@@ -282,6 +466,10 @@ int main(int argc, char **argv) {
         broadcasts(comms[i].c, comms[i].name, max_count * 8);
         reductions(comms[i].c, comms[i].name, i == 0 ? max_count : 1000);
         nonblocking(comms[i].c, comms[i].name);
+        /* Quick: the layouts on two communicators only. */
+        if (quick && i != 0 && i != 3) continue;
+        every_type(comms[i].c, comms[i].name);
+        derived(comms[i].c, comms[i].name);
     }
     /* Communicators freed and made again reuse nothing stale. */
     for (int k = 0; k < 3; k++) {

@@ -1,8 +1,9 @@
 /* MPI_THREAD_MULTIPLE: several threads per rank call collectives at once,
- * each on its own communicator (duplicates of MPI_COMM_WORLD, first used
- * inside the threads, so their mappings to Outboard groups are made
- * concurrently too), blocking and non-blocking, each result compared with
- * PMPI's on the same communicator. Prints the thread level MPI provided;
+ * each on its own communicator (each thread duplicates a duplicate of
+ * MPI_COMM_WORLD of its own, so the mappings of the new communicators to
+ * Outboard groups, made inside MPI_Comm_dup, run concurrently too), while
+ * the main thread runs collectives on MPI_COMM_WORLD, blocking and
+ * non-blocking, each result compared with PMPI's on the same communicator. Prints the thread level MPI provided;
  * below MPI_THREAD_MULTIPLE it says so and runs nothing concurrently. A
  * plain MPI program: run it with and without the library. */
 #include <mpi.h>
@@ -22,15 +23,17 @@ struct job { MPI_Comm comm; int t; int compared; };
 
 static void *run(void *arg) {
     struct job *j = arg;
-    MPI_Comm c = j->comm;
+    MPI_Comm c;
+    if (j->t >= 0) MPI_Comm_dup(j->comm, &c);
+    else c = j->comm;
     for (int i = 0; i < ROUNDS; i++) {
-        int n = 1 + (i * 37 + j->t * 11) % 300;
+        int n = 1 + (i * 37 + (j->t + 1) * 11) % 300;
         long long *in = malloc(8 * n), *got = malloc(8 * n), *want = malloc(8 * n);
         for (int k = 0; k < n; k++) in[k] = (long long)(wrank + 1) * (k + 1) * (j->t + 1) - i;
         MPI_Allreduce(in, got, n, MPI_LONG_LONG, MPI_SUM, c);
         PMPI_Allreduce(in, want, n, MPI_LONG_LONG, MPI_SUM, c);
         if (memcmp(got, want, 8 * n)) FAIL("thread %d: MPI_Allreduce n=%d round %d differs from PMPI", j->t, n, i);
-        int root = (i + j->t) % wsize;
+        int root = (i + j->t + 1) % wsize;
         MPI_Reduce(in, got, n, MPI_LONG_LONG, MPI_MAX, root, c);
         PMPI_Reduce(in, want, n, MPI_LONG_LONG, MPI_MAX, root, c);
         if (wrank == root && memcmp(got, want, 8 * n)) FAIL("thread %d: MPI_Reduce round %d differs from PMPI", j->t, i);
@@ -48,6 +51,7 @@ static void *run(void *arg) {
         j->compared += 4;
         free(in); free(got); free(want);
     }
+    if (j->t >= 0) MPI_Comm_free(&c);
     return NULL;
 }
 
@@ -67,7 +71,10 @@ int main(int argc, char **argv) {
     }
     for (int t = 0; t < threads; t++)
         if (pthread_create(&th[t], NULL, run, &jobs[t])) FAIL("pthread_create");
-    int compared = 0;
+    /* The main thread meanwhile on MPI_COMM_WORLD. */
+    struct job world = {MPI_COMM_WORLD, -1, 0};
+    if (threads > 1) run(&world);
+    int compared = world.compared;
     for (int t = 0; t < threads; t++) {
         pthread_join(th[t], NULL);
         compared += jobs[t].compared;

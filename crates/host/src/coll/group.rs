@@ -33,6 +33,53 @@ pub(crate) enum ScheduleKey {
     Bcast(TreeShape, u32),
 }
 
+/// Schedule numbers from this bit up are handed out in order of first use
+/// to the keys [`ScheduleKey::fixed_id`] has no number for.
+const FIRST_USE_IDS: u16 = 0x8000;
+
+impl ScheduleKey {
+    /// The key's schedule number when the key fits the fixed encoding: kind
+    /// in bits 13-14, its parameter (algorithm, or a binomial tree's root)
+    /// in bits 0-12. The number travels in every packet of the collective
+    /// and the engines compare it across members, so it must name the same
+    /// collective at every member whatever order each used its schedules
+    /// in: numbered by first use, a barrier at one member and an allreduce
+    /// at another (members that called collectives in different orders)
+    /// would both be schedule 0 and run into each other instead of failing
+    /// as a mismatch.
+    fn fixed_id(self) -> Option<u16> {
+        const PARAM: u32 = 1 << 13;
+        let (kind, param) = match self {
+            ScheduleKey::Barrier(BarrierAlgorithm::PairwiseExchange) => (0, 0),
+            ScheduleKey::Barrier(BarrierAlgorithm::Dissemination) => (0, 1),
+            ScheduleKey::Barrier(BarrierAlgorithm::GatherBroadcast { degree }) => (0, degree.checked_add(2)?),
+            ScheduleKey::Reduce(TreeShape::Binomial, root) => (1, root),
+            ScheduleKey::Allreduce(AllreduceAlgorithm::RecursiveDoubling) => (2, 0),
+            ScheduleKey::Allreduce(AllreduceAlgorithm::Tree(TreeShape::Binomial)) => (2, 1),
+            ScheduleKey::Allreduce(AllreduceAlgorithm::Tree(TreeShape::Chain)) => (2, 2),
+            ScheduleKey::Allreduce(AllreduceAlgorithm::Tree(TreeShape::Kary(k))) => (2, k.checked_add(3)?),
+            ScheduleKey::Bcast(TreeShape::Binomial, root) => (3, root),
+            _ => return None,
+        };
+        (param < PARAM).then(|| (kind << 13 | param) as u16)
+    }
+}
+
+/// A schedule number in words, for errors that name the collectives
+/// members disagreed on ("a barrier", "a reduce to rank 3").
+pub fn describe_schedule(id: u16) -> String {
+    if id & FIRST_USE_IDS != 0 {
+        return format!("collective schedule {id}");
+    }
+    let param = u32::from(id & 0x1FFF);
+    match id >> 13 {
+        0 => "a barrier".into(),
+        1 => format!("a reduce to rank {param}"),
+        2 => "an allreduce".into(),
+        _ => format!("a broadcast from rank {param}"),
+    }
+}
+
 /// A computed schedule, its number, and whether the engine has it.
 #[derive(Debug, Clone)]
 pub(crate) struct Slot {
@@ -176,10 +223,18 @@ impl Group {
     /// The schedule for `key` at this member, computed on first use.
     pub(crate) fn slot(&mut self, key: ScheduleKey) -> Result<&mut Slot, CollectiveError> {
         if !self.schedules.contains_key(&key) {
-            let id =
-                u16::try_from(self.next_schedule).map_err(|_| CollectiveError::TooManySchedules)?;
+            let id = match key.fixed_id() {
+                Some(id) => id,
+                None => {
+                    let n = u16::try_from(self.next_schedule)
+                        .ok()
+                        .filter(|n| *n < FIRST_USE_IDS)
+                        .ok_or(CollectiveError::TooManySchedules)?;
+                    self.next_schedule += 1;
+                    FIRST_USE_IDS | n
+                }
+            };
             let schedule = Arc::new(schedule_for(key, self.rank, self.size())?);
-            self.next_schedule += 1;
             self.schedules.insert(
                 key,
                 Slot {

@@ -23,15 +23,19 @@ use smallvec::SmallVec;
 use outboard_engine::coll::Rounds;
 use outboard_engine::{
     CollError, Completion, Fold, GroupId, HostBuf, MemberList, RecvMatch, Reduction, Schedule,
+    ScheduleId,
 };
 
-use crate::{CommandError, HostError, Port, PortIo, Request};
+use crate::{CommandError, HostError, OpError, Port, PortIo, Request};
 
 /// The tag bit reserved for collective traffic.
 pub const COLL_TAG_BIT: u64 = 1 << 63;
-const EPOCH_BITS: u32 = 23;
+const EPOCH_BITS: u32 = 19;
+/// Where a tag carries its schedule's check (see [`schedule_check`]).
+const CHECK_SHIFT: u32 = 16 + EPOCH_BITS;
+const CHECK_MASK: u64 = 0xF << CHECK_SHIFT;
 /// The epoch-field bit of NIC-assisted broadcasts.
-const NIC_EPOCH_BIT: u64 = 1 << (16 + EPOCH_BITS);
+const NIC_EPOCH_BIT: u64 = 1 << 39;
 /// Rounds per epoch: the round field's 16 bits.
 pub(crate) const MAX_ROUNDS: u32 = 1 << 16;
 
@@ -43,6 +47,21 @@ pub(crate) fn tag(group: GroupId, epoch: u32, round: u16) -> u64 {
         | (u64::from(epoch & ((1 << EPOCH_BITS) - 1)) << 16)
         | u64::from(round)
 }
+
+/// Four bits of a schedule's number, carried in every message of a
+/// host-based collective and checked on arrival: members that called
+/// different collectives at the same place of the group's order meet as
+/// a mismatch instead of folding each other's data. (A receive matches
+/// whatever the check, so that the two meet; 1 in 16 pairs of schedules
+/// share a check and are not told apart.)
+fn schedule_check(id: ScheduleId) -> u64 {
+    (u64::from(id.0).wrapping_mul(0x9E37_79B9) >> 16) % CHECK_FAILED
+}
+
+/// The check of a message sent by a member whose collective failed (a
+/// mismatch, or a failed message before): its receivers fail too and pass
+/// the failure on, as the engine's packets flagged failed do.
+const CHECK_FAILED: u64 = 0xF;
 
 /// The tag of chunk `round` of a NIC-assisted broadcast.
 pub(crate) fn nic_tag(group: GroupId, epoch: u32, round: u16) -> u64 {
@@ -65,6 +84,8 @@ pub(crate) struct HostRun {
     rank: u32,
     members: MemberList,
     schedule: Arc<Schedule>,
+    /// Its number, for [`schedule_check`].
+    schedule_id: ScheduleId,
     /// Rounds per send and receive, numbered per peer by
     /// [`outboard_engine::coll::rounds`] (the numbering the engine's
     /// packets carry), shared by every run of the schedule.
@@ -118,7 +139,7 @@ impl HostRun {
         epoch: u32,
         rank: u32,
         members: MemberList,
-        schedule: Arc<Schedule>,
+        (schedule, schedule_id): (Arc<Schedule>, ScheduleId),
         rounds: Arc<(Rounds, Rounds)>,
         reduction: Option<Reduction>,
         input: &[u8],
@@ -130,6 +151,7 @@ impl HostRun {
             rank,
             members,
             schedule,
+            schedule_id,
             rounds,
             reduction,
             value,
@@ -176,6 +198,47 @@ impl HostRun {
     /// reported: the collective's result is already out).
     pub fn take_trailing(&mut self) -> Vec<(Request, HostBuf)> {
         std::mem::take(&mut self.sends).into_vec()
+    }
+
+    /// The tag bits this collective's messages carry.
+    fn check_tag(&self) -> u64 {
+        schedule_check(self.schedule_id) << CHECK_SHIFT
+    }
+
+    /// Whether a message with `tag` from group rank `src` belongs to this
+    /// collective: sent under another schedule (a mismatch), or by a
+    /// member whose collective failed, it does not.
+    fn check(&self, tag: u64, src: u32) -> Result<(), HostError> {
+        match (tag & CHECK_MASK) >> CHECK_SHIFT {
+            CHECK_FAILED => Err(super::CollectiveError::from(CollError::FailedUpstream { rank: src }).into()),
+            c if c != schedule_check(self.schedule_id) => {
+                Err(super::CollectiveError::Mismatch { ours: self.schedule_id.0 }.into())
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// After a mismatch or a failed message: every send this member has
+    /// not made yet goes now, checked as failed and without waiting for
+    /// its receives (what they wait for may never come), so that the
+    /// members waiting for them fail instead of waiting for good.
+    fn fail_onward<P: PortIo>(&mut self, port: &mut Port<P>) {
+        let schedule = Arc::clone(&self.schedule);
+        for (s, st) in schedule.steps.iter().enumerate().skip(self.step) {
+            let first = if s == self.step { self.sends_posted } else { 0 };
+            for (i, &to) in st.send_to.iter().enumerate().skip(first) {
+                let round = self.rounds.0[s][i];
+                let Ok(buf) = port.buffer(self.len as u32) else { return };
+                let tag = tag(self.group, self.epoch, round) | CHECK_FAILED << CHECK_SHIFT;
+                match port.start_send(self.members.get(to).expect("schedules name members"), tag, buf) {
+                    Ok(req) => self.sends.push((req, buf)),
+                    Err(_) => {
+                        let _ = Self::free(port, buf);
+                    }
+                }
+            }
+        }
+        self.step = schedule.steps.len();
     }
 
     /// After a failure: receives still posted are cancelled and forgotten;
@@ -233,7 +296,7 @@ impl HostRun {
                 let buf = Self::buf_for(port, Some(&self.value), self.len)?;
                 match port.start_send(
                     self.members.get(to).expect("schedules name members"),
-                    tag(self.group, self.epoch, round),
+                    tag(self.group, self.epoch, round) | self.check_tag(),
                     buf,
                 ) {
                     Ok(req) => self.sends.push((req, buf)),
@@ -247,7 +310,10 @@ impl HostRun {
             while self.recvs.len() < st.recv_from.len() {
                 let from = self.members.get(st.recv_from[self.recvs.len()]).expect("schedules name members");
                 let round = self.rounds.1[self.step][self.recvs.len()];
-                let m = RecvMatch::from(from.node, from.port, tag(self.group, self.epoch, round));
+                let m = RecvMatch {
+                    tag_mask: !CHECK_MASK,
+                    ..RecvMatch::from(from.node, from.port, tag(self.group, self.epoch, round))
+                };
                 let buf = Self::buf_for(port, None, self.len)?;
                 match port.start_recv(m, buf) {
                     Ok(req) => self.recvs.push(RecvSlot {
@@ -270,6 +336,18 @@ impl HostRun {
                     None => all = false,
                     Some(r) => {
                         let buf = self.recvs[k].buf;
+                        // The check first: a message of another collective
+                        // may also be longer than this one's buffers.
+                        let tag = match &r {
+                            Ok(Completion::Received { tag, .. }) => *tag,
+                            Err(HostError::Op(OpError::Truncated { tag, .. })) => *tag,
+                            _ => self.check_tag(),
+                        };
+                        if let Err(e) = self.check(tag, st.recv_from[k]) {
+                            Self::free(port, buf)?;
+                            self.fail_onward(port);
+                            return Err(e);
+                        }
                         let got = match r? {
                             Completion::Received { len, .. } => len,
                             other => unreachable!("receive completed as {other:?}"),

@@ -42,7 +42,7 @@ pub use api::CollRequest;
 pub use options::{
     AllreduceAlgorithm, BarrierAlgorithm, BarrierProtocol, BcastMode, CollDefaults, Mode, TreeShape,
 };
-pub use group::{Group, APP_GROUP_ID_LIMIT, SPLIT_GROUP_IDS, UNDEFINED};
+pub use group::{describe_schedule, Group, APP_GROUP_ID_LIMIT, SPLIT_GROUP_IDS, UNDEFINED};
 pub use tree::Tree;
 
 /// Why a collective call was refused by the host library (errors the
@@ -85,9 +85,18 @@ pub enum CollectiveError {
     /// `split` found no group id free at every member.
     #[error("no group id is free at every member")]
     NoFreeGroupId,
-    /// A group has used all 65,536 schedule numbers.
+    /// A group has used all 32,768 schedule numbers handed out by first use
+    /// (trees other than binomial, binomial roots from 8,192 up).
     #[error("the group has no schedule number left")]
     TooManySchedules,
+    /// A host-based collective's message came from a member running
+    /// another schedule: the members called different collectives (or one
+    /// with different roots) at the same place of the group's order.
+    #[error("this member runs {}, a peer another collective at the same place", describe_schedule(*ours))]
+    Mismatch {
+        /// This member's schedule number.
+        ours: u16,
+    },
     /// A tree that is not a spanning tree, or a degree of 0.
     #[error("bad tree: {0}")]
     BadTree(&'static str),

@@ -147,7 +147,7 @@ fn start_host_based(g: &mut Group, spec: &Spec<'_>) -> Result<HostRun, HostError
             r
         }
     };
-    let schedule = slot.schedule.clone();
+    let schedule = (slot.schedule.clone(), slot.id);
     let epoch = g.host_epoch;
     g.host_epoch = g.host_epoch.wrapping_add(1);
     Ok(HostRun::new(

@@ -44,8 +44,9 @@ pub(crate) struct Running {
     /// Its value, when it is sent unchanged from host memory and read per
     /// packet (the pieces of a multi-piece command's root).
     pub lazy: Option<Lazy>,
-    /// A module operator failed here, or a packet came flagged failed: the
-    /// steps go on without combining, their packets flagged failed
+    /// A module operator failed here, or a packet came flagged failed, or
+    /// the members disagree on which collective this is: the steps go on
+    /// without combining, their packets flagged failed
     /// ([`wire::COLL_ROUND_FAILED`](outboard_wire::COLL_ROUND_FAILED)), so
     /// that every member waiting for them completes; this is the outcome
     /// at the end.
@@ -139,6 +140,12 @@ impl Running {
                     sends.push(PendingSends { epoch: self.epoch, schedule: sched.id, data, to, relay });
                 }
             }
+            if self.mismatched() {
+                // The peers run another schedule: what this one waits for
+                // may never come. Its sends still go, flagged failed, so
+                // the members they reach fail instead of waiting.
+                self.next_recv = st.recv_from.len();
+            }
             while self.next_recv < st.recv_from.len() {
                 let src = st.recv_from[self.next_recv];
                 let round = sched.recv_round[self.step][self.next_recv];
@@ -217,6 +224,11 @@ impl Running {
             Some(l) => l.cell.get().map_or(&[][..], |d| &d[..]),
             None => &self.value,
         }
+    }
+
+    /// Whether its members disagree on which collective this is.
+    pub(super) fn mismatched(&self) -> bool {
+        matches!(self.failed, Some(CollError::ScheduleMismatch { .. }))
     }
 
     /// Whether it still waits for its steps (it has neither finished nor

@@ -49,7 +49,9 @@ impl<D: Dma> Engine<D> {
             };
             let flagged = matches!(
                 result,
-                Err(OpError::Collective(CollError::ModuleFailed { .. } | CollError::FailedUpstream { .. }))
+                Err(OpError::Collective(
+                    CollError::ModuleFailed { .. } | CollError::FailedUpstream { .. } | CollError::ScheduleMismatch { .. }
+                ))
             );
             if result.is_err() && !flagged {
                 // Its packets still in flight are of no use any more (those

@@ -15,7 +15,7 @@ use outboard_wire::{self as wire, RejectReason};
 use super::super::{CollError, GroupId};
 use super::install::Compiled;
 use super::Running;
-use crate::{Dma, Engine, Instant, NodeId, OpError, PortId};
+use crate::{Dma, Engine, Instant, NodeId, PortId};
 
 /// Pool bookkeeping charged per unexpected packet.
 const ARRIVAL_OVERHEAD: usize = 32;
@@ -72,21 +72,21 @@ impl<D: Dma> Engine<D> {
 
     /// Takes the packets pooled for `epoch` of the group into the
     /// collective that now runs it. One sent under another schedule means
-    /// the members disagree on what this collective is: it fails.
+    /// the members disagree on what this collective is: it fails
+    /// (`mismatch`, see [`Running::mismatched`]).
     pub(super) fn coll_take_pooled(
         &mut self,
         port: PortId,
         group: GroupId,
         epoch: u32,
         sched: &Compiled,
-        outcome: &mut Option<Result<(), OpError>>,
+        mismatch: &mut Option<CollError>,
     ) -> Vec<Arrival> {
         let mut arrived = Vec::new();
         for a in self.coll.pool.remove(&(port, group, epoch)).unwrap_or_default() {
             self.coll.pool_bytes -= a.cost();
             if a.schedule != sched.id {
-                let err = CollError::ScheduleMismatch { ours: sched.id, theirs: a.schedule };
-                outcome.get_or_insert(Err(err.into()));
+                mismatch.get_or_insert(CollError::ScheduleMismatch { ours: sched.id, theirs: a.schedule });
             } else if sched.expects(a.src_rank, a.round) {
                 arrived.push(a);
             } else {
@@ -146,11 +146,11 @@ impl<D: Dma> Engine<D> {
         let g = self.coll.groups.get_mut(&(port, group)).expect("caller checked");
         let epoch = g.next_epoch;
         g.next_epoch = g.next_epoch.wrapping_add(1);
-        let mut outcome = None;
-        let mut arrived = self.coll_take_pooled(port, group, epoch, &sched, &mut outcome);
+        let mut failed = None;
+        let mut arrived = self.coll_take_pooled(port, group, epoch, &sched, &mut failed);
         arrived.push(a);
         let g = self.coll.groups.get_mut(&(port, group)).expect("caller checked");
-        g.running.push_back(Running { outcome, held, ..Running::new(epoch, sched, arrived) });
+        g.running.push_back(Running { failed, held, ..Running::new(epoch, sched, arrived) });
         self.stats.coll_forwarded_early += 1;
     }
 }

@@ -108,7 +108,8 @@ impl<D: Dma> Engine<D> {
         let epoch = g.next_epoch;
         g.next_epoch = g.next_epoch.wrapping_add(1);
         g.host_epoch = g.next_epoch;
-        let arrived = self.coll_take_pooled(port, group, epoch, &sched, &mut outcome);
+        let mut failed = None;
+        let arrived = self.coll_take_pooled(port, group, epoch, &sched, &mut failed);
         let g = self.coll.groups.get_mut(&(port, group)).expect("checked above");
         g.running.push_back(Running {
             op: Some(op),
@@ -118,6 +119,7 @@ impl<D: Dma> Engine<D> {
             outcome,
             last,
             lazy,
+            failed,
             ..Running::new(epoch, sched, arrived)
         });
         self.coll_advance(now, port, group);
@@ -135,9 +137,10 @@ impl<D: Dma> Engine<D> {
         r.op = Some(op);
         r.recv = recv;
         r.last = last;
-        if r.sched.id != schedule.0 {
-            // The members disagree on which collective this is.
-            r.outcome = Some(Err(CollError::ScheduleMismatch { ours: schedule.0, theirs: r.sched.id }.into()));
+        if r.sched.id != schedule.0 && r.outcome.is_none() {
+            // The members disagree on which collective this is: it fails,
+            // still telling the members its (the peers') schedule sends to.
+            r.failed = Some(CollError::ScheduleMismatch { ours: schedule.0, theirs: r.sched.id });
         }
         let held = std::mem::take(&mut r.held);
         self.coll.pool_bytes -= held;

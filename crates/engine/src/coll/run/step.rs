@@ -39,9 +39,11 @@ impl<D: Dma> Engine<D> {
             }
             if let Some(r) = g.running.iter_mut().find(|r| r.epoch == h.epoch) {
                 if r.outcome.is_none() && h.schedule != r.sched.id {
-                    // The members disagree on what this collective is.
-                    let err = CollError::ScheduleMismatch { ours: r.sched.id, theirs: h.schedule };
-                    r.outcome = Some(Err(err.into()));
+                    // The members disagree on what this collective is: it
+                    // fails, still telling the members it sends to.
+                    if !r.mismatched() {
+                        r.failed = Some(CollError::ScheduleMismatch { ours: r.sched.id, theirs: h.schedule });
+                    }
                     self.coll_advance(now, port, group);
                 } else if r.outcome.is_none() && r.sched.expects(h.src_rank, h.round) {
                     r.arrived.push(arrival);
