@@ -1,7 +1,8 @@
 /* A rank killed in the middle of a job: the survivors' next taken-over
  * collective must return an error (MPI_ERRORS_RETURN) instead of hanging.
  * Each survivor writes what it got to DIR/rank-N (argv[1]; a launcher
- * tearing the job down may lose forwarded output) and leaves at once (the
+ * tearing the job down may lose forwarded output), with the error's class
+ * (MPIX_ERR_PROC_FAILED where the MPI defines it), and leaves at once (the
  * job is broken; MPI_Finalize would wait for the dead rank). */
 #include <mpi.h>
 #include <signal.h>
@@ -23,7 +24,14 @@ int main(int argc, char **argv) {
     snprintf(path, sizeof path, "%s/rank-%d", argc > 1 ? argv[1] : ".", rank);
     FILE *f = fopen(path, "w");
     if (f) {
-        fprintf(f, "allreduce after a kill returned %s\n", rc == MPI_SUCCESS ? "success" : "an error");
+        int cls = -1;
+        if (rc != MPI_SUCCESS) MPI_Error_class(rc, &cls);
+        const char *name = cls == MPI_ERR_OTHER ? "MPI_ERR_OTHER" : "another class";
+#ifdef MPIX_ERR_PROC_FAILED
+        if (cls == MPIX_ERR_PROC_FAILED) name = "MPIX_ERR_PROC_FAILED";
+#endif
+        if (rc == MPI_SUCCESS) fprintf(f, "allreduce after a kill returned success\n");
+        else fprintf(f, "allreduce after a kill returned an error of class %s\n", name);
         fclose(f);
     }
     _exit(rc == MPI_SUCCESS ? 1 : 0);

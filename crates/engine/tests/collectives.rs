@@ -747,3 +747,56 @@ fn collectives_a_dead_peer_fails_complete_in_group_order() {
     let order: Vec<u64> = done.iter().map(|e| e.op.0).collect();
     assert_eq!(order, (1..=24).collect::<Vec<u64>>());
 }
+
+/// Members that called different collectives at the same place (even ranks
+/// a barrier, odd ranks an allreduce) all fail with a mismatch, under loss:
+/// a member that finds the mismatch still sends its steps' packets, flagged
+/// failed, so the members waiting for them learn it too instead of
+/// waiting for good.
+#[test]
+fn every_member_of_a_mismatch_fails_instead_of_waiting() {
+    for (n, seed) in [(2, 1), (4, 2), (5, 3)] {
+        let mut c = Cluster::new(n, LinkConfig::lossy(0.1, 0.05, 0.01), seed, 1 << 20);
+        for r in 0..n {
+            c.install(r);
+        }
+        let empty = HostBuf { addr: 0, len: 0 };
+        for r in 0..n {
+            let cmd = if r % 2 == 0 {
+                Command::Collective { op: OpId(10), group: G, schedule: BARRIER, reduction: None, send: empty, recv: empty }
+            } else {
+                let send = c.net.memory(NodeId(r)).alloc_with(&i64s(&[i64::from(r)]));
+                let recv = c.net.memory(NodeId(r)).alloc(8);
+                let reduction = Some(Reduction::new(ReduceOp::Sum, Datatype::I64).unwrap());
+                Command::Collective { op: OpId(10), group: G, schedule: ALLREDUCE, reduction, send, recv }
+            };
+            c.net.command(NodeId(r), P0, cmd).unwrap();
+        }
+        let mut results: Vec<Option<Result<Completion, OpError>>> = vec![None; n as usize];
+        for _ in 0..200 {
+            c.net.run_for(Duration::from_millis(5)).unwrap();
+            for r in 0..n {
+                for e in c.net.take_events(NodeId(r)) {
+                    results[r as usize] = Some(e.result);
+                }
+            }
+            if results.iter().all(Option::is_some) {
+                break;
+            }
+        }
+        // Each fails: a mismatch where it met the other collective's
+        // packets, a failure upstream where only the flagged ones reached it.
+        for (r, got) in results.iter().enumerate() {
+            assert!(
+                matches!(
+                    got,
+                    Some(Err(OpError::Collective(CollError::ScheduleMismatch { .. } | CollError::FailedUpstream { .. })))
+                ),
+                "{n} members, rank {r}: {got:?}"
+            );
+        }
+        let mismatches =
+            results.iter().filter(|g| matches!(g, Some(Err(OpError::Collective(CollError::ScheduleMismatch { .. }))))).count();
+        assert!(mismatches >= 2, "{n} members: {results:?}");
+    }
+}

@@ -99,7 +99,7 @@ pub enum CollError {
     /// This member's collective and the one its peers run under the same
     /// epoch use different schedules: the members called different
     /// collectives (or the same with different roots) in the same place.
-    #[error("schedule mismatch: this member runs schedule {ours}, its peers schedule {theirs}")]
+    #[error("the members called different collectives at the same place of the group's order (schedule {ours} here, {theirs} at a peer)")]
     ScheduleMismatch {
         /// The schedule this member's host asked for.
         ours: u16,
@@ -141,10 +141,11 @@ pub enum CollError {
         /// What went wrong.
         failure: crate::nicvm::CombineFailure,
     },
-    /// A packet this member needed came flagged failed: a combination on
-    /// its way (at rank `rank` or before it) failed, see that member's
-    /// [`CollError::ModuleFailed`].
-    #[error("the combination failed upstream (packet from rank {rank})")]
+    /// A packet this member needed came flagged failed: the collective
+    /// failed at rank `rank` or before it - a combination on its way (see
+    /// that member's [`CollError::ModuleFailed`]), or members that called
+    /// different collectives ([`CollError::ScheduleMismatch`]).
+    #[error("the collective failed at another member (a packet from rank {rank} said so): a module's operator failed there, or the members called different collectives at the same place of the group's order")]
     FailedUpstream {
         /// The sender of the flagged packet.
         rank: u32,

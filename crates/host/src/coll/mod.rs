@@ -92,7 +92,7 @@ pub enum CollectiveError {
     /// A host-based collective's message came from a member running
     /// another schedule: the members called different collectives (or one
     /// with different roots) at the same place of the group's order.
-    #[error("this member runs {}, a peer another collective at the same place", describe_schedule(*ours))]
+    #[error("the members called different collectives at the same place of the group's order: this member {}, a peer another", describe_schedule(*ours))]
     Mismatch {
         /// This member's schedule number.
         ours: u16,

@@ -140,10 +140,18 @@ impl Running {
                     sends.push(PendingSends { epoch: self.epoch, schedule: sched.id, data, to, relay });
                 }
             }
-            if self.mismatched() {
-                // The peers run another schedule: what this one waits for
-                // may never come. Its sends still go, flagged failed, so
-                // the members they reach fail instead of waiting.
+            if self.failed.is_none() {
+                // A packet flagged failed for a later step: the collective
+                // has failed upstream, whatever this step still waits for.
+                if let Some(a) = self.arrived.iter().find(|a| a.failed) {
+                    self.failed = Some(CollError::FailedUpstream { rank: a.src_rank });
+                }
+            }
+            if self.hurried() {
+                // What this step waits for may never come (the peers run
+                // another schedule, or one that failed and sends what it
+                // can at once). Its sends still go, flagged failed, so the
+                // members they reach fail instead of waiting.
                 self.next_recv = st.recv_from.len();
             }
             while self.next_recv < st.recv_from.len() {
@@ -229,6 +237,15 @@ impl Running {
     /// Whether its members disagree on which collective this is.
     pub(super) fn mismatched(&self) -> bool {
         matches!(self.failed, Some(CollError::ScheduleMismatch { .. }))
+    }
+
+    /// Whether it has failed in a way whose packets may not all come: it
+    /// then runs its remaining steps without waiting, so that the failure
+    /// reaches every member its steps send to (a member whose module
+    /// failed here still waits: its peers run the same schedule and send
+    /// everything).
+    fn hurried(&self) -> bool {
+        matches!(self.failed, Some(CollError::ScheduleMismatch { .. } | CollError::FailedUpstream { .. }))
     }
 
     /// Whether it still waits for its steps (it has neither finished nor

@@ -80,6 +80,8 @@ impl<D: Dma> Engine<D> {
         let g = self.coll.groups.get_mut(&(port, group)).expect("checked by the caller");
         if g.host_epoch != g.next_epoch {
             self.coll_attach(port, group, op, schedule, recv, last);
+            // A mismatch found there runs the rest of its steps at once.
+            self.coll_advance(now, port, group);
             return;
         }
         let sched = g.schedules.get(&schedule.0).cloned().expect("checked by the caller");
@@ -137,10 +139,16 @@ impl<D: Dma> Engine<D> {
         r.op = Some(op);
         r.recv = recv;
         r.last = last;
-        if r.sched.id != schedule.0 && r.outcome.is_none() {
+        if r.sched.id != schedule.0 {
             // The members disagree on which collective this is: it fails,
-            // still telling the members its (the peers') schedule sends to.
-            r.failed = Some(CollError::ScheduleMismatch { ours: schedule.0, theirs: r.sched.id });
+            // still telling the members its (the peers') schedule sends to
+            // if it is under way.
+            let err = CollError::ScheduleMismatch { ours: schedule.0, theirs: r.sched.id };
+            match r.outcome {
+                None => r.failed = Some(err),
+                Some(Ok(())) => r.outcome = Some(Err(err.into())),
+                Some(Err(_)) => {}
+            }
         }
         let held = std::mem::take(&mut r.held);
         self.coll.pool_bytes -= held;
