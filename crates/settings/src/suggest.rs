@@ -4,14 +4,15 @@ use crate::registry::ALL;
 
 /// The registered name nearest to `name` by edit distance, if it is near
 /// enough to be a plausible misspelling (at most a third of its length
-/// away, and at most 4 edits; a missing `_MS` is 3).
+/// away, and at most 4 edits; a missing `_MS` is 3). Among those, a name
+/// that `name` begins (a truncated name) comes first.
 pub fn closest(name: &str) -> Option<&'static str> {
     let limit = (name.len() / 3).min(4);
     ALL.iter()
-        .map(|s| (distance(name, s.name()), s.name()))
-        .filter(|(d, _)| *d <= limit)
+        .map(|s| (!s.name().starts_with(name), distance(name, s.name()), s.name()))
+        .filter(|(_, d, _)| *d <= limit)
         .min()
-        .map(|(_, n)| n)
+        .map(|(_, _, n)| n)
 }
 
 /// Levenshtein distance over bytes (names are ASCII; other bytes only
@@ -49,6 +50,7 @@ mod tests {
             closest("OUTBOARD_MPI_MAXBYTES"),
             Some("OUTBOARD_MPI_MAX_BYTES")
         );
+        assert_eq!(closest("OUTBOARD_EAGER"), Some("OUTBOARD_EAGER_MAX"), "not OUTBOARD_ADDR, as far");
         assert_eq!(closest("OUTBOARD_WHATEVER_ELSE"), None);
     }
 }
