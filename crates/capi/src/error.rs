@@ -268,7 +268,7 @@ mod tests {
     #[test]
     fn a_mismatch_says_so_in_words_however_it_arrives() {
         let m = CollError::ScheduleMismatch { ours: 0, theirs: 1 };
-        for e in [HostError::Op(OpError::Collective(m.clone())), HostError::Coll(CollectiveError::Engine(m))] {
+        for e in [HostError::Op(OpError::Collective(m)), HostError::Coll(CollectiveError::Engine(m))] {
             let e = Error::from(e);
             assert_eq!(e.code, OUTBOARD_ERR_COLL_MISMATCH);
             assert!(e.msg.starts_with("this rank called a different collective than the group's other members"), "{}", e.msg);

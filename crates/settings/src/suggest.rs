@@ -9,7 +9,13 @@ use crate::registry::ALL;
 pub fn closest(name: &str) -> Option<&'static str> {
     let limit = (name.len() / 3).min(4);
     ALL.iter()
-        .map(|s| (!s.name().starts_with(name), distance(name, s.name()), s.name()))
+        .map(|s| {
+            (
+                !s.name().starts_with(name),
+                distance(name, s.name()),
+                s.name(),
+            )
+        })
         .filter(|(_, d, _)| *d <= limit)
         .min()
         .map(|(_, _, n)| n)
@@ -50,7 +56,11 @@ mod tests {
             closest("OUTBOARD_MPI_MAXBYTES"),
             Some("OUTBOARD_MPI_MAX_BYTES")
         );
-        assert_eq!(closest("OUTBOARD_EAGER"), Some("OUTBOARD_EAGER_MAX"), "not OUTBOARD_ADDR, as far");
+        assert_eq!(
+            closest("OUTBOARD_EAGER"),
+            Some("OUTBOARD_EAGER_MAX"),
+            "not OUTBOARD_ADDR, as far"
+        );
         assert_eq!(closest("OUTBOARD_WHATEVER_ELSE"), None);
     }
 }

@@ -170,6 +170,11 @@ pub trait Setting: Sync {
     fn check(&self, env: &dyn Env) -> Result<(), SettingError>;
     /// Its value in `env`, default resolved.
     fn resolve(&self, env: &dyn Env) -> Result<Resolved, SettingError>;
+    /// A canonical text read back and written again: the identity on any
+    /// text [`Setting::resolve`] gives (the property tests and the fuzz
+    /// target check that C code gets every value exactly); `None` if it is
+    /// not canonical text of this setting's kind.
+    fn reread(&self, canonical: &str) -> Option<String>;
 }
 
 impl<K: Kind> Setting for Var<K> {
@@ -213,6 +218,11 @@ impl<K: Kind> Setting for Var<K> {
             source,
         })
     }
+    fn reread(&self, canonical: &str) -> Option<String> {
+        self.kind
+            .read_canonical(canonical)
+            .map(|v| self.kind.canonical(&v))
+    }
 }
 
 impl<K: Kind> Setting for OptVar<K> {
@@ -253,5 +263,10 @@ impl<K: Kind> Setting for OptVar<K> {
                 source: Source::Default,
             },
         })
+    }
+    fn reread(&self, canonical: &str) -> Option<String> {
+        self.kind
+            .read_canonical(canonical)
+            .map(|v| self.kind.canonical(&v))
     }
 }

@@ -33,3 +33,20 @@ proptest! {
         prop_assert_eq!(parse_size(&format!("{n} {s}")), n.checked_mul(1 << shift));
     }
 }
+
+proptest! {
+    /// Every setting, given any text: no panic, and a value it accepts
+    /// reads back as itself from its canonical text (what C code gets from
+    /// `outboard_setting`).
+    #[test]
+    fn every_setting_reads_its_canonical_text_back(text in any::<String>()) {
+        for s in outboard_settings::ALL {
+            if let Ok(r) = s.resolve(&[(s.name(), text.as_str())]) {
+                if let Some(v) = r.value {
+                    prop_assert_eq!(s.reread(&v), Some(v.clone()), "{}", s.name());
+                }
+            }
+        }
+        let _ = outboard_settings::check_all(&[(text.as_str(), "1")]);
+    }
+}

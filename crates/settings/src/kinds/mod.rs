@@ -41,9 +41,15 @@ pub trait Kind: Send + Sync + 'static {
     fn accepted(&self) -> String;
     /// Parses a trimmed, non-empty text. Never panics.
     fn parse(&self, text: &str) -> Result<Self::Value, Problem>;
-    /// The canonical text of a value, which [`Kind::parse`] reads back as
-    /// the same value.
+    /// The canonical text of a value (what C code reads), which
+    /// [`Kind::read_canonical`] reads back as the same value.
     fn canonical(&self, v: &Self::Value) -> String;
+    /// Reads a canonical text back. The same as [`Kind::parse`] except
+    /// where a bare number means something else to the parser (a duration
+    /// in a `_MS` variable: canonical durations are nanoseconds).
+    fn read_canonical(&self, text: &str) -> Option<Self::Value> {
+        self.parse(text).ok()
+    }
     /// A value as people write it, for listings ("1M" for 1048576).
     fn human(&self, v: &Self::Value) -> String {
         self.canonical(v)

@@ -123,6 +123,14 @@ impl Kind for Time {
         // Every accepted value fits: parse builds it from u64 nanoseconds.
         v.as_nanos().to_string()
     }
+    fn read_canonical(&self, text: &str) -> Option<Duration> {
+        Time {
+            bare: Some(Unit::Ns),
+            ..*self
+        }
+        .parse(text)
+        .ok()
+    }
     fn human(&self, v: &Duration) -> String {
         human_duration(*v)
     }
