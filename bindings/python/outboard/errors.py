@@ -25,6 +25,11 @@ ERR_STATE = 10
 ERR_OTHER = 11
 ERR_PANIC = 12
 ERR_SOURCE_CLOSED = 13
+ERR_PROC_FAILED_PENDING = 14
+ERR_PORT_GONE = 15
+ERR_NOT_READY_TIMEOUT = 16
+ERR_SENDER_ABORTED = 17
+ERR_COLL_MISMATCH = 18
 
 
 class OutboardError(Exception):
@@ -133,6 +138,46 @@ class SourceClosedError(OutboardError):
     code = ERR_SOURCE_CLOSED
 
 
+class ProcFailedPendingError(PeerError):
+    """A receive from any source was withdrawn, its buffer untouched,
+    because a process failed while it waited
+    (``OUTBOARD_ERR_PROC_FAILED_PENDING``, ULFM's
+    ``MPI_ERR_PROC_FAILED_PENDING``). Post it again to wait for the live
+    ranks. A ``PeerError``, so handlers of failed peers catch it too."""
+
+    code = ERR_PROC_FAILED_PENDING
+
+
+class PortGoneError(OutboardError):
+    """The destination port is gone: closed, replaced, or never opened
+    (``OUTBOARD_ERR_PORT_GONE``)."""
+
+    code = ERR_PORT_GONE
+
+
+class NotReadyTimeoutError(OutboardError):
+    """The destination kept refusing the message for longer than the retry
+    timeout (``OUTBOARD_ERR_NOT_READY_TIMEOUT``)."""
+
+    code = ERR_NOT_READY_TIMEOUT
+
+
+class SenderAbortedError(OutboardError):
+    """The sender gave the message up part-way
+    (``OUTBOARD_ERR_SENDER_ABORTED``)."""
+
+    code = ERR_SENDER_ABORTED
+
+
+class CollectiveMismatchError(CollectiveError):
+    """The group's members called different collectives (or different
+    roots) at the same place in the group's order
+    (``OUTBOARD_ERR_COLL_MISMATCH``). A ``CollectiveError``, so handlers of
+    refused collectives catch it too."""
+
+    code = ERR_COLL_MISMATCH
+
+
 ERRORS: Dict[int, Type[OutboardError]] = {
     c.code: c  # type: ignore[misc]
     for c in (
@@ -149,6 +194,11 @@ ERRORS: Dict[int, Type[OutboardError]] = {
         OperationError,
         InternalError,
         SourceClosedError,
+        ProcFailedPendingError,
+        PortGoneError,
+        NotReadyTimeoutError,
+        SenderAbortedError,
+        CollectiveMismatchError,
     )
 }
 

@@ -166,8 +166,8 @@ class Reductions(unittest.TestCase):
 
 class Errors(unittest.TestCase):
     def test_one_class_per_code(self):
-        classes = [errors.error_class(c) for c in range(1, 14)]
-        self.assertEqual(len(set(classes)), 13)
+        classes = [errors.error_class(c) for c in range(1, 19)]
+        self.assertEqual(len(set(classes)), 18)
         for code, cls in enumerate(classes, 1):
             self.assertTrue(issubclass(cls, outboard.OutboardError))
             self.assertEqual(cls.code, code)
@@ -175,6 +175,14 @@ class Errors(unittest.TestCase):
         self.assertIs(errors.error_class(4), outboard.TruncatedError)
         self.assertTrue(issubclass(outboard.ArgumentError, ValueError))
         self.assertTrue(issubclass(outboard.StateError, RuntimeError))
+        # The new codes' classes, and the handlers that catch them too.
+        self.assertIs(errors.error_class(14), outboard.ProcFailedPendingError)
+        self.assertTrue(issubclass(outboard.ProcFailedPendingError, outboard.PeerError))
+        self.assertIs(errors.error_class(15), outboard.PortGoneError)
+        self.assertIs(errors.error_class(16), outboard.NotReadyTimeoutError)
+        self.assertIs(errors.error_class(17), outboard.SenderAbortedError)
+        self.assertIs(errors.error_class(18), outboard.CollectiveMismatchError)
+        self.assertTrue(issubclass(outboard.CollectiveMismatchError, outboard.CollectiveError))
         e = outboard.PeerError("a peer is unreachable", "rank 3")
         self.assertEqual((str(e), e.code, e.detail), ("a peer is unreachable: rank 3", 3, "rank 3"))
 
@@ -190,6 +198,12 @@ class Errors(unittest.TestCase):
         e = errors.from_code(errors.ERR_SOURCE_CLOSED)
         self.assertIsInstance(e, outboard.SourceClosedError)
         self.assertEqual(e.description, "the port a receive named has closed")
+        e = errors.from_code(errors.ERR_COLL_MISMATCH)
+        self.assertIsInstance(e, outboard.CollectiveMismatchError)
+        self.assertEqual(e.description, "the group's members called different collectives")
+        descriptions = {errors.from_code(c).description for c in range(0, 19)}
+        self.assertEqual(len(descriptions), 19)
+        self.assertNotIn("unknown error code", descriptions)
 
 
 class FindingTheLibrary(unittest.TestCase):

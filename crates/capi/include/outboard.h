@@ -109,6 +109,29 @@
 // failed process: receives from any source are unaffected.
 #define OUTBOARD_ERR_SOURCE_CLOSED 13
 
+// A receive from any source was withdrawn, its buffer untouched, because
+// a process of the job failed while it waited (the failed process may
+// have been its sender; ULFM's `MPI_ERR_PROC_FAILED_PENDING`). Posted
+// again, it waits for the live ranks.
+#define OUTBOARD_ERR_PROC_FAILED_PENDING 14
+
+// The destination port is gone: closed, replaced by a newer incarnation,
+// or never opened on that engine. Nothing was delivered to it.
+#define OUTBOARD_ERR_PORT_GONE 15
+
+// The destination kept refusing the message (port not open yet, no
+// buffer) for longer than the retry timeout.
+#define OUTBOARD_ERR_NOT_READY_TIMEOUT 16
+
+// The sender gave the message up part-way (its port closed); what arrived
+// of it is discarded.
+#define OUTBOARD_ERR_SENDER_ABORTED 17
+
+// The group's members called different collectives at the same place in
+// the group's order (or the same collective with different roots): an
+// erroneous program, reported instead of waiting for good.
+#define OUTBOARD_ERR_COLL_MISMATCH 18
+
 // Collectives run by the engines (the default).
 #define OUTBOARD_MODE_OFFLOADED 0
 
@@ -467,10 +490,45 @@ int outboard_wait(outboard_request **req, outboard_status *status);
 // it only yields the core (the caller has other requests to poll soon).
 int outboard_idle(const outboard_world *world, int may_block);
 
+// Writes the canonical value of the setting `name` (an `OUTBOARD_*`
+// environment variable) into `value`, NUL-terminated, in at most `cap`
+// bytes: the environment's value if set (and valid), else its default,
+// with a default that follows another variable resolved (e.g.
+// `OUTBOARD_MPI_BCAST_MAX_BYTES` unset: `OUTBOARD_MPI_MAX_BYTES`'s
+// value). Canonical forms: sizes as decimal bytes (`1M` gives
+// `1048576`), booleans `1` or `0`, names as the listed name (`host-based`
+// gives `host`), durations in nanoseconds, other values as given. A
+// setting that is unset and has no fixed default (something decides at
+// run time, e.g. `OUTBOARD_PROGRESS`) gives the empty string.
+//
+// Returns `OUTBOARD_OK`, or `OUTBOARD_ERR_ARG` with
+// `outboard_last_error()` set to a sentence: the value is bad
+// (naming the variable, the value and what is accepted), `name` is not a
+// setting (with the closest known name), `name` or `value` is null, or
+// the value with its NUL does not fit in `cap` bytes (then `value` holds
+// the empty string if `cap` > 0). Reads the process environment each
+// call; never panics.
+int outboard_setting(const char *name, char *value, size_t cap);
+
+// Checks every `OUTBOARD_*` variable in the environment: each setting
+// that is set must hold a valid value, and each `OUTBOARD_*` variable
+// that is set (non-empty) must be a setting Outboard knows. Returns
+// `OUTBOARD_OK`, or `OUTBOARD_ERR_ARG` for the first problem with
+// `outboard_last_error()` set to its sentence, e.g.
+// `OUTBOARD_MPI_MAX_BYTES="1Q" is not a size: use a number of bytes with
+// an optional K, M or G suffix (e.g. 65536, 64K, 1M)`, or
+// `OUTBOARD_PEER_TIMEOUT is not a setting Outboard knows (did you mean
+// OUTBOARD_PEER_TIMEOUT_MS?): ...`. `outboard_init` and
+// `outboard_init_exchange` run the same check first and fail with
+// `OUTBOARD_ERR_INIT` and the same sentence.
+int outboard_settings_check(void);
+
 // Joins the job its environment describes (`outboard run`, Open MPI's
 // `mpirun`, MPICH's Hydra or Slurm's `srun` with `OUTBOARD_RENDEZVOUS`;
 // alone, a job of one). Settings from `OUTBOARD_*` variables as in the
-// Rust `outboard_runtime::init`.
+// Rust `outboard_runtime::init`: a bad value, or an `OUTBOARD_*` variable
+// that is not a setting, fails with `OUTBOARD_ERR_INIT` and the sentence
+// `outboard_settings_check` gives.
 int outboard_init(outboard_world **out);
 
 // Joins a job whose processes already communicate, as `rank` of `size`
@@ -479,7 +537,9 @@ int outboard_init(outboard_world **out);
 // calls collectively, now and again in [`outboard_finalize`]; `ctx` must
 // stay valid until then. The engine binds `OUTBOARD_ADDR`, else the
 // loopback address when all ranks share this machine, else this host's
-// name's address.
+// name's address. The settings are checked first, as by
+// [`outboard_init`], before any allgather: ranks with the same
+// environment fail alike, without a collective left half done.
 int outboard_init_exchange(uint32_t rank,
                            uint32_t size,
                            uint32_t local_size,

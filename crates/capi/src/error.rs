@@ -5,7 +5,8 @@ use std::cell::RefCell;
 use std::ffi::{c_char, c_int, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-use outboard_host::{CommandError, HostError, OpError};
+use outboard_engine::CollError;
+use outboard_host::{CollectiveError, CommandError, HostError, OpError};
 use outboard_runtime::InitError;
 
 /// Success.
@@ -40,6 +41,24 @@ pub const OUTBOARD_ERR_PANIC: c_int = 12;
 /// everything it sent was delivered: nothing more can come from it. Not a
 /// failed process: receives from any source are unaffected.
 pub const OUTBOARD_ERR_SOURCE_CLOSED: c_int = 13;
+/// A receive from any source was withdrawn, its buffer untouched, because
+/// a process of the job failed while it waited (the failed process may
+/// have been its sender; ULFM's `MPI_ERR_PROC_FAILED_PENDING`). Posted
+/// again, it waits for the live ranks.
+pub const OUTBOARD_ERR_PROC_FAILED_PENDING: c_int = 14;
+/// The destination port is gone: closed, replaced by a newer incarnation,
+/// or never opened on that engine. Nothing was delivered to it.
+pub const OUTBOARD_ERR_PORT_GONE: c_int = 15;
+/// The destination kept refusing the message (port not open yet, no
+/// buffer) for longer than the retry timeout.
+pub const OUTBOARD_ERR_NOT_READY_TIMEOUT: c_int = 16;
+/// The sender gave the message up part-way (its port closed); what arrived
+/// of it is discarded.
+pub const OUTBOARD_ERR_SENDER_ABORTED: c_int = 17;
+/// The group's members called different collectives at the same place in
+/// the group's order (or the same collective with different roots): an
+/// erroneous program, reported instead of waiting for good.
+pub const OUTBOARD_ERR_COLL_MISMATCH: c_int = 18;
 
 /// A failure: its code and its message.
 #[derive(Debug)]
@@ -59,21 +78,65 @@ impl Error {
 }
 
 impl From<HostError> for Error {
+    /// Each engine error gets its own code where a program would act on it
+    /// differently (retry, exclude a rank, fix its collective calls); the
+    /// match names every operation error, so a new one needs a decision.
     fn from(e: HostError) -> Error {
-        let code = match e {
-            HostError::Op(OpError::PeerUnreachable(_)) | HostError::Command(CommandError::PeerUnreachable(_)) => OUTBOARD_ERR_PEER,
-            HostError::Op(OpError::Truncated { .. }) => OUTBOARD_ERR_TRUNCATED,
-            HostError::Op(OpError::BadKey | OpError::OutOfBounds | OpError::Misaligned) => OUTBOARD_ERR_RDMA,
-            HostError::Op(OpError::Cancelled) => OUTBOARD_ERR_CANCELLED,
-            HostError::Op(OpError::SourceClosed(_)) => OUTBOARD_ERR_SOURCE_CLOSED,
+        let code = match &e {
+            HostError::Command(CommandError::PeerUnreachable(_)) => OUTBOARD_ERR_PEER,
             HostError::Command(_) => OUTBOARD_ERR_RESOURCE,
-            HostError::Memory(_) | HostError::Op(OpError::DmaFault) => OUTBOARD_ERR_MEMORY,
-            HostError::Coll(_) | HostError::Op(OpError::Collective(_)) => OUTBOARD_ERR_COLL,
+            HostError::Memory(_) => OUTBOARD_ERR_MEMORY,
             HostError::UnknownRequest => OUTBOARD_ERR_ARG,
-            HostError::Op(_) => OUTBOARD_ERR_OTHER,
+            HostError::Coll(CollectiveError::Engine(c)) => coll_code(c),
+            HostError::Coll(_) => OUTBOARD_ERR_COLL,
+            HostError::Op(op) => op_code(op),
         };
-        Error::new(code, e.to_string())
+        let msg = match &e {
+            HostError::Op(OpError::Collective(CollError::ScheduleMismatch { ours, theirs }))
+            | HostError::Coll(CollectiveError::Engine(CollError::ScheduleMismatch { ours, theirs })) => mismatch(*ours, *theirs),
+            _ => e.to_string(),
+        };
+        Error::new(code, msg)
     }
+}
+
+/// The code of a failed operation.
+fn op_code(op: &OpError) -> c_int {
+    match op {
+        OpError::PeerUnreachable(_) | OpError::Refused(CommandError::PeerUnreachable(_)) => OUTBOARD_ERR_PEER,
+        OpError::ProcFailedPending(_) => OUTBOARD_ERR_PROC_FAILED_PENDING,
+        OpError::SourceClosed(_) => OUTBOARD_ERR_SOURCE_CLOSED,
+        OpError::PortGone | OpError::NoSuchPort => OUTBOARD_ERR_PORT_GONE,
+        OpError::NotReadyTimeout => OUTBOARD_ERR_NOT_READY_TIMEOUT,
+        OpError::SenderAborted => OUTBOARD_ERR_SENDER_ABORTED,
+        OpError::Truncated { .. } => OUTBOARD_ERR_TRUNCATED,
+        OpError::BadKey | OpError::OutOfBounds | OpError::Misaligned => OUTBOARD_ERR_RDMA,
+        OpError::Cancelled => OUTBOARD_ERR_CANCELLED,
+        OpError::DmaFault => OUTBOARD_ERR_MEMORY,
+        OpError::NoSuchRegion => OUTBOARD_ERR_ARG,
+        OpError::Refused(_) => OUTBOARD_ERR_RESOURCE,
+        OpError::Collective(c) => coll_code(c),
+        OpError::BadAnnouncement | OpError::NotCancellable | OpError::Nicvm(_) => OUTBOARD_ERR_OTHER,
+    }
+}
+
+/// The code of a failed collective: a mismatch between the members' calls
+/// has its own.
+fn coll_code(c: &CollError) -> c_int {
+    match c {
+        CollError::ScheduleMismatch { .. } => OUTBOARD_ERR_COLL_MISMATCH,
+        _ => OUTBOARD_ERR_COLL,
+    }
+}
+
+/// The message of a mismatch, in words: the engine sees only schedule
+/// numbers (each member numbers its own schedules in first-use order, so
+/// the peers' number does not name a collective here).
+fn mismatch(ours: u16, theirs: u16) -> String {
+    format!(
+        "this rank called a different collective than the group's other members at the same place in the group's order \
+         (different collectives, or the same collective with different roots; schedule {ours} here, {theirs} in the others' packets)"
+    )
 }
 
 impl From<InitError> for Error {
@@ -131,6 +194,11 @@ pub extern "C" fn outboard_strerror(code: c_int) -> *const c_char {
         OUTBOARD_ERR_OTHER => b"operation failed\0",
         OUTBOARD_ERR_PANIC => b"internal error (panic)\0",
         OUTBOARD_ERR_SOURCE_CLOSED => b"the port a receive named has closed\0",
+        OUTBOARD_ERR_PROC_FAILED_PENDING => b"a receive from any source was withdrawn: a process failed while it waited\0",
+        OUTBOARD_ERR_PORT_GONE => b"the destination port is gone\0",
+        OUTBOARD_ERR_NOT_READY_TIMEOUT => b"the destination was not ready within the retry timeout\0",
+        OUTBOARD_ERR_SENDER_ABORTED => b"the sender aborted the message\0",
+        OUTBOARD_ERR_COLL_MISMATCH => b"the group's members called different collectives\0",
         _ => b"unknown error code\0",
     };
     s.as_ptr().cast()
@@ -170,4 +238,50 @@ pub(crate) unsafe fn bytes<'a>(p: *const std::ffi::c_void, len: usize, what: &st
     }
     // SAFETY: the caller promises `len` readable bytes at `p`.
     Ok(unsafe { std::slice::from_raw_parts(p.cast::<u8>(), len) })
+}
+
+#[cfg(test)]
+mod tests {
+    use outboard_engine::{Endpoint, NodeId, PortId};
+
+    use super::*;
+
+    fn code(e: impl Into<HostError>) -> c_int {
+        Error::from(e.into()).code
+    }
+
+    #[test]
+    fn each_engine_error_has_its_code() {
+        assert_eq!(code(OpError::ProcFailedPending(NodeId(3))), OUTBOARD_ERR_PROC_FAILED_PENDING);
+        assert_eq!(code(OpError::PortGone), OUTBOARD_ERR_PORT_GONE);
+        assert_eq!(code(OpError::NoSuchPort), OUTBOARD_ERR_PORT_GONE);
+        assert_eq!(code(OpError::NotReadyTimeout), OUTBOARD_ERR_NOT_READY_TIMEOUT);
+        assert_eq!(code(OpError::SenderAborted), OUTBOARD_ERR_SENDER_ABORTED);
+        assert_eq!(code(OpError::PeerUnreachable(NodeId(1))), OUTBOARD_ERR_PEER);
+        assert_eq!(code(OpError::Refused(CommandError::PeerUnreachable(NodeId(1)))), OUTBOARD_ERR_PEER);
+        assert_eq!(code(OpError::Refused(CommandError::NoSendToken)), OUTBOARD_ERR_RESOURCE);
+        assert_eq!(code(OpError::SourceClosed(Endpoint { node: NodeId(1), port: PortId(0), gen: 1 })), OUTBOARD_ERR_SOURCE_CLOSED);
+        assert_eq!(code(OpError::Collective(CollError::GroupBusy)), OUTBOARD_ERR_COLL);
+        assert_eq!(code(OpError::NoSuchRegion), OUTBOARD_ERR_ARG);
+    }
+
+    #[test]
+    fn a_mismatch_says_so_in_words_however_it_arrives() {
+        let m = CollError::ScheduleMismatch { ours: 0, theirs: 1 };
+        for e in [HostError::Op(OpError::Collective(m)), HostError::Coll(CollectiveError::Engine(m))] {
+            let e = Error::from(e);
+            assert_eq!(e.code, OUTBOARD_ERR_COLL_MISMATCH);
+            assert!(e.msg.starts_with("this rank called a different collective than the group's other members"), "{}", e.msg);
+        }
+    }
+
+    #[test]
+    fn every_code_has_its_own_description() {
+        let text = |c| unsafe { std::ffi::CStr::from_ptr(outboard_strerror(c)) }.to_str().unwrap().to_string();
+        let all: Vec<String> = (OUTBOARD_OK..=OUTBOARD_ERR_COLL_MISMATCH).map(text).collect();
+        let distinct: std::collections::BTreeSet<&String> = all.iter().collect();
+        assert_eq!(distinct.len(), all.len(), "{all:?}");
+        assert!(!all.contains(&"unknown error code".to_string()));
+        assert_eq!(text(OUTBOARD_ERR_COLL_MISMATCH + 1), "unknown error code");
+    }
 }

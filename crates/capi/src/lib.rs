@@ -17,6 +17,8 @@
 //! - `mem`: registered memory and RDMA.
 //! - `atomic`: remote and local atomics, the MCS lock.
 //! - `request`: test and wait of every split-phase operation.
+//! - `settings`: the `OUTBOARD_*` settings, read and checked with the
+//!   runtime's parsers (for the PMPI library's C code).
 //!
 //! `include/outboard.h` is generated from this crate by cbindgen (the
 //! `header` test fails when it is stale).
@@ -33,6 +35,7 @@ mod group;
 mod mem;
 mod p2p;
 mod request;
+mod settings;
 mod world;
 
 pub use atomic::*;
@@ -42,4 +45,5 @@ pub use group::*;
 pub use mem::*;
 pub use p2p::*;
 pub use request::*;
+pub use settings::*;
 pub use world::*;

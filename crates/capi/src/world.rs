@@ -67,7 +67,9 @@ fn hand_out(world: World, out: *mut *mut outboard_world) -> Result<(), Error> {
 /// Joins the job its environment describes (`outboard run`, Open MPI's
 /// `mpirun`, MPICH's Hydra or Slurm's `srun` with `OUTBOARD_RENDEZVOUS`;
 /// alone, a job of one). Settings from `OUTBOARD_*` variables as in the
-/// Rust `outboard_runtime::init`.
+/// Rust `outboard_runtime::init`: a bad value, or an `OUTBOARD_*` variable
+/// that is not a setting, fails with `OUTBOARD_ERR_INIT` and the sentence
+/// `outboard_settings_check` gives.
 #[no_mangle]
 pub unsafe extern "C" fn outboard_init(out: *mut *mut outboard_world) -> c_int {
     guard(|| hand_out(outboard_runtime::init()?, out))
@@ -84,7 +86,9 @@ pub type outboard_allgather_fn = Option<unsafe extern "C" fn(ctx: *mut c_void, m
 /// calls collectively, now and again in [`outboard_finalize`]; `ctx` must
 /// stay valid until then. The engine binds `OUTBOARD_ADDR`, else the
 /// loopback address when all ranks share this machine, else this host's
-/// name's address.
+/// name's address. The settings are checked first, as by
+/// [`outboard_init`], before any allgather: ranks with the same
+/// environment fail alike, without a collective left half done.
 #[no_mangle]
 pub unsafe extern "C" fn outboard_init_exchange(
     rank: u32,

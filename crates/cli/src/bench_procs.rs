@@ -21,6 +21,7 @@ use anyhow::{anyhow, bail, Context};
 use outboard_engine::{EngineConfig, Endpoint, NodeId, PortId};
 use outboard_host::Port;
 use outboard_runtime::{bind_udp, random_u64, Node, Progress};
+use outboard_settings::registry as r;
 use outboard_wire::JobSecret;
 
 use crate::bench::{plan, run_a, run_b, Copies, EngineSide, Measured, PingpongArgs, RawSide, Step};
@@ -195,7 +196,7 @@ pub(crate) fn two_processes(
         .args(["--bind", &ip_b.to_string(), "--peer", &me.to_string(), "--progress", progress.name()])
         .args(["--max-size", &args.max_size.to_string(), "--rounds", &args.rounds.to_string(), "--scale", &args.scale.to_string()])
         .env(SECRET_ENV, secret.to_hex())
-        .env(KEY_ENV, key.to_string())
+        .env(KEY_ENV, format!("{key:016x}"))
         .stdin(Stdio::piped())
         .stdout(Stdio::piped());
     let mut child = cmd.spawn().context("starting the second process")?;
@@ -259,8 +260,9 @@ pub(crate) fn peer(a: PeerArgs) -> anyhow::Result<()> {
             run_b(&mut RawSide::new(sock, a.peer, max, progress), &steps, a.rounds)?
         }
         Path::Engine => {
-            let secret = std::env::var(SECRET_ENV).context(SECRET_ENV)?;
-            let key: u64 = std::env::var(KEY_ENV).context(KEY_ENV)?.parse().context(KEY_ENV)?;
+            let env = outboard_settings::ProcessEnv;
+            let secret = r::BENCH_SECRET.get(&env)?.with_context(|| format!("{SECRET_ENV} is not set"))?;
+            let key = r::BENCH_JOB_KEY.get(&env)?.with_context(|| format!("{KEY_ENV} is not set"))?;
             let mut c = EngineConfig::new(NodeId(1), key, random_u64());
             c.secret = JobSecret::from_hex(&secret).map_err(|e| anyhow!("{SECRET_ENV}: {e}"))?;
             outboard_runtime::udp_engine_defaults(&mut c);

@@ -57,10 +57,10 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
     let addr = server.local_addr()?;
     let _rendezvous = server.spawn(a.ranks)?;
     let job_key = format!("{:016x}", outboard_runtime::random_u64());
-    let secret = match std::env::var("OUTBOARD_JOB_SECRET") {
-        // A user-chosen secret (to attach a process started by hand) wins.
-        Ok(s) if !s.trim().is_empty() => s,
-        _ => outboard_runtime::random_secret()?.to_hex(),
+    // A user-chosen secret (to attach a process started by hand) wins.
+    let secret = match outboard_settings::registry::JOB_SECRET.get(&outboard_settings::ProcessEnv)? {
+        Some(s) => s,
+        None => outboard_runtime::random_secret()?.to_hex(),
     };
     let (program, args) = a.command.split_first().expect("clap requires a program");
 

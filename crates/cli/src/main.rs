@@ -11,6 +11,7 @@ mod bench_nicvm;
 mod bench_skew;
 mod bench_procs;
 mod chaos;
+mod config_cmd;
 mod demo;
 mod launch;
 mod nicvm_cmd;
@@ -51,6 +52,11 @@ enum Cmd {
     /// faults: SIGKILL of a rank, loss and duplication, replayed and forged
     /// datagrams (needs root, iproute2 and nftables).
     Chaos(chaos::ChaosArgs),
+    /// List every OUTBOARD_* environment variable: its value here, whether
+    /// that value is set in the environment or is the default, its kind
+    /// and its default. A bad value, or an OUTBOARD_* variable that
+    /// Outboard does not know, is explained and makes the command fail.
+    Config(config_cmd::ConfigArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -62,5 +68,6 @@ fn main() -> anyhow::Result<()> {
         Cmd::Bench(c) => bench::run(c),
         Cmd::Nicvm(c) => nicvm_cmd::run(c),
         Cmd::Chaos(a) => chaos::run(a),
+        Cmd::Config(a) => config_cmd::run(a),
     }
 }

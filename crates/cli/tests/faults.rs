@@ -38,7 +38,7 @@ fn unavailable() -> Option<String> {
 /// The runtime's example binaries, built for the profile `outboard` was
 /// built with (a no-op when `cargo test --workspace` built them already).
 fn examples() -> Result<PathBuf, String> {
-    if let Some(d) = std::env::var_os("OUTBOARD_EXAMPLES_DIR") {
+    if let Some(d) = outboard_settings::registry::EXAMPLES_DIR.get(&outboard_settings::ProcessEnv).map_err(|e| e.to_string())? {
         return Ok(PathBuf::from(d));
     }
     let exe = PathBuf::from(OUTBOARD);

@@ -138,10 +138,8 @@ fn random_plan_with(seed: u64, shape: &Shape) -> Plan {
 
 /// How many broadcasts the big test runs: 1,000, or `OUTBOARD_BCAST_COUNT`.
 fn count() -> usize {
-    std::env::var("OUTBOARD_BCAST_COUNT")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(1000)
+    let n = outboard_settings::registry::BCAST_COUNT.get(&outboard_settings::ProcessEnv).unwrap_or_else(|e| panic!("{e}"));
+    usize::try_from(n).expect("the registry bounds it to u32")
 }
 
 /// 1,000 broadcasts, sizes 0 B ..= 1 MiB (see [`size`]), random roots and

@@ -151,12 +151,12 @@ pub(crate) enum Turn {
 }
 
 impl Driver {
-    pub fn new(engine: Engine<RtDma>, socket: mio::net::UdpSocket, clock: Clock) -> Driver {
+    pub fn new(engine: Engine<RtDma>, socket: mio::net::UdpSocket, clock: Clock, gso: bool) -> Driver {
         let mtu = engine.config().mtu;
         let ports = (0..engine.config().max_ports).map(|_| None).collect();
         Driver {
             engine,
-            socket: BatchSocket::new(socket),
+            socket: BatchSocket::new(socket, gso),
             peers: Vec::new(),
             by_addr: HashMap::new(),
             ports,

@@ -50,6 +50,7 @@ pub mod interrupt;
 pub mod memory;
 mod module_time;
 mod node;
+mod node_settings;
 mod port;
 mod progress;
 pub mod ring;

@@ -15,6 +15,7 @@ use thiserror::Error;
 use crate::clock::Clock;
 use crate::driver::{Driver, PortLink, PortShared, TransportStats, Turn};
 use crate::memory::{HostMemory, RtDma};
+use crate::node_settings::NodeSettings;
 use crate::port::RtPort;
 use crate::progress::Progress;
 use crate::ring;
@@ -40,6 +41,10 @@ pub enum NodeError {
     /// The engine configuration.
     #[error("engine configuration rejected: {0}")]
     Config(#[from] ConfigError),
+    /// A transport setting in the environment (`OUTBOARD_UDP_GSO`,
+    /// `OUTBOARD_EAGER_MAX`, `OUTBOARD_RNDV`).
+    #[error(transparent)]
+    Setting(#[from] outboard_settings::SettingError),
 }
 
 /// Creates the non-blocking UDP socket an engine uses, bound to `ip` on a
@@ -108,6 +113,8 @@ pub(crate) struct NodeShared {
     pub clock: Clock,
     pub config: EngineConfig,
     pub local_addr: SocketAddr,
+    /// The transport's settings, read when the node started.
+    pub settings: NodeSettings,
 }
 
 impl NodeShared {
@@ -167,8 +174,11 @@ pub struct Node {
 impl Node {
     /// Starts an engine with `config` on `socket` (from [`bind_udp`]),
     /// whose peers are at `peers` (index = node id; may be set later with
-    /// [`Node::set_peers`]), with progress policy `progress`.
+    /// [`Node::set_peers`]), with progress policy `progress`. The transport
+    /// settings (`OUTBOARD_UDP_GSO`, `OUTBOARD_EAGER_MAX`, `OUTBOARD_RNDV`)
+    /// come from the environment; a bad one is [`NodeError::Setting`].
     pub fn start(config: EngineConfig, socket: UdpSocket, peers: &[SocketAddr], progress: Progress) -> Result<Node, NodeError> {
+        let settings = NodeSettings::read(&outboard_settings::ProcessEnv)?;
         let clock = Clock::new();
         let memory = HostMemory::new(MEMORY_LIMIT);
         let engine = Engine::new(config.clone(), RtDma::new(memory.clone()), clock.now())?;
@@ -177,7 +187,7 @@ impl Node {
         let socket = mio::net::UdpSocket::from_std(socket);
         let poll = Poll::new()?;
         let waker = Waker::new(poll.registry(), DOORBELL)?;
-        let mut driver = Driver::new(engine, socket, clock);
+        let mut driver = Driver::new(engine, socket, clock, settings.gso);
         poll.registry().register(driver.socket_mut(), SOCKET, Interest::READABLE)?;
         driver.set_peers(peers);
         let shared = Arc::new(NodeShared {
@@ -194,6 +204,7 @@ impl Node {
             clock,
             config: config.clone(),
             local_addr,
+            settings,
         });
         let s = shared.clone();
         let thread = std::thread::Builder::new()

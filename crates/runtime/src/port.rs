@@ -14,45 +14,6 @@ use crate::progress::Progress;
 use crate::ring::{Consumer, Producer};
 use crate::wait_pacer::{WaitPacer, WaitStep};
 
-/// The runtime's default eager threshold: above it a message's payload
-/// moves by RDMA into the receive buffer, never through the receiver's
-/// unexpected pool (no copy, no pool memory held for a large message that
-/// arrives early). The handshake's extra round trip cost 3-7 % of a
-/// ping-pong with receives posted in advance at 256 KiB-4 MiB on loopback
-/// (README, issue 22), where the pool copy it saves never happens.
-pub const DEFAULT_EAGER_MAX: u32 = 64 << 10;
-
-/// The eager threshold this process uses (read once): tagged messages
-/// longer than `OUTBOARD_EAGER_MAX` bytes go by rendezvous (default
-/// [`DEFAULT_EAGER_MAX`]); `off` sends every message eagerly.
-pub fn eager_max() -> Option<u32> {
-    static EAGER: std::sync::OnceLock<Option<u32>> = std::sync::OnceLock::new();
-    *EAGER.get_or_init(|| match std::env::var("OUTBOARD_EAGER_MAX") {
-        Err(_) => Some(DEFAULT_EAGER_MAX),
-        Ok(v) if v.trim().eq_ignore_ascii_case("off") => None,
-        Ok(v) => match v.trim().parse::<u32>() {
-            Ok(n) => Some(n),
-            Err(_) => {
-                eprintln!("outboard: OUTBOARD_EAGER_MAX={v:?} is neither a byte count nor \"off\"; using {DEFAULT_EAGER_MAX}");
-                Some(DEFAULT_EAGER_MAX)
-            }
-        },
-    })
-}
-
-/// The rendezvous protocol this process's sends use (read once):
-/// `OUTBOARD_RNDV=read|write`; unset, the read protocol.
-pub fn rendezvous_protocol() -> outboard_host::RendezvousProtocol {
-    static PROTO: std::sync::OnceLock<outboard_host::RendezvousProtocol> = std::sync::OnceLock::new();
-    *PROTO.get_or_init(|| match std::env::var("OUTBOARD_RNDV") {
-        Err(_) => outboard_host::RendezvousProtocol::default(),
-        Ok(v) => v.parse().unwrap_or_else(|e| {
-            eprintln!("outboard: OUTBOARD_RNDV: {e}; the read protocol is used");
-            outboard_host::RendezvousProtocol::default()
-        }),
-    })
-}
-
 /// Longest a host thread parks before it looks at its ring again on its own
 /// (a safety net: the engine unparks it when events arrive).
 const PARK_MAX: Duration = Duration::from_millis(10);
@@ -155,11 +116,11 @@ impl PortIo for RtPort {
     }
 
     fn eager_threshold(&self) -> Option<u32> {
-        eager_max()
+        self.node.settings.eager_max
     }
 
     fn rendezvous_protocol(&self) -> outboard_host::RendezvousProtocol {
-        rendezvous_protocol()
+        self.node.settings.rndv
     }
 
     fn max_message(&self) -> u32 {

@@ -19,6 +19,7 @@
 use std::fmt;
 use std::time::Duration;
 
+use outboard_settings::SettingError;
 use thiserror::Error;
 
 /// How the engine makes progress and how waiting host threads wait.
@@ -125,10 +126,11 @@ impl Progress {
 
     /// `OUTBOARD_PROGRESS` if set, else [`Progress::default_for`] this
     /// machine's available parallelism.
-    pub fn from_env(local_ranks: usize) -> Result<(Progress, String), ParseProgressError> {
-        match std::env::var("OUTBOARD_PROGRESS") {
-            Ok(v) if !v.trim().is_empty() => Ok((Progress::parse(&v)?, "set by OUTBOARD_PROGRESS".to_string())),
-            _ => Ok(Progress::default_for(machine_cores(), local_ranks)),
+    pub fn from_env(local_ranks: usize) -> Result<(Progress, String), SettingError> {
+        match outboard_settings::registry::PROGRESS.get(&outboard_settings::ProcessEnv)? {
+            // The registry's names are the policies' (a test checks it).
+            Some(name) => Ok((Progress::parse(name).unwrap_or(Progress::HOST_ASSISTED), "set by OUTBOARD_PROGRESS".to_string())),
+            None => Ok(Progress::default_for(machine_cores(), local_ranks)),
         }
     }
 }
@@ -155,5 +157,12 @@ mod tests {
         assert_eq!(Progress::default_for(2, 4).0.name(), "spin-then-block");
         assert_eq!(Progress::parse("dedicated"), Ok(Progress::Dedicated));
         assert!(Progress::parse("fast").is_err());
+    }
+
+    #[test]
+    fn every_name_the_setting_accepts_is_a_policy() {
+        for name in outboard_settings::registry::PROGRESS.kind.canonical_names() {
+            assert_eq!(Progress::parse(name).map(|p| p.name()), Ok(name));
+        }
     }
 }

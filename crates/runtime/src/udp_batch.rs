@@ -63,12 +63,12 @@ pub(crate) struct BatchSocket {
 }
 
 impl BatchSocket {
-    /// Wraps `socket`; segmented sends are used where the kernel has them.
-    pub fn new(socket: mio::net::UdpSocket) -> BatchSocket {
+    /// Wraps `socket`; segmented sends are used if `wanted` and the kernel
+    /// has them. Not wanted (`OUTBOARD_UDP_GSO=off`), every datagram is its
+    /// own packet on the wire (the fault suite's packet rules and captures
+    /// need that).
+    pub fn new(socket: mio::net::UdpSocket, wanted: bool) -> BatchSocket {
         // UDP_SEGMENT readable means the kernel knows it (Linux 4.18+).
-        // `OUTBOARD_UDP_GSO=off` keeps every datagram its own packet on the
-        // wire (the fault suite's packet rules and captures need that).
-        let wanted = std::env::var("OUTBOARD_UDP_GSO").map_or(true, |v| !v.trim().eq_ignore_ascii_case("off"));
         let gso = wanted && getsockopt(&socket.as_fd(), sockopt::UdpGsoSegment).is_ok();
         BatchSocket { socket, rx: vec![0; RX_SLOTS * RX_SLOT], got: [Received { len: 0, from: None }; RX_SLOTS], gso }
     }

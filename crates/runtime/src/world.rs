@@ -16,13 +16,14 @@ use std::time::{Duration, Instant as WallClock};
 
 use outboard_engine::{incarnation, EngineConfig, Endpoint, JobSecret, NodeId, OpenError, PortId, Stats};
 use outboard_host::{Group, GroupId, HostError, Port, PortIo};
+use outboard_settings::{registry as settings, ProcessEnv, SettingError};
 use thiserror::Error;
 
 use crate::bootstrap::{Bootstrap, BootstrapError, LaunchEnv, Launcher, SingletonBootstrap, TcpBootstrap};
 use crate::driver::TransportStats;
 use crate::node::{bind_udp, random_u64, Node, NodeError};
 use crate::port::RtPort;
-use crate::progress::{ParseProgressError, Progress};
+use crate::progress::Progress;
 
 /// Why [`init`] failed.
 #[derive(Debug, Error)]
@@ -36,10 +37,12 @@ pub enum InitError {
     /// Opening the port.
     #[error("opening the job's port: {0}")]
     Open(#[from] OpenError),
-    /// `OUTBOARD_PROGRESS`.
+    /// An `OUTBOARD_*` variable with a bad value, or one that is not a
+    /// setting: the message names it, its value and what is accepted.
     #[error(transparent)]
-    Progress(#[from] ParseProgressError),
-    /// Another environment variable.
+    Setting(#[from] SettingError),
+    /// The environment otherwise (the job secret's source, the random
+    /// source).
     #[error("environment: {0}")]
     Env(String),
     /// The socket.
@@ -78,35 +81,25 @@ pub struct Options {
 impl Options {
     /// Reads `OUTBOARD_PEER_TIMEOUT_MS`, `OUTBOARD_ADDR`,
     /// `OUTBOARD_JOB_KEY`, `OUTBOARD_JOB_SECRET` and
-    /// `OUTBOARD_BOOTSTRAP_TIMEOUT_MS`.
+    /// `OUTBOARD_BOOTSTRAP_TIMEOUT_MS` from the process environment.
     pub fn from_env() -> Result<Options, InitError> {
-        fn var(k: &str) -> Option<String> {
-            std::env::var(k).ok().filter(|v| !v.trim().is_empty())
-        }
-        let ms = |k: &str| -> Result<Option<Duration>, InitError> {
-            var(k)
-                .map(|v| v.trim().parse::<u64>().map(Duration::from_millis).map_err(|_| InitError::Env(format!("{k}={v:?} is not a number of milliseconds"))))
-                .transpose()
-        };
-        let bind_ip = var("OUTBOARD_ADDR")
-            .map(|v| v.trim().parse().map_err(|_| InitError::Env(format!("OUTBOARD_ADDR={v:?} is not an IP address"))))
-            .transpose()?;
-        let job_key = var("OUTBOARD_JOB_KEY")
-            .map(|v| {
-                u64::from_str_radix(v.trim().trim_start_matches("0x"), 16)
-                    .map_err(|_| InitError::Env(format!("OUTBOARD_JOB_KEY={v:?} is not a hex number")))
-            })
-            .transpose()?;
-        let secret = var("OUTBOARD_JOB_SECRET")
+        Options::from_vars(&ProcessEnv)
+    }
+
+    /// The same from any environment. The peer timeout stays `None` when
+    /// unset, so the engine's own default applies.
+    pub fn from_vars(env: &dyn outboard_settings::Env) -> Result<Options, InitError> {
+        let secret = settings::JOB_SECRET
+            .get(env)?
             .map(|v| JobSecret::from_hex(&v).map_err(|e| InitError::Env(format!("OUTBOARD_JOB_SECRET: {e}"))))
             .transpose()?;
         Ok(Options {
             secret,
             progress: None,
-            peer_timeout: ms("OUTBOARD_PEER_TIMEOUT_MS")?,
-            bind_ip,
-            job_key,
-            bootstrap_timeout: ms("OUTBOARD_BOOTSTRAP_TIMEOUT_MS")?.unwrap_or(Duration::from_secs(60)),
+            peer_timeout: settings::PEER_TIMEOUT.set_value(env)?,
+            bind_ip: settings::ADDR.get(env)?,
+            job_key: settings::JOB_KEY.get(env)?,
+            bootstrap_timeout: settings::BOOTSTRAP_TIMEOUT.get(env)?,
         })
     }
 }
@@ -139,6 +132,8 @@ pub struct World {
     endpoints: Vec<Endpoint>,
     peers: Vec<SocketAddr>,
     progress_reason: String,
+    /// `OUTBOARD_STATS=stderr`: print the engine's counters when dropped.
+    print_stats: bool,
     /// Whether [`World::quiesce`] ran (once is enough).
     quiesced: bool,
     /// Whether the departure notices went out (once is enough).
@@ -163,8 +158,11 @@ pub fn init() -> Result<World, InitError> {
     init_with(Options::from_env()?)
 }
 
-/// Joins the job described by the environment.
+/// Joins the job described by the environment. Every `OUTBOARD_*`
+/// variable is checked first ([`outboard_settings::check`]): a bad value,
+/// or a name that is not a setting, stops it before anything starts.
 pub fn init_with(opts: Options) -> Result<World, InitError> {
+    outboard_settings::check(&ProcessEnv)?;
     let env = LaunchEnv::detect()?;
     let boot = match env.rendezvous {
         Some(addr) => {
@@ -183,8 +181,9 @@ pub fn init_with(opts: Options) -> Result<World, InitError> {
 /// see [`crate::bootstrap::ExchangeBootstrap`]): rank and size come from it,
 /// `local_size` is the number of ranks on this machine (for the progress
 /// policy), and the engine binds `ip` unless [`Options::bind_ip`] names
-/// another address.
+/// another address. The environment is checked as by [`init_with`].
 pub fn init_with_bootstrap(opts: Options, boot: Box<dyn Bootstrap>, local_size: u32, ip: IpAddr) -> Result<World, InitError> {
+    outboard_settings::check(&ProcessEnv)?;
     let env = LaunchEnv { launcher: Launcher::Program, rank: boot.rank(), size: boot.size(), local_size: local_size.max(1), rendezvous: None, serve: false };
     init_on(opts, env, JobBootstrap::Custom(boot, ip))
 }
@@ -237,6 +236,7 @@ fn init_on(opts: Options, env: LaunchEnv, mut boot: JobBootstrap) -> Result<Worl
         config.rto_max = config.rto_max.min(t);
         config.rto_initial = config.rto_initial.min(config.rto_max);
     }
+    let print_stats = settings::STATS.get(&ProcessEnv)? == "stderr";
     let (progress, progress_reason) = match opts.progress {
         Some(p) => (p, "chosen by the program".to_string()),
         None => Progress::from_env(env.local_size as usize)?,
@@ -255,7 +255,7 @@ fn init_on(opts: Options, env: LaunchEnv, mut boot: JobBootstrap) -> Result<Worl
         }
         endpoints.push(Endpoint { node: NodeId(r), port: PortId(v[0]), gen: u32::from_be_bytes([v[1], v[2], v[3], v[4]]) });
     }
-    Ok(World { port, node, bootstrap: Some(boot), env, endpoints, peers, progress_reason, quiesced: false, left: false, finalized: false, next_group: WORLD_GROUP_FIRST })
+    Ok(World { port, node, bootstrap: Some(boot), env, endpoints, peers, progress_reason, print_stats, quiesced: false, left: false, finalized: false, next_group: WORLD_GROUP_FIRST })
 }
 
 impl World {
@@ -450,7 +450,7 @@ impl Drop for World {
                 self.quiesce();
             }
         }
-        if std::env::var("OUTBOARD_STATS").is_ok_and(|v| v == "stderr") {
+        if self.print_stats {
             // For fault runs: what the engine dropped and why.
             let (engine, transport) = self.node.stats();
             eprintln!("outboard stats rank {}: {:?}", self.env.rank, engine);
@@ -518,6 +518,28 @@ mod tests {
         let e = job_secret(&drawn, Some(mine)).unwrap_err().to_string();
         assert!(e.contains("this rank has OUTBOARD_JOB_SECRET but rank 0 does not"), "{e}");
         assert!(job_secret(b"bootstrap:short", None).unwrap_err().to_string().contains("bad job secret"));
+    }
+
+    #[test]
+    fn options_come_from_the_settings_and_a_bad_one_is_a_sentence() {
+        let o = Options::from_vars(&[("OUTBOARD_PEER_TIMEOUT_MS", "750"), ("OUTBOARD_JOB_KEY", "0x5eed"), ("OUTBOARD_ADDR", "10.0.0.5")]).unwrap();
+        assert_eq!((o.peer_timeout, o.job_key), (Some(Duration::from_millis(750)), Some(0x5eed)));
+        assert_eq!(o.bind_ip, Some("10.0.0.5".parse().unwrap()));
+        assert_eq!(o.bootstrap_timeout, Duration::from_secs(60));
+        let o = Options::from_vars(&[]).unwrap();
+        assert_eq!(o.peer_timeout, None, "unset: the engine's own default");
+        // 0 used to reach the engine and come back as an error about
+        // rto_initial, a field the user never set.
+        let e = Options::from_vars(&[("OUTBOARD_PEER_TIMEOUT_MS", "0")]).unwrap_err().to_string();
+        assert!(e.starts_with("OUTBOARD_PEER_TIMEOUT_MS=\"0\" is shorter than 1ms: use a duration"), "{e}");
+        let e = Options::from_vars(&[("OUTBOARD_JOB_SECRET", "abc")]).unwrap_err().to_string();
+        assert!(e.contains("OUTBOARD_JOB_SECRET") && e.contains("32 hexadecimal digits") && !e.contains("abc"), "{e}");
+    }
+
+    #[test]
+    fn the_registered_peer_timeout_default_is_the_engines() {
+        let engine = EngineConfig::new(NodeId(0), 0, 0).peer_timeout;
+        assert_eq!(settings::PEER_TIMEOUT.get(&[]).unwrap(), engine);
     }
 
     #[test]

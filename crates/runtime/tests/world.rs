@@ -36,6 +36,13 @@ const HANG: Duration = Duration::from_secs(30);
 #[test]
 fn rank_program() {
     let Ok(scenario) = std::env::var("OB_SCENARIO") else { return };
+    if scenario == "init_only" {
+        match outboard_runtime::init() {
+            Ok(_) => println!("init succeeded"),
+            Err(e) => println!("init failed: {e}"),
+        }
+        return;
+    }
     let world = outboard_runtime::init().expect("init");
     match scenario.as_str() {
         "stopped_server" => stopped_server(world),
@@ -214,4 +221,24 @@ fn a_healthy_jobs_finalize_fences_every_rank_even_after_a_long_computation() {
         let (so, se) = wait_for(&mut job.0[r]).unwrap_or_else(|| panic!("rank {r} hung"));
         assert!(so.contains(&format!("rank {r}: finalized")), "rank {r} stdout:\n{so}\nstderr:\n{se}");
     }
+}
+
+/// A bad setting stops `init` with the settings' sentence, before
+/// anything starts; so does an `OUTBOARD_*` name that is not a setting.
+#[test]
+fn a_bad_setting_stops_init_with_a_sentence() {
+    let run = |k: &str, v: &str| {
+        let out = Command::new(std::env::current_exe().unwrap())
+            .args(["rank_program", "--exact", "--nocapture", "--test-threads=1", "-q"])
+            .env("OB_SCENARIO", "init_only")
+            .env(k, v)
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let out = run("OUTBOARD_UDP_GSO", "maybe");
+    assert!(out.contains("init failed: OUTBOARD_UDP_GSO=\"maybe\" is not a boolean: use 1, on, true or yes"), "{out}");
+    let out = run("OUTBOARD_PEER_TIMEOUT", "500");
+    assert!(out.contains("init failed: OUTBOARD_PEER_TIMEOUT is not a setting Outboard knows (did you mean OUTBOARD_PEER_TIMEOUT_MS?)"), "{out}");
+    assert!(run("OUTBOARD_UDP_GSO", "off").contains("init succeeded"));
 }

@@ -42,7 +42,7 @@ impl Programs {
         let outboard = std::env::current_exe()?;
         let examples = match dir {
             Some(d) => d.to_path_buf(),
-            None => match std::env::var_os("OUTBOARD_EXAMPLES_DIR") {
+            None => match outboard_settings::registry::EXAMPLES_DIR.get(&outboard_settings::ProcessEnv)? {
                 Some(d) => PathBuf::from(d),
                 None => outboard.parent().map(|p| p.join("examples")).unwrap_or_default(),
             },

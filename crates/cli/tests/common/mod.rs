@@ -14,7 +14,11 @@ use std::io::Write as _;
 /// lines when the run ends), one `test: reason` line per skip.
 pub fn skip(test: &str, why: &str) {
     println!("SKIPPED {test}: {why}");
-    let Ok(path) = std::env::var("OUTBOARD_SKIP_LOG") else { return };
+    let path = match outboard_settings::registry::SKIP_LOG.get(&outboard_settings::ProcessEnv) {
+        Ok(Some(path)) => path,
+        Ok(None) => return,
+        Err(e) => panic!("{test} skipped ({why}) and the skip could not be recorded: {e}"),
+    };
     let line = format!("{}::{test}: {why}\n", env!("CARGO_CRATE_NAME"));
     let written = std::fs::OpenOptions::new().create(true).append(true).open(&path).and_then(|mut f| f.write_all(line.as_bytes()));
     if let Err(e) = written {

@@ -11,7 +11,7 @@
 //! engine's `Work::dma_written` equals the bytes the plan says its host
 //! receives, so no duplicate packet was written into host memory either.
 //!
-//! Set `OUTBOARD_BCAST_TRACE` to print progress every 200,000 steps and,
+//! Set `OUTBOARD_BCAST_TRACE=1` to print progress every 200,000 steps and,
 //! when a run stalls, each node's place in its order, its broadcasts in
 //! flight and engine statistics, and each unfinished broadcast's members
 //! (done / running / not started).
@@ -267,6 +267,7 @@ pub fn run_plan(c: &mut Cluster, plan: &Plan, max_steps: u64) -> Result<Outcome,
         (0..n).map(|_| VecDeque::new()).collect();
     let zeros: Vec<u8> = vec![0; plan.bcasts.iter().map(|b| b.data.len()).max().unwrap_or(0)];
     let mut steps = 0u64;
+    let trace = outboard_settings::registry::BCAST_TRACE.get(&outboard_settings::ProcessEnv).unwrap_or_else(|e| panic!("{e}"));
     let seed = c.net.lock().unwrap().seed();
     loop {
         // Whether some node's library ran this round. A library that runs
@@ -347,7 +348,7 @@ pub fn run_plan(c: &mut Cluster, plan: &Plan, max_steps: u64) -> Result<Outcome,
         }
         let stepped = c.net.lock().unwrap().step();
         steps += 1;
-        if std::env::var_os("OUTBOARD_BCAST_TRACE").is_some() && steps % 200_000 == 0 {
+        if trace && steps % 200_000 == 0 {
             eprintln!(
                 "step {steps}: {done}/{total} results, virtual {:?}, link {:?}",
                 c.net.lock().unwrap().now(),
@@ -357,7 +358,7 @@ pub fn run_plan(c: &mut Cluster, plan: &Plan, max_steps: u64) -> Result<Outcome,
         let pending_starts = (0..n as usize)
             .any(|x| next[x] < plan.order[x].len() && inflight[x].len() < plan.window[x]);
         if steps >= max_steps || (!stepped && !pending_starts && !polled) {
-            if std::env::var_os("OUTBOARD_BCAST_TRACE").is_some() {
+            if trace {
                 for node in 0..n {
                     let fl: Vec<(usize, u32)> = inflight[node as usize]
                         .iter()

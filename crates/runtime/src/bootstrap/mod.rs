@@ -28,6 +28,9 @@ mod rendezvous;
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use outboard_settings::kinds::Count;
+use outboard_settings::{registry as settings, Env, FnEnv, OptVar, ProcessEnv, SettingError};
+
 use thiserror::Error;
 
 pub use exchange::{Allgather, ExchangeBootstrap};
@@ -39,6 +42,9 @@ pub enum BootstrapError {
     /// The environment names no usable rank, size or address.
     #[error("bootstrap environment: {0}")]
     Environment(String),
+    /// An `OUTBOARD_*` launch variable with a bad value.
+    #[error(transparent)]
+    Setting(#[from] SettingError),
     /// Talking to the rendezvous.
     #[error("rendezvous at {addr}: {source}")]
     Io {
@@ -146,11 +152,16 @@ pub const ENV_LOCAL_SIZE: &str = "OUTBOARD_LOCAL_SIZE";
 impl LaunchEnv {
     /// Reads the process environment.
     pub fn detect() -> Result<LaunchEnv, BootstrapError> {
-        Self::from_vars(|k| std::env::var(k).ok())
+        Self::from_vars(|k| ProcessEnv.var(k))
     }
 
-    /// Reads an environment given as a lookup function (for tests).
+    /// Reads an environment given as a lookup function (for tests). The
+    /// `OUTBOARD_*` variables are read through the settings registry; the
+    /// other launchers' own variables as numbers.
     pub fn from_vars(var: impl Fn(&str) -> Option<String>) -> Result<LaunchEnv, BootstrapError> {
+        let ours = FnEnv(&var);
+        // The registry bounds these to u32.
+        let setting = |s: &OptVar<Count>| -> Result<Option<u32>, BootstrapError> { Ok(s.get(&ours)?.map(|n| u32::try_from(n).unwrap_or(u32::MAX))) };
         let candidates = [
             (Launcher::Outboard, ENV_RANK, ENV_SIZE),
             (Launcher::OpenMpi, "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"),
@@ -158,6 +169,11 @@ impl LaunchEnv {
             (Launcher::Slurm, "SLURM_PROCID", "SLURM_NTASKS"),
         ];
         let number = |k: &str| -> Result<Option<u32>, BootstrapError> {
+            match k {
+                ENV_RANK => return setting(&settings::RANK),
+                ENV_SIZE => return setting(&settings::SIZE),
+                _ => {}
+            }
             match var(k) {
                 None => Ok(None),
                 Some(v) => v
@@ -173,11 +189,10 @@ impl LaunchEnv {
             if size == 0 || rank >= size {
                 return Err(BootstrapError::Environment(format!("{rk}={rank} is not below {sk}={size}")));
             }
-            let local_size = [ENV_LOCAL_SIZE, "OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "SLURM_NTASKS_PER_NODE"]
-                .iter()
-                .find_map(|k| number(k).ok().flatten())
-                .unwrap_or(if launcher == Launcher::Outboard { size } else { 1 });
-            let rendezvous = match var(ENV_RENDEZVOUS) {
+            let foreign_local = || ["OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "SLURM_NTASKS_PER_NODE"].iter().find_map(|k| number(k).ok().flatten());
+            let local_size =
+                setting(&settings::LOCAL_SIZE)?.or_else(foreign_local).unwrap_or(if launcher == Launcher::Outboard { size } else { 1 });
+            let rendezvous = match settings::RENDEZVOUS.get(&ours)? {
                 Some(a) => Some(resolve(&a)?),
                 None if size == 1 => None,
                 None => {
@@ -260,5 +275,12 @@ mod tests {
         assert!(env(&[("PMI_RANK", "2"), ("PMI_SIZE", "2"), (ENV_RENDEZVOUS, "127.0.0.1:1")]).is_err());
         assert!(env(&[("PMI_RANK", "x"), ("PMI_SIZE", "2")]).is_err());
         assert!(env(&[("PMI_RANK", "0"), ("PMI_SIZE", "2"), (ENV_RENDEZVOUS, "nowhere")]).is_err());
+        // Outboard's own variables are read by the settings' parsers.
+        let msg = env(&[(ENV_RANK, "0"), (ENV_SIZE, "0")]).unwrap_err().to_string();
+        assert_eq!(msg, "OUTBOARD_SIZE=\"0\" is below 1: use a whole number from 1 to 4294967295");
+        let msg = env(&[(ENV_RANK, "0"), (ENV_SIZE, "2"), (ENV_LOCAL_SIZE, "two"), (ENV_RENDEZVOUS, "127.0.0.1:5000")]).unwrap_err().to_string();
+        assert!(msg.starts_with("OUTBOARD_LOCAL_SIZE=\"two\" is not a whole number"), "{msg}");
+        let msg = env(&[(ENV_RANK, "0"), (ENV_SIZE, "2"), (ENV_RENDEZVOUS, "127.0.0.1")]).unwrap_err().to_string();
+        assert!(msg.starts_with("OUTBOARD_RENDEZVOUS=\"127.0.0.1\" is not a host:port address"), "{msg}");
     }
 }

@@ -1,0 +1,397 @@
+//! Every `OUTBOARD_*` variable: the one list that the runtime, the C ABI,
+//! the PMPI library, `outboard config` and the README's table follow. A
+//! variable read anywhere in Outboard is declared here, or
+//! [`crate::check`] refuses it as unknown.
+
+use std::time::Duration;
+
+use crate::kinds::{
+    Choice, Count, Flag, Hex64, HostPort, Ip, Secret, Size, SizeOrOff, Text, Time, Unit,
+};
+use crate::var::{Fallback, Group, OptVar, Setting, Var};
+
+/// Longest duration a setting holds: what nanoseconds in 64 bits count.
+const FOREVER: Duration = Duration::from_nanos(u64::MAX);
+
+// ---- Engine and runtime ----
+
+/// Progress policy; unset, chosen from the cores per rank.
+pub static PROGRESS: OptVar<Choice> = OptVar {
+    name: "OUTBOARD_PROGRESS",
+    doc: "Who runs the engine and how waiting threads wait: a polling engine thread, waiting hosts that drive their engine, or threads that block.",
+    group: Group::Runtime,
+    kind: Choice { names: &[("dedicated", &[]), ("host-assisted", &[]), ("spin-then-block", &[])] },
+    decided: "chosen from the cores per rank on this machine",
+};
+
+/// How long a silent peer has before the operations that need it fail.
+pub static PEER_TIMEOUT: Var<Time> = Var {
+    name: "OUTBOARD_PEER_TIMEOUT_MS",
+    doc: "How long a peer may stay silent before the operations that need it fail, naming it.",
+    group: Group::Runtime,
+    kind: Time {
+        bare: Some(Unit::Ms),
+        min: Duration::from_millis(1),
+        max: FOREVER,
+    },
+    default: Fallback::Value(Duration::from_secs(2)),
+};
+
+/// How long a rank keeps trying to reach the rendezvous.
+pub static BOOTSTRAP_TIMEOUT: Var<Time> = Var {
+    name: "OUTBOARD_BOOTSTRAP_TIMEOUT_MS",
+    doc: "How long a rank keeps trying to reach the job's rendezvous before it gives up.",
+    group: Group::Runtime,
+    kind: Time {
+        bare: Some(Unit::Ms),
+        min: Duration::from_millis(1),
+        max: FOREVER,
+    },
+    default: Fallback::Value(Duration::from_secs(60)),
+};
+
+/// The address the engine's socket binds.
+pub static ADDR: OptVar<Ip> = OptVar {
+    name: "OUTBOARD_ADDR",
+    doc: "The IP address the engine's UDP socket binds.",
+    group: Group::Runtime,
+    kind: Ip,
+    decided: "the local address of the connection to the rendezvous (127.0.0.1 without one)",
+};
+
+/// The eager threshold of tagged messages. Above it a message's payload
+/// moves by RDMA into the receive buffer, never through the receiver's
+/// unexpected pool (no copy, no pool memory held for a large message that
+/// arrives early). The handshake's extra round trip cost 3-7 % of a
+/// ping-pong with receives posted in advance at 256 KiB-4 MiB on loopback
+/// (README, Rendezvous section), where the pool copy it saves never
+/// happens: hence 64 KiB.
+pub static EAGER_MAX: Var<SizeOrOff> = Var {
+    name: "OUTBOARD_EAGER_MAX",
+    doc: "Tagged messages longer than this go by rendezvous, straight into the receive buffer; off sends every message eagerly.",
+    group: Group::Runtime,
+    kind: SizeOrOff { max: u32::MAX as u64 },
+    default: Fallback::Value(Some(64 << 10)),
+};
+
+/// The rendezvous protocol of large messages.
+pub static RNDV: Var<Choice> = Var {
+    name: "OUTBOARD_RNDV",
+    doc: "How a large message moves: the receiver reads it, or the sender writes it after a clear-to-send.",
+    group: Group::Runtime,
+    kind: Choice { names: &[("read", &["get"]), ("write", &["put"])] },
+    default: Fallback::Value("read"),
+};
+
+/// Segmented UDP sends.
+pub static UDP_GSO: Var<Flag> = Var {
+    name: "OUTBOARD_UDP_GSO",
+    doc: "Segmented UDP sends where the kernel has them; off puts every datagram on the wire as its own packet.",
+    group: Group::Runtime,
+    kind: Flag,
+    default: Fallback::Value(true),
+};
+
+/// The engine counters at the end of a world.
+pub static STATS: Var<Choice> = Var {
+    name: "OUTBOARD_STATS",
+    doc: "stderr prints each rank's engine counters when its world ends.",
+    group: Group::Runtime,
+    kind: Choice {
+        names: &[
+            ("off", &["0", "no", "false"]),
+            ("stderr", &["1", "on", "yes", "true"]),
+        ],
+    },
+    default: Fallback::Value("off"),
+};
+
+// ---- Joining a job ----
+
+/// This process's rank under `outboard run`.
+pub static RANK: OptVar<Count> = OptVar {
+    name: "OUTBOARD_RANK",
+    doc: "This process's rank under outboard run.",
+    group: Group::Launch,
+    kind: Count {
+        min: 0,
+        max: u32::MAX as u64 - 1,
+    },
+    decided: "the launcher's own variable (mpirun, Hydra, srun), else a job of one",
+};
+
+/// The number of ranks under `outboard run`.
+pub static SIZE: OptVar<Count> = OptVar {
+    name: "OUTBOARD_SIZE",
+    doc: "The job's number of ranks under outboard run.",
+    group: Group::Launch,
+    kind: Count {
+        min: 1,
+        max: u32::MAX as u64,
+    },
+    decided: "the launcher's own variable, else 1",
+};
+
+/// Ranks on this machine.
+pub static LOCAL_SIZE: OptVar<Count> = OptVar {
+    name: "OUTBOARD_LOCAL_SIZE",
+    doc: "How many of the job's ranks share this machine (for the progress policy's default).",
+    group: Group::Launch,
+    kind: Count {
+        min: 1,
+        max: u32::MAX as u64,
+    },
+    decided: "the launcher's own variable, else every rank under outboard run, else 1",
+};
+
+/// Where the rendezvous is.
+pub static RENDEZVOUS: OptVar<HostPort> = OptVar {
+    name: "OUTBOARD_RENDEZVOUS",
+    doc: "Where the ranks meet to exchange addresses: a host:port that rank 0 can bind and every rank can reach.",
+    group: Group::Launch,
+    kind: HostPort,
+    decided: "none: a job of one (outboard run sets its own)",
+};
+
+/// The job key.
+pub static JOB_KEY: OptVar<Hex64> = OptVar {
+    name: "OUTBOARD_JOB_KEY",
+    doc: "The job's key, carried by every datagram, so that jobs sharing a network ignore each other.",
+    group: Group::Launch,
+    kind: Hex64,
+    decided: "drawn at random by rank 0",
+};
+
+/// The job secret.
+pub static JOB_SECRET: OptVar<Secret> = OptVar {
+    name: "OUTBOARD_JOB_SECRET",
+    doc: "The key of every datagram's MAC; when set, the same on every rank.",
+    group: Group::Launch,
+    kind: Secret,
+    decided: "drawn by rank 0 and handed to the others through the rendezvous",
+};
+
+// ---- PMPI library ----
+
+const MPI_HOW: Choice = Choice {
+    names: &[
+        ("offload", &["offloaded", "1"]),
+        ("host", &["host-based"]),
+        ("off", &["pmpi", "0"]),
+    ],
+};
+
+/// How the PMPI library runs collectives.
+pub static MPI: Var<Choice> = Var {
+    name: "OUTBOARD_MPI",
+    doc: "How MPI collectives run: offloaded to the engines, host-based over Outboard, or passed through to the MPI.",
+    group: Group::Mpi,
+    kind: MPI_HOW,
+    default: Fallback::Value("offload"),
+};
+
+/// `OUTBOARD_MPI` for barriers alone.
+pub static MPI_BARRIER: Var<Choice> = Var {
+    name: "OUTBOARD_MPI_BARRIER",
+    doc: "OUTBOARD_MPI for MPI_Barrier and MPI_Ibarrier alone.",
+    group: Group::Mpi,
+    kind: MPI_HOW,
+    default: Fallback::Follows(&MPI),
+};
+
+/// `OUTBOARD_MPI` for broadcasts alone.
+pub static MPI_BCAST: Var<Choice> = Var {
+    name: "OUTBOARD_MPI_BCAST",
+    doc: "OUTBOARD_MPI for MPI_Bcast and MPI_Ibcast alone.",
+    group: Group::Mpi,
+    kind: MPI_HOW,
+    default: Fallback::Follows(&MPI),
+};
+
+/// `OUTBOARD_MPI` for reductions alone.
+pub static MPI_REDUCE: Var<Choice> = Var {
+    name: "OUTBOARD_MPI_REDUCE",
+    doc: "OUTBOARD_MPI for MPI_Reduce and MPI_Ireduce alone.",
+    group: Group::Mpi,
+    kind: MPI_HOW,
+    default: Fallback::Follows(&MPI),
+};
+
+/// `OUTBOARD_MPI` for allreductions alone.
+pub static MPI_ALLREDUCE: Var<Choice> = Var {
+    name: "OUTBOARD_MPI_ALLREDUCE",
+    doc: "OUTBOARD_MPI for MPI_Allreduce and MPI_Iallreduce alone.",
+    group: Group::Mpi,
+    kind: MPI_HOW,
+    default: Fallback::Follows(&MPI),
+};
+
+/// The PMPI library's size threshold (a C `long long`).
+const MPI_BYTES: Size = Size {
+    max: i64::MAX as u64,
+};
+
+/// Collectives on more bytes pass through.
+pub static MPI_MAX_BYTES: Var<Size> = Var {
+    name: "OUTBOARD_MPI_MAX_BYTES",
+    doc: "Collectives on more bytes than this pass through to the MPI.",
+    group: Group::Mpi,
+    kind: MPI_BYTES,
+    default: Fallback::Value(1 << 20),
+};
+
+/// `OUTBOARD_MPI_MAX_BYTES` for broadcasts alone.
+pub static MPI_BCAST_MAX_BYTES: Var<Size> = Var {
+    name: "OUTBOARD_MPI_BCAST_MAX_BYTES",
+    doc: "OUTBOARD_MPI_MAX_BYTES for MPI_Bcast and MPI_Ibcast alone.",
+    group: Group::Mpi,
+    kind: MPI_BYTES,
+    default: Fallback::Follows(&MPI_MAX_BYTES),
+};
+
+/// `OUTBOARD_MPI_MAX_BYTES` for reductions alone.
+pub static MPI_REDUCE_MAX_BYTES: Var<Size> = Var {
+    name: "OUTBOARD_MPI_REDUCE_MAX_BYTES",
+    doc: "OUTBOARD_MPI_MAX_BYTES for MPI_Reduce and MPI_Ireduce alone.",
+    group: Group::Mpi,
+    kind: MPI_BYTES,
+    default: Fallback::Follows(&MPI_MAX_BYTES),
+};
+
+/// `OUTBOARD_MPI_MAX_BYTES` for allreductions alone.
+pub static MPI_ALLREDUCE_MAX_BYTES: Var<Size> = Var {
+    name: "OUTBOARD_MPI_ALLREDUCE_MAX_BYTES",
+    doc: "OUTBOARD_MPI_MAX_BYTES for MPI_Allreduce and MPI_Iallreduce alone.",
+    group: Group::Mpi,
+    kind: MPI_BYTES,
+    default: Fallback::Follows(&MPI_MAX_BYTES),
+};
+
+/// What the PMPI library took over, and why not.
+pub static MPI_VERBOSE: Var<Flag> = Var {
+    name: "OUTBOARD_MPI_VERBOSE",
+    doc: "Print, per communicator and collective, what the PMPI library took over and why it did not.",
+    group: Group::Mpi,
+    kind: Flag,
+    default: Fallback::Value(false),
+};
+
+// ---- Python ----
+
+/// Where the Python package finds the C library.
+pub static LIB: OptVar<Text> = OptVar {
+    name: "OUTBOARD_LIB",
+    doc: "The C library the Python package loads: the file, or a directory holding liboutboard_capi.so.",
+    group: Group::Python,
+    kind: Text { what: "path" },
+    decided: "the newest cargo build of the repository, then the system's library path",
+};
+
+// ---- Tests and tools ----
+
+/// Where the tests record what they skipped.
+pub static SKIP_LOG: OptVar<Text> = OptVar {
+    name: "OUTBOARD_SKIP_LOG",
+    doc: "A file the tests append a line to for each test that cannot run on this machine (scripts/test.sh sets it).",
+    group: Group::Tools,
+    kind: Text { what: "path" },
+    decided: "skips are only printed",
+};
+
+/// Rewrite checked-in generated files instead of comparing.
+pub static BLESS: Var<Flag> = Var {
+    name: "OUTBOARD_BLESS",
+    doc: "Tests that compare a checked-in generated file (the C header) rewrite it instead.",
+    group: Group::Tools,
+    kind: Flag,
+    default: Fallback::Value(false),
+};
+
+/// Where `outboard chaos` and the fault tests find the example programs.
+pub static EXAMPLES_DIR: OptVar<Text> = OptVar {
+    name: "OUTBOARD_EXAMPLES_DIR",
+    doc: "The directory of the runtime's example programs that outboard chaos and the fault tests run.",
+    group: Group::Tools,
+    kind: Text { what: "directory" },
+    decided: "examples/ beside the outboard binary",
+};
+
+/// How many broadcasts the host's lossy broadcast test runs.
+pub static BCAST_COUNT: Var<Count> = Var {
+    name: "OUTBOARD_BCAST_COUNT",
+    doc: "How many broadcasts the host library's lossy broadcast test runs.",
+    group: Group::Tools,
+    kind: Count {
+        min: 1,
+        max: u32::MAX as u64,
+    },
+    default: Fallback::Value(1000),
+};
+
+/// Progress lines from the host's broadcast tests.
+pub static BCAST_TRACE: Var<Flag> = Var {
+    name: "OUTBOARD_BCAST_TRACE",
+    doc: "The host library's broadcast tests print their progress, and where they stall.",
+    group: Group::Tools,
+    kind: Flag,
+    default: Fallback::Value(false),
+};
+
+/// The secret `outboard bench` hands its child processes.
+pub static BENCH_SECRET: OptVar<Secret> = OptVar {
+    name: "OUTBOARD_BENCH_SECRET",
+    doc: "The job secret outboard bench hands the processes it starts.",
+    group: Group::Tools,
+    kind: Secret,
+    decided: "set by outboard bench for its own processes",
+};
+
+/// The job key `outboard bench` hands its child processes.
+pub static BENCH_JOB_KEY: OptVar<Hex64> = OptVar {
+    name: "OUTBOARD_BENCH_JOB_KEY",
+    doc: "The job key outboard bench hands the processes it starts.",
+    group: Group::Tools,
+    kind: Hex64,
+    decided: "set by outboard bench for its own processes",
+};
+
+/// Every variable, in the listing's order.
+pub static ALL: &[&dyn Setting] = &[
+    &PROGRESS,
+    &PEER_TIMEOUT,
+    &BOOTSTRAP_TIMEOUT,
+    &ADDR,
+    &EAGER_MAX,
+    &RNDV,
+    &UDP_GSO,
+    &STATS,
+    &RANK,
+    &SIZE,
+    &LOCAL_SIZE,
+    &RENDEZVOUS,
+    &JOB_KEY,
+    &JOB_SECRET,
+    &MPI,
+    &MPI_BARRIER,
+    &MPI_BCAST,
+    &MPI_REDUCE,
+    &MPI_ALLREDUCE,
+    &MPI_MAX_BYTES,
+    &MPI_BCAST_MAX_BYTES,
+    &MPI_REDUCE_MAX_BYTES,
+    &MPI_ALLREDUCE_MAX_BYTES,
+    &MPI_VERBOSE,
+    &LIB,
+    &SKIP_LOG,
+    &BLESS,
+    &EXAMPLES_DIR,
+    &BCAST_COUNT,
+    &BCAST_TRACE,
+    &BENCH_SECRET,
+    &BENCH_JOB_KEY,
+];
+
+/// The registered variable called `name`.
+pub fn find(name: &str) -> Option<&'static dyn Setting> {
+    ALL.iter().copied().find(|s| s.name() == name)
+}
