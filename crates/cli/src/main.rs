@@ -13,6 +13,7 @@ mod bench_procs;
 mod chaos;
 mod demo;
 mod launch;
+mod mpi_lib_cmd;
 mod nicvm_cmd;
 mod reproduce_cmd;
 mod sim_cmd;
@@ -51,6 +52,10 @@ enum Cmd {
     /// faults: SIGKILL of a rank, loss and duplication, replayed and forged
     /// datagrams (needs root, iproute2 and nftables).
     Chaos(chaos::ChaosArgs),
+    /// Build liboutboard_mpi, the library that runs an MPI program's
+    /// collectives on Outboard (LD_PRELOAD), for each MPI installed, and
+    /// print its path.
+    MpiLib(mpi_lib_cmd::MpiLibArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -62,5 +67,6 @@ fn main() -> anyhow::Result<()> {
         Cmd::Bench(c) => bench::run(c),
         Cmd::Nicvm(c) => nicvm_cmd::run(c),
         Cmd::Chaos(a) => chaos::run(a),
+        Cmd::MpiLib(a) => mpi_lib_cmd::run(a),
     }
 }
