@@ -10,19 +10,23 @@
  * that the library started (under MPICH, an mpi_f08 MPI_Ibcast reaches the
  * C MPI_Ibcast) would go to PMPI_Wait, which cannot complete it.
  *
- * What: the Fortran symbols of MPI_Barrier, MPI_Bcast, MPI_Reduce,
- * MPI_Allreduce, their I-forms, and every wait and test function (so that
- * the requests of the I-forms complete), in each name mangling a Fortran
- * compiler may use: mpi_bcast, mpi_bcast_, mpi_bcast__, MPI_BCAST (the MPIs
- * export all four); plus the mpi_f08 module's names: Open MPI's
- * mpi_*_f08_ (the same arguments as mpif.h, ierror optional), MPICH's
- * mpi_{barrier,ibarrier,wait*,test*,request_free,request_get_status}_f08_
- * (its type(MPI_Status) is C's MPI_Status). Each converts the handles
+ * Open MPI's Fortran MPI_INIT (and MPICH's mpi_f08 one) calls PMPI_Init
+ * as well, so Outboard would not even start.
+ *
+ * What: the Fortran symbols of MPI_Init, MPI_Init_thread, MPI_Finalize,
+ * MPI_Barrier, MPI_Bcast, MPI_Reduce, MPI_Allreduce, their I-forms, and
+ * every wait and test function (so that the requests of the I-forms
+ * complete), in each name mangling a Fortran compiler may use: mpi_bcast,
+ * mpi_bcast_, mpi_bcast__, MPI_BCAST (the MPIs export all four); plus the
+ * mpi_f08 module's names: Open MPI's mpi_*_f08_ (the same arguments as
+ * mpif.h, ierror optional), MPICH's mpi_{init,init_thread,finalize,
+ * barrier,ibarrier,wait*,test*,request_free,request_get_status}_f08_ (its
+ * type(MPI_Status) is C's MPI_Status). Each converts the handles
  * (MPI_Comm_f2c, MPI_Type_f2c, MPI_Op_f2c, MPI_Request_f2c/c2f, statuses)
  * and calls the C MPI_* function, which is outboard_mpi.c's wrapper where
  * it defines one and PMPI otherwise. MPICH's mpi_f08 calls with buffers
- * (mpi_bcast_f08ts_ and the others, taking array descriptors) are left to
- * MPICH: they already reach the C MPI_* functions.
+ * (mpi_bcast_f08ts_ and the others) are left to MPICH: they take gfortran's
+ * own array descriptors, and they already reach the C MPI_* functions.
  *
  * Fortran's MPI_IN_PLACE and MPI_BOTTOM are not C's: they are the addresses
  * of variables in common blocks, and each MPI recognises them its own way.
