@@ -88,7 +88,7 @@ impl Fortran {
         } else {
             vec![("OUTBOARD_MPI_VERBOSE", "1")]
         };
-        let o = common::mpirun::mpirun(self.mpi, n, &env, &self.dir.join(prog))
+        let o = common::mpirun::mpirun(self.mpi, n, &env, &self.dir.join(prog), 120)
             .output()
             .unwrap();
         let (so, se) = (
@@ -99,6 +99,7 @@ impl Fortran {
             "{prog} under {} with {n} ranks (preloaded: {preload}):\nstdout:\n{so}\nstderr:\n{se}",
             self.mpi
         );
+        assert_ne!(o.status.code(), Some(common::mpirun::HUNG), "hung: {ctx}");
         assert!(o.status.success(), "{ctx}");
         assert!(!so.contains("WRONG"), "{ctx}");
         for r in 0..n {
