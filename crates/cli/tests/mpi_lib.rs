@@ -90,6 +90,17 @@ fn builds_one_library_per_mpi_with_c_and_fortran_entry_points() {
             lib.display()
         );
         let symbols = defined_symbols(&lib);
+        // The mpi_f08 names each MPI's module calls that bypass its C layer.
+        let f08 = if mpi == "openmpi" {
+            "mpi_bcast_f08_"
+        } else {
+            "mpi_wait_f08_"
+        };
+        assert!(
+            symbols.iter().any(|d| d == f08),
+            "{} does not export {f08}",
+            lib.display()
+        );
         for s in [
             "MPI_Bcast",
             "MPI_Allreduce",
