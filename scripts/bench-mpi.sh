@@ -9,9 +9,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 n=${1:-4}
 iters=${2:-200}
-cargo build -q --release -p outboard-capi
-lib=$PWD/target/release
-[ -n "${CARGO_TARGET_DIR:-}" ] && lib=$CARGO_TARGET_DIR/release
+# The library is built by `outboard mpi-lib`, the project's one recipe.
+cargo build -q --release -p outboard-cli
+outboard=$PWD/target/release/outboard
+[ -n "${CARGO_TARGET_DIR:-}" ] && outboard=$CARGO_TARGET_DIR/release/outboard
 tmp=$(mktemp -d -t outboard-bench-mpi.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
@@ -19,14 +20,14 @@ pass=()
 for k in $(env | grep -o '^OUTBOARD_[A-Z_]*' || true); do pass+=("$k"); done
 for mpi in openmpi mpich; do
     command -v "mpicc.$mpi" >/dev/null || { echo "# $mpi: mpicc.$mpi not found, skipped"; continue; }
-    "mpicc.$mpi" -shared -fPIC -O2 -Icrates/capi/include bindings/mpi/outboard_mpi.c -L"$lib" -Wl,-rpath,"$lib" -loutboard_capi -o "$tmp/lib_$mpi.so"
+    "$outboard" mpi-lib --mpicc "mpicc.$mpi" --out "$tmp" > /dev/null 2> "$tmp/mpi-lib.err" || { cat "$tmp/mpi-lib.err" >&2; exit 1; }
     "mpicc.$mpi" -O2 bindings/mpi/bench/mpi_bench.c -o "$tmp/bench_$mpi"
     if [ "$mpi" = openmpi ]; then
         run() { mpirun.openmpi --oversubscribe --mca btl tcp,self -np "$n" "$@"; }
-        pre=(-x "LD_PRELOAD=$tmp/lib_$mpi.so"); for k in "${pass[@]}"; do pre+=(-x "$k"); done
+        pre=(-x "LD_PRELOAD=$tmp/liboutboard_mpi_$mpi.so"); for k in "${pass[@]}"; do pre+=(-x "$k"); done
     else
         run() { mpiexec.mpich -launcher fork -n "$n" "$@"; }
-        pre=(-env LD_PRELOAD "$tmp/lib_$mpi.so"); for k in "${pass[@]}"; do pre+=(-env "$k" "${!k}"); done
+        pre=(-env LD_PRELOAD "$tmp/liboutboard_mpi_$mpi.so"); for k in "${pass[@]}"; do pre+=(-env "$k" "${!k}"); done
     fi
     run "$tmp/bench_$mpi" "$iters" > "$tmp/plain"
     run "${pre[@]}" "$tmp/bench_$mpi" "$iters" > "$tmp/outboard"

@@ -6,11 +6,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # Debian packages the tests use. Open MPI and MPICH coexist; the tests call
-# mpicc.openmpi / mpirun.openmpi and mpicc.mpich / mpiexec.mpich, never the
+# mpicc.openmpi / mpif90.openmpi / mpirun.openmpi and mpicc.mpich / mpif90.mpich /
+# mpiexec.mpich (the mpif90 wrappers need gfortran), never the
 # mpicc / mpirun alternatives (which either may own after an install).
 # A command can exist without its package's development half (mpicc from openmpi-bin without mpi.h from
 # libopenmpi-dev), so packages are checked by name, not by command.
-packages=(gcc pkg-config python3 openmpi-bin libopenmpi-dev mpich libmpich-dev iproute2 nftables)
+packages=(gcc gfortran pkg-config python3 openmpi-bin libopenmpi-dev mpich libmpich-dev iproute2 nftables)
 need_apt=()
 command -v cargo >/dev/null 2>&1 || need_apt+=(cargo rustc)
 for p in "${packages[@]}"; do

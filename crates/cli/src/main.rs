@@ -14,6 +14,7 @@ mod chaos;
 mod config_cmd;
 mod demo;
 mod launch;
+mod mpi_lib_cmd;
 mod nicvm_cmd;
 mod reproduce_cmd;
 mod sim_cmd;
@@ -57,6 +58,10 @@ enum Cmd {
     /// and its default. A bad value, or an OUTBOARD_* variable that
     /// Outboard does not know, is explained and makes the command fail.
     Config(config_cmd::ConfigArgs),
+    /// Build liboutboard_mpi, the library that runs an MPI program's
+    /// collectives on Outboard (LD_PRELOAD), for each MPI installed, and
+    /// print its path.
+    MpiLib(mpi_lib_cmd::MpiLibArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -69,5 +74,6 @@ fn main() -> anyhow::Result<()> {
         Cmd::Nicvm(c) => nicvm_cmd::run(c),
         Cmd::Chaos(a) => chaos::run(a),
         Cmd::Config(a) => config_cmd::run(a),
+        Cmd::MpiLib(a) => mpi_lib_cmd::run(a),
     }
 }

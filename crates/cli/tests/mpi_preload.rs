@@ -13,42 +13,31 @@ fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-/// One MPI: its compiler wrapper and how to launch with the library.
+/// One MPI: its compiler wrapper, the library built for it and how to
+/// launch with the library.
 struct Mpi {
     name: &'static str,
     cc: &'static str,
     dir: PathBuf,
+    lib: PathBuf,
 }
 
 impl Mpi {
-    /// Builds the library and the test program, or says why it cannot.
+    /// Builds the library (with `outboard mpi-lib`'s recipe) and the test
+    /// program, or says why the MPI is missing here. A library that does
+    /// not compile fails the test.
     fn build(name: &'static str, cc: &'static str) -> Result<Mpi, String> {
         // One directory per build: tests run in parallel threads.
         static BUILDS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
         let n = BUILDS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let dir = std::env::temp_dir().join(format!("outboard-mpi-preload-{name}-{}-{n}", std::process::id()));
         std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
-        let lib = common::capi_lib_dir();
-        let probe = Command::new(cc).arg("-showme:version").output().or_else(|_| Command::new(cc).arg("-v").output());
-        if probe.is_err() {
-            return Err(format!("{cc} not found (apt-get install -y {})", if name == "openmpi" { "openmpi-bin libopenmpi-dev" } else { "mpich libmpich-dev" }));
-        }
-        let mpi = Mpi { name, cc, dir };
-        mpi.cc_run(&[
-            "-shared".into(),
-            "-fPIC".into(),
-            "-O2".into(),
-            "-Wall".into(),
-            "-Wextra".into(),
-            "-Werror".into(),
-            format!("-I{}", repo().join("crates/capi/include").display()),
-            repo().join("bindings/mpi/outboard_mpi.c").display().to_string(),
-            format!("-L{}", lib.display()),
-            format!("-Wl,-rpath,{}", lib.display()),
-            "-loutboard_capi".into(),
-            "-o".into(),
-            mpi.lib().display().to_string(),
-        ])?;
+        let lib = match outboard_cli::mpi_lib::build(Path::new(cc), &dir, &common::capi_lib_dir()) {
+            Ok(built) => built.path,
+            Err(e) if e.mpi_missing() => return Err(e.to_string()),
+            Err(e) => panic!("{e}"),
+        };
+        let mpi = Mpi { name, cc, dir, lib };
         mpi.cc_run(&[
             "-O1".into(),
             "-Wall".into(),
@@ -70,7 +59,7 @@ impl Mpi {
     }
 
     fn lib(&self) -> PathBuf {
-        self.dir.join(format!("liboutboard_mpi_{}.so", self.name))
+        self.lib.clone()
     }
 
     fn prog(&self) -> PathBuf {

@@ -3,6 +3,8 @@
 //! Each test binary compiles this module and uses part of it.
 #![allow(dead_code)]
 
+pub mod mpirun;
+
 use std::io::Write as _;
 
 /// Records that `test` did not run, and why.
@@ -20,7 +22,11 @@ pub fn skip(test: &str, why: &str) {
         Err(e) => panic!("{test} skipped ({why}) and the skip could not be recorded: {e}"),
     };
     let line = format!("{}::{test}: {why}\n", env!("CARGO_CRATE_NAME"));
-    let written = std::fs::OpenOptions::new().create(true).append(true).open(&path).and_then(|mut f| f.write_all(line.as_bytes()));
+    let written = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)
+        .and_then(|mut f| f.write_all(line.as_bytes()));
     if let Err(e) = written {
         panic!("{test} skipped ({why}) and the skip could not be recorded in {path}: {e}");
     }
@@ -33,15 +39,27 @@ pub fn mpicc_works() -> Result<(), String> {
     let dir = std::env::temp_dir().join(format!("outboard-mpicc-probe-{}", std::process::id()));
     std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     let src = dir.join("probe.c");
-    std::fs::write(&src, "#include <mpi.h>\nint main(void) { return MPI_VERSION > 0 ? 0 : 1; }\n")
-        .map_err(|e| format!("cannot write {}: {e}", src.display()))?;
-    let out = std::process::Command::new("mpicc.openmpi").arg(&src).arg("-o").arg(dir.join("probe")).output();
+    std::fs::write(
+        &src,
+        "#include <mpi.h>\nint main(void) { return MPI_VERSION > 0 ? 0 : 1; }\n",
+    )
+    .map_err(|e| format!("cannot write {}: {e}", src.display()))?;
+    let out = std::process::Command::new("mpicc.openmpi")
+        .arg(&src)
+        .arg("-o")
+        .arg(dir.join("probe"))
+        .output();
     let _ = std::fs::remove_dir_all(&dir);
     match out {
-        Err(e) => Err(format!("mpicc not found ({e}); apt-get install -y openmpi-bin libopenmpi-dev")),
+        Err(e) => Err(format!(
+            "mpicc not found ({e}); apt-get install -y openmpi-bin libopenmpi-dev"
+        )),
         Ok(o) if !o.status.success() => Err(format!(
             "mpicc cannot compile against mpi.h (apt-get install -y libopenmpi-dev): {}",
-            String::from_utf8_lossy(&o.stderr).lines().next().unwrap_or("")
+            String::from_utf8_lossy(&o.stderr)
+                .lines()
+                .next()
+                .unwrap_or("")
         )),
         Ok(_) => Ok(()),
     }

@@ -1,0 +1,30 @@
+//! The C sources of liboutboard_mpi, embedded in the binary so that
+//! `outboard mpi-lib` works without the repository (an installed binary).
+
+use std::path::Path;
+
+/// The library's C files, compiled together into one shared object (the
+/// test `mpi_lib::every_c_file_of_the_library_is_built` checks that none
+/// in bindings/mpi is left out).
+pub const C_FILES: [(&str, &str); 6] = [
+    ("outboard_mpi.c", include_str!("../../../../bindings/mpi/outboard_mpi.c")),
+    ("types.c", include_str!("../../../../bindings/mpi/types.c")),
+    ("comms.c", include_str!("../../../../bindings/mpi/comms.c")),
+    ("colls.c", include_str!("../../../../bindings/mpi/colls.c")),
+    ("requests.c", include_str!("../../../../bindings/mpi/requests.c")),
+    ("fortran.c", include_str!("../../../../bindings/mpi/fortran.c")),
+];
+
+/// The headers the C files include: the library's own and the C ABI's.
+pub const HEADERS: [(&str, &str); 2] = [
+    ("internal.h", include_str!("../../../../bindings/mpi/internal.h")),
+    ("outboard.h", include_str!("../../../capi/include/outboard.h")),
+];
+
+/// Writes the sources and the headers into `dir`.
+pub fn write_to(dir: &Path) -> std::io::Result<()> {
+    for (name, text) in C_FILES.iter().chain(HEADERS.iter()) {
+        std::fs::write(dir.join(name), text)?;
+    }
+    Ok(())
+}
