@@ -79,7 +79,8 @@
 enum entry {
     E_BARRIER, E_BCAST, E_REDUCE, E_ALLREDUCE, E_IBARRIER, E_IBCAST, E_IREDUCE, E_IALLREDUCE,
     E_WAIT, E_WAITALL, E_WAITANY, E_WAITSOME, E_TEST, E_TESTALL, E_TESTANY, E_TESTSOME,
-    E_REQUEST_FREE, E_REQUEST_GET_STATUS, E_INIT, E_INIT_THREAD, E_FINALIZE, E_COUNT
+    E_REQUEST_FREE, E_REQUEST_GET_STATUS, E_INIT, E_INIT_THREAD, E_FINALIZE,
+    E_COMM_DUP, E_COMM_DUP_WITH_INFO, E_COMM_SPLIT, E_COMM_SPLIT_TYPE, E_COMM_CREATE, E_COMM_CREATE_GROUP, E_COUNT
 };
 
 /* Fortran name (as the MPI standard writes it) and the C function called. */
@@ -91,7 +92,10 @@ static const char *const entry_name[E_COUNT][2] = {
     {"MPI_TEST", "MPI_Test"}, {"MPI_TESTALL", "MPI_Testall"}, {"MPI_TESTANY", "MPI_Testany"},
     {"MPI_TESTSOME", "MPI_Testsome"}, {"MPI_REQUEST_FREE", "MPI_Request_free"},
     {"MPI_REQUEST_GET_STATUS", "MPI_Request_get_status"}, {"MPI_INIT", "MPI_Init"},
-    {"MPI_INIT_THREAD", "MPI_Init_thread"}, {"MPI_FINALIZE", "MPI_Finalize"}};
+    {"MPI_INIT_THREAD", "MPI_Init_thread"}, {"MPI_FINALIZE", "MPI_Finalize"}, {"MPI_COMM_DUP", "MPI_Comm_dup"},
+    {"MPI_COMM_DUP_WITH_INFO", "MPI_Comm_dup_with_info"}, {"MPI_COMM_SPLIT", "MPI_Comm_split"},
+    {"MPI_COMM_SPLIT_TYPE", "MPI_Comm_split_type"}, {"MPI_COMM_CREATE", "MPI_Comm_create"},
+    {"MPI_COMM_CREATE_GROUP", "MPI_Comm_create_group"}};
 
 /* Addresses that stand for one Fortran constant, one per symbol mangling
  * (NULL where that mangling does not exist). */
@@ -664,6 +668,67 @@ static void f_request_get_status(MPI_Fint *req, MPI_Fint *flag, MPI_Fint *st, MP
     request_get_status_as(req, flag, st, ierr, F_INTEGER);
 }
 
+/* ---- Communicator constructors: the C library maps a communicator to
+ * Outboard groups inside the call that makes it, so a Fortran program's
+ * communicators must be made through it too (else their collectives pass
+ * through). Those taking LOGICALs (MPI_CART_CREATE, MPI_CART_SUB,
+ * MPI_GRAPH_CREATE, MPI_INTERCOMM_MERGE) are not wrapped: their
+ * communicators pass through. ---- */
+
+/* The new communicator's handle and the code, once the call returned. */
+static void new_comm(MPI_Fint *newcomm, MPI_Fint *ierr, int rc, const MPI_Comm *c) {
+    if (rc == MPI_SUCCESS) *newcomm = MPI_Comm_c2f(*c);
+    set(ierr, rc);
+}
+
+static void f_comm_dup(MPI_Fint *comm, MPI_Fint *newcomm, MPI_Fint *ierr) {
+    ready();
+    said(E_COMM_DUP, 0);
+    MPI_Comm c = MPI_COMM_NULL;
+    int rc = MPI_Comm_dup(MPI_Comm_f2c(*comm), &c);
+    new_comm(newcomm, ierr, rc, &c);
+}
+
+static void f_comm_dup_with_info(MPI_Fint *comm, MPI_Fint *info, MPI_Fint *newcomm, MPI_Fint *ierr) {
+    ready();
+    said(E_COMM_DUP_WITH_INFO, 0);
+    MPI_Comm c = MPI_COMM_NULL;
+    int rc = MPI_Comm_dup_with_info(MPI_Comm_f2c(*comm), MPI_Info_f2c(*info), &c);
+    new_comm(newcomm, ierr, rc, &c);
+}
+
+static void f_comm_split(MPI_Fint *comm, MPI_Fint *color, MPI_Fint *key, MPI_Fint *newcomm, MPI_Fint *ierr) {
+    ready();
+    said(E_COMM_SPLIT, 0);
+    MPI_Comm c = MPI_COMM_NULL;
+    int rc = MPI_Comm_split(MPI_Comm_f2c(*comm), (int)*color, (int)*key, &c);
+    new_comm(newcomm, ierr, rc, &c);
+}
+
+static void f_comm_split_type(MPI_Fint *comm, MPI_Fint *type, MPI_Fint *key, MPI_Fint *info, MPI_Fint *newcomm, MPI_Fint *ierr) {
+    ready();
+    said(E_COMM_SPLIT_TYPE, 0);
+    MPI_Comm c = MPI_COMM_NULL;
+    int rc = MPI_Comm_split_type(MPI_Comm_f2c(*comm), (int)*type, (int)*key, MPI_Info_f2c(*info), &c);
+    new_comm(newcomm, ierr, rc, &c);
+}
+
+static void f_comm_create(MPI_Fint *comm, MPI_Fint *group, MPI_Fint *newcomm, MPI_Fint *ierr) {
+    ready();
+    said(E_COMM_CREATE, 0);
+    MPI_Comm c = MPI_COMM_NULL;
+    int rc = MPI_Comm_create(MPI_Comm_f2c(*comm), MPI_Group_f2c(*group), &c);
+    new_comm(newcomm, ierr, rc, &c);
+}
+
+static void f_comm_create_group(MPI_Fint *comm, MPI_Fint *group, MPI_Fint *tag, MPI_Fint *newcomm, MPI_Fint *ierr) {
+    ready();
+    said(E_COMM_CREATE_GROUP, 0);
+    MPI_Comm c = MPI_COMM_NULL;
+    int rc = MPI_Comm_create_group(MPI_Comm_f2c(*comm), MPI_Group_f2c(*group), (int)*tag, &c);
+    new_comm(newcomm, ierr, rc, &c);
+}
+
 /* ---- The exported names ---- */
 
 /* `impl` under the four manglings of a Fortran name. */
@@ -695,6 +760,12 @@ FORTRAN_NAMES(f_testany, mpi_testany, MPI_TESTANY);
 FORTRAN_NAMES(f_testsome, mpi_testsome, MPI_TESTSOME);
 FORTRAN_NAMES(f_request_free, mpi_request_free, MPI_REQUEST_FREE);
 FORTRAN_NAMES(f_request_get_status, mpi_request_get_status, MPI_REQUEST_GET_STATUS);
+FORTRAN_NAMES(f_comm_dup, mpi_comm_dup, MPI_COMM_DUP);
+FORTRAN_NAMES(f_comm_dup_with_info, mpi_comm_dup_with_info, MPI_COMM_DUP_WITH_INFO);
+FORTRAN_NAMES(f_comm_split, mpi_comm_split, MPI_COMM_SPLIT);
+FORTRAN_NAMES(f_comm_split_type, mpi_comm_split_type, MPI_COMM_SPLIT_TYPE);
+FORTRAN_NAMES(f_comm_create, mpi_comm_create, MPI_COMM_CREATE);
+FORTRAN_NAMES(f_comm_create_group, mpi_comm_create_group, MPI_COMM_CREATE_GROUP);
 
 #if FORTRAN_OPEN_MPI
 /* Open MPI's mpi_f08 routines take what its mpif.h ones take (handles as
@@ -721,6 +792,12 @@ ONE_NAME(f_testany, mpi_testany_f08_);
 ONE_NAME(f_testsome, mpi_testsome_f08_);
 ONE_NAME(f_request_free, mpi_request_free_f08_);
 ONE_NAME(f_request_get_status, mpi_request_get_status_f08_);
+ONE_NAME(f_comm_dup, mpi_comm_dup_f08_);
+ONE_NAME(f_comm_dup_with_info, mpi_comm_dup_with_info_f08_);
+ONE_NAME(f_comm_split, mpi_comm_split_f08_);
+ONE_NAME(f_comm_split_type, mpi_comm_split_type_f08_);
+ONE_NAME(f_comm_create, mpi_comm_create_f08_);
+ONE_NAME(f_comm_create_group, mpi_comm_create_group_f08_);
 #elif FORTRAN_MPICH
 /* MPICH's mpi_f08 routines without a buffer call PMPI directly; their
  * statuses are C's. (Those with buffers reach the C functions.) */
@@ -766,4 +843,10 @@ ONE_NAME(f08_testany, mpi_testany_f08_);
 ONE_NAME(f08_testsome, mpi_testsome_f08_);
 ONE_NAME(f_request_free, mpi_request_free_f08_);
 ONE_NAME(f08_request_get_status, mpi_request_get_status_f08_);
+ONE_NAME(f_comm_dup, mpi_comm_dup_f08_);
+ONE_NAME(f_comm_dup_with_info, mpi_comm_dup_with_info_f08_);
+ONE_NAME(f_comm_split, mpi_comm_split_f08_);
+ONE_NAME(f_comm_split_type, mpi_comm_split_type_f08_);
+ONE_NAME(f_comm_create, mpi_comm_create_f08_);
+ONE_NAME(f_comm_create_group, mpi_comm_create_group_f08_);
 #endif

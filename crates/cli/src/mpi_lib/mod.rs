@@ -115,14 +115,15 @@ pub fn build_all(out: &Path, capi_dir: &Path) -> Result<BuiltAll, MpiLibError> {
 }
 
 /// The directory of the liboutboard_capi.so built with the binary `exe`
-/// (cargo puts it in the binary's target directory or its deps/).
+/// (cargo puts it in the binary's target directory or its deps/). Where
+/// both hold one, the newer: building the cli refreshes only deps/, so the
+/// other may be a stale library from an earlier `cargo build -p
+/// outboard-capi`, missing functions the library now calls.
 pub fn capi_dir_beside(exe: &Path) -> Result<PathBuf, MpiLibError> {
     let dir = exe.parent().unwrap_or(Path::new(".")).to_path_buf();
     let looked_in = vec![dir.clone(), dir.join("deps")];
-    if let Some(found) = looked_in
-        .iter()
-        .find(|d| d.join("liboutboard_capi.so").is_file())
-    {
+    let modified = |d: &PathBuf| std::fs::metadata(d.join("liboutboard_capi.so")).and_then(|m| m.modified()).ok();
+    if let Some(found) = looked_in.iter().filter(|d| modified(d).is_some()).max_by_key(|d| modified(d)) {
         return Ok(found.clone());
     }
     let release = dir.file_name().is_some_and(|n| n == "release");
