@@ -27,11 +27,13 @@ impl Kind for Hex64 {
             .strip_prefix("0x")
             .or_else(|| t.strip_prefix("0X"))
             .unwrap_or(t);
-        if digits.is_empty() || digits.len() > 16 || !digits.bytes().all(|b| b.is_ascii_hexdigit())
-        {
+        if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_hexdigit()) {
             return Err(Problem::Malformed);
         }
-        u64::from_str_radix(digits, 16).map_err(|_| Problem::Malformed)
+        // Leading zeros are fine (the old reader took them); 17 significant
+        // digits are not.
+        u64::from_str_radix(digits, 16)
+            .map_err(|_| Problem::OutOfRange("larger than 64 bits".into()))
     }
     fn canonical(&self, v: &u64) -> String {
         format!("{v:016x}")
@@ -173,7 +175,12 @@ mod tests {
         assert_eq!(Hex64.parse("0x5eed"), Ok(0x5eed));
         assert_eq!(Hex64.parse("00000000DEADBEEF"), Ok(0xdead_beef));
         assert_eq!(Hex64.parse("0x"), Err(Problem::Malformed));
-        assert_eq!(Hex64.parse("12345678901234567"), Err(Problem::Malformed));
+        assert_eq!(
+            Hex64.parse("12345678901234567"),
+            Err(Problem::OutOfRange("larger than 64 bits".into()))
+        );
+        assert_eq!(Hex64.parse("000000000000000001"), Ok(1));
+        assert_eq!(Hex64.parse("+1"), Err(Problem::Malformed));
         assert_eq!(Hex64.canonical(&0x5eed), "0000000000005eed");
         assert_eq!(Secret.parse(&"AB".repeat(16)), Ok("ab".repeat(16)));
         assert_eq!(Secret.parse("abc"), Err(Problem::Malformed));
