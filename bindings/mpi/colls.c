@@ -1,9 +1,9 @@
 /* MPI_Barrier, MPI_Bcast, MPI_Reduce, MPI_Allreduce and their non-blocking
  * forms on Outboard. Each call first decides, from what every rank of the
  * communicator agrees on (the communicator, the collective, the type
- * signature's bytes, the base type and operation of a reduction, the
- * configuration), whether it is taken over; a taken-over call on data not
- * laid out as one run of bytes at this rank moves through a packed copy. */
+ * signature's bytes, a reduction's predefined type and operation, the
+ * configuration), whether it is taken over; a broadcast of data not laid
+ * out as one run of bytes at this rank moves through a packed copy. */
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
@@ -116,18 +116,8 @@ int MPI_Reduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype dt, M
     outboard_group *g = take(comm, C_REDUCE, L_BLOCKING, w, NULL);
     if (!g) return PMPI_Reduce(sendbuf, recvbuf, count, dt, op, root, comm);
     if (bad_root(g, root, comm)) return MPI_ERR_ROOT;
-    size_t elems = (size_t)count * (size_t)l.base_per_elem;
     const void *src = sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf;
-    if (l.contiguous) return done(comm, C_REDUCE, outboard_reduce(g, src, recvbuf, elems, l.base, obop, (uint32_t)root));
-    int me_root = my_rank(g) == (uint32_t)root;
-    struct packed p;
-    int rc = pack_in(src, count, dt, bytes, comm, &p);
-    if (rc == MPI_SUCCESS) {
-        rc = done(comm, C_REDUCE, outboard_reduce(g, p.in, p.out, elems, l.base, obop, (uint32_t)root));
-        if (rc == MPI_SUCCESS && me_root) rc = ob_unpack(p.out, bytes, recvbuf, count, dt, comm);
-    }
-    packed_free(&p);
-    return rc;
+    return done(comm, C_REDUCE, outboard_reduce(g, src, recvbuf, (size_t)count, l.base, obop, (uint32_t)root));
 }
 
 int MPI_Allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype dt, MPI_Op op, MPI_Comm comm) {
@@ -138,17 +128,8 @@ int MPI_Allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype dt
     enum why w = reduction(count, dt, op, C_ALLREDUCE, &l, &bytes, &obop);
     outboard_group *g = take(comm, C_ALLREDUCE, L_BLOCKING, w, NULL);
     if (!g) return PMPI_Allreduce(sendbuf, recvbuf, count, dt, op, comm);
-    size_t elems = (size_t)count * (size_t)l.base_per_elem;
-    if (l.contiguous)
-        return done(comm, C_ALLREDUCE, outboard_allreduce(g, sendbuf == MPI_IN_PLACE ? NULL : sendbuf, recvbuf, elems, l.base, obop));
-    struct packed p;
-    int rc = pack_in(sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf, count, dt, bytes, comm, &p);
-    if (rc == MPI_SUCCESS) {
-        rc = done(comm, C_ALLREDUCE, outboard_allreduce(g, p.in, p.out, elems, l.base, obop));
-        if (rc == MPI_SUCCESS) rc = ob_unpack(p.out, bytes, recvbuf, count, dt, comm);
-    }
-    packed_free(&p);
-    return rc;
+    const void *src = sendbuf == MPI_IN_PLACE ? NULL : sendbuf;
+    return done(comm, C_ALLREDUCE, outboard_allreduce(g, src, recvbuf, (size_t)count, l.base, obop));
 }
 
 /* ---- Non-blocking forms: the same decisions; a packed copy lives until
@@ -199,23 +180,10 @@ int MPI_Ireduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype dt, 
     outboard_group *g = take(comm, C_REDUCE, L_NONBLOCKING, w, &c);
     if (!g) return PMPI_Ireduce(sendbuf, recvbuf, count, dt, op, root, comm, req);
     if (bad_root(g, root, comm)) return MPI_ERR_ROOT;
-    size_t elems = (size_t)count * (size_t)l.base_per_elem;
     const void *src = sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf;
     outboard_request *r = NULL;
-    if (l.contiguous) {
-        int rc = outboard_reduce_start(g, src, recvbuf, elems, l.base, obop, (uint32_t)root, &r);
-        return ob_wrap(comm, c, C_REDUCE, rc, r, NULL, req);
-    }
-    int me_root = my_rank(g) == (uint32_t)root;
-    struct packed p;
-    int rc = pack_in(src, count, dt, bytes, comm, &p);
-    if (rc != MPI_SUCCESS) {
-        packed_free(&p);
-        return rc;
-    }
-    rc = outboard_reduce_start(g, p.in, p.out, elems, l.base, obop, (uint32_t)root, &r);
-    struct staging *s = ob_staging(p.in, p.out, recvbuf, count, dt, bytes, comm, me_root);
-    return ob_wrap(comm, c, C_REDUCE, rc, r, s, req);
+    int rc = outboard_reduce_start(g, src, recvbuf, (size_t)count, l.base, obop, (uint32_t)root, &r);
+    return ob_wrap(comm, c, C_REDUCE, rc, r, NULL, req);
 }
 
 int MPI_Iallreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype dt, MPI_Op op, MPI_Comm comm, MPI_Request *req) {
@@ -227,20 +195,8 @@ int MPI_Iallreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype d
     enum why w = reduction(count, dt, op, C_ALLREDUCE, &l, &bytes, &obop);
     outboard_group *g = take(comm, C_ALLREDUCE, L_NONBLOCKING, w, &c);
     if (!g) return PMPI_Iallreduce(sendbuf, recvbuf, count, dt, op, comm, req);
-    size_t elems = (size_t)count * (size_t)l.base_per_elem;
+    const void *src = sendbuf == MPI_IN_PLACE ? NULL : sendbuf;
     outboard_request *r = NULL;
-    if (l.contiguous) {
-        const void *src = sendbuf == MPI_IN_PLACE ? NULL : sendbuf;
-        int rc = outboard_allreduce_start(g, src, recvbuf, elems, l.base, obop, &r);
-        return ob_wrap(comm, c, C_ALLREDUCE, rc, r, NULL, req);
-    }
-    struct packed p;
-    int rc = pack_in(sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf, count, dt, bytes, comm, &p);
-    if (rc != MPI_SUCCESS) {
-        packed_free(&p);
-        return rc;
-    }
-    rc = outboard_allreduce_start(g, p.in, p.out, elems, l.base, obop, &r);
-    struct staging *s = ob_staging(p.in, p.out, recvbuf, count, dt, bytes, comm, 1);
-    return ob_wrap(comm, c, C_ALLREDUCE, rc, r, s, req);
+    int rc = outboard_allreduce_start(g, src, recvbuf, (size_t)count, l.base, obop, &r);
+    return ob_wrap(comm, c, C_ALLREDUCE, rc, r, NULL, req);
 }

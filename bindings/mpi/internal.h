@@ -53,10 +53,9 @@ void ob_release(struct comm *c);
 struct layout {
     long long size;         /* bytes of data in one element (the signature's) */
     int contiguous;         /* count elements are count x size bytes at buf, no holes */
-    int base;               /* OUTBOARD_* type of its elements for reductions, 0: none */
+    int base;               /* OUTBOARD_* type for reductions, 0: not combined */
     int base_unsigned32;    /* base is an unsigned 32-bit type (no order in the engine) */
     int base_float;         /* base is a floating-point type (no bitwise ops) */
-    long long base_per_elem;/* base elements in one element */
 };
 int ob_layout(MPI_Datatype dt, struct layout *l);
 enum why ob_reduction(const struct layout *l, MPI_Op op, int *obop);

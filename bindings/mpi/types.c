@@ -1,14 +1,16 @@
 /* What a datatype is to Outboard: its signature's bytes, whether count of
- * it lie in memory as one run of bytes, and, for reductions, the one
- * predefined type all its elements are made of.
+ * it lie in memory as one run of bytes, and, for reductions, the engine's
+ * type for it.
  *
  * Whether a call is taken over must be decided alike at every rank of the
- * communicator, and MPI lets ranks describe one message with different
+ * communicator, and MPI lets ranks describe one broadcast with different
  * (count, datatype) pairs of one type signature (a contiguous type of 4
- * MPI_INT at the root, 4 x MPI_INT elsewhere). So the decision uses only
- * the signature: its bytes, and for reductions its base type and number of
- * base elements. Layout (holes, strides, a lower bound) only chooses,
- * per rank, whether the data moves in place or through a packed copy. */
+ * MPI_INT at the root, 4 x MPI_INT elsewhere). So a broadcast's decision
+ * uses only the signature's bytes; layout (holes, strides, a lower bound)
+ * only chooses, per rank, whether the data moves in place or through a
+ * packed copy. A reduction with a predefined operation takes a predefined
+ * datatype, the same at every rank (MPI 4.0, 6.9.2): its decision may use
+ * the handle. */
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,43 +38,6 @@ static void named_base(MPI_Datatype dt, struct layout *l) {
     l->base = d;
     l->base_unsigned32 = u32;
     l->base_float = fl;
-}
-
-/* The predefined type every basic element of `dt` is, or MPI_DATATYPE_NULL
- * when they differ or the constructor is one this walk does not know. */
-static MPI_Datatype uniform_base(MPI_Datatype dt, int depth) {
-    int ni, na, nd, combiner;
-    if (depth > 32 || PMPI_Type_get_envelope(dt, &ni, &na, &nd, &combiner) != MPI_SUCCESS) return MPI_DATATYPE_NULL;
-    if (combiner == MPI_COMBINER_NAMED) return dt;
-    switch (combiner) {
-    case MPI_COMBINER_DUP: case MPI_COMBINER_CONTIGUOUS: case MPI_COMBINER_VECTOR: case MPI_COMBINER_HVECTOR:
-    case MPI_COMBINER_INDEXED: case MPI_COMBINER_HINDEXED: case MPI_COMBINER_INDEXED_BLOCK:
-    case MPI_COMBINER_HINDEXED_BLOCK: case MPI_COMBINER_STRUCT: case MPI_COMBINER_SUBARRAY:
-    case MPI_COMBINER_DARRAY: case MPI_COMBINER_RESIZED:
-        break;
-    default:
-        return MPI_DATATYPE_NULL; /* Fortran parameterized types and the like */
-    }
-    int *ints = malloc(sizeof(int) * (ni + 1));
-    MPI_Aint *aints = malloc(sizeof(MPI_Aint) * (na + 1));
-    MPI_Datatype *types = malloc(sizeof(MPI_Datatype) * (nd + 1));
-    MPI_Datatype base = MPI_DATATYPE_NULL;
-    int same = 1;
-    if (PMPI_Type_get_contents(dt, ni, na, nd, ints, aints, types) != MPI_SUCCESS) same = 0;
-    for (int i = 0; same && i < nd; i++) {
-        MPI_Datatype b = uniform_base(types[i], depth + 1);
-        if (b == MPI_DATATYPE_NULL || (base != MPI_DATATYPE_NULL && b != base)) same = 0;
-        else base = b;
-    }
-    /* Derived types returned by get_contents are new handles to free. */
-    for (int i = 0; i < nd; i++) {
-        int a, b, c, k;
-        if (PMPI_Type_get_envelope(types[i], &a, &b, &c, &k) == MPI_SUCCESS && k != MPI_COMBINER_NAMED) PMPI_Type_free(&types[i]);
-    }
-    free(ints);
-    free(aints);
-    free(types);
-    return same ? base : MPI_DATATYPE_NULL;
 }
 
 /* Derived types' layouts are cached as a type attribute (freed with the
@@ -119,14 +84,9 @@ int ob_layout(MPI_Datatype dt, struct layout *l) {
      * and none between elements (extent equals size, lower bound 0). The
      * pair types (MPI_DOUBLE_INT: 12 bytes of data in 16) fail here. */
     l->contiguous = lb == 0 && tlb == 0 && extent == size && textent == size;
-    MPI_Datatype base = named ? dt : uniform_base(dt, 0);
-    if (base != MPI_DATATYPE_NULL) {
-        named_base(base, l);
-        int bsize = 0;
-        PMPI_Type_size(base, &bsize);
-        if (l->base && bsize > 0 && size % bsize == 0) l->base_per_elem = size / bsize;
-        else l->base = 0;
-    }
+    /* Predefined operations combine predefined types only; a derived one
+     * passes through, and MPI reports the error it is. */
+    if (named && l->contiguous) named_base(dt, l);
     if (!named && keyval != MPI_KEYVAL_INVALID) {
         struct layout *cached = malloc(sizeof *cached);
         *cached = *l;

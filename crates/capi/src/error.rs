@@ -6,6 +6,7 @@ use std::ffi::{c_char, c_int, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use outboard_engine::CollError;
+use outboard_host::coll::describe_schedule;
 use outboard_host::{CollectiveError, CommandError, HostError, OpError};
 use outboard_runtime::InitError;
 
@@ -88,12 +89,14 @@ impl From<HostError> for Error {
             HostError::Memory(_) => OUTBOARD_ERR_MEMORY,
             HostError::UnknownRequest => OUTBOARD_ERR_ARG,
             HostError::Coll(CollectiveError::Engine(c)) => coll_code(c),
+            HostError::Coll(CollectiveError::Mismatch { .. }) => OUTBOARD_ERR_COLL_MISMATCH,
             HostError::Coll(_) => OUTBOARD_ERR_COLL,
             HostError::Op(op) => op_code(op),
         };
         let msg = match &e {
             HostError::Op(OpError::Collective(CollError::ScheduleMismatch { ours, theirs }))
-            | HostError::Coll(CollectiveError::Engine(CollError::ScheduleMismatch { ours, theirs })) => mismatch(*ours, *theirs),
+            | HostError::Coll(CollectiveError::Engine(CollError::ScheduleMismatch { ours, theirs })) => mismatch(*ours, Some(*theirs)),
+            HostError::Coll(CollectiveError::Mismatch { ours }) => mismatch(*ours, None),
             _ => e.to_string(),
         };
         Error::new(code, msg)
@@ -129,13 +132,14 @@ fn coll_code(c: &CollError) -> c_int {
     }
 }
 
-/// The message of a mismatch, in words: the engine sees only schedule
-/// numbers (each member numbers its own schedules in first-use order, so
-/// the peers' number does not name a collective here).
-fn mismatch(ours: u16, theirs: u16) -> String {
+/// The message of a mismatch, in words: a schedule's number names its
+/// collective the same at every member ([`describe_schedule`]); a
+/// host-based collective learns only that the peer's differs (`None`).
+fn mismatch(ours: u16, theirs: Option<u16>) -> String {
+    let theirs = theirs.map_or_else(|| "another collective".to_string(), describe_schedule);
     format!(
-        "this rank called a different collective than the group's other members at the same place in the group's order \
-         (different collectives, or the same collective with different roots; schedule {ours} here, {theirs} in the others' packets)"
+        "the group's members called different collectives at the same place in the group's order: this rank {}, another member {theirs}",
+        describe_schedule(ours)
     )
 }
 
@@ -267,12 +271,18 @@ mod tests {
 
     #[test]
     fn a_mismatch_says_so_in_words_however_it_arrives() {
-        let m = CollError::ScheduleMismatch { ours: 0, theirs: 1 };
+        // Schedule numbers as the host library gives them: a dissemination
+        // barrier (1), a binomial broadcast from rank 3 (3 << 13 | 3).
+        let m = CollError::ScheduleMismatch { ours: 1, theirs: 3 << 13 | 3 };
         for e in [HostError::Op(OpError::Collective(m)), HostError::Coll(CollectiveError::Engine(m))] {
             let e = Error::from(e);
             assert_eq!(e.code, OUTBOARD_ERR_COLL_MISMATCH);
-            assert!(e.msg.starts_with("this rank called a different collective than the group's other members"), "{}", e.msg);
+            assert!(e.msg.starts_with("the group's members called different collectives"), "{}", e.msg);
+            assert!(e.msg.ends_with("this rank a barrier, another member a broadcast from rank 3"), "{}", e.msg);
         }
+        let e = Error::from(HostError::Coll(CollectiveError::Mismatch { ours: 2 << 13 | 1 }));
+        assert_eq!(e.code, OUTBOARD_ERR_COLL_MISMATCH);
+        assert!(e.msg.ends_with("this rank an allreduce, another member another collective"), "{}", e.msg);
     }
 
     #[test]

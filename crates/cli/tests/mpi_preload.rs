@@ -389,3 +389,30 @@ fn members_calling_different_collectives_get_an_error_not_a_hang() {
         }
     }
 }
+
+/// Settings are read strictly at MPI_Init: a bad value of each kind (a
+/// size, a name, a boolean, and a runtime variable) stops the job with a
+/// sentence naming the variable, at every rank, before any collective; a
+/// size with a suffix means what it says (1M is 1 MiB).
+#[test]
+fn a_bad_setting_stops_mpi_init_with_a_sentence_naming_it() {
+    let test = "a_bad_setting_stops_mpi_init_with_a_sentence_naming_it";
+    let Some(mpi) = mpi_or_skip(test, "openmpi", "mpicc.openmpi") else { return };
+    let prog = program(&mpi, "mismatch");
+    for (var, value) in [
+        ("OUTBOARD_MPI_MAX_BYTES", "1Q"),
+        ("OUTBOARD_MPI_BCAST", "fast"),
+        ("OUTBOARD_MPI_VERBOSE", "maybe"),
+        ("OUTBOARD_UDP_GSO", "sometimes"),
+    ] {
+        let (o, so, se) = mpi.run_prog(&prog, 2, &[(var, value)], &[]);
+        let ctx = format!("{var}={value}:\nstdout:\n{so}\nstderr:\n{se}");
+        assert!(!o.status.success(), "{ctx}");
+        assert!(!so.contains("first call"), "a collective ran: {ctx}");
+        let said = se.lines().find(|l| l.starts_with("outboard_mpi: rank 0: ") && l.contains(var)).unwrap_or_else(|| panic!("{ctx}"));
+        assert!(said.contains(&format!("\"{value}\"")), "{said}: {ctx}");
+    }
+    let (o, so, se) = mpi.run_prog(&prog, 2, &[("OUTBOARD_MPI_MAX_BYTES", "1M"), ("OUTBOARD_MPI_REDUCE_MAX_BYTES", "64K")], &[]);
+    assert!(o.status.success(), "{so}\n{se}");
+    assert!(se.contains("max bytes bcast 1048576, reduce 65536, allreduce 1048576"), "{se}");
+}
