@@ -1,7 +1,24 @@
 //! `outboard`: run, benchmark and simulate Outboard, and work with NICVM
 //! modules.
 
+use std::process::ExitCode;
+
 use clap::{Parser, Subcommand};
+
+/// `print!` through [`out::write_out`]: a closed pipe ends the command
+/// quietly instead of panicking. Defined before the modules, so it is the
+/// `print!` they see.
+macro_rules! print {
+    ($($arg:tt)*) => { $crate::out::write_out(format_args!($($arg)*)) };
+}
+
+/// `println!` through [`out::write_out`] (see `print!`).
+macro_rules! println {
+    () => { $crate::out::write_out(format_args!("\n")) };
+    ($($arg:tt)*) => { $crate::out::write_out(format_args!("{}\n", format_args!($($arg)*))) };
+}
+
+mod out;
 
 mod bench;
 mod bench_atomic;
@@ -53,8 +70,13 @@ enum Cmd {
     Chaos(chaos::ChaosArgs),
 }
 
-fn main() -> anyhow::Result<()> {
-    match Cli::parse().command {
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    out::run(|| dispatch(cli.command))
+}
+
+fn dispatch(command: Cmd) -> anyhow::Result<()> {
+    match command {
         Cmd::Demo(a) => demo::run(a),
         Cmd::Sim(a) => sim_cmd::run(a),
         Cmd::Reproduce(a) => reproduce_cmd::run(a),
