@@ -4,6 +4,7 @@
 
 use std::io::Read as _;
 use std::os::fd::{FromRawFd as _, OwnedFd};
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
 const OUTBOARD: &str = env!("CARGO_BIN_EXE_outboard");
@@ -60,4 +61,42 @@ fn a_failed_job_is_one_sentence_even_under_rust_backtrace() {
     let lines: Vec<&str> = stderr.lines().collect();
     assert_eq!(lines.len(), 1, "one line, no backtrace:\n{stderr}");
     assert!(lines[0].starts_with("Error: rank ") && lines[0].ends_with(" of 2 failed: exit status 1"), "{stderr}");
+}
+
+/// The runtime's `ring` example, built for the profile `outboard` was
+/// built with (a no-op when it is built already).
+fn ring_example() -> PathBuf {
+    let exe = PathBuf::from(OUTBOARD);
+    let profile_dir = exe.parent().unwrap();
+    let mut c = Command::new(env!("CARGO"));
+    c.args(["build", "-q", "-p", "outboard-runtime", "--example", "ring", "--target-dir"]).arg(profile_dir.parent().unwrap());
+    if profile_dir.file_name().is_some_and(|n| n == "release") {
+        c.arg("--release");
+    }
+    let out = c.output().unwrap();
+    assert!(out.status.success(), "building the ring example: {}", String::from_utf8_lossy(&out.stderr));
+    profile_dir.join("examples").join("ring")
+}
+
+#[test]
+fn a_bad_environment_variable_is_named_with_the_accepted_values() {
+    let out = Command::new(OUTBOARD).args(["run", "-n", "1"]).arg(ring_example()).env("OUTBOARD_PROGRESS", "fast").output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("[0] error: OUTBOARD_PROGRESS: unknown progress policy \"fast\": expected dedicated, host-assisted or spin-then-block"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("ParseProgressError") && !stderr.contains("Progress("), "{stderr}");
+}
+
+#[test]
+fn outboard_stats_prints_a_table_per_rank() {
+    let out = Command::new(OUTBOARD).args(["run", "-n", "2"]).arg(ring_example()).env("OUTBOARD_STATS", "stderr").output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    for rank in 0..2 {
+        assert!(stderr.contains(&format!("[{rank}] outboard stats rank {rank}: engine counters that are not 0")), "{stderr}");
+    }
+    assert!(!stderr.contains("Stats {"), "{stderr}");
 }

@@ -53,6 +53,7 @@ mod node;
 mod port;
 mod progress;
 pub mod ring;
+mod stats_table;
 mod udp_batch;
 mod wait_pacer;
 mod world;

@@ -37,7 +37,7 @@ pub enum InitError {
     #[error("opening the job's port: {0}")]
     Open(#[from] OpenError),
     /// `OUTBOARD_PROGRESS`.
-    #[error(transparent)]
+    #[error("OUTBOARD_PROGRESS: {0}")]
     Progress(#[from] ParseProgressError),
     /// Another environment variable.
     #[error("environment: {0}")]
@@ -453,7 +453,7 @@ impl Drop for World {
         if std::env::var("OUTBOARD_STATS").is_ok_and(|v| v == "stderr") {
             // For fault runs: what the engine dropped and why.
             let (engine, transport) = self.node.stats();
-            eprintln!("outboard stats rank {}: {:?}", self.env.rank, engine);
+            eprint!("{}", crate::stats_table::stats_table(self.env.rank, &engine));
             if engine.vm_instructions > 0 {
                 let m = transport.module_time;
                 eprintln!(

@@ -1,29 +1,32 @@
 //! What the trials' output says: the engines' counters (from the
-//! `outboard stats rank R: Stats { .. }` lines ranks print with
-//! `OUTBOARD_STATS=stderr`, where the runtime supports it) and the ranks
-//! an error names.
+//! `outboard stats rank R:` table ranks print with `OUTBOARD_STATS=stderr`,
+//! where the runtime supports it) and the ranks an error names.
 
 use std::collections::BTreeMap;
 
 /// Counters summed over ranks, by name.
 pub type Counters = BTreeMap<String, u64>;
 
-/// Adds the counters of every `outboard stats rank R: Stats { .. }` line
-/// in `stderr` to `into`; how many such lines there were.
+/// Adds the counters of every `outboard stats rank R:` table in `stderr`
+/// (a header line, then one `counter value` line per counter that is not
+/// 0) to `into`; how many tables there were.
 pub fn add_stats(stderr: &str, into: &mut Counters) -> usize {
-    let mut lines = 0;
+    let mut tables = 0;
     for line in stderr.lines() {
-        let Some(rest) = line.split_once("outboard stats rank ").map(|(_, r)| r) else { continue };
-        let Some(body) = rest.split_once('{').map(|(_, b)| b.trim_end().trim_end_matches('}')) else { continue };
-        lines += 1;
-        for field in body.split(',') {
-            let Some((k, v)) = field.split_once(':') else { continue };
-            if let Ok(v) = v.trim().parse::<u64>() {
-                *into.entry(k.trim().to_string()).or_default() += v;
+        let Some(rest) = line.strip_prefix("outboard stats rank ") else { continue };
+        let Some((_, row)) = rest.split_once(": ") else { continue };
+        if row.starts_with("engine counters") {
+            tables += 1;
+            continue;
+        }
+        // `first_failed rank k` is no count.
+        if let [name, value] = row.split_whitespace().collect::<Vec<_>>()[..] {
+            if let Ok(v) = value.parse::<u64>() {
+                *into.entry(name.to_string()).or_default() += v;
             }
         }
     }
-    lines
+    tables
 }
 
 /// The counters that tell of rejected or suspicious input: names with
@@ -69,12 +72,18 @@ mod tests {
     use super::*;
 
     #[test]
-    fn stats_lines_are_summed_by_counter() {
+    fn stats_tables_are_summed_by_counter() {
         let mut c = Counters::new();
-        let text = "noise\nouttboard\noutboard stats rank 0: Stats { malformed: 2, wrong_job: 0, stale_boot: 5 }\n\
-                    outboard stats rank 1: Stats { malformed: 1, stale_boot: 0, packets_in: 9 }\n";
+        let text = "noise\nouttboard\noutboard stats rank 0: engine counters that are not 0\n\
+                    outboard stats rank 0:   malformed      2\n\
+                    outboard stats rank 0:   stale_boot     5\n\
+                    outboard stats rank 0:   first_failed   rank 3\n\
+                    outboard stats rank 1: engine counters that are not 0\n\
+                    outboard stats rank 1:   malformed      1\n\
+                    outboard stats rank 1:   packets_in     9\n";
         assert_eq!(add_stats(text, &mut c), 2);
         assert_eq!((c["malformed"], c["stale_boot"], c["packets_in"]), (3, 5, 9));
+        assert!(!c.contains_key("first_failed"));
         assert_eq!(drop_counters(&c), vec![("malformed", 3), ("stale_boot", 5)]);
     }
 
@@ -85,7 +94,7 @@ mod tests {
         assert_eq!(ranks_named("Error: rank 3 left the job: closed", 1), vec![3]);
         assert_eq!(ranks_named("Error: Bootstrap(RankLost { rank: 2, reason: \"closed\" })", 0), vec![2]);
         assert!(ranks_named("Error: rendezvous at 10.77.0.1:29500 lost", 1).is_empty());
-        assert!(ranks_named("# rank 1 engine: 3 retransmits\noutboard stats rank 1: Stats { peers_failed: 1 }", 1).is_empty());
+        assert!(ranks_named("# rank 1 engine: 3 retransmits\noutboard stats rank 1:   first_failed   rank 2", 1).is_empty());
     }
 
     #[test]
