@@ -3,7 +3,7 @@
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory as _, Parser, Subcommand};
 
 /// `print!` through [`out::write_out`]: a closed pipe ends the command
 /// quietly instead of panicking. Defined before the modules, so it is the
@@ -71,7 +71,9 @@ enum Cmd {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let command = Cli::command();
+    let args = launch::mpirun_spelling(std::env::args_os().collect(), command.find_subcommand("run").expect("run is a subcommand"));
+    let cli = Cli::parse_from(args);
     out::run(|| dispatch(cli.command))
 }
 
