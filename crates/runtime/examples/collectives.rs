@@ -299,7 +299,7 @@ fn job() -> Res<()> {
     let line = match check_all(&mut world) {
         Ok(line) => line,
         Err(e) => {
-            eprintln!("{}", world.failure_report(&e));
+            eprintln!("{}", world.failure_report(&*e));
             // Tell the live ranks at once, so none waits a timeout on this one.
             world.abort(1);
         }

@@ -26,7 +26,7 @@ fn main() -> std::process::ExitCode {
 fn job() -> Res<()> {
     let mut world = outboard_runtime::init()?;
     if let Err(e) = laps(&mut world) {
-        eprintln!("{}", world.failure_report(&e));
+        eprintln!("{}", world.failure_report(&*e));
         // Tell the live ranks at once, so none waits a timeout on this one.
         world.abort(1);
     }

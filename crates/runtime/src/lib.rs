@@ -46,6 +46,7 @@
 pub mod bootstrap;
 mod clock;
 mod driver;
+mod failure;
 pub mod interrupt;
 pub mod memory;
 mod module_time;

@@ -36,25 +36,35 @@ pub fn drop_counters(c: &Counters) -> Vec<(&str, u64)> {
     c.iter().filter(|(k, v)| **v > 0 && WORDS.iter().any(|w| k.contains(w))).map(|(k, v)| (k.as_str(), *v)).collect()
 }
 
-/// The ranks an error text names: `NodeId(k)`, `rank k`, `rank: k` (a
-/// `Debug` field) and `peer k`,
-/// other than `me` (the examples prefix their errors with their own rank)
-/// and leaving out the `outboard stats` lines.
+/// The ranks an error text names (`rank k`, `peer k`), in the order the
+/// text names them, other than `me` (a rank's report starts with its own
+/// rank) and leaving out the `outboard stats` lines.
 pub fn ranks_named(text: &str, me: u32) -> Vec<u32> {
     let mut found = Vec::new();
     for line in text.lines().filter(|l| !l.starts_with("outboard stats")) {
-        for pat in ["NodeId(", "rank ", "rank: ", "peer "] {
+        let mut at: Vec<(usize, u32)> = Vec::new();
+        for pat in ["rank ", "peer "] {
             for (i, _) in line.match_indices(pat) {
                 let digits: String = line[i + pat.len()..].chars().take_while(char::is_ascii_digit).collect();
                 if let Ok(k) = digits.parse() {
-                    if k != me && !found.contains(&k) {
-                        found.push(k);
-                    }
+                    at.push((i, k));
                 }
+            }
+        }
+        at.sort_unstable();
+        for (_, k) in at {
+            if k != me && !found.contains(&k) {
+                found.push(k);
             }
         }
     }
     found
+}
+
+/// Whether an error text shows Rust's debug formatting (`NodeId(3)`,
+/// `Op(PeerUnreachable(..))`, `Stats { .. }`) instead of words.
+pub fn debug_formatted(text: &str) -> bool {
+    text.lines().filter(|l| !l.starts_with("outboard stats")).any(|l| ["NodeId(", "Error(", " { ", "(\""].iter().any(|p| l.contains(p)))
 }
 
 /// Minimum, median, 90th percentile and maximum of `v` (nearest rank).
@@ -88,13 +98,20 @@ mod tests {
     }
 
     #[test]
-    fn named_ranks_leave_out_the_writer() {
-        assert_eq!(ranks_named("rank 2: peer node NodeId(3) is unreachable", 2), vec![3]);
-        assert_eq!(ranks_named("Error: Op(PeerUnreachable(NodeId(0)))", 1), vec![0]);
+    fn named_ranks_leave_out_the_writer_in_text_order() {
+        assert_eq!(ranks_named("rank 2 gives up: rank 3 failed first; rank 1 is unreachable", 2), vec![3, 1]);
+        assert_eq!(ranks_named("peer 4 then rank 0", 1), vec![4, 0]);
         assert_eq!(ranks_named("Error: rank 3 left the job: closed", 1), vec![3]);
-        assert_eq!(ranks_named("Error: Bootstrap(RankLost { rank: 2, reason: \"closed\" })", 0), vec![2]);
         assert!(ranks_named("Error: rendezvous at 10.77.0.1:29500 lost", 1).is_empty());
         assert!(ranks_named("# rank 1 engine: 3 retransmits\noutboard stats rank 1:   first_failed   rank 2", 1).is_empty());
+    }
+
+    #[test]
+    fn debug_formatting_is_recognised() {
+        assert!(debug_formatted("rank 2: peer node NodeId(3) is unreachable"));
+        assert!(debug_formatted("Error: Bootstrap(RankLost { rank: 2, reason: \"closed\" })"));
+        assert!(!debug_formatted("rank 2 gives up: rank 3 failed first; rank 3 is unreachable"));
+        assert!(!debug_formatted("outboard stats rank 1: Stats { a: 1 }"));
     }
 
     #[test]
