@@ -3,7 +3,7 @@
 
 use std::process::ExitCode;
 
-use clap::{CommandFactory as _, Parser, Subcommand};
+use clap::{CommandFactory as _, FromArgMatches as _, Parser, Subcommand};
 
 /// `print!` through [`out::write_out`]: a closed pipe ends the command
 /// quietly instead of panicking. Defined before the modules, so it is the
@@ -71,9 +71,10 @@ enum Cmd {
 }
 
 fn main() -> ExitCode {
-    let command = Cli::command();
+    let command = Cli::command().mut_subcommand("sim", |c| c.after_help(sim_cmd::experiments_help()));
     let args = launch::mpirun_spelling(std::env::args_os().collect(), command.find_subcommand("run").expect("run is a subcommand"));
-    let cli = Cli::parse_from(args);
+    let matches = command.get_matches_from(args);
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     out::run(|| dispatch(cli.command))
 }
 
