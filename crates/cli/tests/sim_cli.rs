@@ -62,3 +62,13 @@ fn a_profile_from_a_file_is_a_series_of_its_own() {
     assert_eq!(s, ["dpu400", "my-nic"], "{out}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The benchmarks share one vocabulary: `-n/--np` for ranks, sizes
+/// comma-separated.
+#[test]
+fn bench_nicvm_spells_its_options_as_the_other_benchmarks() {
+    let out = Command::new(OUTBOARD).args(["bench", "nicvm", "--help"]).output().unwrap();
+    let help = String::from_utf8_lossy(&out.stdout);
+    assert!(help.contains("-n, --np <RANKS>"), "{help}");
+    assert!(help.contains("[default: 32,1024,4096]"), "{help}");
+}
