@@ -396,7 +396,7 @@ fn worker(kind: Kind, a: &CollArgs) -> anyhow::Result<()> {
     let mut world = outboard_runtime::init_with(opts)?;
     // A failure names the job's first dead rank, not only the peer this
     // rank's operation needed.
-    worker_cases(kind, a, &mut world).map_err(|e| anyhow::anyhow!(world.failure_report(&e)))?;
+    worker_cases(kind, a, &mut world).map_err(|e| anyhow::anyhow!(world.failure_report(&*e)))?;
     world.finalize()?;
     Ok(())
 }

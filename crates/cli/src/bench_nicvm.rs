@@ -27,11 +27,13 @@ const MODES: [&str; 3] = ["module", "offloaded", "host"];
 /// Arguments of `outboard bench nicvm`.
 #[derive(clap::Args, Clone)]
 pub struct NicvmArgs {
-    /// Ranks.
-    #[arg(short = 'n', long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(2..=64))]
+    /// Ranks (processes on this machine), spelled as in the other
+    /// benchmarks and `outboard run`.
+    #[arg(short = 'n', long = "np", alias = "ranks", default_value_t = 4, value_parser = clap::value_parser!(u32).range(2..=64))]
     ranks: u32,
-    /// Message sizes in bytes (at most one packet: 4,096 by default).
-    #[arg(long, value_delimiter = ',', default_values_t = vec![32u32, 1024, 4096])]
+    /// Message sizes in bytes, comma-separated (at most one packet: 4,096
+    /// by default).
+    #[arg(long, value_delimiter = ',', default_value = "32,1024,4096")]
     sizes: Vec<u32>,
     /// Timed broadcasts per size and mode.
     #[arg(long, default_value_t = 200)]

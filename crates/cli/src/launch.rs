@@ -10,6 +10,7 @@
 //! period to notice (their operations on the dead rank fail within the
 //! engine's peer timeout) before they are killed.
 
+use std::ffi::OsString;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::SocketAddr;
 use std::process::{Child, Command, ExitStatus, Stdio};
@@ -19,11 +20,14 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context};
 use outboard_runtime::bootstrap::{RendezvousServer, ENV_LOCAL_SIZE, ENV_RANK, ENV_RENDEZVOUS, ENV_SIZE};
 
+mod elf;
+mod mpi;
+
 /// Arguments of `outboard run`.
 #[derive(clap::Args)]
 #[command(trailing_var_arg = true)]
 pub struct RunArgs {
-    /// Number of processes (ranks).
+    /// Number of processes (ranks); mpirun's `-np N` works too.
     #[arg(short = 'n', long = "np", value_parser = clap::value_parser!(u32).range(1..=4096))]
     ranks: u32,
     /// Seconds the other ranks get after one failed, before they are
@@ -41,6 +45,37 @@ pub struct RunArgs {
     command: Vec<String>,
 }
 
+/// `args` (the whole command line) with mpirun's spelling of the rank
+/// count, `outboard run -np N`, turned into `--np N`: clap reads a single
+/// dash as one-letter options, `-np` as `-n p`. Only `run`'s own options
+/// are looked at, up to the program (`run`, the subcommand, tells which
+/// of them take a value); the program's arguments are left alone.
+pub fn mpirun_spelling(mut args: Vec<OsString>, run: &clap::Command) -> Vec<OsString> {
+    if args.get(1).is_none_or(|a| a != run.get_name()) {
+        return args;
+    }
+    let takes_value = |a: &str| {
+        run.get_arguments().filter(|o| o.get_action().takes_values() && !o.is_positional()).any(|o| {
+            o.get_long().is_some_and(|l| a.strip_prefix("--") == Some(l)) || o.get_short().is_some_and(|s| a == format!("-{s}"))
+        })
+    };
+    let mut i = 2;
+    while i < args.len() {
+        let Some(arg) = args[i].to_str() else { break };
+        if arg == "-np" {
+            args[i] = "--np".into();
+            i += 2;
+        } else if takes_value(arg) {
+            i += 2;
+        } else if arg.starts_with('-') && arg != "-" && arg != "--" {
+            i += 1;
+        } else {
+            break;
+        }
+    }
+    args
+}
+
 /// How one rank ended.
 struct Ended {
     rank: u32,
@@ -53,6 +88,7 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
     if !(seconds(a.grace) && seconds(a.timeout)) {
         bail!("--grace and --timeout must be non-negative numbers of seconds");
     }
+    mpi::refuse_mpi_programs(a.ranks, &a.command, std::env::var_os("LD_PRELOAD").as_deref())?;
     let server = RendezvousServer::bind(a.rendezvous).with_context(|| format!("binding the rendezvous on {}", a.rendezvous))?;
     let addr = server.local_addr()?;
     let _rendezvous = server.spawn(a.ranks)?;

@@ -1,7 +1,24 @@
 //! `outboard`: run, benchmark and simulate Outboard, and work with NICVM
 //! modules.
 
-use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+use clap::{CommandFactory as _, FromArgMatches as _, Parser, Subcommand};
+
+/// `print!` through [`out::write_out`]: a closed pipe ends the command
+/// quietly instead of panicking. Defined before the modules, so it is the
+/// `print!` they see.
+macro_rules! print {
+    ($($arg:tt)*) => { $crate::out::write_out(format_args!($($arg)*)) };
+}
+
+/// `println!` through [`out::write_out`] (see `print!`).
+macro_rules! println {
+    () => { $crate::out::write_out(format_args!("\n")) };
+    ($($arg:tt)*) => { $crate::out::write_out(format_args!("{}\n", format_args!($($arg)*))) };
+}
+
+mod out;
 
 mod bench;
 mod bench_atomic;
@@ -64,8 +81,16 @@ enum Cmd {
     MpiLib(mpi_lib_cmd::MpiLibArgs),
 }
 
-fn main() -> anyhow::Result<()> {
-    match Cli::parse().command {
+fn main() -> ExitCode {
+    let command = Cli::command().mut_subcommand("sim", |c| c.after_help(sim_cmd::experiments_help()));
+    let args = launch::mpirun_spelling(std::env::args_os().collect(), command.find_subcommand("run").expect("run is a subcommand"));
+    let matches = command.get_matches_from(args);
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    out::run(|| dispatch(cli.command))
+}
+
+fn dispatch(command: Cmd) -> anyhow::Result<()> {
+    match command {
         Cmd::Demo(a) => demo::run(a),
         Cmd::Sim(a) => sim_cmd::run(a),
         Cmd::Reproduce(a) => reproduce_cmd::run(a),

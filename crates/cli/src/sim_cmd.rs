@@ -6,41 +6,46 @@ use anyhow::Context as _;
 use clap::Args;
 use outboard_sim::experiments::{self, Params};
 use outboard_sim::profile::{builtin_names, Profile};
+use outboard_sim::reproduce::paper_profiles;
+
+/// The list of experiments `outboard sim --help` ends with, made from the
+/// simulator's own list so that none is left out, each with the profiles
+/// it runs on by default; and the built-in profiles.
+pub fn experiments_help() -> String {
+    let mut s = String::from("Experiments (default profiles):\n");
+    for name in experiments::NAMES {
+        let profiles = paper_profiles(name).map(|p| p.join(", ")).unwrap_or_default();
+        s.push_str(&format!("  {name:<16} {profiles}\n"));
+    }
+    s.push_str(&format!("\nBuilt-in profiles: {}", builtin_names().join(", ")));
+    s
+}
 
 /// Arguments of `outboard sim`.
 #[derive(Args, Debug)]
 pub struct SimArgs {
-    /// Experiment: closed-form, pingpong, dissemination, barrier,
-    /// barrier-mpi, granularity, synthetic, reduce, reduce-chain,
-    /// reduce-degree, reduce-cpu, reduce-skew (each prints host-based and
-    /// offloaded side by side, the factor, and the paper's figure) or
-    /// overlap (OSU-style split-phase overlap, both forms).
-    /// Multicast (issue 5): multisend, multicast, bcast, bcast-skew,
-    /// bcast-skew-size and lambda-sweep (docs/multicast.md).
-    /// QsNet (issue 20, --profile elan3): qsnet-barrier, qsnet-traffic
-    /// (also writes NAME-hist.csv/.svg beside --csv/--svg), qsnet-bcast.
-    /// Atomics (issue 17, dissertation ch. 5): atomics (Figure 5.6), lock
-    /// (5.7; --nodes = contenders) and lock-cpu (5.8, 5.9; --sizes = delays
-    /// in us), best on gm15-lanai91. Application bypass (issue 18,
-    /// dissertation 6.3): bcast-bypass (Figures 6.4-6.6; --nodes for 6.6),
-    /// best on gm-lanai91-ab.
+    /// The experiment to run (listed below, with the profiles each runs on
+    /// by default). Each prints its simulated figures beside the paper's,
+    /// with the basis of each.
     #[arg(required_unless_present = "list_profiles")]
     pub experiment: Option<String>,
-    /// Hardware profile(s), comma-separated: a built-in name (fm-lanai43,
-    /// fm-lanai43-wc, gm-lanai43, gm-lanai72, gm-lanai91, gm15-lanai91,
-    /// gm2-lanai91, gm2-lanaixp, elan3, dpu400, gm-lanai91-ab) or a path to a profile TOML file. Each
-    /// profile is one series. With a profile that prices the NIC collective
-    /// protocol ([coll_proto]: elan3, gm2-lanaixp), `barrier` compares the
+    /// Hardware profiles, comma-separated, one series each: built-in names
+    /// (`--list-profiles`) or paths to profile TOML files (a file's series
+    /// is named after the file). Default: the profiles of the experiment's
+    /// paper. With a profile that prices the NIC collective protocol
+    /// ([coll_proto]: elan3, gm2-lanaixp), `barrier` compares the
     /// protocol's barrier with the point-to-point and host-based ones.
-    #[arg(long, default_value = "fm-lanai43", value_delimiter = ',')]
+    #[arg(long, value_delimiter = ',')]
     pub profile: Vec<String>,
     /// Node counts to sweep, comma-separated (each experiment has a
-    /// default).
+    /// default); for lock, the contenders; for bcast-bypass, Figure 6.6's
+    /// machine sizes.
     #[arg(long, value_delimiter = ',')]
     pub nodes: Vec<u32>,
     /// Message sizes in bytes, comma-separated (each experiment has a
     /// default); for reduce-skew, the maximum delays in microseconds; for
-    /// bcast-skew, the average skews in microseconds.
+    /// bcast-skew, the average skews in microseconds; for lock-cpu, the
+    /// delays in microseconds.
     #[arg(long, value_delimiter = ',')]
     pub sizes: Vec<u32>,
     /// Seed for every random choice; the same seed gives the same figures.
@@ -49,7 +54,8 @@ pub struct SimArgs {
     /// Consecutive operations averaged per point.
     #[arg(long, default_value_t = 10)]
     pub iters: u32,
-    /// Write the results as CSV to this file.
+    /// Write the results as CSV to this file (qsnet-traffic also writes
+    /// its latency histograms beside it, as NAME-hist.csv).
     #[arg(long)]
     pub csv: Option<PathBuf>,
     /// Write a plot of the results as SVG to this file.
@@ -70,7 +76,14 @@ pub fn run(args: SimArgs) -> anyhow::Result<()> {
         return Ok(());
     }
     let experiment = args.experiment.unwrap_or_default();
-    let profiles = args.profile.iter().map(|p| Profile::load(p)).collect::<Result<Vec<_>, _>>()?;
+    let names: Vec<&str> = if args.profile.is_empty() {
+        let paper = paper_profiles(&experiment).ok_or_else(|| experiments::ExperimentError::Unknown(experiment.clone()))?;
+        println!("profiles: {} (the paper's; --profile for others)", paper.join(", "));
+        paper.to_vec()
+    } else {
+        args.profile.iter().map(String::as_str).collect()
+    };
+    let profiles = names.iter().map(|p| Profile::load(p)).collect::<Result<Vec<_>, _>>()?;
     let params = Params { profiles, nodes: args.nodes, sizes: args.sizes, seed: args.seed, iters: args.iters };
     let bar = indicatif::ProgressBar::new(0);
     bar.set_style(

@@ -1,8 +1,9 @@
 //! The fault suite: `outboard chaos` runs jobs of real processes, one
 //! network namespace per rank (veths on a bridge, Slurm variables and
 //! `OUTBOARD_RENDEZVOUS`), under faults, and fails when a job hangs, a
-//! result check fails, or a survivor's error names another rank than the
-//! one killed. Small trial counts here; `outboard chaos --trials 100` runs
+//! result check fails, or a survivor's error does not name the killed
+//! rank first, in words (`rank 2 gives up: rank 0 failed first; ...`, no
+//! `NodeId(0)`). Small trial counts here; `outboard chaos --trials 100` runs
 //! the same at scale.
 //!
 //! The rank programs are the runtime's examples (`ring`, `collectives`,
@@ -120,6 +121,15 @@ fn kill_trials(test: &str, trials: u32, victim: Option<u32>, seed: &str) {
     assert!(text.contains("; 0 hangs,"), "{text}");
     let lines = text.lines().filter(|l| l.strip_prefix("kill ").is_some_and(|r| r.starts_with(|c: char| c.is_ascii_digit()))).count();
     assert_eq!(lines, trials as usize, "{text}");
+    // The wording: a survivor that gave up leads with the killed rank, in
+    // words (`rank 2 gives up: rank 0 failed first; ...`), never NodeId.
+    assert!(!text.contains("named another rank first") && !text.contains("printed debug formatting"), "{text}");
+    if let Some(k) = victim {
+        let gave_up: Vec<&str> = text.lines().filter(|l| l.trim_start().starts_with("rank ") && l.contains(" gives up: ")).collect();
+        for l in &gave_up {
+            assert!(l.contains(&format!(" gives up: rank {k} failed first; ")), "{l}\n{text}");
+        }
+    }
 }
 
 #[test]

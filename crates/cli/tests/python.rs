@@ -85,3 +85,37 @@ fn the_python_program_passes_with_two_and_four_ranks() {
         assert!(!se.contains("ResourceWarning"), "a handle left unclosed:\n{se}");
     }
 }
+
+/// The README's example, taken from it as a reader copies it: the first
+/// `python` block of `bindings/python/README.md`.
+fn readme_example() -> String {
+    let readme = std::fs::read_to_string(repo().join("bindings/python/README.md")).unwrap();
+    let start = readme.find("```python\n").expect("a python block in the README") + "```python\n".len();
+    readme[start..].split("```").next().unwrap().to_string()
+}
+
+/// The README says a program alone is a job of one rank, and that it runs
+/// under `outboard run`: its example must do both.
+#[test]
+fn the_readme_example_runs_alone_and_with_two_ranks() {
+    if !python3("the_readme_example_runs_alone_and_with_two_ranks") {
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("outboard-readme-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let prog = dir.join("prog.py");
+    std::fs::write(&prog, readme_example()).unwrap();
+    let bindings = repo().join("bindings/python");
+    let alone = python_env(Command::new("python3").arg(&prog)).env("PYTHONPATH", &bindings).output().unwrap();
+    let (so, se) = text(&alone);
+    assert!(alone.status.success(), "alone:\nstdout:\n{so}\nstderr:\n{se}");
+    assert_eq!(so.lines().next(), Some("0 1"), "{so}");
+    let two = python_env(Command::new(OUTBOARD).args(["run", "-n", "2", "--timeout", "120", "--", "python3"]).arg(&prog))
+        .env("PYTHONPATH", &bindings)
+        .output()
+        .unwrap();
+    let (so, se) = text(&two);
+    assert!(two.status.success(), "2 ranks:\nstdout:\n{so}\nstderr:\n{se}");
+    assert!(so.contains("[0] 0 2") && so.contains("[1] 1 2"), "{so}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

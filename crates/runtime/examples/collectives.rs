@@ -280,12 +280,26 @@ pub fn check_all(world: &mut World) -> Res<String> {
 }
 
 #[allow(dead_code)]
-fn main() -> Res<()> {
+fn main() -> std::process::ExitCode {
+    // An error as its sentence: `main` returning it would print its Debug
+    // form (`Progress(ParseProgressError("fast"))`).
+    match job() {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+/// Joins the job, runs this rank's part, leaves the job.
+#[allow(dead_code)]
+fn job() -> Res<()> {
     let mut world = outboard_runtime::init()?;
     let line = match check_all(&mut world) {
         Ok(line) => line,
         Err(e) => {
-            eprintln!("{}", world.failure_report(&e));
+            eprintln!("{}", world.failure_report(&*e));
             // Tell the live ranks at once, so none waits a timeout on this one.
             world.abort(1);
         }

@@ -10,10 +10,23 @@ use outboard_host::RecvMatch;
 
 type Res<T> = Result<T, Box<dyn std::error::Error>>;
 
-fn main() -> Res<()> {
+fn main() -> std::process::ExitCode {
+    // An error as its sentence: `main` returning it would print its Debug
+    // form (`Progress(ParseProgressError("fast"))`).
+    match job() {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+/// Joins the job, runs this rank's part, leaves the job.
+fn job() -> Res<()> {
     let mut world = outboard_runtime::init()?;
     if let Err(e) = laps(&mut world) {
-        eprintln!("{}", world.failure_report(&e));
+        eprintln!("{}", world.failure_report(&*e));
         // Tell the live ranks at once, so none waits a timeout on this one.
         world.abort(1);
     }

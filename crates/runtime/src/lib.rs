@@ -46,6 +46,7 @@
 pub mod bootstrap;
 mod clock;
 mod driver;
+mod failure;
 pub mod interrupt;
 pub mod memory;
 mod module_time;
@@ -54,6 +55,7 @@ mod node_settings;
 mod port;
 mod progress;
 pub mod ring;
+mod stats_table;
 mod udp_batch;
 mod wait_pacer;
 mod world;

@@ -367,13 +367,11 @@ impl World {
         }
     }
 
-    /// The line a rank prints when it gives up on `err`: its rank, the
-    /// error, and the job's first failure as this rank knows it.
-    pub fn failure_report(&self, err: &dyn std::fmt::Display) -> String {
-        match self.first_failure() {
-            Some(first) => format!("rank {}: {err} (the job's first failure: rank {first} died)", self.rank()),
-            None => format!("rank {}: {err}", self.rank()),
-        }
+    /// The line a rank prints when it gives up on `err`: the job's first
+    /// failure as this rank knows it, then the error, both in ranks
+    /// (`rank 3 gives up: rank 1 failed first; rank 2 is unreachable`).
+    pub fn failure_report(&self, err: &(dyn std::error::Error + 'static)) -> String {
+        crate::failure::report(self.rank(), self.first_failure(), err)
     }
 
     /// Waits until every rank calls `barrier` (through the bootstrap, out
@@ -453,7 +451,7 @@ impl Drop for World {
         if self.print_stats {
             // For fault runs: what the engine dropped and why.
             let (engine, transport) = self.node.stats();
-            eprintln!("outboard stats rank {}: {:?}", self.env.rank, engine);
+            eprint!("{}", crate::stats_table::stats_table(self.env.rank, &engine));
             if engine.vm_instructions > 0 {
                 let m = transport.module_time;
                 eprintln!(

@@ -454,7 +454,14 @@ impl Profile {
         if path.exists() {
             let text = std::fs::read_to_string(path)
                 .map_err(|source| ProfileError::Io { path: name_or_path.to_string(), source })?;
-            return Profile::from_toml(name_or_path, &text);
+            let mut p = Profile::from_toml(name_or_path, &text)?;
+            // Its series is named after the file: a copy of a built-in
+            // profile, edited, keeps the `name` it was copied with, and
+            // would read as the built-in (and be compared with its paper).
+            if let Some(stem) = path.file_stem() {
+                p.name = stem.to_string_lossy().into_owned();
+            }
+            return Ok(p);
         }
         Err(ProfileError::Unknown { name: name_or_path.to_string(), known: builtin_names().join(", ") })
     }
@@ -652,6 +659,17 @@ pub fn builtin_names() -> Vec<&'static str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_profile_from_a_file_is_named_after_the_file() {
+        let dir = std::env::temp_dir().join(format!("outboard-profile-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let copy = dir.join("my-nic.toml");
+        std::fs::write(&copy, include_str!("../../../profiles/dpu400.toml")).unwrap();
+        let p = Profile::load(copy.to_str().unwrap()).unwrap();
+        assert_eq!((p.name.as_str(), Profile::load("dpu400").unwrap().name.as_str()), ("my-nic", "dpu400"));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 
     #[test]
     fn link_costs_give_the_postal_lambda_and_count_the_nic_pipeline() {

@@ -143,6 +143,21 @@ pub const RUNS: &[Run] = &[
     },
 ];
 
+/// The QsNet experiments' profile: the Quadrics paper measured Elan3.
+const QSNET: &[&str] = &["elan3"];
+
+/// The profiles `experiment` runs on at its paper's points (its first run
+/// in [`RUNS`]: the paper's hardware, for some with a present-day profile
+/// beside it; Elan3 for the QsNet experiments): what `outboard sim` runs
+/// without `--profile`, so that the paper's figures beside the simulated
+/// ones come from a simulation of the machine they were measured on.
+pub fn paper_profiles(experiment: &str) -> Option<&'static [&'static str]> {
+    if experiment.starts_with("qsnet-") {
+        return Some(QSNET);
+    }
+    RUNS.iter().find(|r| r.experiment == experiment).map(|r| r.profiles)
+}
+
 /// What one run gave.
 #[derive(Debug, Clone)]
 pub struct RunResult {
@@ -417,6 +432,17 @@ impl Report {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_experiment_has_its_papers_profiles() {
+        for name in experiments::NAMES {
+            let profiles = paper_profiles(name).unwrap_or_else(|| panic!("{name} has no paper profile"));
+            assert!(profiles.iter().all(|p| crate::profile::builtin_names().contains(p)), "{name}: {profiles:?}");
+        }
+        assert_eq!(paper_profiles("qsnet-barrier"), Some(&["elan3"][..]));
+        assert_eq!(paper_profiles("bcast-bypass"), Some(&["gm-lanai91-ab"][..]));
+        assert_eq!(paper_profiles("no-such"), None);
+    }
 
     #[test]
     fn slugs_are_unique_and_experiments_exist() {

@@ -11,15 +11,19 @@ use rand_chacha::ChaCha8Rng;
 use super::job::{Job, JobSpec, RankEnd};
 use super::netns::Net;
 use super::nft::Faults;
-use super::report::{self, ranks_named};
+use super::report::{self, debug_formatted, ranks_named};
 use super::workload::{Length, Programs};
 use super::{run_job, set_faults, spec, verdict, ChaosArgs, Tally};
 
 /// What a survivor's exit said about the death.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Named {
-    /// Its error names the killed rank.
+    /// Its error names the killed rank first.
     Victim,
+    /// Its error names the killed rank, but another rank before it.
+    NotFirst,
+    /// Its error shows Rust's debug formatting (`NodeId(3)`).
+    DebugForm,
     /// The killed rank was 0, which serves the rendezvous, and its error
     /// is the rendezvous being lost (no rank number in it).
     Rendezvous,
@@ -89,8 +93,12 @@ fn survivor(e: &RankEnd, victim: u32, killed: Instant) -> Survivor {
                 (after, Named::Finished)
             } else {
                 let named = ranks_named(&e.stderr, e.rank);
-                let named = if named.contains(&victim) {
+                let named = if debug_formatted(&e.stderr) {
+                    Named::DebugForm
+                } else if named.first() == Some(&victim) {
                     Named::Victim
+                } else if named.contains(&victim) {
+                    Named::NotFirst
                 } else if victim == 0 && named.is_empty() && e.stderr.to_lowercase().contains("rendezvous") {
                     Named::Rendezvous
                 } else if named.is_empty() {
@@ -140,7 +148,17 @@ pub(super) fn scenario(a: &ChaosArgs, net: &Net, p: &Programs, rng: &mut ChaCha8
         let mut notes = Vec::new();
         for s in &o.survivors {
             let key = match s.named {
-                Named::Victim => "named the killed rank",
+                Named::Victim => "named the killed rank first",
+                Named::NotFirst => {
+                    t.wrong_rank += 1;
+                    notes.push(format!("rank {} names another rank before the killed one: {}", s.rank, s.last_error));
+                    "named another rank first"
+                }
+                Named::DebugForm => {
+                    t.wrong_rank += 1;
+                    notes.push(format!("rank {} prints debug formatting: {}", s.rank, s.last_error));
+                    "printed debug formatting"
+                }
                 Named::Rendezvous => "lost the rendezvous (served by the killed rank 0)",
                 Named::Other => {
                     t.wrong_rank += 1;

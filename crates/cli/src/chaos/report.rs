@@ -1,29 +1,32 @@
 //! What the trials' output says: the engines' counters (from the
-//! `outboard stats rank R: Stats { .. }` lines ranks print with
-//! `OUTBOARD_STATS=stderr`, where the runtime supports it) and the ranks
-//! an error names.
+//! `outboard stats rank R:` table ranks print with `OUTBOARD_STATS=stderr`,
+//! where the runtime supports it) and the ranks an error names.
 
 use std::collections::BTreeMap;
 
 /// Counters summed over ranks, by name.
 pub type Counters = BTreeMap<String, u64>;
 
-/// Adds the counters of every `outboard stats rank R: Stats { .. }` line
-/// in `stderr` to `into`; how many such lines there were.
+/// Adds the counters of every `outboard stats rank R:` table in `stderr`
+/// (a header line, then one `counter value` line per counter that is not
+/// 0) to `into`; how many tables there were.
 pub fn add_stats(stderr: &str, into: &mut Counters) -> usize {
-    let mut lines = 0;
+    let mut tables = 0;
     for line in stderr.lines() {
-        let Some(rest) = line.split_once("outboard stats rank ").map(|(_, r)| r) else { continue };
-        let Some(body) = rest.split_once('{').map(|(_, b)| b.trim_end().trim_end_matches('}')) else { continue };
-        lines += 1;
-        for field in body.split(',') {
-            let Some((k, v)) = field.split_once(':') else { continue };
-            if let Ok(v) = v.trim().parse::<u64>() {
-                *into.entry(k.trim().to_string()).or_default() += v;
+        let Some(rest) = line.strip_prefix("outboard stats rank ") else { continue };
+        let Some((_, row)) = rest.split_once(": ") else { continue };
+        if row.starts_with("engine counters") {
+            tables += 1;
+            continue;
+        }
+        // `first_failed rank k` is no count.
+        if let [name, value] = row.split_whitespace().collect::<Vec<_>>()[..] {
+            if let Ok(v) = value.parse::<u64>() {
+                *into.entry(name.to_string()).or_default() += v;
             }
         }
     }
-    lines
+    tables
 }
 
 /// The counters that tell of rejected or suspicious input: names with
@@ -33,25 +36,35 @@ pub fn drop_counters(c: &Counters) -> Vec<(&str, u64)> {
     c.iter().filter(|(k, v)| **v > 0 && WORDS.iter().any(|w| k.contains(w))).map(|(k, v)| (k.as_str(), *v)).collect()
 }
 
-/// The ranks an error text names: `NodeId(k)`, `rank k`, `rank: k` (a
-/// `Debug` field) and `peer k`,
-/// other than `me` (the examples prefix their errors with their own rank)
-/// and leaving out the `outboard stats` lines.
+/// The ranks an error text names (`rank k`, `peer k`), in the order the
+/// text names them, other than `me` (a rank's report starts with its own
+/// rank) and leaving out the `outboard stats` lines.
 pub fn ranks_named(text: &str, me: u32) -> Vec<u32> {
     let mut found = Vec::new();
     for line in text.lines().filter(|l| !l.starts_with("outboard stats")) {
-        for pat in ["NodeId(", "rank ", "rank: ", "peer "] {
+        let mut at: Vec<(usize, u32)> = Vec::new();
+        for pat in ["rank ", "peer "] {
             for (i, _) in line.match_indices(pat) {
                 let digits: String = line[i + pat.len()..].chars().take_while(char::is_ascii_digit).collect();
                 if let Ok(k) = digits.parse() {
-                    if k != me && !found.contains(&k) {
-                        found.push(k);
-                    }
+                    at.push((i, k));
                 }
+            }
+        }
+        at.sort_unstable();
+        for (_, k) in at {
+            if k != me && !found.contains(&k) {
+                found.push(k);
             }
         }
     }
     found
+}
+
+/// Whether an error text shows Rust's debug formatting (`NodeId(3)`,
+/// `Op(PeerUnreachable(..))`, `Stats { .. }`) instead of words.
+pub fn debug_formatted(text: &str) -> bool {
+    text.lines().filter(|l| !l.starts_with("outboard stats")).any(|l| ["NodeId(", "Error(", " { ", "(\""].iter().any(|p| l.contains(p)))
 }
 
 /// Minimum, median, 90th percentile and maximum of `v` (nearest rank).
@@ -69,23 +82,36 @@ mod tests {
     use super::*;
 
     #[test]
-    fn stats_lines_are_summed_by_counter() {
+    fn stats_tables_are_summed_by_counter() {
         let mut c = Counters::new();
-        let text = "noise\nouttboard\noutboard stats rank 0: Stats { malformed: 2, wrong_job: 0, stale_boot: 5 }\n\
-                    outboard stats rank 1: Stats { malformed: 1, stale_boot: 0, packets_in: 9 }\n";
+        let text = "noise\nouttboard\noutboard stats rank 0: engine counters that are not 0\n\
+                    outboard stats rank 0:   malformed      2\n\
+                    outboard stats rank 0:   stale_boot     5\n\
+                    outboard stats rank 0:   first_failed   rank 3\n\
+                    outboard stats rank 1: engine counters that are not 0\n\
+                    outboard stats rank 1:   malformed      1\n\
+                    outboard stats rank 1:   packets_in     9\n";
         assert_eq!(add_stats(text, &mut c), 2);
         assert_eq!((c["malformed"], c["stale_boot"], c["packets_in"]), (3, 5, 9));
+        assert!(!c.contains_key("first_failed"));
         assert_eq!(drop_counters(&c), vec![("malformed", 3), ("stale_boot", 5)]);
     }
 
     #[test]
-    fn named_ranks_leave_out_the_writer() {
-        assert_eq!(ranks_named("rank 2: peer node NodeId(3) is unreachable", 2), vec![3]);
-        assert_eq!(ranks_named("Error: Op(PeerUnreachable(NodeId(0)))", 1), vec![0]);
+    fn named_ranks_leave_out_the_writer_in_text_order() {
+        assert_eq!(ranks_named("rank 2 gives up: rank 3 failed first; rank 1 is unreachable", 2), vec![3, 1]);
+        assert_eq!(ranks_named("peer 4 then rank 0", 1), vec![4, 0]);
         assert_eq!(ranks_named("Error: rank 3 left the job: closed", 1), vec![3]);
-        assert_eq!(ranks_named("Error: Bootstrap(RankLost { rank: 2, reason: \"closed\" })", 0), vec![2]);
         assert!(ranks_named("Error: rendezvous at 10.77.0.1:29500 lost", 1).is_empty());
-        assert!(ranks_named("# rank 1 engine: 3 retransmits\noutboard stats rank 1: Stats { peers_failed: 1 }", 1).is_empty());
+        assert!(ranks_named("# rank 1 engine: 3 retransmits\noutboard stats rank 1:   first_failed   rank 2", 1).is_empty());
+    }
+
+    #[test]
+    fn debug_formatting_is_recognised() {
+        assert!(debug_formatted("rank 2: peer node NodeId(3) is unreachable"));
+        assert!(debug_formatted("Error: Bootstrap(RankLost { rank: 2, reason: \"closed\" })"));
+        assert!(!debug_formatted("rank 2 gives up: rank 3 failed first; rank 3 is unreachable"));
+        assert!(!debug_formatted("outboard stats rank 1: Stats { a: 1 }"));
     }
 
     #[test]
