@@ -84,7 +84,7 @@ fn a_bad_environment_variable_is_named_with_the_accepted_values() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "{stderr}");
     assert!(
-        stderr.contains("[0] error: OUTBOARD_PROGRESS: unknown progress policy \"fast\": expected dedicated, host-assisted or spin-then-block"),
+        stderr.contains("[0] error: OUTBOARD_PROGRESS=\"fast\" is not an accepted name: use dedicated, host-assisted or spin-then-block"),
         "{stderr}"
     );
     assert!(!stderr.contains("ParseProgressError") && !stderr.contains("Progress("), "{stderr}");
