@@ -61,7 +61,7 @@ impl ScheduleKey {
             ScheduleKey::Bcast(TreeShape::Binomial, root) => (3, root),
             _ => return None,
         };
-        (param < PARAM).then(|| (kind << 13 | param) as u16)
+        (param < PARAM).then_some((kind << 13 | param) as u16)
     }
 }
 
