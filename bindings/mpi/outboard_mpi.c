@@ -112,10 +112,17 @@ static struct { int class; int code; char msg[MPI_MAX_ERROR_STRING]; } codes[MAX
 static int ncodes;
 static pthread_mutex_t codes_lock = PTHREAD_MUTEX_INITIALIZER;
 
+/* What went wrong: the C ABI's message, or the code's description if it
+ * left none. */
+static const char *what_failed(int rc) {
+    const char *last = outboard_last_error();
+    return last && *last ? last : outboard_strerror(rc);
+}
+
 int ob_error_code(int rc, const char *what) {
     int class = error_class(rc);
     char msg[MPI_MAX_ERROR_STRING];
-    snprintf(msg, sizeof msg, "%s failed at rank %d: %s: %s", what, ob.rank, outboard_strerror(rc), outboard_last_error());
+    snprintf(msg, sizeof msg, "%s failed at rank %d: %s", what, ob.rank, what_failed(rc));
     pthread_mutex_lock(&codes_lock);
     int code = class;
     for (int i = 0; i < ncodes; i++)
@@ -137,10 +144,27 @@ out:
     return code;
 }
 
+/* The message of a code this library made. MPICH 4.0's MPI_Error_string
+ * does not find the string MPI_Add_error_string gave a code added to a
+ * predefined class (it decodes the code as one of its own), so the library
+ * answers for its codes itself. */
+int MPI_Error_string(int code, char *string, int *len) {
+    pthread_mutex_lock(&codes_lock);
+    for (int i = 0; i < ncodes; i++)
+        if (codes[i].code == code && code != codes[i].class) {
+            *len = snprintf(string, MPI_MAX_ERROR_STRING, "%s", codes[i].msg);
+            if (*len >= MPI_MAX_ERROR_STRING) *len = MPI_MAX_ERROR_STRING - 1;
+            pthread_mutex_unlock(&codes_lock);
+            return MPI_SUCCESS;
+        }
+    pthread_mutex_unlock(&codes_lock);
+    return PMPI_Error_string(code, string, len);
+}
+
 /* An Outboard failure as an MPI error, through the communicator's error
  * handler. */
 int ob_failed(MPI_Comm comm, const char *call, int rc) {
-    fprintf(stderr, "outboard_mpi: rank %d: %s failed: %s: %s\n", ob.rank, call, outboard_strerror(rc), outboard_last_error());
+    fprintf(stderr, "outboard_mpi: rank %d: %s failed: %s\n", ob.rank, call, what_failed(rc));
     int code = ob_error_code(rc, call);
     PMPI_Comm_call_errhandler(comm, code);
     return code;
