@@ -43,6 +43,7 @@
 // Unsafe code is allowed in `ring` and `interrupt` (signals, eventfd) only.
 #![deny(unsafe_code)]
 
+pub mod affinity;
 pub mod bootstrap;
 mod clock;
 mod driver;

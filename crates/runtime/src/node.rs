@@ -209,7 +209,10 @@ impl Node {
         let s = shared.clone();
         let thread = std::thread::Builder::new()
             .name(format!("outboard-engine-{}", config.node.0))
-            .spawn(move || engine_thread(&s, poll))?;
+            .spawn(move || {
+                crate::affinity::leave_rank_binding();
+                engine_thread(&s, poll)
+            })?;
         let _ = shared.engine_thread.set(thread.thread().clone());
         Ok(Node { shared, thread: Some(thread) })
     }

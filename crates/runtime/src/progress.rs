@@ -135,9 +135,11 @@ impl Progress {
     }
 }
 
-/// Cores this process may run on.
+/// Cores of the node this job may use: not the process's own binding
+/// (a launcher may bind each rank to one core, and the engine threads
+/// leave that binding: see [`crate::affinity`]).
 pub fn machine_cores() -> usize {
-    std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
+    crate::affinity::node_cores()
 }
 
 impl fmt::Display for Progress {
