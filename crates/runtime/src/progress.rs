@@ -125,7 +125,7 @@ impl Progress {
     }
 
     /// `OUTBOARD_PROGRESS` if set, else [`Progress::default_for`] this
-    /// machine's available parallelism.
+    /// node's cores ([`machine_cores`]).
     pub fn from_env(local_ranks: usize) -> Result<(Progress, String), SettingError> {
         match outboard_settings::registry::PROGRESS.get(&outboard_settings::ProcessEnv)? {
             // The registry's names are the policies' (a test checks it).
