@@ -60,21 +60,12 @@ static uint32_t my_rank(outboard_group *g) {
     return me;
 }
 
-/* A packed copy's buffers: `in` the contribution, `out` the result. */
-struct packed {
-    void *in, *out;
-};
-
-static int pack_in(const void *src, int count, MPI_Datatype dt, long long bytes, MPI_Comm comm, struct packed *p) {
-    p->in = malloc(bytes ? bytes : 1);
-    p->out = malloc(bytes ? bytes : 1);
-    if (!p->in || !p->out) return MPI_ERR_NO_MEM;
-    return src ? ob_pack(src, count, dt, p->in, bytes, comm) : MPI_SUCCESS;
-}
-
-static void packed_free(struct packed *p) {
-    free(p->in);
-    free(p->out);
+/* A broadcast's packed copy of `bytes` bytes in *out, holding the root's
+ * data packed (`src`, at the root) or room for it (elsewhere). */
+static int packed(const void *src, int count, MPI_Datatype dt, long long bytes, MPI_Comm comm, void **out) {
+    *out = malloc(bytes ? bytes : 1);
+    if (!*out) return MPI_ERR_NO_MEM;
+    return src ? ob_pack(src, count, dt, *out, bytes, comm) : MPI_SUCCESS;
 }
 
 static int done(MPI_Comm comm, enum coll k, int rc) {
@@ -97,13 +88,13 @@ int MPI_Bcast(void *buf, int count, MPI_Datatype dt, int root, MPI_Comm comm) {
     if (bad_root(g, root, comm)) return MPI_ERR_ROOT;
     if (l.contiguous) return done(comm, C_BCAST, outboard_bcast(g, buf, (size_t)bytes, (uint32_t)root));
     int me_root = my_rank(g) == (uint32_t)root;
-    struct packed p;
-    int rc = pack_in(me_root ? buf : NULL, count, dt, bytes, comm, &p);
+    void *tmp = NULL;
+    int rc = packed(me_root ? buf : NULL, count, dt, bytes, comm, &tmp);
     if (rc == MPI_SUCCESS) {
-        rc = done(comm, C_BCAST, outboard_bcast(g, p.in, (size_t)bytes, (uint32_t)root));
-        if (rc == MPI_SUCCESS && !me_root) rc = ob_unpack(p.in, bytes, buf, count, dt, comm);
+        rc = done(comm, C_BCAST, outboard_bcast(g, tmp, (size_t)bytes, (uint32_t)root));
+        if (rc == MPI_SUCCESS && !me_root) rc = ob_unpack(tmp, bytes, buf, count, dt, comm);
     }
-    packed_free(&p);
+    free(tmp);
     return rc;
 }
 
@@ -159,14 +150,14 @@ int MPI_Ibcast(void *buf, int count, MPI_Datatype dt, int root, MPI_Comm comm, M
         return ob_wrap(comm, c, C_BCAST, rc, r, NULL, req);
     }
     int me_root = my_rank(g) == (uint32_t)root;
-    struct packed p;
-    int rc = pack_in(me_root ? buf : NULL, count, dt, bytes, comm, &p);
+    void *tmp = NULL;
+    int rc = packed(me_root ? buf : NULL, count, dt, bytes, comm, &tmp);
     if (rc != MPI_SUCCESS) {
-        packed_free(&p);
+        free(tmp);
         return rc;
     }
-    rc = outboard_bcast_start(g, p.in, (size_t)bytes, (uint32_t)root, &r);
-    struct staging *s = ob_staging(p.out, p.in, buf, count, dt, bytes, comm, !me_root);
+    rc = outboard_bcast_start(g, tmp, (size_t)bytes, (uint32_t)root, &r);
+    struct staging *s = ob_staging(tmp, buf, count, dt, bytes, comm, !me_root);
     return ob_wrap(comm, c, C_BCAST, rc, r, s, req);
 }
 

@@ -67,7 +67,7 @@ void ob_types_stop(void);
 /* requests.c */
 struct staging;
 int ob_wrap(MPI_Comm comm, struct comm *c, enum coll k, int rc, outboard_request *r, struct staging *s, MPI_Request *req);
-struct staging *ob_staging(void *spare, void *result, void *buf, int count, MPI_Datatype dt, long long bytes, MPI_Comm comm, int unpack);
+struct staging *ob_staging(void *copy, void *buf, int count, MPI_Datatype dt, long long bytes, MPI_Comm comm, int unpack);
 void ob_drain(void);
 
 /* outboard_mpi.c */

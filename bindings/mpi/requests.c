@@ -17,10 +17,9 @@
 
 #include "internal.h"
 
-/* A packed copy that lives until the collective completes. */
+/* A broadcast's packed copy, alive until the collective completes. */
 struct staging {
-    void *spare;            /* freed at completion */
-    void *result;           /* unpacked into buf at completion if unpack */
+    void *copy;             /* unpacked into buf at completion if unpack, then freed */
     void *buf;
     int count;
     MPI_Datatype dt;        /* a duplicate: the program may free its own */
@@ -40,10 +39,9 @@ struct obreq {
 
 static struct obreq *pending; /* under ob.lock */
 
-struct staging *ob_staging(void *spare, void *result, void *buf, int count, MPI_Datatype dt, long long bytes, MPI_Comm comm, int unpack) {
+struct staging *ob_staging(void *copy, void *buf, int count, MPI_Datatype dt, long long bytes, MPI_Comm comm, int unpack) {
     struct staging *s = calloc(1, sizeof *s);
-    s->spare = spare;
-    s->result = result;
+    s->copy = copy;
     s->buf = buf;
     s->count = count;
     PMPI_Type_dup(dt, &s->dt);
@@ -57,10 +55,9 @@ struct staging *ob_staging(void *spare, void *result, void *buf, int count, MPI_
  * copy; the MPI error code of the unpacking, or `error`. */
 static int unstage(struct staging *s, int error) {
     if (!s) return error;
-    if (error == MPI_SUCCESS && s->unpack) error = ob_unpack(s->result, s->bytes, s->buf, s->count, s->dt, s->comm);
+    if (error == MPI_SUCCESS && s->unpack) error = ob_unpack(s->copy, s->bytes, s->buf, s->count, s->dt, s->comm);
     PMPI_Type_free(&s->dt);
-    free(s->spare);
-    free(s->result);
+    free(s->copy);
     free(s);
     return error;
 }

@@ -280,16 +280,8 @@ pub fn check_all(world: &mut World) -> Res<String> {
 }
 
 #[allow(dead_code)]
-fn main() -> std::process::ExitCode {
-    // An error as its sentence: `main` returning it would print its Debug
-    // form (`Progress(ParseProgressError("fast"))`).
-    match job() {
-        Ok(()) => std::process::ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("error: {e}");
-            std::process::ExitCode::FAILURE
-        }
-    }
+fn main() -> outboard_runtime::Exit {
+    job().into()
 }
 
 /// Joins the job, runs this rank's part, leaves the job.

@@ -10,16 +10,8 @@ use outboard_host::RecvMatch;
 
 type Res<T> = Result<T, Box<dyn std::error::Error>>;
 
-fn main() -> std::process::ExitCode {
-    // An error as its sentence: `main` returning it would print its Debug
-    // form (`Progress(ParseProgressError("fast"))`).
-    match job() {
-        Ok(()) => std::process::ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("error: {e}");
-            std::process::ExitCode::FAILURE
-        }
-    }
+fn main() -> outboard_runtime::Exit {
+    job().into()
 }
 
 /// Joins the job, runs this rank's part, leaves the job.

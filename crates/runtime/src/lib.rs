@@ -47,6 +47,7 @@ pub mod affinity;
 pub mod bootstrap;
 mod clock;
 mod driver;
+mod exit;
 mod failure;
 pub mod interrupt;
 pub mod memory;
@@ -62,6 +63,7 @@ mod wait_pacer;
 mod world;
 
 pub use clock::Clock;
+pub use exit::Exit;
 pub use driver::TransportStats;
 pub use module_time::ModuleTime;
 pub use node::{bind_udp, random_u64, udp_engine_defaults, Node, NodeError};
