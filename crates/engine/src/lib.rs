@@ -25,7 +25,9 @@
 //!   themselves from schedules the hosts install, with unexpected packets
 //!   kept in a bounded pool (module [`coll`]).
 //!
-//! Host memory is reached only through the [`Dma`] trait.
+//! Host memory is reached only through the [`Dma`] trait. Commands and
+//! events cross to an engine in another process as fixed slots of checked
+//! bytes (module [`port_codec`]).
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -44,6 +46,7 @@ pub mod nicvm;
 mod notice;
 mod port;
 mod port_closed;
+pub mod port_codec;
 mod rx;
 mod stats;
 mod time;
