@@ -7,10 +7,14 @@
 //! The pieces, each in its own module:
 //!
 //! - [`ring`]: bounded single-producer single-consumer rings, the host's
-//!   send and completion queues; **the only `unsafe` code of the runtime**,
-//!   model-checked with loom;
+//!   send and completion queues, model-checked with loom; with
+//!   [`interrupt`] and [`shm`], one of the three modules that hold
+//!   `unsafe` code;
 //! - [`memory`]: DMA-reachable host memory the runtime allocates, so that
 //!   every address the engine is given is checked against live buffers;
+//! - [`shm`]: shared memory between a client process and a node's engine
+//!   process - memfd segments, rings of byte slots in them, and the
+//!   client's allocator of registered memory; the peer is untrusted;
 //! - `driver`: one turn of the sans-IO engine's driving contract over a
 //!   non-blocking UDP socket and the rings;
 //! - [`Node`]: the engine thread and its [`Progress`] policy (dedicated,
@@ -40,7 +44,9 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 #![warn(missing_docs)]
-// Unsafe code is allowed in `ring` and `interrupt` (signals, eventfd) only.
+// Unsafe code is allowed in `ring`, `interrupt` (signals, eventfd) and
+// `shm::segment` (the shared mapping) only, each with `#![allow(unsafe_code)]`
+// (and in the `shm::ring` test that adopts an fd inherited across exec).
 #![deny(unsafe_code)]
 
 pub mod affinity;
@@ -57,6 +63,7 @@ mod node_settings;
 mod port;
 mod progress;
 pub mod ring;
+pub mod shm;
 mod stats_table;
 mod udp_batch;
 mod wait_pacer;

@@ -2,7 +2,8 @@
 //! the engine: the send queue (commands) and the completion queue (events)
 //! of a port, the way a host talks to a NIC.
 //!
-//! **All `unsafe` code of the runtime is in this module.** Everything else
+//! **The rings' `unsafe` code is in this module** (the runtime's other
+//! `unsafe` code is in `interrupt` and `shm::segment`). Everything else
 //! uses the safe [`Producer`] / [`Consumer`] halves, whose types make the
 //! single-producer, single-consumer discipline a compile-time fact: neither
 //! half is `Clone`, and every operation takes `&mut self`.
