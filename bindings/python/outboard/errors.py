@@ -30,6 +30,7 @@ ERR_PORT_GONE = 15
 ERR_NOT_READY_TIMEOUT = 16
 ERR_SENDER_ABORTED = 17
 ERR_COLL_MISMATCH = 18
+ERR_ENGINE_LOST = 19
 
 
 class OutboardError(Exception):
@@ -178,6 +179,14 @@ class CollectiveMismatchError(CollectiveError):
     code = ERR_COLL_MISMATCH
 
 
+class EngineLostError(OutboardError):
+    """This process's node engine is gone (``OUTBOARD_ERR_ENGINE_LOST``):
+    the engine process died or detached this process; nothing more
+    completes."""
+
+    code = ERR_ENGINE_LOST
+
+
 ERRORS: Dict[int, Type[OutboardError]] = {
     c.code: c  # type: ignore[misc]
     for c in (
@@ -198,6 +207,7 @@ ERRORS: Dict[int, Type[OutboardError]] = {
         PortGoneError,
         NotReadyTimeoutError,
         SenderAbortedError,
+        EngineLostError,
         CollectiveMismatchError,
     )
 }

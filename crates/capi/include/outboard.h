@@ -132,6 +132,10 @@
 // erroneous program, reported instead of waiting for good.
 #define OUTBOARD_ERR_COLL_MISMATCH 18
 
+// This process's node engine is gone (`OUTBOARD_ENGINE=node`: the engine
+// process died or detached this process); nothing more completes.
+#define OUTBOARD_ERR_ENGINE_LOST 19
+
 // Collectives run by the engines (the default).
 #define OUTBOARD_MODE_OFFLOADED 0
 

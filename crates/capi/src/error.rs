@@ -60,6 +60,9 @@ pub const OUTBOARD_ERR_SENDER_ABORTED: c_int = 17;
 /// the group's order (or the same collective with different roots): an
 /// erroneous program, reported instead of waiting for good.
 pub const OUTBOARD_ERR_COLL_MISMATCH: c_int = 18;
+/// This process's node engine is gone (`OUTBOARD_ENGINE=node`: the engine
+/// process died or detached this process); nothing more completes.
+pub const OUTBOARD_ERR_ENGINE_LOST: c_int = 19;
 
 /// A failure: its code and its message.
 #[derive(Debug)]
@@ -110,6 +113,7 @@ fn op_code(op: &OpError) -> c_int {
         OpError::ProcFailedPending(_) => OUTBOARD_ERR_PROC_FAILED_PENDING,
         OpError::SourceClosed(_) => OUTBOARD_ERR_SOURCE_CLOSED,
         OpError::PortGone | OpError::NoSuchPort => OUTBOARD_ERR_PORT_GONE,
+        OpError::EngineLost => OUTBOARD_ERR_ENGINE_LOST,
         OpError::NotReadyTimeout => OUTBOARD_ERR_NOT_READY_TIMEOUT,
         OpError::SenderAborted => OUTBOARD_ERR_SENDER_ABORTED,
         OpError::Truncated { .. } => OUTBOARD_ERR_TRUNCATED,
@@ -203,6 +207,7 @@ pub extern "C" fn outboard_strerror(code: c_int) -> *const c_char {
         OUTBOARD_ERR_NOT_READY_TIMEOUT => b"the destination was not ready within the retry timeout\0",
         OUTBOARD_ERR_SENDER_ABORTED => b"the sender aborted the message\0",
         OUTBOARD_ERR_COLL_MISMATCH => b"the group's members called different collectives\0",
+        OUTBOARD_ERR_ENGINE_LOST => b"this process's node engine is gone\0",
         _ => b"unknown error code\0",
     };
     s.as_ptr().cast()
@@ -288,10 +293,10 @@ mod tests {
     #[test]
     fn every_code_has_its_own_description() {
         let text = |c| unsafe { std::ffi::CStr::from_ptr(outboard_strerror(c)) }.to_str().unwrap().to_string();
-        let all: Vec<String> = (OUTBOARD_OK..=OUTBOARD_ERR_COLL_MISMATCH).map(text).collect();
+        let all: Vec<String> = (OUTBOARD_OK..=OUTBOARD_ERR_ENGINE_LOST).map(text).collect();
         let distinct: std::collections::BTreeSet<&String> = all.iter().collect();
         assert_eq!(distinct.len(), all.len(), "{all:?}");
         assert!(!all.contains(&"unknown error code".to_string()));
-        assert_eq!(text(OUTBOARD_ERR_COLL_MISMATCH + 1), "unknown error code");
+        assert_eq!(text(OUTBOARD_ERR_ENGINE_LOST + 1), "unknown error code");
     }
 }

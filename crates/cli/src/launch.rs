@@ -40,6 +40,14 @@ pub struct RunArgs {
     /// Kill the job after this many seconds (0: no limit).
     #[arg(long, default_value_t = 0.0)]
     timeout: f64,
+    /// Group the ranks into nodes of this many (ranks 0..R-1 on node 0, and
+    /// so on), each served by one node engine process (`outboard node`),
+    /// which the ranks reach through shared memory; sets
+    /// OUTBOARD_ENGINE=node and each rank's OUTBOARD_NODE_NAME. Without it
+    /// every rank runs an engine of its own (OUTBOARD_ENGINE, default
+    /// process).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=254))]
+    ranks_per_node: Option<u32>,
     /// The program and its arguments.
     #[arg(required = true, allow_hyphen_values = true, value_name = "PROGRAM [ARGS]...")]
     command: Vec<String>,
@@ -102,12 +110,23 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
 
     let mut children: Vec<Option<Child>> = Vec::new();
     let mut forwarders: Vec<JoinHandle<()>> = Vec::new();
+    let me = std::env::current_exe().context("finding the outboard command for the node engines")?;
     for rank in 0..a.ranks {
-        let spawned = Command::new(program)
+        let mut cmd = Command::new(program);
+        let local = match a.ranks_per_node {
+            Some(r) => {
+                cmd.env("OUTBOARD_ENGINE", "node")
+                    .env("OUTBOARD_NODE_NAME", format!("node{}", rank / r))
+                    .env("OUTBOARD_NODE_PROGRAM", &me);
+                r.min(a.ranks - rank / r * r)
+            }
+            None => a.ranks,
+        };
+        let spawned = cmd
             .args(args)
             .env(ENV_RANK, rank.to_string())
             .env(ENV_SIZE, a.ranks.to_string())
-            .env(ENV_LOCAL_SIZE, a.ranks.to_string())
+            .env(ENV_LOCAL_SIZE, local.to_string())
             .env(ENV_RENDEZVOUS, addr.to_string())
             .env("OUTBOARD_JOB_KEY", &job_key)
             .env("OUTBOARD_JOB_SECRET", &secret)

@@ -33,6 +33,7 @@ mod demo;
 mod launch;
 mod mpi_lib_cmd;
 mod nicvm_cmd;
+mod node_cmd;
 mod reproduce_cmd;
 mod sim_cmd;
 mod stats;
@@ -75,6 +76,11 @@ enum Cmd {
     /// and its default. A bad value, or an OUTBOARD_* variable that
     /// Outboard does not know, is explained and makes the command fail.
     Config(config_cmd::ConfigArgs),
+    /// Run one node's engine (started by the node's first rank under
+    /// OUTBOARD_ENGINE=node; not for direct use): serves every local
+    /// process of the job through shared memory until the last one leaves.
+    #[command(hide = true)]
+    Node(node_cmd::NodeArgs),
     /// Build liboutboard_mpi, the library that runs an MPI program's
     /// collectives on Outboard (LD_PRELOAD), for each MPI installed, and
     /// print its path.
@@ -100,5 +106,6 @@ fn dispatch(command: Cmd) -> anyhow::Result<()> {
         Cmd::Chaos(a) => chaos::run(a),
         Cmd::Config(a) => config_cmd::run(a),
         Cmd::MpiLib(a) => mpi_lib_cmd::run(a),
+        Cmd::Node(a) => node_cmd::run(a),
     }
 }

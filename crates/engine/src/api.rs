@@ -465,6 +465,13 @@ pub enum OpError {
     /// The destination port slot does not exist on that engine.
     #[error("no such port on the destination engine")]
     NoSuchPort,
+    /// This process's own engine is gone: the node engine process it
+    /// attached to ended (it died, was killed, or detached this process
+    /// for breaking the port protocol). Nothing more completes on the
+    /// port; every operation under way and every later one fails with
+    /// this.
+    #[error("this process's node engine is gone")]
+    EngineLost,
     /// The destination kept refusing (not open yet, no buffer) for longer
     /// than the retry timeout.
     #[error("destination not ready within the retry timeout")]

@@ -631,6 +631,7 @@ impl Writer<'_> {
                 self.u8(19);
                 self.u8(nicvm_error_tag(n));
             }
+            OpError::EngineLost => self.u8(20),
         }
     }
 
@@ -943,6 +944,7 @@ impl Reader<'_> {
                 let tag = self.u8()?;
                 OpError::Nicvm(nicvm_error_from_tag(tag).ok_or(CodecError::BadTag { field: "NicvmError", tag })?)
             }
+            20 => OpError::EngineLost,
             tag => return Err(CodecError::BadTag { field: "OpError", tag }),
         })
     }
@@ -1241,6 +1243,7 @@ mod tests {
                 Just(OpError::NotCancellable),
                 Just(OpError::NoSuchRegion),
                 Just(OpError::Misaligned),
+                Just(OpError::EngineLost),
                 coll_error().prop_map(OpError::Collective),
                 (0..NICVM_ERRORS.len()).prop_map(|i| OpError::Nicvm(NICVM_ERRORS[i])),
             ]

@@ -86,6 +86,8 @@ pub(crate) struct PortShared {
     pub waiter: Mutex<Option<Thread>>,
     /// Where the engine's interrupts for this port go (module `interrupt`).
     pub irq: Mutex<Option<crate::interrupt::Target>>,
+    /// A port of another process (node engine): how to wake it.
+    pub remote: Option<crate::node_engine::RemoteWake>,
 }
 
 impl PortShared {
@@ -93,6 +95,10 @@ impl PortShared {
     /// published. The SeqCst fence pairs with the one a parking thread
     /// issues between setting `waiting` and its last look at the ring.
     pub fn notify(&self) {
+        if let Some(r) = &self.remote {
+            r.wake();
+            return;
+        }
         fence(Ordering::SeqCst);
         if self.waiting.load(Ordering::SeqCst) {
             if let Some(t) = self.waiter.lock().unwrap_or_else(PoisonError::into_inner).as_ref() {
@@ -104,11 +110,55 @@ impl PortShared {
 
 /// The engine side of one open port.
 pub(crate) struct PortLink {
-    pub commands: Consumer<Command>,
-    pub events: Producer<Event>,
+    pub commands: Commands,
+    pub events: Events,
     /// Events that found the completion ring full, in order.
     pub overflow: VecDeque<Event>,
     pub shared: Arc<PortShared>,
+    /// Why the port stopped being served: its process wrote something into
+    /// its command ring that is not a command, or broke a ring's indices.
+    /// The node engine then detaches the process with this sentence.
+    pub broken: Option<String>,
+}
+
+/// A port's command queue: a ring in this process, or one in the shared
+/// segment of the process that attached the port (node engine).
+pub(crate) enum Commands {
+    Local(Consumer<Command>),
+    Shared(crate::node_engine::SharedCommands),
+}
+
+impl Commands {
+    /// The next command; `Some(Err)` for bytes that are not one.
+    fn pop(&mut self) -> Option<Result<Command, String>> {
+        match self {
+            Commands::Local(c) => c.pop().map(Ok),
+            Commands::Shared(c) => c.pop(),
+        }
+    }
+
+    fn has_pending(&self) -> bool {
+        match self {
+            Commands::Local(c) => c.has_pending(),
+            Commands::Shared(c) => c.has_pending(),
+        }
+    }
+}
+
+/// A port's completion queue (see [`Commands`]).
+pub(crate) enum Events {
+    Local(Producer<Event>),
+    Shared(crate::node_engine::SharedEvents),
+}
+
+impl Events {
+    /// Publishes `e`, or gives it back when the ring is full.
+    fn push(&mut self, e: Event) -> Result<(), Event> {
+        match self {
+            Events::Local(p) => p.push(e),
+            Events::Shared(p) => p.push(e),
+        }
+    }
 }
 
 /// The engine with its socket and port rings.
@@ -190,7 +240,7 @@ impl Driver {
 
     /// Whether any port posted a command not yet handled.
     pub fn has_pending_commands(&self) -> bool {
-        self.ports.iter().flatten().any(|l| l.commands.has_pending())
+        self.ports.iter().flatten().any(|l| l.broken.is_none() && l.commands.has_pending())
     }
 
     /// One round of the driving contract. Returns whether anything
@@ -239,9 +289,20 @@ impl Driver {
         let mut busy = false;
         for (i, link) in self.ports.iter_mut().enumerate() {
             let Some(link) = link else { continue };
+            if link.broken.is_some() {
+                continue;
+            }
             let port = PortId(i as u8);
             while let Some(cmd) = link.commands.pop() {
                 busy = true;
+                let cmd = match cmd {
+                    Ok(c) => c,
+                    Err(why) => {
+                        self.stats.refused_commands += 1;
+                        link.broken = Some(why);
+                        break;
+                    }
+                };
                 if let Err(e) = self.stats.module_time.run(&mut self.engine, |e| e.handle_command(now, port, cmd)) {
                     // The host checked tokens and sizes before posting, so
                     // what is left is what only the engine knows (a peer

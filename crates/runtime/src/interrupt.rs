@@ -151,6 +151,10 @@ pub enum DeliveryError {
     /// posting thread - not something a signal handler may do.
     #[error("signal delivery needs the dedicated or spin-then-block progress policy")]
     HostAssisted,
+    /// The port is on a node engine process, which cannot interrupt a
+    /// thread of this process (`OUTBOARD_ENGINE=node`).
+    #[error("selective interrupts need the per-process engine (OUTBOARD_ENGINE=process)")]
+    NodeEngine,
     /// A system call failed.
     #[error(transparent)]
     Io(#[from] io::Error),
@@ -167,7 +171,10 @@ pub fn deliver_by_signal(bypass: &Arc<Bypass<RtPort>>) -> Result<SignalGuard, De
     // SAFETY: getpid has no preconditions.
     let pid = unsafe { libc::getpid() };
     let target = Target::Signal { pid, tid: gettid(), signo: signal_number() };
-    bypass.with_io(|io| io.set_irq(Some(target)));
+    if !bypass.with_io(|io| io.set_irq(Some(target))) {
+        TARGET.with(|t| t.set(std::ptr::null()));
+        return Err(DeliveryError::NodeEngine);
+    }
     Ok(SignalGuard { bypass: bypass.clone(), _thread: PhantomData })
 }
 
@@ -179,7 +186,7 @@ pub struct SignalGuard {
 
 impl Drop for SignalGuard {
     fn drop(&mut self) {
-        self.bypass.with_io(|io| io.set_irq(None));
+        let _ = self.bypass.with_io(|io| io.set_irq(None));
         TARGET.with(|t| t.set(std::ptr::null()));
     }
 }
@@ -187,6 +194,9 @@ impl Drop for SignalGuard {
 /// Interrupts for `bypass` wake a progress thread (blocked reading an
 /// eventfd) that runs its handler, until the guard is dropped.
 pub fn deliver_by_thread(bypass: &Arc<Bypass<RtPort>>) -> Result<ThreadGuard, DeliveryError> {
+    if !bypass.with_io(|io| io.set_irq(None)) {
+        return Err(DeliveryError::NodeEngine);
+    }
     // SAFETY: creates a descriptor we then own.
     let raw = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC) };
     if raw < 0 {
@@ -211,7 +221,7 @@ pub fn deliver_by_thread(bypass: &Arc<Bypass<RtPort>>) -> Result<ThreadGuard, De
             }
         })?
     };
-    bypass.with_io(|io| io.set_irq(Some(Target::EventFd(fd.clone()))));
+    let _ = bypass.with_io(|io| io.set_irq(Some(Target::EventFd(fd.clone()))));
     Ok(ThreadGuard { bypass: bypass.clone(), fd, stop, thread: Some(thread) })
 }
 
@@ -225,7 +235,7 @@ pub struct ThreadGuard {
 
 impl Drop for ThreadGuard {
     fn drop(&mut self) {
-        self.bypass.with_io(|io| io.set_irq(None));
+        let _ = self.bypass.with_io(|io| io.set_irq(None));
         self.stop.store(true, Ordering::SeqCst);
         write_one(self.fd.as_raw_fd());
         if let Some(t) = self.thread.take() {

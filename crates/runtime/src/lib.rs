@@ -45,7 +45,8 @@
 //! ```
 #![warn(missing_docs)]
 // Unsafe code is allowed in `ring`, `interrupt` (signals, eventfd) and
-// `shm::segment` (the shared mapping) only, each with `#![allow(unsafe_code)]`
+// `shm::segment` (the shared mapping) and `node_engine::socket` (descriptors
+// received from another process) only, each with `#![allow(unsafe_code)]`
 // (and in the `shm::ring` test that adopts an fd inherited across exec).
 #![deny(unsafe_code)]
 
@@ -53,12 +54,14 @@ pub mod affinity;
 pub mod bootstrap;
 mod clock;
 mod driver;
+mod engine_handle;
 mod exit;
 mod failure;
 pub mod interrupt;
 pub mod memory;
 mod module_time;
 mod node;
+pub mod node_engine;
 mod node_settings;
 mod port;
 mod progress;

@@ -160,10 +160,15 @@ impl HostMemory {
     }
 }
 
-/// The engine's view of a process's [`HostMemory`].
+/// The engine's view of host memory: a process's own [`HostMemory`] for
+/// ports of an in-process engine, and, for the ports a node engine serves,
+/// each attached process's shared segment (module `shm`).
 #[derive(Debug, Clone)]
 pub struct RtDma {
     mem: Arc<HostMemory>,
+    /// Per port slot: the registered memory of the process attached there,
+    /// if a process of another address space owns the port.
+    shared: Vec<Option<SharedMemory>>,
     /// Bytes the engine copied out of host memory (into datagrams).
     copied_out: u64,
     /// Bytes the engine copied into host memory (out of datagrams or its
@@ -171,10 +176,27 @@ pub struct RtDma {
     copied_in: u64,
 }
 
+/// The registered part of an attached process's segment: addresses are
+/// offsets into the segment, from `start` to its end.
+#[derive(Debug, Clone)]
+pub(crate) struct SharedMemory {
+    pub seg: Arc<crate::shm::Segment>,
+    pub start: u64,
+}
+
+impl SharedMemory {
+    fn check(&self, addr: u64, len: usize) -> Result<(), DmaFault> {
+        if addr < self.start {
+            return Err(DmaFault { addr, len });
+        }
+        Ok(())
+    }
+}
+
 impl RtDma {
     /// DMA into `mem`.
     pub fn new(mem: Arc<HostMemory>) -> Self {
-        RtDma { mem, copied_out: 0, copied_in: 0 }
+        RtDma { mem, shared: Vec::new(), copied_out: 0, copied_in: 0 }
     }
 
     /// Bytes copied out of and into host memory so far: every payload
@@ -183,21 +205,56 @@ impl RtDma {
     pub fn copied(&self) -> (u64, u64) {
         (self.copied_out, self.copied_in)
     }
+
+    /// Port `port`'s memory is now `mem` (a process attached there), or the
+    /// engine's own again (`None`: the port closed).
+    pub(crate) fn set_shared(&mut self, port: PortId, mem: Option<SharedMemory>) {
+        let i = usize::from(port.0);
+        if self.shared.len() <= i {
+            self.shared.resize(i + 1, None);
+        }
+        self.shared[i] = mem;
+    }
+
+    fn shared(&self, port: PortId) -> Option<&SharedMemory> {
+        self.shared.get(usize::from(port.0)).and_then(Option::as_ref)
+    }
 }
 
 impl Dma for RtDma {
-    fn read(&mut self, _port: PortId, addr: u64, out: &mut [u8]) -> Result<(), DmaFault> {
+    fn read(&mut self, port: PortId, addr: u64, out: &mut [u8]) -> Result<(), DmaFault> {
         self.copied_out += out.len() as u64;
-        self.mem.read(addr, out).map_err(|_| DmaFault { addr, len: out.len() })
+        let fault = DmaFault { addr, len: out.len() };
+        match self.shared(port) {
+            Some(m) => {
+                m.check(addr, out.len())?;
+                m.seg.read(addr, out).map_err(|_| fault)
+            }
+            None => self.mem.read(addr, out).map_err(|_| fault),
+        }
     }
 
-    fn write(&mut self, _port: PortId, addr: u64, data: &[u8]) -> Result<(), DmaFault> {
+    fn write(&mut self, port: PortId, addr: u64, data: &[u8]) -> Result<(), DmaFault> {
         self.copied_in += data.len() as u64;
-        self.mem.write(addr, data).map_err(|_| DmaFault { addr, len: data.len() })
+        let fault = DmaFault { addr, len: data.len() };
+        match self.shared(port) {
+            Some(m) => {
+                m.check(addr, data.len())?;
+                m.seg.write(addr, data).map_err(|_| fault)
+            }
+            None => self.mem.write(addr, data).map_err(|_| fault),
+        }
     }
 
-    fn atomic(&mut self, _port: PortId, addr: u64, width: AtomicWidth, op: AtomicOp) -> Result<u64, DmaFault> {
-        self.mem.atomic(addr, width, op).map_err(|_| DmaFault { addr, len: width.bytes() as usize })
+    fn atomic(&mut self, port: PortId, addr: u64, width: AtomicWidth, op: AtomicOp) -> Result<u64, DmaFault> {
+        let fault = DmaFault { addr, len: width.bytes() as usize };
+        match self.shared(port) {
+            Some(m) => {
+                m.check(addr, width.bytes() as usize)?;
+                m.seg.atomic(addr, width, op).map_err(|_| fault)
+            }
+            None => self.mem.atomic(addr, width, op).map_err(|_| fault),
+        }
     }
 }
 

@@ -13,10 +13,10 @@ use socket2::{Domain, Protocol, Socket, Type};
 use thiserror::Error;
 
 use crate::clock::Clock;
-use crate::driver::{Driver, PortLink, PortShared, TransportStats, Turn};
+use crate::driver::{Commands, Driver, Events as EventQueue, PortLink, PortShared, TransportStats, Turn};
 use crate::memory::{HostMemory, RtDma};
 use crate::node_settings::NodeSettings;
-use crate::port::RtPort;
+use crate::port::{LocalPort, RtPort};
 use crate::progress::Progress;
 use crate::ring;
 
@@ -256,10 +256,16 @@ impl Node {
         let (cmd_tx, cmd_rx) = ring::channel(cap);
         let (ev_tx, ev_rx) = ring::channel(cap);
         let shared = Arc::new(PortShared::default());
-        let link = PortLink { commands: cmd_rx, events: ev_tx, overflow: Default::default(), shared: shared.clone() };
+        let link = PortLink {
+            commands: Commands::Local(cmd_rx),
+            events: EventQueue::Local(ev_tx),
+            overflow: Default::default(),
+            shared: shared.clone(),
+            broken: None,
+        };
         d.ports[usize::from(port.0)] = Some(link);
         drop(d);
-        Ok(RtPort::new(self.shared.clone(), ep, cmd_tx, ev_rx, shared))
+        Ok(RtPort::local(LocalPort::new(self.shared.clone(), ep, cmd_tx, ev_rx, shared)))
     }
 
     /// The engine's counters and the transport's.

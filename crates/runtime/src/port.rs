@@ -9,6 +9,7 @@ use outboard_engine::{AtomicOp, AtomicWidth, Command, CommandError, Endpoint, Ev
 use outboard_host::{MemoryError, PortIo};
 
 use crate::driver::{PortShared, TransportStats, Turn};
+use crate::node_engine::client::RemotePort;
 use crate::node::NodeShared;
 use crate::progress::Progress;
 use crate::ring::{Consumer, Producer};
@@ -21,10 +22,10 @@ const PARK_MAX: Duration = Duration::from_millis(10);
 /// Host-assisted: how long one preemption keeps this port's waits short.
 const LOADED_FOR: Duration = Duration::from_millis(100);
 
-/// A port opened on a [`crate::Node`]: commands go to the engine through a
-/// ring, completions come back through another, buffers live in the node's
-/// DMA-reachable memory.
-pub struct RtPort {
+/// A port opened on an in-process [`crate::Node`]: commands go to the
+/// engine through a ring, completions come back through another, buffers
+/// live in the node's DMA-reachable memory.
+pub struct LocalPort {
     node: Arc<NodeShared>,
     ep: Endpoint,
     commands: Producer<Command>,
@@ -42,20 +43,20 @@ pub struct RtPort {
     pacer: WaitPacer,
 }
 
-impl RtPort {
+impl LocalPort {
     pub(crate) fn new(
         node: Arc<NodeShared>,
         ep: Endpoint,
         commands: Producer<Command>,
         events: Consumer<Event>,
         shared: Arc<PortShared>,
-    ) -> RtPort {
+    ) -> LocalPort {
         let tokens = TokenMirror::new(&node.config);
         let pacer = match node.progress {
             Progress::HostAssisted { preempted_spin, preempted_gap, .. } => WaitPacer::new(preempted_spin, preempted_gap, LOADED_FOR),
             _ => WaitPacer::new(Duration::MAX, Duration::MAX, Duration::ZERO),
         };
-        RtPort { node, ep, commands, events, shared, tokens, idle_since: None, idle_calls: 0, pacer }
+        LocalPort { node, ep, commands, events, shared, tokens, idle_since: None, idle_calls: 0, pacer }
     }
 
     /// Where this port's interrupts go (`None`: nowhere).
@@ -110,7 +111,7 @@ impl RtPort {
     }
 }
 
-impl PortIo for RtPort {
+impl PortIo for LocalPort {
     fn endpoint(&self) -> Endpoint {
         self.ep
     }
@@ -227,7 +228,7 @@ impl PortIo for RtPort {
     }
 }
 
-impl Drop for RtPort {
+impl Drop for LocalPort {
     /// Closes the port on the engine: what it had under way is dropped, and
     /// nothing for this incarnation reaches a later one.
     fn drop(&mut self) {
@@ -236,5 +237,123 @@ impl Drop for RtPort {
         d.engine.close_port(now, self.ep.port);
         d.touched();
         d.ports[usize::from(self.ep.port.0)] = None;
+    }
+}
+
+/// The host's handle to a port: on an engine thread of this process
+/// ([`crate::Node::open_port`]) or on the node engine process that serves
+/// every local process (`OUTBOARD_ENGINE=node`).
+pub struct RtPort(Kind);
+
+enum Kind {
+    Local(LocalPort),
+    Remote(Box<RemotePort>),
+}
+
+impl RtPort {
+    pub(crate) fn local(p: LocalPort) -> RtPort {
+        RtPort(Kind::Local(p))
+    }
+
+    pub(crate) fn remote(p: RemotePort) -> RtPort {
+        RtPort(Kind::Remote(Box::new(p)))
+    }
+
+    fn io(&self) -> &dyn PortIo {
+        match &self.0 {
+            Kind::Local(p) => p,
+            Kind::Remote(p) => &**p,
+        }
+    }
+
+    fn io_mut(&mut self) -> &mut dyn PortIo {
+        match &mut self.0 {
+            Kind::Local(p) => p,
+            Kind::Remote(p) => &mut **p,
+        }
+    }
+
+    /// Where this port's interrupts go (`None`: nowhere). Interrupts need
+    /// an engine in this process; a node engine's ports have none.
+    pub(crate) fn set_irq(&self, t: Option<crate::interrupt::Target>) -> bool {
+        match &self.0 {
+            Kind::Local(p) => {
+                p.set_irq(t);
+                true
+            }
+            Kind::Remote(_) => false,
+        }
+    }
+
+    /// The progress policy a waiting thread follows.
+    pub fn progress(&self) -> Progress {
+        match &self.0 {
+            Kind::Local(p) => p.progress(),
+            Kind::Remote(p) => p.progress(),
+        }
+    }
+
+    /// The engine's and the transport's counters (an in-process engine's;
+    /// defaults for a node engine's port, whose counters the node engine
+    /// prints itself with `OUTBOARD_STATS=stderr`).
+    pub fn stats(&self) -> (Stats, TransportStats) {
+        match &self.0 {
+            Kind::Local(p) => p.stats(),
+            Kind::Remote(_) => Default::default(),
+        }
+    }
+
+    /// Whether the engine has nothing under way (in-process engines; a
+    /// node engine's port answers true: its engine outlives the process).
+    pub fn engine_quiet(&self) -> bool {
+        match &self.0 {
+            Kind::Local(p) => p.engine_quiet(),
+            Kind::Remote(_) => true,
+        }
+    }
+}
+
+impl PortIo for RtPort {
+    fn endpoint(&self) -> Endpoint {
+        self.io().endpoint()
+    }
+    fn eager_threshold(&self) -> Option<u32> {
+        self.io().eager_threshold()
+    }
+    fn rendezvous_protocol(&self) -> outboard_host::RendezvousProtocol {
+        self.io().rendezvous_protocol()
+    }
+    fn max_message(&self) -> u32 {
+        self.io().max_message()
+    }
+    fn post(&mut self, cmd: Command) -> Result<(), CommandError> {
+        self.io_mut().post(cmd)
+    }
+    fn poll_event(&mut self) -> Option<Event> {
+        self.io_mut().poll_event()
+    }
+    fn now(&self) -> Instant {
+        self.io().now()
+    }
+    fn idle(&mut self) {
+        self.io_mut().idle()
+    }
+    fn block(&mut self) {
+        self.io_mut().block()
+    }
+    fn alloc(&mut self, len: u32) -> Result<HostBuf, MemoryError> {
+        self.io_mut().alloc(len)
+    }
+    fn free(&mut self, buf: HostBuf) -> Result<(), MemoryError> {
+        self.io_mut().free(buf)
+    }
+    fn read(&self, addr: u64, out: &mut [u8]) -> Result<(), MemoryError> {
+        self.io().read(addr, out)
+    }
+    fn write(&mut self, addr: u64, data: &[u8]) -> Result<(), MemoryError> {
+        self.io_mut().write(addr, data)
+    }
+    fn atomic(&mut self, addr: u64, width: AtomicWidth, op: AtomicOp) -> Result<u64, MemoryError> {
+        self.io_mut().atomic(addr, width, op)
     }
 }

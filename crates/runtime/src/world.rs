@@ -21,6 +21,7 @@ use thiserror::Error;
 
 use crate::bootstrap::{Bootstrap, BootstrapError, LaunchEnv, Launcher, SingletonBootstrap, TcpBootstrap};
 use crate::driver::TransportStats;
+use crate::engine_handle::EngineHandle;
 use crate::node::{bind_udp, random_u64, Node, NodeError};
 use crate::port::RtPort;
 use crate::progress::Progress;
@@ -104,7 +105,7 @@ impl Options {
     }
 }
 
-enum JobBootstrap {
+pub(crate) enum JobBootstrap {
     Tcp(TcpBootstrap),
     Single(SingletonBootstrap),
     /// Supplied by the program ([`init_with_bootstrap`]), with the address
@@ -113,7 +114,7 @@ enum JobBootstrap {
 }
 
 impl JobBootstrap {
-    fn get(&mut self) -> &mut dyn Bootstrap {
+    pub(crate) fn get(&mut self) -> &mut dyn Bootstrap {
         match self {
             JobBootstrap::Tcp(b) => b,
             JobBootstrap::Single(b) => b,
@@ -126,7 +127,7 @@ impl JobBootstrap {
 /// before the engine stops.
 pub struct World {
     port: Port<RtPort>,
-    node: Node,
+    engine: EngineHandle,
     bootstrap: Option<JobBootstrap>,
     env: LaunchEnv,
     endpoints: Vec<Endpoint>,
@@ -194,11 +195,37 @@ fn init_on(opts: Options, env: LaunchEnv, mut boot: JobBootstrap) -> Result<Worl
         JobBootstrap::Single(_) => IpAddr::V4(Ipv4Addr::LOCALHOST),
         JobBootstrap::Custom(_, ip) => *ip,
     });
+    if settings::ENGINE.get(&ProcessEnv)? == "node" {
+        return crate::node_engine::join::init_node(opts, env, boot, ip);
+    }
     let socket = bind_udp(ip).map_err(|source| InitError::Bind { ip, source })?;
     let addr = socket.local_addr().map_err(|source| InitError::Bind { ip, source })?;
     let b = boot.get();
     b.put("udp", addr.to_string().as_bytes())?;
-    if env.rank == 0 {
+    publish_job(b, env.rank, &opts)?;
+    b.fence()?;
+    let mut peers = Vec::with_capacity(env.size as usize);
+    for r in 0..env.size {
+        peers.push(published_addr(b, r)?);
+    }
+    let job = JobIdentity::read(b, &opts)?;
+    let config = crate::node_engine::server::job_engine_config(env.rank, job.job_key, job.secret.clone(), job.boot(), job.min_peer_boot(), opts.peer_timeout);
+    let print_stats = settings::STATS.get(&ProcessEnv)? == "stderr";
+    let (progress, progress_reason) = match opts.progress {
+        Some(p) => (p, "chosen by the program".to_string()),
+        None => Progress::from_env(env.local_size as usize)?,
+    };
+    let node = Node::start(config, socket, &peers, progress)?;
+    let mut port = Port::new(node.open_port(PortId(0))?);
+    let nodes: Vec<u32> = (0..env.size).collect();
+    let endpoints = exchange_endpoints(boot.get(), &mut port, &nodes)?;
+    Ok(World { port, engine: EngineHandle::Process(node), bootstrap: Some(boot), env, endpoints, peers, progress_reason, print_stats, quiesced: false, left: false, finalized: false, next_group: WORLD_GROUP_FIRST })
+}
+
+/// Rank 0's part of the job's identity: the job key, the job's start, and
+/// the secret (or word that every rank has it from the environment).
+pub(crate) fn publish_job(b: &mut dyn Bootstrap, rank: u32, opts: &Options) -> Result<(), InitError> {
+    if rank == 0 {
         b.put("job_key", &opts.job_key.unwrap_or_else(random_u64).to_be_bytes())?;
         b.put("job_start_ms", &unix_ms().to_be_bytes())?;
         match &opts.secret {
@@ -206,59 +233,82 @@ fn init_on(opts: Options, env: LaunchEnv, mut boot: JobBootstrap) -> Result<Worl
             None => b.put("secret", &[&b"bootstrap:"[..], &random_secret()?.to_bytes()].concat())?,
         }
     }
-    b.fence()?;
-    let mut peers = Vec::with_capacity(env.size as usize);
-    for r in 0..env.size {
-        let v = b.get(r, "udp")?;
-        let a: SocketAddr = std::str::from_utf8(&v)
-            .ok()
-            .and_then(|s| s.parse().ok())
-            .ok_or_else(|| BootstrapError::Protocol(format!("rank {r} published a bad UDP address")))?;
-        peers.push(a);
-    }
-    let key = b.get(0, "job_key")?;
-    let job_key = u64::from_be_bytes(key.try_into().map_err(|_| BootstrapError::Protocol("bad job key".into()))?);
-    let start = b.get(0, "job_start_ms")?;
-    let job_start_ms = u64::from_be_bytes(start.try_into().map_err(|_| BootstrapError::Protocol("bad job start".into()))?);
-    let secret = job_secret(&b.get(0, "secret")?, opts.secret)?;
+    Ok(())
+}
 
-    // Incarnations grow with time and are never below the job's start (a
-    // rank whose clock lags rank 0's takes the job's start), so a datagram
-    // replayed from an earlier run under the same secret is older than the
-    // job's floor and dropped.
-    let incarnation_now = incarnation(unix_ms().max(job_start_ms), random_u64() as u32);
-    let mut config = EngineConfig::new(NodeId(env.rank), job_key, incarnation_now);
-    config.secret = secret;
-    config.min_peer_boot = incarnation(job_start_ms, 0);
-    crate::node::udp_engine_defaults(&mut config);
-    if let Some(t) = opts.peer_timeout {
-        config.peer_timeout = t;
-        config.rto_max = config.rto_max.min(t);
-        config.rto_initial = config.rto_initial.min(config.rto_max);
+/// The UDP address `rank` published.
+pub(crate) fn published_addr(b: &dyn Bootstrap, rank: u32) -> Result<SocketAddr, InitError> {
+    let v = b.get(rank, "udp")?;
+    Ok(std::str::from_utf8(&v)
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| BootstrapError::Protocol(format!("rank {rank} published a bad UDP address")))?)
+}
+
+/// The job's identity as rank 0 published it.
+pub(crate) struct JobIdentity {
+    pub job_key: u64,
+    pub start_ms: u64,
+    pub secret: JobSecret,
+}
+
+impl JobIdentity {
+    pub fn read(b: &dyn Bootstrap, opts: &Options) -> Result<JobIdentity, InitError> {
+        let key = b.get(0, "job_key")?;
+        let job_key = u64::from_be_bytes(key.try_into().map_err(|_| BootstrapError::Protocol("bad job key".into()))?);
+        let start = b.get(0, "job_start_ms")?;
+        let start_ms = u64::from_be_bytes(start.try_into().map_err(|_| BootstrapError::Protocol("bad job start".into()))?);
+        let secret = job_secret(&b.get(0, "secret")?, opts.secret.clone())?;
+        Ok(JobIdentity { job_key, start_ms, secret })
     }
-    let print_stats = settings::STATS.get(&ProcessEnv)? == "stderr";
-    let (progress, progress_reason) = match opts.progress {
-        Some(p) => (p, "chosen by the program".to_string()),
-        None => Progress::from_env(env.local_size as usize)?,
-    };
-    let node = Node::start(config, socket, &peers, progress)?;
-    let port = Port::new(node.open_port(PortId(0))?);
+
+    /// A new engine's incarnation. Incarnations grow with time and are
+    /// never below the job's start (an engine whose clock lags rank 0's
+    /// takes the job's start), so a datagram replayed from an earlier run
+    /// under the same secret is older than the job's floor and dropped.
+    pub fn boot(&self) -> u64 {
+        incarnation(unix_ms().max(self.start_ms), random_u64() as u32)
+    }
+
+    /// The job's floor for incarnations.
+    pub fn min_peer_boot(&self) -> u64 {
+        incarnation(self.start_ms, 0)
+    }
+}
+
+/// Publishes this rank's port and reads every rank's; `nodes[r]` is the
+/// node of rank `r`.
+pub(crate) fn exchange_endpoints(b: &mut dyn Bootstrap, port: &mut Port<RtPort>, nodes: &[u32]) -> Result<Vec<Endpoint>, InitError> {
     let ep = port.endpoint();
-    let b = boot.get();
     b.put("ep", &[&[ep.port.0][..], &ep.gen.to_be_bytes()].concat())?;
     b.fence()?;
-    let mut endpoints = Vec::with_capacity(env.size as usize);
-    for r in 0..env.size {
-        let v = b.get(r, "ep")?;
+    let mut endpoints = Vec::with_capacity(nodes.len());
+    for (r, &node) in nodes.iter().enumerate() {
+        let v = b.get(r as u32, "ep")?;
         if v.len() != 5 {
             return Err(BootstrapError::Protocol(format!("rank {r} published a bad endpoint")).into());
         }
-        endpoints.push(Endpoint { node: NodeId(r), port: PortId(v[0]), gen: u32::from_be_bytes([v[1], v[2], v[3], v[4]]) });
+        endpoints.push(Endpoint { node: NodeId(node), port: PortId(v[0]), gen: u32::from_be_bytes([v[1], v[2], v[3], v[4]]) });
     }
-    Ok(World { port, node, bootstrap: Some(boot), env, endpoints, peers, progress_reason, print_stats, quiesced: false, left: false, finalized: false, next_group: WORLD_GROUP_FIRST })
+    Ok(endpoints)
 }
 
 impl World {
+    /// A world whose engine and port are up and whose ranks' endpoints are
+    /// known.
+    pub(crate) fn assemble(
+        port: Port<RtPort>,
+        engine: EngineHandle,
+        boot: JobBootstrap,
+        env: LaunchEnv,
+        endpoints: Vec<Endpoint>,
+        peers: Vec<SocketAddr>,
+        progress_reason: String,
+    ) -> Result<World, InitError> {
+        let print_stats = settings::STATS.get(&ProcessEnv)? == "stderr";
+        Ok(World { port, engine, bootstrap: Some(boot), env, endpoints, peers, progress_reason, print_stats, quiesced: false, left: false, finalized: false, next_group: WORLD_GROUP_FIRST })
+    }
+
     /// This rank.
     pub fn rank(&self) -> u32 {
         self.env.rank
@@ -311,7 +361,7 @@ impl World {
 
     /// The UDP address of `rank`'s engine.
     pub fn engine_addr(&self, rank: u32) -> SocketAddr {
-        self.peers[rank as usize]
+        self.peers[self.endpoints[rank as usize].node.0 as usize]
     }
 
     /// This rank's port.
@@ -319,19 +369,20 @@ impl World {
         &mut self.port
     }
 
-    /// The engine.
-    pub fn node(&self) -> &Node {
-        &self.node
+    /// The engine thread of this process; `None` when the process uses
+    /// its node's engine process (`OUTBOARD_ENGINE=node`).
+    pub fn node(&self) -> Option<&Node> {
+        self.engine.node()
     }
 
     /// The progress policy and why it was chosen.
     pub fn progress(&self) -> (Progress, &str) {
-        (self.node.progress(), &self.progress_reason)
+        (self.engine.progress(), &self.progress_reason)
     }
 
     /// The engine's and the transport's counters.
     pub fn stats(&self) -> (Stats, TransportStats) {
-        self.node.stats()
+        self.engine.stats()
     }
 
     /// The rank whose death this process learned of first (its engine's
@@ -341,7 +392,7 @@ impl World {
     /// after their errors, that may be a survivor, while this still names
     /// the rank that died first.
     pub fn first_failure(&self) -> Option<u32> {
-        self.node.stats().0.first_failed.map(|n| n.0)
+        self.engine.stats().0.first_failed.map(|n| n.0)
     }
 
     /// Gives the job up after a failure (what `MPI_Abort` is to MPI):
@@ -360,7 +411,7 @@ impl World {
         if std::mem::replace(&mut self.left, true) {
             return;
         }
-        self.node.leave();
+        self.engine.leave();
         let start = WallClock::now();
         while start.elapsed() < LEAVE_LINGER {
             self.port.io().idle();
@@ -387,10 +438,14 @@ impl World {
         if std::mem::replace(&mut self.quiesced, true) {
             return;
         }
-        let limit = self.node.config().peer_timeout + Duration::from_secs(1);
+        let limit = self.engine.peer_timeout() + Duration::from_secs(1);
         let start = WallClock::now();
-        while !self.node.is_quiet() && start.elapsed() < limit {
+        while !self.engine.is_quiet() && start.elapsed() < limit {
             self.port.io().idle();
+            if self.engine.node().is_none() {
+                // Each look at a node engine is a request on its socket.
+                std::thread::sleep(Duration::from_micros(200));
+            }
         }
     }
 
@@ -419,11 +474,11 @@ impl World {
     /// all when the job is known to have failed: a peer was declared dead,
     /// a fence failed, or this thread panics.
     fn leave_wait(&self, b: &TcpBootstrap) -> Duration {
-        let failed = std::thread::panicking() || b.failed() || self.node.stats().0.peers_failed > 0;
+        let failed = std::thread::panicking() || b.failed() || self.engine.stats().0.peers_failed > 0;
         if failed {
             Duration::ZERO
         } else {
-            self.node.config().peer_timeout
+            self.engine.peer_timeout()
         }
     }
 }
@@ -439,7 +494,7 @@ impl Drop for World {
     /// of a second; never on a dead or silent rendezvous.
     fn drop(&mut self) {
         if !self.finalized && !std::thread::panicking() {
-            if self.node.stats().0.peers_failed > 0 {
+            if self.engine.stats().0.peers_failed > 0 {
                 // Leaving after a failure: say so at once, so no rank waits
                 // a peer timeout on this one (nor on this one's wait for
                 // its last sends to ranks that may be leaving too).
@@ -450,7 +505,7 @@ impl Drop for World {
         }
         if self.print_stats {
             // For fault runs: what the engine dropped and why.
-            let (engine, transport) = self.node.stats();
+            let (engine, transport) = self.engine.stats();
             eprint!("{}", crate::stats_table::stats_table(self.env.rank, &engine));
             if engine.vm_instructions > 0 {
                 let m = transport.module_time;
@@ -485,7 +540,7 @@ pub fn random_secret() -> Result<JobSecret, InitError> {
 /// has `OUTBOARD_JOB_SECRET`; `bootstrap:` and 16 bytes: rank 0 drew it)
 /// and this rank's own `OUTBOARD_JOB_SECRET`. A mix of the two ways is an
 /// error naming the fix, not a job whose packets never authenticate.
-fn job_secret(published: &[u8], own: Option<JobSecret>) -> Result<JobSecret, InitError> {
+pub(crate) fn job_secret(published: &[u8], own: Option<JobSecret>) -> Result<JobSecret, InitError> {
     if published == b"env" {
         return own.ok_or_else(|| {
             InitError::Env("rank 0 has OUTBOARD_JOB_SECRET but this rank does not: set the same value on every rank".into())

@@ -24,6 +24,33 @@ pub static PROGRESS: OptVar<Choice> = OptVar {
     decided: "chosen from the cores per rank on this machine",
 };
 
+/// Where a process's engine runs.
+pub static ENGINE: Var<Choice> = Var {
+    name: "OUTBOARD_ENGINE",
+    doc: "Where the engine runs: a thread of each process with a UDP socket of its own (process), or one engine process per node that serves every local process through shared memory (node).",
+    group: Group::Runtime,
+    kind: Choice { names: &[("process", &[]), ("node", &[])] },
+    default: Fallback::Value("process"),
+};
+
+/// The name ranks on one node share.
+pub static NODE_NAME: OptVar<Text> = OptVar {
+    name: "OUTBOARD_NODE_NAME",
+    doc: "With OUTBOARD_ENGINE=node: the name of this process's node; ranks that give the same name share one node engine (outboard run --ranks-per-node sets it).",
+    group: Group::Runtime,
+    kind: Text { what: "name" },
+    decided: "the host name and the network namespace",
+};
+
+/// The program that runs node engines.
+pub static NODE_PROGRAM: OptVar<Text> = OptVar {
+    name: "OUTBOARD_NODE_PROGRAM",
+    doc: "With OUTBOARD_ENGINE=node: the outboard command the node's first rank starts as its node engine (outboard node).",
+    group: Group::Runtime,
+    kind: Text { what: "path" },
+    decided: "an outboard beside the program or beside the C library (or in its ../bin), else outboard on the PATH",
+};
+
 /// How long a silent peer has before the operations that need it fail.
 pub static PEER_TIMEOUT: Var<Time> = Var {
     name: "OUTBOARD_PEER_TIMEOUT_MS",
@@ -358,6 +385,9 @@ pub static BENCH_JOB_KEY: OptVar<Hex64> = OptVar {
 /// Every variable, in the listing's order.
 pub static ALL: &[&dyn Setting] = &[
     &PROGRESS,
+    &ENGINE,
+    &NODE_NAME,
+    &NODE_PROGRAM,
     &PEER_TIMEOUT,
     &BOOTSTRAP_TIMEOUT,
     &ADDR,

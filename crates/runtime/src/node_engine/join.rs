@@ -1,0 +1,139 @@
+//! Joining a job through the node's engine process (`OUTBOARD_ENGINE=node`).
+//!
+//! Every rank publishes the name of its node (`OUTBOARD_NODE_NAME`, else
+//! the host name and the network namespace); ranks with the same name
+//! share a node, numbered in order of their lowest rank, and a rank's
+//! local rank is its place among them. The node's local rank 0 starts the
+//! engine (`outboard node`) and configures it with the job's identity, and
+//! publishes its UDP address; after a fence every rank knows every node's
+//! address, local rank 0 hands the list to its engine, and each rank
+//! attaches its port. Then the ranks exchange endpoints as with
+//! per-process engines, except that a rank's node id is its node's.
+
+use std::net::IpAddr;
+
+use outboard_engine::EngineConfig;
+use outboard_host::Port;
+use outboard_settings::{registry as settings, ProcessEnv};
+
+use super::client::{engine_program, spawn_engine, NodeLink, RemotePort};
+use super::protocol::NodeSetup;
+use super::socket::engine_name;
+use crate::bootstrap::LaunchEnv;
+use crate::engine_handle::EngineHandle;
+use crate::port::RtPort;
+use crate::progress::Progress;
+use crate::world::{exchange_endpoints, publish_job, published_addr, InitError, JobBootstrap, JobIdentity, Options, World};
+
+/// This process's node: `OUTBOARD_NODE_NAME`, else the host name and the
+/// network namespace (each namespace of a `--netns` job is a node).
+pub fn node_name() -> Result<String, InitError> {
+    if let Some(n) = settings::NODE_NAME.get(&ProcessEnv)? {
+        return Ok(n.to_string());
+    }
+    let host = nix::unistd::gethostname().map(|h| h.to_string_lossy().into_owned()).unwrap_or_default();
+    let netns = std::fs::read_link("/proc/self/ns/net").map(|p| p.display().to_string()).unwrap_or_default();
+    Ok(format!("{host}/{netns}"))
+}
+
+/// Where each rank is: its node id and its local rank, from every rank's
+/// node name in rank order.
+pub fn placement(names: &[Vec<u8>]) -> (Vec<u32>, Vec<u32>) {
+    let mut seen: Vec<&[u8]> = Vec::new();
+    let mut counts: Vec<u32> = Vec::new();
+    let mut nodes = Vec::with_capacity(names.len());
+    let mut local = Vec::with_capacity(names.len());
+    for n in names {
+        let i = match seen.iter().position(|s| *s == n.as_slice()) {
+            Some(i) => i,
+            None => {
+                seen.push(n);
+                counts.push(0);
+                seen.len() - 1
+            }
+        };
+        nodes.push(i as u32);
+        local.push(counts[i]);
+        counts[i] += 1;
+    }
+    (nodes, local)
+}
+
+pub(crate) fn init_node(opts: Options, mut env: LaunchEnv, mut boot: JobBootstrap, ip: IpAddr) -> Result<World, InitError> {
+    let timeout = opts.bootstrap_timeout;
+    let b = boot.get();
+    b.put("node", node_name()?.as_bytes())?;
+    publish_job(b, env.rank, &opts)?;
+    b.fence()?;
+    let names = (0..env.size).map(|r| b.get(r, "node")).collect::<Result<Vec<_>, _>>()?;
+    let (nodes, local) = placement(&names);
+    let me = nodes[env.rank as usize];
+    let local_rank = local[env.rank as usize];
+    let local_size = nodes.iter().filter(|&&n| n == me).count() as u32;
+    env.local_size = local_size;
+    let node_count = nodes.iter().max().map_or(0, |m| m + 1);
+    let leaders: Vec<u32> = (0..node_count).map(|n| nodes.iter().position(|&x| x == n).expect("every node has a rank") as u32).collect();
+    let job = JobIdentity::read(b, &opts)?;
+    let name = engine_name(job.job_key, me);
+    let client = |e: super::client::ClientError| InitError::Env(format!("rank {}: {e}", env.rank));
+    let link = if local_rank == 0 {
+        spawn_engine(&engine_program()?, &name, timeout).map_err(client)?;
+        let link = NodeLink::connect(&name, timeout).map_err(client)?;
+        let peer_timeout = opts.peer_timeout.unwrap_or_else(|| EngineConfig::new(outboard_engine::NodeId(0), 0, 0).peer_timeout);
+        let udp = link
+            .configure(NodeSetup {
+                node: me,
+                job_key: job.job_key,
+                secret: job.secret.to_bytes(),
+                boot: job.boot(),
+                min_peer_boot: job.min_peer_boot(),
+                peer_timeout,
+                local_size,
+                bind: ip,
+            })
+            .map_err(client)?;
+        b.put("udp", udp.to_string().as_bytes())?;
+        Some(link)
+    } else {
+        None
+    };
+    b.fence()?;
+    let peers = leaders.iter().map(|&r| published_addr(b, r)).collect::<Result<Vec<_>, _>>()?;
+    let link = match link {
+        Some(l) => {
+            l.set_peers(&peers).map_err(client)?;
+            l
+        }
+        None => NodeLink::connect(&name, timeout).map_err(client)?,
+    };
+    let cores = crate::affinity::node_cores();
+    let (progress, reason) = match opts.progress {
+        Some(p) => (p, "chosen by the program".to_string()),
+        None if cores > local_size as usize => (
+            Progress::Dedicated,
+            format!("node engine: {cores} cores for {local_size} local ranks and the engine, which polls a core of its own; waiting ranks spin"),
+        ),
+        None => (
+            Progress::SPIN_THEN_BLOCK,
+            format!("node engine: {cores} cores for {local_size} local ranks and the engine: no core to spare, so the engine and waiting ranks spin briefly, then block"),
+        ),
+    };
+    let remote = RemotePort::attach(&name, env.rank, progress, timeout).map_err(client)?;
+    let mut port = Port::new(RtPort::remote(remote));
+    let peer_timeout = opts.peer_timeout.unwrap_or_else(|| EngineConfig::new(outboard_engine::NodeId(0), 0, 0).peer_timeout);
+    let endpoints = exchange_endpoints(boot.get(), &mut port, &nodes)?;
+    World::assemble(port, EngineHandle::Node { link, progress, peer_timeout }, boot, env, endpoints, peers, reason)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ranks_with_one_name_share_a_node_numbered_by_lowest_rank() {
+        let names: Vec<Vec<u8>> = ["b", "a", "b", "c", "a"].iter().map(|s| s.as_bytes().to_vec()).collect();
+        let (nodes, local) = placement(&names);
+        assert_eq!(nodes, [0, 1, 0, 2, 1]);
+        assert_eq!(local, [0, 0, 1, 0, 1]);
+    }
+}
