@@ -371,6 +371,36 @@ fn persistent_modules_outlive_their_port_and_go_with_the_job() {
     }
 }
 
+#[test]
+fn ports_of_one_engine_share_one_copy_of_a_module_until_the_last_of_them_closes() {
+    let mut job = Job::new(2, lossy(), 5);
+    job.net.open_port(NodeId(0), PortId(1)).unwrap();
+    let code = bytecode(BCAST);
+    let m = ModuleId(7);
+    let load_from = |job: &mut Job, port: PortId, code: &[u8]| {
+        let name = job.net.memory(NodeId(0)).alloc_with(b"bcast");
+        let code = job.net.memory(NodeId(0)).alloc_with(code);
+        let op = job.op();
+        job.net.command(NodeId(0), port, Command::NicvmLoad { op, module: m, name, code, acc_len: 0, persist: false, replace: false }).unwrap();
+        let mut got = None;
+        job.net.run_until("load", |net| { got = net.take_events(NodeId(0)).pop(); got.is_some() }).unwrap();
+        got.unwrap().result
+    };
+    assert_eq!(load_from(&mut job, P0, &code), Ok(Completion::NicvmLoaded { generation: 1 }));
+    // The node's other process loads the same module: the same copy.
+    assert_eq!(load_from(&mut job, PortId(1), &code), Ok(Completion::NicvmLoaded { generation: 1 }));
+    assert_eq!(job.reports(0).len(), 1);
+    // The same port twice, or another module under the id, is refused.
+    assert_eq!(load_from(&mut job, PortId(1), &code), Err(OpError::Nicvm(NicvmError::Taken)));
+    let other = bytecode(ECHO);
+    assert_eq!(load_from(&mut job, PortId(1), &other), Err(OpError::Nicvm(NicvmError::Taken)));
+    // It stays while either loader's port is open, and goes with the last.
+    job.net.close_port(NodeId(0), P0);
+    assert_eq!(job.reports(0).len(), 1, "port 1 still has it");
+    job.net.close_port(NodeId(0), PortId(1));
+    assert!(job.reports(0).is_empty());
+}
+
 /// A case that once declared a live peer dead (30 % loss outlasting the
 /// common 40 ms peer timeout) and counted a module send as failed.
 #[test]

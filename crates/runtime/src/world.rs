@@ -319,6 +319,17 @@ impl World {
         self.env.size
     }
 
+    /// How many of the job's ports this rank's engine serves: 1 with an
+    /// engine per process, the node's ranks with a node engine
+    /// (`OUTBOARD_ENGINE=node`), whose counters (module invocations, say)
+    /// add up over all of them.
+    pub fn engine_ports(&self) -> u32 {
+        match self.engine {
+            EngineHandle::Process(_) => 1,
+            EngineHandle::Node { .. } => self.env.local_size,
+        }
+    }
+
     /// Who launched the job.
     pub fn launcher(&self) -> Launcher {
         self.env.launcher

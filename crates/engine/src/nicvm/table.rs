@@ -28,8 +28,13 @@ pub(crate) struct Slot {
     pub generation: u32,
     pub instance: ModuleInstance,
     pub acc: Vec<u8>,
-    /// The port incarnation that loaded it.
-    pub owner: (PortId, Generation),
+    /// The port incarnations that loaded it: the first, and any other port
+    /// of the job on this engine that loaded the very same module (on a
+    /// node engine, each local process of the job loads it; one copy
+    /// serves them all).
+    pub owners: Vec<(PortId, Generation)>,
+    /// The bytecode as loaded, to tell the same module from another.
+    pub code: Vec<u8>,
     pub persist: bool,
     pub counters: Counters,
 }
@@ -63,6 +68,15 @@ impl JobModules {
         replace: bool,
     ) -> Result<u32, NicvmError> {
         let name = std::str::from_utf8(name).ok().filter(|n| name_ok(n)).ok_or(NicvmError::BadName)?;
+        if let Some(s) = self.modules.get_mut(&module) {
+            let same = s.name == name && s.code == code && s.acc.len() == acc_len as usize && s.persist == persist;
+            if !replace && same && !s.owners.contains(&owner) {
+                // Another port of the job loads the module it shares:
+                // one copy, now also that port's.
+                s.owners.push(owner);
+                return Ok(s.generation);
+            }
+        }
         let replacing = match self.modules.get(&module) {
             Some(_) if !replace => return Err(NicvmError::Taken),
             Some(s) => s.instance.module().code_len(),
@@ -91,7 +105,8 @@ impl JobModules {
                 generation,
                 instance: ModuleInstance::new(verified),
                 acc: vec![0; acc_len as usize],
-                owner,
+                owners: vec![owner],
+                code: code.to_vec(),
                 persist,
                 counters: Counters::default(),
             },
@@ -105,11 +120,16 @@ impl JobModules {
     }
 
     /// A port incarnation closed: the modules it loaded go unless
-    /// persistent; when `last` (no port of the job is open any more), the
-    /// persistent ones go too. Returns how many were purged.
+    /// persistent or still loaded by another port; when `last` (no port
+    /// of the job is open any more), the persistent ones go too. Returns
+    /// how many were purged.
     pub fn port_closed(&mut self, port: (PortId, Generation), last: bool) -> usize {
         let before = self.modules.len();
-        self.modules.retain(|_, s| !(last || (s.owner == port && !s.persist)));
+        self.modules.retain(|_, s| {
+            let owned = s.owners.contains(&port);
+            s.owners.retain(|o| *o != port);
+            !(last || (owned && s.owners.is_empty() && !s.persist))
+        });
         before - self.modules.len()
     }
 }
