@@ -44,6 +44,8 @@ fn rank_program() {
         "atomics" => atomics(world),
         "lock" => lock(world, false),
         "lock-hb" => lock(world, true),
+        "killed_port" => killed_port(world),
+        "engine_killed" => engine_killed(world),
         other => panic!("unknown scenario {other}"),
     }
 }
@@ -81,7 +83,7 @@ fn alltoall(mut world: outboard_runtime::World) {
     for (src, i, len, buf, r) in recvs {
         match world.port().wait(r).unwrap() {
             Completion::Received { src: from, len: got, .. } => {
-                assert_eq!((from.node, got as usize), (NodeId(src), len));
+                assert_eq!((from, got as usize), (world.endpoint(src), len));
             }
             other => panic!("{other:?}"),
         }
@@ -227,7 +229,7 @@ fn lock(mut world: outboard_runtime::World, host_based: bool) {
     let mut server = None;
     if host_based {
         let (words, key) = lock.words();
-        let mut sp = outboard_host::Port::new(world.node().open_port(PortId(1)).unwrap());
+        let mut sp = outboard_host::Port::new(world.node().expect("the host-based lock runs on per-process engines").open_port(PortId(1)).unwrap());
         let st = stop.clone();
         server = Some(std::thread::spawn(move || {
             let mut s = AtomicServer::new();
@@ -326,6 +328,68 @@ fn killed(mut world: outboard_runtime::World) {
     std::process::exit(0);
 }
 
+/// With node engines: the last rank kills itself with SIGKILL. Its node's
+/// engine closes its port, as its own exit would have; every other rank
+/// has a receive from it and a send to it pending, and both fail, naming
+/// the dead rank's port, while its node's engine goes on serving the
+/// node's other rank.
+fn killed_port(mut world: outboard_runtime::World) {
+    let (me, victim) = kill_the_last_rank_after_a_barrier(&mut world);
+    std::thread::sleep(Duration::from_millis(200));
+    let ep = world.endpoint(victim);
+    let start = Instant::now();
+    let rbuf = world.port().buffer(16).unwrap();
+    let r = world.port().start_recv(RecvMatch::from(ep.node, ep.port, 9), rbuf).unwrap();
+    let sbuf = world.port().buffer_from(&[1; 100_000]).unwrap();
+    let s = world.port().start_send(ep, 9, sbuf).unwrap();
+    let send = world.port().wait(s);
+    let recv = world.port().wait(r);
+    let ms = start.elapsed().as_millis();
+    assert_eq!(recv, Err(HostError::Op(OpError::SourceClosed(ep))), "rank {me}");
+    assert!(matches!(send, Err(HostError::Op(OpError::PortGone | OpError::SourceClosed(_)))), "rank {me}: {send:?}");
+    // The survivors still talk to each other, the dead rank's node-mate
+    // included, through the same engines.
+    let peer = world.endpoint((me + 1) % victim);
+    let from = world.endpoint((me + victim - 1) % victim);
+    world.port().send(peer, 10, &me.to_le_bytes()).unwrap();
+    let (_, _, got) = world.port().recv(RecvMatch::from(from.node, from.port, 10), 4).unwrap();
+    assert_eq!(got, ((me + victim - 1) % victim).to_le_bytes());
+    println!("rank {me}: rank {victim}'s port closed after {ms} ms: receive and send both failed; the others still talk");
+    drop(world);
+    std::process::exit(0);
+}
+
+/// With node engines: rank 0 kills node 1's engine process with SIGKILL.
+/// Node 1's ranks (2 and 3) have a receive pending that now can never
+/// complete: it must fail with `EngineLost`. Node 0's ranks wait to
+/// receive from rank 2, and must get a failure naming node 1.
+fn engine_killed(mut world: outboard_runtime::World) {
+    let me = world.rank();
+    world.barrier().unwrap();
+    let node1 = world.endpoint(2).node;
+    if me == 0 {
+        let key = std::env::var("OUTBOARD_JOB_KEY").unwrap();
+        let pattern = format!("outboard-{key}-node-{}", node1.0);
+        let st = Command::new("pkill").args(["-9", "-f", &pattern]).status().unwrap();
+        assert!(st.success(), "no engine process matched {pattern}");
+    }
+    let start = Instant::now();
+    let from = if world.endpoint(me).node == node1 { world.endpoint(0) } else { world.endpoint(2) };
+    let rbuf = world.port().buffer(16).unwrap();
+    let r = world.port().start_recv(RecvMatch::from(from.node, from.port, 11), rbuf).unwrap();
+    let got = world.port().wait(r);
+    let ms = start.elapsed().as_millis();
+    if world.endpoint(me).node == node1 {
+        assert_eq!(got, Err(HostError::Op(OpError::EngineLost)), "rank {me}");
+        println!("rank {me}: its node engine was lost after {ms} ms");
+    } else {
+        assert_eq!(got, Err(HostError::Op(OpError::PeerUnreachable(node1))), "rank {me}");
+        println!("rank {me}: node {} unreachable after {ms} ms", node1.0);
+    }
+    drop(world);
+    std::process::exit(0);
+}
+
 /// The last rank kills itself with SIGKILL; every other rank only waits
 /// to receive from it (nothing to send it, so only the engine's keepalive
 /// probes can tell it is gone), and the receive must fail naming it.
@@ -415,6 +479,21 @@ fn outboard_run(n: u32, scenario: &str, extra_env: &[(&str, &str)]) -> (Output, 
     let start = Instant::now();
     let mut c = Command::new(OUTBOARD);
     c.args(["run", "-n", &n.to_string(), "--timeout", "120", "--"]).arg(me()).args(rank_args()).env("OB_SCENARIO", scenario);
+    for (k, v) in extra_env {
+        c.env(k, v);
+    }
+    let out = c.output().unwrap();
+    (out, start.elapsed())
+}
+
+/// `outboard run -n N --ranks-per-node R`: one node engine per R ranks.
+fn outboard_run_nodes(n: u32, per_node: u32, scenario: &str, extra_env: &[(&str, &str)]) -> (Output, Duration) {
+    let start = Instant::now();
+    let mut c = Command::new(OUTBOARD);
+    c.args(["run", "-n", &n.to_string(), "--ranks-per-node", &per_node.to_string(), "--timeout", "120", "--"])
+        .arg(me())
+        .args(rank_args())
+        .env("OB_SCENARIO", scenario);
     for (k, v) in extra_env {
         c.env(k, v);
     }
@@ -564,6 +643,62 @@ fn a_rank_that_only_receives_from_a_killed_rank_gets_an_error_naming_it() {
     for r in 0..3 {
         let want = format!("[{r}] rank {r}: receive from peer 3 failed after");
         assert!(so.lines().any(|l| l.starts_with(&want)), "rank {r}:\n{so}\n{se}");
+    }
+}
+
+#[test]
+fn node_engines_carry_messages_rdma_atomics_and_locks_for_two_nodes_of_two_ranks() {
+    let _serial = serial();
+    for (scenario, want) in [
+        ("alltoall", "[3] rank 3: all 9 messages intact (Outboard)"),
+        ("rdma", "[0] rank 0: good writes landed, 3 bad-key writes refused"),
+        ("atomics", "[0] rank 0: 1200 fetch-adds summed exactly, old values distinct, one CAS winner, swap chain whole, 9 violations refused"),
+        ("lock", "[1] rank 1: 800 critical sections, counter exact"),
+    ] {
+        let (out, _) = outboard_run_nodes(4, 2, scenario, &[]);
+        let (so, se) = text(&out);
+        assert!(out.status.success(), "{scenario}: stdout:\n{so}\nstderr:\n{se}");
+        assert!(so.contains(want), "{scenario}:\n{so}\n{se}");
+    }
+}
+
+#[test]
+fn the_ranks_of_one_node_exchange_messages_without_a_datagram() {
+    let _serial = serial();
+    let (out, _) = outboard_run_nodes(2, 2, "alltoall", &[("OUTBOARD_STATS", "stderr")]);
+    let (so, se) = text(&out);
+    assert!(out.status.success(), "stdout:\n{so}\nstderr:\n{se}");
+    assert!(so.contains("[1] rank 1: all 3 messages intact (Outboard)"), "{so}\n{se}");
+    let line = se.lines().find(|l| l.contains("outboard node engine 0:")).unwrap_or_else(|| panic!("no engine line:\n{se}"));
+    assert!(line.contains(": 0 datagrams in, 0 out, "), "{line}");
+    let local: u64 = line.split(" out, ").nth(1).unwrap().split(' ').next().unwrap().parse().unwrap();
+    assert!(local > 0, "{line}");
+}
+
+#[test]
+fn a_killed_rank_on_a_node_engine_closes_its_port_and_its_node_goes_on() {
+    let _serial = serial();
+    let (out, _) = outboard_run_nodes(4, 2, "killed_port", &[("OUTBOARD_PEER_TIMEOUT_MS", "500")]);
+    let (so, se) = text(&out);
+    assert!(!out.status.success(), "the job must fail:\n{so}\n{se}");
+    assert!(se.contains("rank 3 of 4 failed: killed by signal 9"), "stderr:\n{se}");
+    for r in 0..3 {
+        let want = format!("[{r}] rank {r}: rank 3's port closed after");
+        assert!(so.lines().any(|l| l.starts_with(&want)), "rank {r}:\n{so}\n{se}");
+    }
+}
+
+#[test]
+fn a_killed_node_engine_fails_its_ranks_with_engine_lost_and_the_other_node_names_it() {
+    let _serial = serial();
+    let (out, _) = outboard_run_nodes(4, 2, "engine_killed", &[("OUTBOARD_PEER_TIMEOUT_MS", "500")]);
+    let (so, se) = text(&out);
+    assert!(out.status.success(), "stdout:\n{so}\nstderr:\n{se}");
+    for r in [2, 3] {
+        assert!(so.contains(&format!("[{r}] rank {r}: its node engine was lost after")), "rank {r}:\n{so}\n{se}");
+    }
+    for r in [0, 1] {
+        assert!(so.contains(&format!("[{r}] rank {r}: node 1 unreachable after")), "rank {r}:\n{so}\n{se}");
     }
 }
 

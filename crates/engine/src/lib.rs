@@ -66,7 +66,7 @@ pub use dma::{Dma, DmaFault, VecMemory};
 pub use engine::Engine;
 pub use ids::{Endpoint, Generation, HostBuf, NodeId, OpId, PortId, RecvMatch, LIBRARY_TAG_PREFIX};
 pub use nicvm::{nicvm_match, nicvm_tag, CombineFailure, ModuleId, ModuleReport, NicvmError, NicvmLimits, MODULE_REPORT_LEN, NICVM_TAG, NICVM_TAG_FAILED, NICVM_TAG_NEW};
-pub use stats::{MultiCopy, Stats, Work};
+pub use stats::{MultiCopy, Stats, Work, STATS_WORDS};
 pub use time::Instant;
 pub use tokens::{TokenClass, TokenMirror};
 pub use core::time::Duration;

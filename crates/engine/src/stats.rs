@@ -114,6 +114,108 @@ pub struct Stats {
     pub nicvm_errors: u64,
 }
 
+
+/// How many counters [`Stats::to_words`] gives.
+pub const STATS_WORDS: usize = 38;
+
+impl Stats {
+    /// The counters as words, in declaration order (`first_failed` apart),
+    /// so that an engine in another process can report them
+    /// ([`Stats::from_words`] reads them back).
+    pub fn to_words(&self) -> [u64; STATS_WORDS] {
+        [
+            self.malformed,
+            self.unauthenticated,
+            self.misaddressed,
+            self.stale_boot,
+            self.duplicates,
+            self.out_of_order,
+            self.retransmits,
+            self.timeouts,
+            self.rejected_not_ready,
+            self.rejected_port,
+            self.access_violations,
+            self.retries,
+            self.peers_failed,
+            self.keepalives,
+            self.notices_sent,
+            self.notices_received,
+            self.notices_about_self,
+            self.departures,
+            self.notices_ignored,
+            self.port_closures_sent,
+            self.port_closures_received,
+            self.atomics_executed,
+            self.atomic_duplicates,
+            self.atomic_stale,
+            self.unexpected,
+            self.unexpected_bytes_copied,
+            self.coll_unexpected,
+            self.coll_refused,
+            self.coll_unmatched,
+            self.coll_abandoned,
+            self.coll_deferred,
+            self.coll_forwarded_early,
+            self.nicvm_invocations,
+            self.marked_delivered,
+            self.interrupts_raised,
+            self.interrupts_suppressed,
+            self.vm_instructions,
+            self.nicvm_errors,
+        ]
+    }
+
+    /// The counters of [`Stats::to_words`], with `first_failed`; `None`
+    /// when `words` has another length.
+    pub fn from_words(words: &[u64], first_failed: Option<NodeId>) -> Option<Stats> {
+        if words.len() != STATS_WORDS {
+            return None;
+        }
+        let mut w = words.iter().copied();
+        Some(Stats {
+            malformed: w.next()?,
+            unauthenticated: w.next()?,
+            misaddressed: w.next()?,
+            stale_boot: w.next()?,
+            duplicates: w.next()?,
+            out_of_order: w.next()?,
+            retransmits: w.next()?,
+            timeouts: w.next()?,
+            rejected_not_ready: w.next()?,
+            rejected_port: w.next()?,
+            access_violations: w.next()?,
+            retries: w.next()?,
+            peers_failed: w.next()?,
+            keepalives: w.next()?,
+            notices_sent: w.next()?,
+            notices_received: w.next()?,
+            notices_about_self: w.next()?,
+            departures: w.next()?,
+            notices_ignored: w.next()?,
+            port_closures_sent: w.next()?,
+            port_closures_received: w.next()?,
+            atomics_executed: w.next()?,
+            atomic_duplicates: w.next()?,
+            atomic_stale: w.next()?,
+            unexpected: w.next()?,
+            unexpected_bytes_copied: w.next()?,
+            coll_unexpected: w.next()?,
+            coll_refused: w.next()?,
+            coll_unmatched: w.next()?,
+            coll_abandoned: w.next()?,
+            coll_deferred: w.next()?,
+            coll_forwarded_early: w.next()?,
+            nicvm_invocations: w.next()?,
+            marked_delivered: w.next()?,
+            interrupts_raised: w.next()?,
+            interrupts_suppressed: w.next()?,
+            vm_instructions: w.next()?,
+            nicvm_errors: w.next()?,
+            first_failed,
+        })
+    }
+}
+
 /// Work done since the last [`crate::Engine::take_work`]: what the simulator
 /// turns into NIC processor and DMA time.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -224,4 +326,20 @@ pub struct MultiCopy {
     /// How far into the payload the fragment reaches: its offset plus its
     /// length, in bytes.
     pub end: u32,
+}
+
+#[cfg(test)]
+mod word_tests {
+    use super::*;
+
+    #[test]
+    fn every_counter_survives_the_words_in_its_place() {
+        let words: Vec<u64> = (1..=STATS_WORDS as u64).collect();
+        let s = Stats::from_words(&words, Some(NodeId(9))).unwrap();
+        assert_eq!(s.to_words().to_vec(), words);
+        assert_eq!(s.first_failed, Some(NodeId(9)));
+        assert_eq!(s.malformed, 1);
+        assert_eq!(s.nicvm_errors, STATS_WORDS as u64);
+        assert!(Stats::from_words(&words[1..], None).is_none());
+    }
 }

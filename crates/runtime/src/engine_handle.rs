@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use outboard_engine::{Stats, NodeId};
+use outboard_engine::Stats;
 
 use crate::driver::TransportStats;
 use crate::node::Node;
@@ -25,17 +25,16 @@ impl EngineHandle {
         }
     }
 
-    /// The engine's counters. A node engine answers with what its status
-    /// carries (failures, datagrams, packets between local ports); a gone
-    /// one with nothing.
+    /// The engine's counters. A node engine's are the node's (every local
+    /// rank's traffic), with its transport's datagram and loopback counts;
+    /// a gone one answers with nothing.
     pub fn stats(&self) -> (Stats, TransportStats) {
         match self {
             EngineHandle::Process(n) => n.stats(),
             EngineHandle::Node { link, .. } => {
                 let Some(s) = link.status() else { return Default::default() };
-                let st = Stats { first_failed: s.first_failed.map(NodeId), peers_failed: s.peers_failed, ..Default::default() };
                 let t = TransportStats { datagrams_in: s.datagrams_in, datagrams_out: s.datagrams_out, loopback: s.loopback, ..Default::default() };
-                (st, t)
+                (s.stats, t)
             }
         }
     }

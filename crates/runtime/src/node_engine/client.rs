@@ -498,8 +498,12 @@ impl PortIo for RemotePort {
         }
     }
 
+    /// Zeroed, as the in-process engine's memory is (host code relies on
+    /// it: a fresh counter starts at 0).
     fn alloc(&mut self, len: u32) -> Result<HostBuf, MemoryError> {
-        Ok(HostBuf { addr: self.heap.alloc(len)?, len })
+        let addr = self.heap.alloc(len)?;
+        self.seg.fill(addr, len as usize, 0).map_err(|_| MemoryError::Invalid { addr, len: len as usize })?;
+        Ok(HostBuf { addr, len })
     }
 
     fn free(&mut self, buf: HostBuf) -> Result<(), MemoryError> {

@@ -12,6 +12,7 @@
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::time::Duration;
 
+use outboard_engine::{NodeId, Stats, STATS_WORDS};
 use thiserror::Error;
 
 /// The version of this protocol (and of the segment layout and the
@@ -118,14 +119,12 @@ pub struct AttachRequest {
 }
 
 /// What a process can learn of its node engine's state.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct EngineStatus {
     /// Nothing under way (every send confirmed).
     pub quiet: bool,
-    /// The node whose death the engine learned of first.
-    pub first_failed: Option<u32>,
-    /// Peers declared dead.
-    pub peers_failed: u64,
+    /// The engine's counters.
+    pub stats: Stats,
     /// Datagrams read from the socket.
     pub datagrams_in: u64,
     /// Datagrams written to the socket.
@@ -213,17 +212,20 @@ impl Message {
             Message::Status(s) => {
                 w.push(STATUS);
                 w.push(u8::from(s.quiet));
-                match s.first_failed {
+                match s.stats.first_failed {
                     Some(n) => {
                         w.push(1);
-                        put_u32(&mut w, n);
+                        put_u32(&mut w, n.0);
                     }
                     None => {
                         w.push(0);
                         put_u32(&mut w, 0);
                     }
                 }
-                put_u64(&mut w, s.peers_failed);
+                put_u32(&mut w, STATS_WORDS as u32);
+                for c in s.stats.to_words() {
+                    put_u64(&mut w, c);
+                }
                 put_u64(&mut w, s.datagrams_in);
                 put_u64(&mut w, s.datagrams_out);
                 put_u64(&mut w, s.loopback);
@@ -285,10 +287,17 @@ impl Message {
                 let quiet = r.bool("quiet")?;
                 let has = r.bool("first failed")?;
                 let n = r.u32()?;
+                if r.u32()? as usize != STATS_WORDS {
+                    return Err(DecodeError::Field("counter count"));
+                }
+                let mut words = [0u64; STATS_WORDS];
+                for w in words.iter_mut() {
+                    *w = r.u64()?;
+                }
+                let stats = Stats::from_words(&words, has.then_some(NodeId(n))).ok_or(DecodeError::Field("counters"))?;
                 Message::Status(EngineStatus {
                     quiet,
-                    first_failed: has.then_some(n),
-                    peers_failed: r.u64()?,
+                    stats,
                     datagrams_in: r.u64()?,
                     datagrams_out: r.u64()?,
                     loopback: r.u64()?,
@@ -402,7 +411,13 @@ mod tests {
             Message::Attached { node: 1, port: 2, gen: 0xdead },
             Message::Refused { reason: "rank 3 asked for port 9, which is taken".into() },
             Message::Query,
-            Message::Status(EngineStatus { quiet: true, first_failed: Some(7), peers_failed: 1, datagrams_in: 2, datagrams_out: 3, loopback: 4 }),
+            Message::Status(EngineStatus {
+                quiet: true,
+                stats: Stats::from_words(&[5; STATS_WORDS], Some(NodeId(7))).unwrap(),
+                datagrams_in: 2,
+                datagrams_out: 3,
+                loopback: 4,
+            }),
             Message::Status(EngineStatus::default()),
             Message::Leave,
         ]

@@ -358,8 +358,7 @@ impl Server {
                 let t = &self.driver.stats;
                 let status = EngineStatus {
                     quiet: self.driver.engine.is_quiet(),
-                    first_failed: st.first_failed.map(|n| n.0),
-                    peers_failed: st.peers_failed,
+                    stats: st.clone(),
                     datagrams_in: t.datagrams_in,
                     datagrams_out: t.datagrams_out,
                     loopback: t.loopback,
