@@ -67,6 +67,17 @@ fn outboard_run(n: u32, scenario: &str, env: &[(&str, &str)]) -> (Output, Durati
     (c.output().unwrap(), start.elapsed())
 }
 
+/// `outboard run -n N --ranks-per-node R`: one node engine per R ranks.
+fn outboard_run_nodes(n: u32, per_node: u32, scenario: &str) -> Output {
+    Command::new(OUTBOARD)
+        .args(["run", "-n", &n.to_string(), "--ranks-per-node", &per_node.to_string(), "--timeout", "240", "--"])
+        .arg(std::env::current_exe().unwrap())
+        .args(["rank_program", "--exact", "--nocapture", "--test-threads=1", "-q"])
+        .env("OB_SCENARIO", scenario)
+        .output()
+        .unwrap()
+}
+
 fn text(o: &Output) -> (String, String) {
     (String::from_utf8_lossy(&o.stdout).into_owned(), String::from_utf8_lossy(&o.stderr).into_owned())
 }
@@ -106,6 +117,27 @@ fn four_processes_allreduce_with_a_module_operator() {
 #[test]
 fn four_processes_run_every_collective_in_both_modes_with_correct_results() {
     all_ranks_correct(4, &[]);
+}
+
+/// Node engines: groups whose members share engines (two nodes of two
+/// ranks, and an uneven job of two nodes for three ranks), every
+/// collective in both modes, and a module operator loaded by both ranks
+/// of a node into one copy.
+#[test]
+fn every_collective_is_correct_on_node_engines_shared_by_several_ranks() {
+    let _serial = serial();
+    for (n, per_node) in [(4, 2), (3, 2)] {
+        let out = outboard_run_nodes(n, per_node, "collectives");
+        let (so, se) = text(&out);
+        assert!(out.status.success(), "{n} ranks, {per_node} per node:\n{so}\n{se}");
+        for r in 0..n {
+            assert!(so.contains(&format!("[{r}] rank {r}: all collectives correct in both modes")), "rank {r}:\n{so}\n{se}");
+        }
+    }
+    let out = outboard_run_nodes(4, 2, "nicvm_allreduce");
+    let (so, se) = text(&out);
+    assert!(out.status.success(), "{so}\n{se}");
+    assert!(so.contains("[0] 4 ranks, 20 allreduces of 16 x i64, all equal to the reference"), "{so}\n{se}");
 }
 
 #[test]

@@ -70,9 +70,10 @@ pub enum ClientError {
 }
 
 /// The `outboard` program that runs node engines: `OUTBOARD_NODE_PROGRAM`,
-/// else an `outboard` beside the running program or one directory up in
-/// `bin/` (an install: `lib/` and `bin/` side by side), else `outboard` on
-/// the `PATH`.
+/// else an `outboard` beside the running program or one directory up,
+/// else beside the C library this code is part of, or in `../bin` (an
+/// install's `lib/` and `bin/`) or `..` (cargo's `target/release/deps`),
+/// else `outboard` on the `PATH`.
 pub fn engine_program() -> Result<PathBuf, outboard_settings::SettingError> {
     if let Some(p) = outboard_settings::registry::NODE_PROGRAM.get(&outboard_settings::ProcessEnv)? {
         return Ok(PathBuf::from(p));
@@ -87,10 +88,13 @@ pub fn engine_program() -> Result<PathBuf, outboard_settings::SettingError> {
             }
         }
     }
-    if let Some(lib) = crate::node_engine::client::library_dir() {
+    if let Some(lib) = library_dir() {
         dirs.push(lib.clone());
         if let Some(up) = lib.parent() {
+            // An install's lib/ beside bin/, or cargo's target/<profile>/deps
+            // below the outboard binary.
             dirs.push(up.join("bin"));
+            dirs.push(up.to_path_buf());
         }
     }
     for d in dirs {

@@ -75,37 +75,54 @@ pub(crate) fn init_node(opts: Options, mut env: LaunchEnv, mut boot: JobBootstra
     let leaders: Vec<u32> = (0..node_count).map(|n| nodes.iter().position(|&x| x == n).expect("every node has a rank") as u32).collect();
     let job = JobIdentity::read(b, &opts)?;
     let name = engine_name(job.job_key, me);
-    let client = |e: super::client::ClientError| InitError::Env(format!("rank {}: {e}", env.rank));
-    let link = if local_rank == 0 {
-        spawn_engine(&engine_program()?, &name, timeout).map_err(client)?;
-        let link = NodeLink::connect(&name, timeout).map_err(client)?;
-        let peer_timeout = opts.peer_timeout.unwrap_or_else(|| EngineConfig::new(outboard_engine::NodeId(0), 0, 0).peer_timeout);
-        let udp = link
-            .configure(NodeSetup {
-                node: me,
-                job_key: job.job_key,
-                secret: job.secret.to_bytes(),
-                boot: job.boot(),
-                min_peer_boot: job.min_peer_boot(),
-                peer_timeout,
-                local_size,
-                bind: ip,
-            })
-            .map_err(client)?;
-        b.put("udp", udp.to_string().as_bytes())?;
-        Some(link)
+    let rank = env.rank;
+    let client = move |e: super::client::ClientError| InitError::Env(format!("rank {rank}: {e}"));
+    let peer_timeout = opts.peer_timeout.unwrap_or_else(|| EngineConfig::new(outboard_engine::NodeId(0), 0, 0).peer_timeout);
+    // Every step that can fail on one rank is followed by a fence at which
+    // every rank learns of it, so that all give up together (under an MPI
+    // program's library: all step aside alike) and none waits for good.
+    let leader = if local_rank == 0 {
+        let started = (|| {
+            spawn_engine(&engine_program()?, &name, timeout).map_err(client)?;
+            let link = NodeLink::connect(&name, timeout).map_err(client)?;
+            let udp = link
+                .configure(NodeSetup {
+                    node: me,
+                    job_key: job.job_key,
+                    secret: job.secret.to_bytes(),
+                    boot: job.boot(),
+                    min_peer_boot: job.min_peer_boot(),
+                    peer_timeout,
+                    local_size,
+                    bind: ip,
+                })
+                .map_err(client)?;
+            Ok::<_, InitError>((link, udp))
+        })();
+        match started {
+            Ok((link, udp)) => {
+                b.put("udp", udp.to_string().as_bytes())?;
+                Some(Ok(link))
+            }
+            Err(e) => {
+                b.put("udp", format!("{FAILED}{e}").as_bytes())?;
+                Some(Err(e))
+            }
+        }
     } else {
         None
     };
     b.fence()?;
-    let peers = leaders.iter().map(|&r| published_addr(b, r)).collect::<Result<Vec<_>, _>>()?;
-    let link = match link {
-        Some(l) => {
-            l.set_peers(&peers).map_err(client)?;
-            l
+    if let Some(Err(e)) = leader {
+        return Err(e);
+    }
+    for (n, &r) in leaders.iter().enumerate() {
+        let v = b.get(r, "udp")?;
+        if let Some(why) = v.strip_prefix(FAILED.as_bytes()) {
+            return Err(InitError::Env(format!("node {n} (rank {r}) could not start its node engine: {}", String::from_utf8_lossy(why))));
         }
-        None => NodeLink::connect(&name, timeout).map_err(client)?,
-    };
+    }
+    let peers = leaders.iter().map(|&r| published_addr(b, r)).collect::<Result<Vec<_>, _>>()?;
     let cores = crate::affinity::node_cores();
     let (progress, reason) = match opts.progress {
         Some(p) => (p, "chosen by the program".to_string()),
@@ -118,12 +135,36 @@ pub(crate) fn init_node(opts: Options, mut env: LaunchEnv, mut boot: JobBootstra
             format!("node engine: {cores} cores for {local_size} local ranks and the engine: no core to spare, so the engine and waiting ranks spin briefly, then block"),
         ),
     };
-    let remote = RemotePort::attach(&name, env.rank, progress, timeout).map_err(client)?;
+    let attached = (|| {
+        let link = match leader {
+            Some(Ok(l)) => {
+                l.set_peers(&peers).map_err(client)?;
+                l
+            }
+            _ => NodeLink::connect(&name, timeout).map_err(client)?,
+        };
+        let remote = RemotePort::attach(&name, env.rank, progress, timeout).map_err(client)?;
+        Ok::<_, InitError>((link, remote))
+    })();
+    let (link, remote) = match attached {
+        Ok(a) => a,
+        Err(e) => {
+            // The endpoint exchange's fence, with a value every rank reads
+            // as a failure.
+            let b = boot.get();
+            b.put("ep", FAILED.as_bytes())?;
+            b.fence()?;
+            return Err(e);
+        }
+    };
     let mut port = Port::new(RtPort::remote(remote));
-    let peer_timeout = opts.peer_timeout.unwrap_or_else(|| EngineConfig::new(outboard_engine::NodeId(0), 0, 0).peer_timeout);
     let endpoints = exchange_endpoints(boot.get(), &mut port, &nodes)?;
     World::assemble(port, EngineHandle::Node { link, progress, peer_timeout }, boot, env, endpoints, peers, reason)
 }
+
+/// What a rank publishes in place of an address or endpoint when its part
+/// of the set-up failed.
+const FAILED: &str = "failed: ";
 
 #[cfg(test)]
 mod tests {
