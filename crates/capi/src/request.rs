@@ -59,6 +59,7 @@ type Finished = (Result<(), Error>, outboard_status);
 fn poll(r: &mut outboard_request) -> Result<Option<Finished>, Error> {
     let mut st = outboard_status { source: -1, ..Default::default() };
     r.shared.with(|w| {
+        let mut from = None;
         let port = w.port();
         let res = match &mut r.kind {
             Kind::Coll { req, out, len } => match port.coll_test(req) {
@@ -107,7 +108,7 @@ fn poll(r: &mut outboard_request) -> Result<Option<Finished>, Error> {
                         Err(e) => (Err(Error::from(e)), None),
                     };
                     if let Some((src, tag, len)) = got {
-                        st.source = src.node.0 as i32;
+                        from = Some(src);
                         st.tag = tag;
                         st.len = u64::from(len);
                         let n = (len as usize).min(*cap);
@@ -121,6 +122,9 @@ fn poll(r: &mut outboard_request) -> Result<Option<Finished>, Error> {
                 }
             },
         };
+        if let Some(src) = from {
+            st.source = w.rank_of(src).map_or(-1, |r| r as i32);
+        }
         Ok(Some((res, st)))
     })
 }

@@ -47,10 +47,17 @@ fn direct_flags() -> Vec<String> {
 }
 
 fn run(n: u32, prog: &Path) -> (Output, String, String) {
+    run_with(n, &[], prog)
+}
+
+/// `outboard run -n N` with `launcher` options (`--ranks-per-node R`).
+fn run_with(n: u32, launcher: &[&str], prog: &Path) -> (Output, String, String) {
     // cargo's LD_LIBRARY_PATH (which outranks the run path) may name a
     // directory with an older build of the library first.
     let o = Command::new(OUTBOARD)
-        .args(["run", "-n", &n.to_string(), "--timeout", "300", "--"])
+        .args(["run", "-n", &n.to_string(), "--timeout", "300"])
+        .args(launcher)
+        .arg("--")
         .arg(prog)
         .env("LD_LIBRARY_PATH", common::capi_lib_dir())
         .output()
@@ -75,6 +82,26 @@ fn the_c_test_program_passes_with_two_and_four_ranks() {
             assert!(so.contains(&format!("[{r}] world host-based: collectives of {n} ranks ok")), "{so}");
         }
         assert!(so.contains("[0] split: collectives of"), "{so}");
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// The same programs on node engines: two nodes of two ranks, each node's
+/// ranks sharing one engine process.
+#[test]
+fn the_c_test_programs_pass_on_node_engines() {
+    if !gcc("the_c_test_programs_pass_on_node_engines") {
+        return;
+    }
+    let dir = scratch("nodes");
+    for (src, done) in [("capi_test", "all "), ("atomic_test", "atomics and lock: all ")] {
+        let exe = dir.join(src);
+        compile(&repo().join(format!("crates/capi/c/{src}.c")), &exe, &direct_flags());
+        let (o, so, se) = run_with(4, &["--ranks-per-node", "2"], &exe);
+        assert!(o.status.success(), "{src}:\nstdout:\n{so}\nstderr:\n{se}");
+        for r in 0..4 {
+            assert!(so.contains(&format!("[{r}] rank {r}: {done}")), "{src}: rank {r} did not finish:\n{so}\n{se}");
+        }
     }
     let _ = std::fs::remove_dir_all(dir);
 }

@@ -69,8 +69,21 @@ fn the_python_program_passes_with_two_and_four_ranks() {
     if !python3("the_python_program_passes_with_two_and_four_ranks") {
         return;
     }
+    ranks_pass(&[]);
+}
+
+/// The same on node engines: two ranks on one node, and two nodes of two.
+#[test]
+fn the_python_program_passes_on_node_engines() {
+    if !python3("the_python_program_passes_on_node_engines") {
+        return;
+    }
+    ranks_pass(&["--ranks-per-node", "2"]);
+}
+
+fn ranks_pass(launcher: &[&str]) {
     for n in [2, 4] {
-        let o = python_env(Command::new(OUTBOARD).args(["run", "-n", &n.to_string(), "--timeout", "300", "--", "python3"]).arg(tests_dir().join("ranks.py")))
+        let o = python_env(Command::new(OUTBOARD).args(["run", "-n", &n.to_string(), "--timeout", "300"]).args(launcher).args(["--", "python3"]).arg(tests_dir().join("ranks.py")))
             .output()
             .unwrap();
         let (so, se) = text(&o);

@@ -340,6 +340,19 @@ impl World {
         self.endpoints[rank as usize]
     }
 
+    /// The rank whose port `ep` is (any incarnation), if it is one of the
+    /// job's: what a receive's source endpoint means to a program that
+    /// counts in ranks.
+    pub fn rank_of(&self, ep: Endpoint) -> Option<u32> {
+        // With an engine per process, node id = rank.
+        if let Some(e) = self.endpoints.get(ep.node.0 as usize) {
+            if e.node == ep.node && e.port == ep.port {
+                return Some(ep.node.0);
+            }
+        }
+        self.endpoints.iter().position(|e| e.node == ep.node && e.port == ep.port).map(|r| r as u32)
+    }
+
     /// Every rank's endpoint, in rank order (the members of the world
     /// group).
     pub fn endpoints(&self) -> &[Endpoint] {
@@ -403,7 +416,9 @@ impl World {
     /// after their errors, that may be a survivor, while this still names
     /// the rank that died first.
     pub fn first_failure(&self) -> Option<u32> {
-        self.engine.stats().0.first_failed.map(|n| n.0)
+        let node = self.engine.stats().0.first_failed?;
+        // With node engines a node is several ranks: its first.
+        self.endpoints.iter().position(|e| e.node == node).map(|r| r as u32)
     }
 
     /// Gives the job up after a failure (what `MPI_Abort` is to MPI):
@@ -433,7 +448,19 @@ impl World {
     /// failure as this rank knows it, then the error, both in ranks
     /// (`rank 3 gives up: rank 1 failed first; rank 2 is unreachable`).
     pub fn failure_report(&self, err: &(dyn std::error::Error + 'static)) -> String {
-        crate::failure::report(self.rank(), self.first_failure(), err)
+        let first = self.engine.stats().0.first_failed.map(|n| n.0);
+        if self.engine.node().is_some() {
+            return crate::failure::report(self.rank(), first, err);
+        }
+        let node = |n: u32| {
+            let ranks: Vec<String> = (0..self.size()).filter(|&r| self.endpoints[r as usize].node.0 == n).map(|r| r.to_string()).collect();
+            match ranks.len() {
+                1 => format!("node {n} (rank {})", ranks[0]),
+                _ => format!("node {n} (ranks {})", ranks.join(", ")),
+            }
+        };
+        let port = |ep: Endpoint| self.rank_of(ep).map_or_else(|| format!("port {} of node {}", ep.port.0, ep.node.0), |r| format!("rank {r}"));
+        crate::failure::report_with(self.rank(), self.endpoint(self.rank()).node.0, first, err, &crate::failure::Names { node: &node, port: &port })
     }
 
     /// Waits until every rank calls `barrier` (through the bootstrap, out
