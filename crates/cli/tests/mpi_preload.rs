@@ -184,6 +184,20 @@ fn under_mpich_every_taken_over_collective_equals_pmpi() {
     check(&mpi, 4, "offloaded", &[], &["140000", "quick"]);
 }
 
+/// The ranks of one machine sharing one node engine, which the first of
+/// them starts (`OUTBOARD_ENGINE=node`): the same results, under both MPIs.
+#[test]
+fn on_one_node_engine_every_taken_over_collective_equals_pmpi() {
+    let node = [("OUTBOARD_ENGINE", "node")];
+    if let Some(mpi) = mpi_or_skip("on_one_node_engine_every_taken_over_collective_equals_pmpi", "openmpi", "mpicc.openmpi") {
+        check(&mpi, 4, "offloaded", &node, &["140000", "quick"]);
+        check(&mpi, 2, "host-based", &[("OUTBOARD_ENGINE", "node"), ("OUTBOARD_MPI", "host")], &["140000", "quick"]);
+    }
+    if let Some(mpi) = mpi_or_skip("on_one_node_engine_every_taken_over_collective_equals_pmpi", "mpich", "mpicc.mpich") {
+        check(&mpi, 4, "offloaded", &node, &["140000", "quick"]);
+    }
+}
+
 /// MPI_THREAD_MULTIPLE: three threads per rank run collectives at once on
 /// their own communicators (mapped to Outboard groups concurrently), each
 /// result equal to PMPI's, under both MPIs with 2 ranks; the library
