@@ -2,7 +2,9 @@
  * over; a plain MPI program, run with and without the library by
  * scripts/bench-mpi.sh. Prints "op bytes latency_us overlap_pct" lines
  * (overlap only for the non-blocking ones: the share of a computation as
- * long as the collective that hides it, OSU's formula). */
+ * long as the collective that hides it, OSU's formula). Arguments:
+ * iterations (200) and the largest message in bytes (65536; 1048576 adds
+ * 1 MiB). */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -55,10 +57,13 @@ int main(int argc, char **argv) {
     int rank;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     if (argc > 1) iters = atoi(argv[1]);
-    int sizes[] = {8, 1024, 65536};
-    double *buf = calloc(65536 / 8, 8), *out = calloc(65536 / 8, 8);
+    /* The largest message (argv[2], default 64 KiB; 1048576 adds 1 MiB). */
+    int largest = argc > 2 ? atoi(argv[2]) : 65536;
+    int sizes[] = {8, 1024, 65536, 1048576}, all = largest >= 1048576 ? 4 : 3;
+    int room = largest >= 1048576 ? 1048576 : 65536;
+    double *buf = calloc(room / 8, 8), *out = calloc(room / 8, 8);
     for (int op = BARRIER; op <= IALLREDUCE; op++) {
-        int nsizes = op == BARRIER || op == IBARRIER ? 1 : 3;
+        int nsizes = op == BARRIER || op == IBARRIER ? 1 : all;
         for (int s = 0; s < nsizes; s++) {
             int bytes = op == BARRIER || op == IBARRIER ? 0 : sizes[s], n = bytes / 8;
             double pure = timed(op, buf, out, n, 0);

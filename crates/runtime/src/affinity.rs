@@ -77,6 +77,30 @@ pub(crate) fn leave_rank_binding() {
     let _ = sched_setaffinity(Pid::from_raw(0), &set);
 }
 
+/// Where a node engine process runs: `cpu` when given
+/// (`OUTBOARD_ENGINE_CPU`), else the node's last core when the node has
+/// more cores than local ranks (launchers bind ranks from the first core
+/// up, so the last is the one left over), else anywhere but the binding
+/// of the rank that started it. Returns a sentence saying which.
+pub(crate) fn place_node_engine(cpu: Option<usize>, local_ranks: usize) -> String {
+    let cpus = node_cpus();
+    let pin = |c: usize| {
+        let mut set = CpuSet::new();
+        set.set(c).is_ok() && sched_setaffinity(Pid::from_raw(0), &set).is_ok()
+    };
+    match cpu {
+        Some(c) if pin(c) => format!("pinned to cpu {c} (OUTBOARD_ENGINE_CPU)"),
+        Some(c) => format!("cpu {c} (OUTBOARD_ENGINE_CPU) is not one this process may run on; left unpinned"),
+        None => match cpus.last() {
+            Some(&last) if cpus.len() > local_ranks && pin(last) => format!("pinned to cpu {last}, the last of {} for {local_ranks} local ranks", cpus.len()),
+            _ => {
+                leave_rank_binding();
+                format!("unpinned: {} cores for {local_ranks} local ranks leave none to itself", cpus.len().max(1))
+            }
+        },
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

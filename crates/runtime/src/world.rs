@@ -541,7 +541,8 @@ impl Drop for World {
                 self.quiesce();
             }
         }
-        if self.print_stats {
+        // A node engine prints its own counters (the node's) when it ends.
+        if self.print_stats && self.engine.node().is_some() {
             // For fault runs: what the engine dropped and why.
             let (engine, transport) = self.engine.stats();
             eprint!("{}", crate::stats_table::stats_table(self.env.rank, &engine));

@@ -51,6 +51,15 @@ pub static NODE_PROGRAM: OptVar<Text> = OptVar {
     decided: "an outboard beside the program or beside the C library (or in its ../bin), else outboard on the PATH",
 };
 
+/// The core a node engine polls on.
+pub static ENGINE_CPU: OptVar<Count> = OptVar {
+    name: "OUTBOARD_ENGINE_CPU",
+    doc: "With OUTBOARD_ENGINE=node: the CPU the node engine process is pinned to.",
+    group: Group::Runtime,
+    kind: Count { min: 0, max: 65535 },
+    decided: "the node's last core when it has more cores than local ranks, else unpinned",
+};
+
 /// How long a silent peer has before the operations that need it fail.
 pub static PEER_TIMEOUT: Var<Time> = Var {
     name: "OUTBOARD_PEER_TIMEOUT_MS",
@@ -388,6 +397,7 @@ pub static ALL: &[&dyn Setting] = &[
     &ENGINE,
     &NODE_NAME,
     &NODE_PROGRAM,
+    &ENGINE_CPU,
     &PEER_TIMEOUT,
     &BOOTSTRAP_TIMEOUT,
     &ADDR,

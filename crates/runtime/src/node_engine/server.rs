@@ -160,6 +160,11 @@ pub fn serve(opts: &ServeOptions) -> Result<(), ServeError> {
         let _ = c.conn.send(&Message::Configured { udp: udp_addr }, &[]);
     }
     let progress = if crate::affinity::node_cores() > setup.local_size as usize { Progress::Dedicated } else { Progress::SPIN_THEN_BLOCK };
+    let cpu = outboard_settings::registry::ENGINE_CPU.get(&outboard_settings::ProcessEnv)?.map(|c| c as usize);
+    let placed = crate::affinity::place_node_engine(cpu, setup.local_size as usize);
+    if opts.print_stats {
+        eprintln!("outboard node engine {}: {progress} progress, {placed}", setup.node);
+    }
     server.run(progress, opts.attach_timeout);
     if opts.print_stats {
         let (st, t) = (server.driver.engine.stats().clone(), &server.driver.stats);
