@@ -27,6 +27,8 @@ iters=${1:-100}
 largest=${2:-1048576}
 if [ -n "${OUTBOARD_BIN:-}" ]; then
     bin=$OUTBOARD_BIN
+    # Not a setting of Outboard's: the ranks would refuse it.
+    unset OUTBOARD_BIN
 else
     cargo build -q --release -p outboard-cli -p outboard-capi
     bin=$PWD/target/release
