@@ -47,7 +47,7 @@ lib=$(ls "$tmp"/liboutboard_mpi_*.so)
 cat > "$tmp/on_node" <<'EOF'
 #!/bin/sh
 node=$((OMPI_COMM_WORLD_RANK / ${RANKS_PER_NODE:-3}))
-OUTBOARD_NODE_NAME=node$node OUTBOARD_ENGINE_CPU=$(($(nproc) - 1 - node)) exec "$@"
+OUTBOARD_NODE_NAME=node$node OUTBOARD_ENGINE_CPU=$(($(nproc --all) - 1 - node)) exec "$@"
 EOF
 chmod +x "$tmp/on_node"
 cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')
