@@ -246,13 +246,13 @@ impl Drop for LocalPort {
 pub struct RtPort(Kind);
 
 enum Kind {
-    Local(LocalPort),
+    Local(Box<LocalPort>),
     Remote(Box<RemotePort>),
 }
 
 impl RtPort {
     pub(crate) fn local(p: LocalPort) -> RtPort {
-        RtPort(Kind::Local(p))
+        RtPort(Kind::Local(Box::new(p)))
     }
 
     pub(crate) fn remote(p: RemotePort) -> RtPort {
@@ -261,14 +261,14 @@ impl RtPort {
 
     fn io(&self) -> &dyn PortIo {
         match &self.0 {
-            Kind::Local(p) => p,
+            Kind::Local(p) => &**p,
             Kind::Remote(p) => &**p,
         }
     }
 
     fn io_mut(&mut self) -> &mut dyn PortIo {
         match &mut self.0 {
-            Kind::Local(p) => p,
+            Kind::Local(p) => &mut **p,
             Kind::Remote(p) => &mut **p,
         }
     }

@@ -197,7 +197,7 @@ impl NodeLink {
     /// Gives the engine its identity in the job; returns its UDP address.
     pub fn configure(&self, setup: NodeSetup) -> Result<SocketAddr, ClientError> {
         let c = self.conn();
-        c.send(&Message::Configure(setup), &[])?;
+        c.send(&Message::Configure(Box::new(setup)), &[])?;
         match reply(&c)? {
             (Message::Configured { udp }, _) => Ok(udp),
             (other, _) => Err(ClientError::Refused(format!("unexpected answer {other:?}"))),
@@ -366,7 +366,7 @@ impl RemotePort {
         if !self.events.has_pending() {
             use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
             let mut fds = [PollFd::new(self.wake.as_fd(), PollFlags::POLLIN), PollFd::new(self.conn.as_fd(), PollFlags::POLLIN)];
-            let _ = poll(&mut fds, PollTimeout::try_from(BLOCK_MAX.as_millis() as u16).unwrap_or(PollTimeout::MAX));
+            let _ = poll(&mut fds, PollTimeout::from(BLOCK_MAX.as_millis() as u16));
             if fds[1].revents().is_some_and(|r| !r.is_empty()) {
                 self.check_engine();
             }

@@ -30,11 +30,13 @@ pub const MAX_MESSAGE: usize = 16 + PEERS_PER_MESSAGE * ADDR_BYTES;
 const ADDR_BYTES: usize = 19;
 
 /// One message on a node engine's socket.
+// Messages are rare (set-up, status) and short-lived: their size is no cost.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Message {
     /// First message of the process that started the engine: the engine's
     /// identity in the job, which only the job's bootstrap knows.
-    Configure(NodeSetup),
+    Configure(Box<NodeSetup>),
     /// The engine's answer to [`Message::Configure`]: where its UDP socket
     /// listens, for the bootstrap to publish.
     Configured {
@@ -240,7 +242,7 @@ impl Message {
         let mut r = Reader(bytes);
         let kind = r.u8()?;
         let m = match kind {
-            CONFIGURE => Message::Configure(NodeSetup {
+            CONFIGURE => Message::Configure(Box::new(NodeSetup {
                 node: r.u32()?,
                 job_key: r.u64()?,
                 secret: r.array()?,
@@ -249,7 +251,7 @@ impl Message {
                 peer_timeout: Duration::from_nanos(r.u64()?),
                 local_size: r.u32()?,
                 bind: r.ip()?,
-            }),
+            })),
             CONFIGURED => Message::Configured { udp: r.addr()? },
             PEERS => {
                 let total = r.u32()?;
@@ -395,7 +397,7 @@ mod tests {
         let v4: SocketAddr = "10.0.0.2:4000".parse().unwrap();
         let v6: SocketAddr = "[fe80::1]:9".parse().unwrap();
         vec![
-            Message::Configure(NodeSetup {
+            Message::Configure(Box::new(NodeSetup {
                 node: 3,
                 job_key: u64::MAX,
                 secret: [7; 16],
@@ -404,7 +406,7 @@ mod tests {
                 peer_timeout: Duration::from_millis(2500),
                 local_size: 4,
                 bind: "127.0.0.1".parse().unwrap(),
-            }),
+            })),
             Message::Configured { udp: v6 },
             Message::Peers { total: 4, first: 2, addrs: vec![v4, v6] },
             Message::Attach(AttachRequest { version: 1, pid: 77, rank: 5, port: 3, commands: 4096, events: 8192, memory: 1 << 20 }),

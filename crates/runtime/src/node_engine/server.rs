@@ -188,7 +188,7 @@ fn wait_for_setup(listener: &Listener, timeout: Duration) -> Result<(Conn, NodeS
         let mut i = 0;
         while i < pending.len() {
             match pending[i].recv() {
-                Ok(Some((Message::Configure(setup), _))) => return Ok((pending.swap_remove(i), setup)),
+                Ok(Some((Message::Configure(setup), _))) => return Ok((pending.swap_remove(i), *setup)),
                 Ok(Some(_)) => {
                     let _ = pending[i].send(&Message::Refused { reason: "the node engine is not configured yet".into() }, &[]);
                     pending.swap_remove(i);
