@@ -115,11 +115,46 @@ pub(crate) struct NodeShared {
     pub local_addr: SocketAddr,
     /// The transport's settings, read when the node started.
     pub settings: NodeSettings,
+    /// The engine panicked (on its thread or on a host thread driving
+    /// it): nothing drives it any more, and every port's operations fail
+    /// with `OpError::EngineLost`.
+    pub lost: AtomicBool,
+    /// Tests: the next turn panics.
+    #[cfg(test)]
+    pub panic_next_turn: AtomicBool,
 }
 
 impl NodeShared {
     pub fn lock(&self) -> MutexGuard<'_, Driver> {
         self.driver.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// One turn of `d` (held by the caller), unless the engine is lost. A
+    /// panic inside the engine's code is caught here: the engine is lost
+    /// from then on (its state is whatever the panic left), every waiting
+    /// port is woken to learn it, and the panic's message goes to stderr.
+    pub fn turn(&self, d: &mut Driver, mode: Turn) -> bool {
+        if self.lost.load(Ordering::Relaxed) {
+            return false;
+        }
+        let turn = || {
+            #[cfg(test)]
+            if self.panic_next_turn.swap(false, Ordering::SeqCst) {
+                panic!("injected engine panic");
+            }
+            d.turn(mode)
+        };
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(turn)) {
+            Ok(busy) => busy,
+            Err(_) => {
+                self.lost.store(true, Ordering::SeqCst);
+                eprintln!("outboard: the engine of node {} panicked; its ports' operations fail from now on", self.config.node.0);
+                for link in d.ports.iter().flatten() {
+                    link.shared.notify();
+                }
+                false
+            }
+        }
     }
 
     /// The engine's counters and the transport's.
@@ -205,6 +240,9 @@ impl Node {
             config: config.clone(),
             local_addr,
             settings,
+            lost: AtomicBool::new(false),
+            #[cfg(test)]
+            panic_next_turn: AtomicBool::new(false),
         });
         let s = shared.clone();
         let thread = std::thread::Builder::new()
@@ -277,6 +315,9 @@ impl Node {
     /// (`Engine::leave`); the caller keeps the engine running a moment so
     /// the notices get across.
     pub fn leave(&self) {
+        if self.shared.lost.load(Ordering::SeqCst) {
+            return;
+        }
         let now = self.shared.clock.now();
         let mut d = self.shared.lock();
         d.engine.leave(now);
@@ -294,7 +335,8 @@ impl Node {
     /// host does under host-assisted progress). Returns whether anything
     /// happened.
     pub fn drive(&self) -> bool {
-        self.shared.lock().turn(Turn::Engine)
+        let mut d = self.shared.lock();
+        self.shared.turn(&mut d, Turn::Engine)
     }
 }
 
@@ -327,7 +369,15 @@ fn engine_thread(shared: &NodeShared, mut poll: Poll) {
                 continue;
             }
         }
-        let busy = shared.lock().turn(Turn::Engine);
+        if shared.lost.load(Ordering::Relaxed) {
+            // Nothing to drive: wait to be stopped.
+            std::thread::park_timeout(Duration::from_millis(100));
+            continue;
+        }
+        let busy = {
+            let mut d = shared.lock();
+            shared.turn(&mut d, Turn::Engine)
+        };
         match shared.progress {
             Progress::Dedicated => {
                 if busy {
@@ -393,4 +443,33 @@ fn block(shared: &NodeShared, poll: &mut Poll, events: &mut Events) {
         }
     }
     shared.sleeping.store(false, Ordering::SeqCst);
+}
+
+#[cfg(test)]
+mod lost_tests {
+    use super::*;
+    use outboard_engine::{OpError, RecvMatch};
+    use outboard_host::{HostError, Port};
+
+    /// An engine that panics fails what its port has under way, and all it
+    /// posts later, with `EngineLost`, under every progress policy: nothing
+    /// waits for good.
+    #[test]
+    fn a_panicking_engine_fails_its_ports_operations_instead_of_hanging() {
+        for progress in [Progress::Dedicated, Progress::SPIN_THEN_BLOCK, Progress::HOST_ASSISTED] {
+            let config = EngineConfig::new(NodeId(0), 7, 1);
+            let socket = bind_udp("127.0.0.1".parse().unwrap()).unwrap();
+            let addr = socket.local_addr().unwrap();
+            let node = Node::start(config, socket, &[addr], progress).unwrap();
+            let mut port = Port::new(node.open_port(PortId(0)).unwrap());
+            let buf = port.buffer(8).unwrap();
+            let pending = port.start_recv(RecvMatch::tag(1), buf).unwrap();
+            node.shared.panic_next_turn.store(true, Ordering::SeqCst);
+            node.shared.ring_doorbell();
+            assert_eq!(port.wait(pending), Err(HostError::Op(OpError::EngineLost)), "{progress}");
+            let later = port.start_recv(RecvMatch::tag(2), buf).unwrap();
+            assert_eq!(port.wait(later), Err(HostError::Op(OpError::EngineLost)), "{progress}");
+            assert!(node.shared.lost.load(Ordering::SeqCst));
+        }
+    }
 }

@@ -5,7 +5,7 @@ use std::sync::atomic::{fence, Ordering};
 use std::sync::{Arc, PoisonError};
 use std::time::Duration;
 
-use outboard_engine::{AtomicOp, AtomicWidth, Command, CommandError, Endpoint, Event, HostBuf, Instant, Stats, TokenMirror};
+use outboard_engine::{AtomicOp, AtomicWidth, Command, CommandError, Endpoint, Event, HostBuf, Instant, OpId, Stats, TokenMirror};
 use outboard_host::{MemoryError, PortIo};
 
 use crate::driver::{PortShared, TransportStats, Turn};
@@ -41,6 +41,8 @@ pub struct LocalPort {
     idle_calls: u32,
     /// Host-assisted: when a wait stops driving the engine and sleeps.
     pacer: WaitPacer,
+    /// Operations posted and not completed, to fail if the engine is lost.
+    outstanding: Vec<OpId>,
 }
 
 impl LocalPort {
@@ -56,7 +58,7 @@ impl LocalPort {
             Progress::HostAssisted { preempted_spin, preempted_gap, .. } => WaitPacer::new(preempted_spin, preempted_gap, LOADED_FOR),
             _ => WaitPacer::new(Duration::MAX, Duration::MAX, Duration::ZERO),
         };
-        LocalPort { node, ep, commands, events, shared, tokens, idle_since: None, idle_calls: 0, pacer }
+        LocalPort { node, ep, commands, events, shared, tokens, idle_since: None, idle_calls: 0, pacer, outstanding: Vec::new() }
     }
 
     /// Where this port's interrupts go (`None`: nowhere).
@@ -89,10 +91,10 @@ impl LocalPort {
                 // wake-up of another thread on the critical path.
                 match self.node.driver.try_lock() {
                     Ok(mut d) => {
-                        d.turn(Turn::Post);
+                        self.node.turn(&mut d, Turn::Post);
                     }
                     Err(std::sync::TryLockError::Poisoned(p)) => {
-                        p.into_inner().turn(Turn::Post);
+                        self.node.turn(&mut p.into_inner(), Turn::Post);
                     }
                     Err(std::sync::TryLockError::WouldBlock) => self.node.ring_doorbell(),
                 }
@@ -130,6 +132,11 @@ impl PortIo for LocalPort {
 
     fn post(&mut self, cmd: Command) -> Result<(), CommandError> {
         self.tokens.take(&cmd)?;
+        self.outstanding.push(cmd.op());
+        if self.node.lost.load(Ordering::Relaxed) {
+            // Failed by `poll_event` with the rest.
+            return Ok(());
+        }
         let mut cmd = cmd;
         // The ring holds more than the tokens allow under way, so it is
         // full only while the engine is behind: help it along.
@@ -145,7 +152,19 @@ impl PortIo for LocalPort {
     }
 
     fn poll_event(&mut self) -> Option<Event> {
-        let e = self.events.pop()?;
+        let e = match self.events.pop() {
+            Some(e) => e,
+            None if self.node.lost.load(Ordering::SeqCst) && !self.outstanding.is_empty() => {
+                // The engine panicked: what it had under way, and what
+                // was posted since, fails one by one.
+                let op = self.outstanding[0];
+                Event { port: self.ep.port, op, result: Err(outboard_engine::OpError::EngineLost) }
+            }
+            None => return None,
+        };
+        if let Some(i) = self.outstanding.iter().position(|&o| o == e.op) {
+            self.outstanding.swap_remove(i);
+        }
         self.tokens.give_back(e.op);
         self.idle_since = None;
         self.pacer.progressed();
@@ -187,8 +206,8 @@ impl PortIo for LocalPort {
                 }
                 self.node.host_back(now.as_nanos());
                 let busy = match self.node.driver.try_lock() {
-                    Ok(mut d) => d.turn(Turn::Host),
-                    Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner().turn(Turn::Host),
+                    Ok(mut d) => self.node.turn(&mut d, Turn::Host),
+                    Err(std::sync::TryLockError::Poisoned(p)) => self.node.turn(&mut p.into_inner(), Turn::Host),
                     Err(std::sync::TryLockError::WouldBlock) => {
                         std::hint::spin_loop();
                         false
@@ -232,6 +251,10 @@ impl Drop for LocalPort {
     /// Closes the port on the engine: what it had under way is dropped, and
     /// nothing for this incarnation reaches a later one.
     fn drop(&mut self) {
+        if self.node.lost.load(Ordering::SeqCst) {
+            // A panicked engine is not touched again.
+            return;
+        }
         let now = self.node.clock.now();
         let mut d = self.node.lock();
         d.engine.close_port(now, self.ep.port);

@@ -123,6 +123,11 @@ pub fn serve(opts: &ServeOptions) -> Result<(), ServeError> {
     let secret = JobSecret::from_bytes(setup.secret);
     let mut config = job_engine_config(setup.node, setup.job_key, secret, setup.boot, setup.min_peer_boot, Some(setup.peer_timeout));
     config.max_ports = u8::try_from(setup.local_size.saturating_add(8)).unwrap_or(u8::MAX);
+    // The engine's pools of early messages and collective pieces hold what
+    // each process's own engine would hold for it.
+    let ports = setup.local_size.max(1) as usize;
+    config.unexpected_bytes = config.unexpected_bytes.saturating_mul(ports);
+    config.coll_unexpected_bytes = config.coll_unexpected_bytes.saturating_mul(ports);
     let clock = Clock::new();
     let setup_err = |what: &str, e: &dyn std::fmt::Display| ServeError::Setup(format!("{what}: {e}"));
     let engine = Engine::new(config, RtDma::new(HostMemory::new(1 << 20)), clock.now()).map_err(|e| setup_err("engine configuration", &e))?;
