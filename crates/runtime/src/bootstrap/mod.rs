@@ -140,6 +140,28 @@ pub struct LaunchEnv {
     pub serve: bool,
 }
 
+/// How many tasks Slurm put on node `node` (`SLURM_NODEID`), from
+/// `SLURM_TASKS_PER_NODE` in its compressed form: counts in node order,
+/// `c(xn)` for `n` nodes of `c` tasks each (`2(x3),1`: three nodes of two,
+/// then one of one). `None` for anything else.
+pub fn slurm_tasks_on_node(spec: &str, node: u32) -> Option<u32> {
+    let mut first = 0u32;
+    for part in spec.trim().split(',') {
+        let (count, repeat) = match part.split_once("(x") {
+            Some((c, r)) => (c.parse::<u32>().ok()?, r.strip_suffix(')')?.parse::<u32>().ok()?),
+            None => (part.parse::<u32>().ok()?, 1),
+        };
+        if repeat == 0 {
+            return None;
+        }
+        if node < first.checked_add(repeat)? {
+            return Some(count);
+        }
+        first += repeat;
+    }
+    None
+}
+
 /// Environment variable with the rendezvous address.
 pub const ENV_RENDEZVOUS: &str = "OUTBOARD_RENDEZVOUS";
 /// Environment variable with the rank under `outboard run`.
@@ -189,7 +211,13 @@ impl LaunchEnv {
             if size == 0 || rank >= size {
                 return Err(BootstrapError::Environment(format!("{rk}={rank} is not below {sk}={size}")));
             }
-            let foreign_local = || ["OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "SLURM_NTASKS_PER_NODE"].iter().find_map(|k| number(k).ok().flatten());
+            let slurm = || {
+                let node = var("SLURM_NODEID")?.trim().parse().ok()?;
+                slurm_tasks_on_node(&var("SLURM_TASKS_PER_NODE")?, node)
+            };
+            let foreign_local = || {
+                ["OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "SLURM_NTASKS_PER_NODE"].iter().find_map(|k| number(k).ok().flatten()).or_else(slurm)
+            };
             let local_size =
                 setting(&settings::LOCAL_SIZE)?.or_else(foreign_local).unwrap_or(if launcher == Launcher::Outboard { size } else { 1 });
             let rendezvous = match settings::RENDEZVOUS.get(&ours)? {
@@ -259,6 +287,14 @@ mod tests {
     fn each_launcher_environment_is_recognised() {
         let e = env(&[("OMPI_COMM_WORLD_RANK", "0"), ("OMPI_COMM_WORLD_SIZE", "2"), (ENV_RENDEZVOUS, "127.0.0.1:5000")]).unwrap();
         assert_eq!((e.launcher, e.rank, e.size, e.serve), (Launcher::OpenMpi, 0, 2, true));
+        let e = env(&[("SLURM_PROCID", "4"), ("SLURM_NTASKS", "7"), (ENV_RENDEZVOUS, "127.0.0.1:5000"), ("SLURM_NODEID", "3"), ("SLURM_TASKS_PER_NODE", "2(x3),1")]).unwrap();
+        assert_eq!((e.launcher, e.local_size), (Launcher::Slurm, 1), "the fourth node has one task");
+        assert_eq!(slurm_tasks_on_node("2(x3),1", 0), Some(2));
+        assert_eq!(slurm_tasks_on_node("2(x3),1", 2), Some(2));
+        assert_eq!(slurm_tasks_on_node("16", 0), Some(16));
+        assert_eq!(slurm_tasks_on_node("2(x3),1", 4), None, "no fifth node");
+        assert_eq!(slurm_tasks_on_node("2(x0)", 0), None);
+        assert_eq!(slurm_tasks_on_node("2(x3", 0), None);
         let e = env(&[("PMI_RANK", "1"), ("PMI_SIZE", "3"), (ENV_RENDEZVOUS, "127.0.0.1:5000"), ("MPI_LOCALNRANKS", "3")]).unwrap();
         assert_eq!((e.launcher, e.rank, e.size, e.local_size, e.serve), (Launcher::Hydra, 1, 3, 3, false));
         let e = env(&[("SLURM_PROCID", "2"), ("SLURM_NTASKS", "4"), (ENV_RENDEZVOUS, "127.0.0.1:5000")]).unwrap();
