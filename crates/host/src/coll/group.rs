@@ -31,6 +31,11 @@ pub(crate) enum ScheduleKey {
     Reduce(TreeShape, u32),
     Allreduce(AllreduceAlgorithm),
     Bcast(TreeShape, u32),
+    /// The node-then-network form of a barrier ([`s::node_then_network`]):
+    /// what a barrier runs in a group whose members share engines.
+    NodeBarrier(BarrierAlgorithm),
+    /// The node-then-network form of an allreduce.
+    NodeAllreduce(AllreduceAlgorithm),
 }
 
 /// Schedule numbers from this bit up are handed out in order of first use
@@ -50,6 +55,10 @@ impl ScheduleKey {
     fn fixed_id(self) -> Option<u16> {
         const PARAM: u32 = 1 << 13;
         let (kind, param) = match self {
+            // The same numbers as the flat forms: every member of a group
+            // takes the same form, since all see the same members.
+            ScheduleKey::NodeBarrier(a) => return ScheduleKey::Barrier(a).fixed_id(),
+            ScheduleKey::NodeAllreduce(a) => return ScheduleKey::Allreduce(a).fixed_id(),
             ScheduleKey::Barrier(BarrierAlgorithm::PairwiseExchange) => (0, 0),
             ScheduleKey::Barrier(BarrierAlgorithm::Dissemination) => (0, 1),
             ScheduleKey::Barrier(BarrierAlgorithm::GatherBroadcast { degree }) => (0, degree.checked_add(2)?),
@@ -115,6 +124,18 @@ pub struct Group {
     pub(crate) host_epoch: u32,
     pub(crate) nic_epoch: u32,
     barrier_protocol: BarrierProtocol,
+    /// Some members share a node (computed once: see `shares_nodes`).
+    shares_nodes: bool,
+}
+
+/// Whether some of `members` share a node.
+fn members_share_nodes(members: &MemberList) -> bool {
+    if members.runs() <= 1 {
+        // One run: consecutive nodes, each once.
+        return false;
+    }
+    let mut seen = std::collections::HashSet::new();
+    !members.iter().all(|ep| seen.insert(ep.node))
 }
 
 impl Group {
@@ -155,6 +176,7 @@ impl Group {
         Ok(Group {
             id,
             rank,
+            shares_nodes: members_share_nodes(&members),
             members,
             defaults: CollDefaults::default(),
             installed: false,
@@ -220,8 +242,28 @@ impl Group {
         self.defaults.mode = mode;
     }
 
+    /// Whether some members share a node (an engine): then barriers and
+    /// allreduces run node-then-network.
+    pub(crate) fn shares_nodes(&self) -> bool {
+        self.shares_nodes
+    }
+
+    /// The schedule a collective of `key` runs: its node-then-network form
+    /// when members share engines (a node engine serving several ranks),
+    /// where one message per node crosses the network - in both modes, so
+    /// that offloaded and host-based runs still combine in the same order
+    /// and give the same bits.
+    fn node_key(&self, key: ScheduleKey) -> ScheduleKey {
+        match key {
+            ScheduleKey::Barrier(a) if self.shares_nodes() => ScheduleKey::NodeBarrier(a),
+            ScheduleKey::Allreduce(a) if self.shares_nodes() => ScheduleKey::NodeAllreduce(a),
+            k => k,
+        }
+    }
+
     /// The schedule for `key` at this member, computed on first use.
     pub(crate) fn slot(&mut self, key: ScheduleKey) -> Result<&mut Slot, CollectiveError> {
+        let key = self.node_key(key);
         if !self.schedules.contains_key(&key) {
             let id = match key.fixed_id() {
                 Some(id) => id,
@@ -234,7 +276,17 @@ impl Group {
                     FIRST_USE_IDS | n
                 }
             };
-            let schedule = Arc::new(schedule_for(key, self.rank, self.size())?);
+            let schedule = Arc::new(match key {
+                ScheduleKey::NodeBarrier(a) => {
+                    let nodes: Vec<u32> = self.members.iter().map(|ep| ep.node.0).collect();
+                    s::node_then_network(&nodes, self.rank, outboard_engine::Fold::Ignore, |r, n| schedule_for(ScheduleKey::Barrier(a), r, n))?
+                }
+                ScheduleKey::NodeAllreduce(a) => {
+                    let nodes: Vec<u32> = self.members.iter().map(|ep| ep.node.0).collect();
+                    s::node_then_network(&nodes, self.rank, outboard_engine::Fold::Combine, |r, n| schedule_for(ScheduleKey::Allreduce(a), r, n))?
+                }
+                _ => schedule_for(key, self.rank, self.size())?,
+            });
             self.schedules.insert(
                 key,
                 Slot {
@@ -281,6 +333,9 @@ pub(crate) fn schedule_for(
         ScheduleKey::Allreduce(AllreduceAlgorithm::RecursiveDoubling) => {
             s::allreduce_recursive_doubling(rank, size)
         }
+        // Node forms need the members' nodes: `Group::slot` makes them.
+        ScheduleKey::NodeBarrier(a) => schedule_for(ScheduleKey::Barrier(a), rank, size)?,
+        ScheduleKey::NodeAllreduce(a) => schedule_for(ScheduleKey::Allreduce(a), rank, size)?,
     })
 }
 

@@ -140,9 +140,71 @@ pub fn barrier_dissemination(rank: u32, size: u32) -> Schedule {
     Schedule::new(steps)
 }
 
+/// A node-then-network form of a barrier or allreduce for a group whose
+/// members share nodes (`nodes[r]` is member `r`'s node): each node's
+/// lowest-ranked member (its leader) first folds its node-mates' values in
+/// rank order, the leaders then run `inner` among themselves (leader `i`
+/// of `inner`'s ranks is the `i`-th node in order of its lowest rank),
+/// and each leader hands the result back to its node-mates. Between
+/// nodes it sends one message per node where `inner` over all members
+/// would send one per member; node-mates talk through their shared
+/// engine. `fold` is `Combine` (allreduce) or `Ignore` (barrier).
+pub fn node_then_network<E>(nodes: &[u32], rank: u32, fold: Fold, inner: impl FnOnce(u32, u32) -> Result<Schedule, E>) -> Result<Schedule, E> {
+    let mine = nodes[rank as usize];
+    let mut leaders: Vec<u32> = Vec::new();
+    let mut leader_of_node = std::collections::HashMap::new();
+    for (r, &n) in nodes.iter().enumerate() {
+        leader_of_node.entry(n).or_insert_with(|| {
+            leaders.push(r as u32);
+            r as u32
+        });
+    }
+    let leader = leader_of_node[&mine];
+    let back = if fold == Fold::Combine { Fold::Replace } else { Fold::Ignore };
+    if rank != leader {
+        return Ok(Schedule::new(vec![Step::send([leader]), Step::recv([leader], back)]));
+    }
+    let mates: Vec<u32> = (0..nodes.len() as u32).filter(|&r| r != rank && nodes[r as usize] == mine).collect();
+    let mut steps = Vec::new();
+    push(&mut steps, Step::recv(mates.iter().copied(), fold));
+    let me = leaders.iter().position(|&l| l == rank).expect("a leader") as u32;
+    for st in inner(me, leaders.len() as u32)?.steps {
+        let map = |v: Vec<u32>| v.into_iter().map(|i| leaders[i as usize]).collect::<Vec<u32>>();
+        steps.push(Step { send_to: map(st.send_to), recv_from: map(st.recv_from), fold: st.fold });
+    }
+    push(&mut steps, Step::send(mates));
+    Ok(Schedule::new(steps))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn node_then_network_schedules_validate_and_send_one_message_per_node_between_nodes() {
+        for layout in [vec![0, 0, 1, 1], vec![0, 0, 0, 1, 1, 1, 2, 2, 2, 3, 3, 3], vec![5, 1, 5, 1, 7], vec![0, 0, 0]] {
+            let n = layout.len() as u32;
+            let ok = |s| Ok::<_, ()>(s);
+            let barrier: Vec<Schedule> =
+                (0..n).map(|r| node_then_network(&layout, r, Fold::Ignore, |i, k| ok(barrier_dissemination(i, k))).unwrap()).collect();
+            let allreduce: Vec<Schedule> =
+                (0..n).map(|r| node_then_network(&layout, r, Fold::Combine, |i, k| ok(allreduce_recursive_doubling(i, k))).unwrap()).collect();
+            for (r, s) in barrier.iter().chain(&allreduce).enumerate() {
+                s.validate(r as u32 % n, n).unwrap_or_else(|e| panic!("{layout:?} r={}: {e} in {s:?}", r as u32 % n));
+            }
+            // Messages between nodes: one per pair of leaders per round.
+            let nodes: std::collections::BTreeSet<u32> = layout.iter().copied().collect();
+            let between: usize = barrier
+                .iter()
+                .enumerate()
+                .flat_map(|(r, s)| s.steps.iter().flat_map(move |st| st.send_to.iter().map(move |&to| (r, to))))
+                .filter(|&(r, to)| layout[r] != layout[to as usize])
+                .count();
+            let k = nodes.len() as u32;
+            let flat_leaders: usize = (0..k).map(|i| barrier_dissemination(i, k).steps.iter().map(|st| st.send_to.len()).sum::<usize>()).sum();
+            assert_eq!(between, flat_leaders, "{layout:?}");
+        }
+    }
 
     #[test]
     fn schedules_validate_for_every_size_and_root() {
