@@ -305,11 +305,10 @@ fn kill_the_last_rank_after_a_barrier(world: &mut outboard_runtime::World) -> (u
     (me, victim)
 }
 
-/// The last rank kills itself with SIGKILL; every other rank has a send to
-/// it and a receive from it pending, and both must fail within the peer
-/// timeout.
-fn killed(mut world: outboard_runtime::World) {
-    let (me, victim) = kill_the_last_rank_after_a_barrier(&mut world);
+/// A moment after the victim died: a receive from it and a 100 KB send to
+/// it, both waited for; the victim's endpoint, the two results and how
+/// long they took in ms.
+fn send_and_receive_with(world: &mut outboard_runtime::World, victim: u32) -> (outboard_engine::Endpoint, Result<Completion, HostError>, Result<Completion, HostError>, u128) {
     std::thread::sleep(Duration::from_millis(200));
     let ep = world.endpoint(victim);
     let start = Instant::now();
@@ -319,7 +318,15 @@ fn killed(mut world: outboard_runtime::World) {
     let s = world.port().start_send(ep, 9, sbuf).unwrap();
     let send = world.port().wait(s);
     let recv = world.port().wait(r);
-    let ms = start.elapsed().as_millis();
+    (ep, send, recv, start.elapsed().as_millis())
+}
+
+/// The last rank kills itself with SIGKILL; every other rank has a send to
+/// it and a receive from it pending, and both must fail within the peer
+/// timeout.
+fn killed(mut world: outboard_runtime::World) {
+    let (me, victim) = kill_the_last_rank_after_a_barrier(&mut world);
+    let (_, send, recv, ms) = send_and_receive_with(&mut world, victim);
     assert_eq!(send, Err(HostError::Op(OpError::PeerUnreachable(NodeId(victim)))));
     assert_eq!(recv, Err(HostError::Op(OpError::PeerUnreachable(NodeId(victim)))));
     println!("rank {me}: peer {victim} failed after {ms} ms: send and receive both report it unreachable");
@@ -335,16 +342,7 @@ fn killed(mut world: outboard_runtime::World) {
 /// node's other rank.
 fn killed_port(mut world: outboard_runtime::World) {
     let (me, victim) = kill_the_last_rank_after_a_barrier(&mut world);
-    std::thread::sleep(Duration::from_millis(200));
-    let ep = world.endpoint(victim);
-    let start = Instant::now();
-    let rbuf = world.port().buffer(16).unwrap();
-    let r = world.port().start_recv(RecvMatch::from(ep.node, ep.port, 9), rbuf).unwrap();
-    let sbuf = world.port().buffer_from(&[1; 100_000]).unwrap();
-    let s = world.port().start_send(ep, 9, sbuf).unwrap();
-    let send = world.port().wait(s);
-    let recv = world.port().wait(r);
-    let ms = start.elapsed().as_millis();
+    let (ep, send, recv, ms) = send_and_receive_with(&mut world, victim);
     assert_eq!(recv, Err(HostError::Op(OpError::SourceClosed(ep))), "rank {me}");
     assert!(matches!(send, Err(HostError::Op(OpError::PortGone | OpError::SourceClosed(_)))), "rank {me}: {send:?}");
     // The survivors still talk to each other, the dead rank's node-mate
