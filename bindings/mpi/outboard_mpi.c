@@ -266,6 +266,11 @@ static int start_outboard(void) {
                 "max bytes bcast %lld, reduce %lld, allreduce %lld\n",
                 size, local_size, how_name[ob.how[0]], how_name[ob.how[1]], how_name[ob.how[2]], how_name[ob.how[3]],
                 ob.max_bytes[C_BCAST], ob.max_bytes[C_REDUCE], ob.max_bytes[C_ALLREDUCE]);
+    if (ob.verbose) {
+        char engine[512];
+        if (outboard_describe(ob.world, engine, sizeof engine) == OUTBOARD_OK)
+            fprintf(stderr, "outboard_mpi: rank %d: %s\n", ob.rank, engine);
+    }
     return MPI_SUCCESS;
 }
 

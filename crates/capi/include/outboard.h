@@ -560,6 +560,14 @@ int outboard_finalize(outboard_world *world);
 // This process's rank.
 int outboard_rank(const outboard_world *world, uint32_t *rank);
 
+// Writes into `text` (at most `cap` bytes with the terminating NUL) a
+// sentence saying where this rank's engine runs (a thread of the process,
+// or the node's engine process and how many ranks share it) and its
+// progress policy with the reason it was chosen. `OUTBOARD_ERR_ARG` when
+// a pointer is null or the sentence does not fit (then `text` holds the
+// empty string if `cap` > 0).
+int outboard_describe(const outboard_world *world, char *text, size_t cap);
+
 // The number of ranks.
 int outboard_size(const outboard_world *world, uint32_t *size);
 

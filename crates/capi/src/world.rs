@@ -3,7 +3,7 @@
 //! (a job that already talks, through the program's own allgather), and
 //! [`outboard_finalize`].
 
-use std::ffi::{c_int, c_void};
+use std::ffi::{c_char, c_int, c_void};
 use std::net::{IpAddr, Ipv4Addr, ToSocketAddrs};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -157,6 +157,36 @@ pub unsafe extern "C" fn outboard_rank(world: *const outboard_world, rank: *mut 
     guard(|| {
         let r = unsafe { deref(world, "world") }?.shared.with(|w| Ok(w.rank()))?;
         unsafe { put(rank, r, "rank") }
+    })
+}
+
+/// Writes into `text` (at most `cap` bytes with the terminating NUL) a
+/// sentence saying where this rank's engine runs (a thread of the process,
+/// or the node's engine process and how many ranks share it) and its
+/// progress policy with the reason it was chosen. `OUTBOARD_ERR_ARG` when
+/// a pointer is null or the sentence does not fit (then `text` holds the
+/// empty string if `cap` > 0).
+#[no_mangle]
+pub unsafe extern "C" fn outboard_describe(world: *const outboard_world, text: *mut c_char, cap: usize) -> c_int {
+    guard(|| {
+        if text.is_null() {
+            return Err(Error::arg("text is null"));
+        }
+        if cap > 0 {
+            // SAFETY: non-null, and the caller promises `cap` writable bytes.
+            unsafe { *text = 0 };
+        }
+        let d = unsafe { deref(world, "world") }?.shared.with(|w| Ok(w.describe_engine()))?;
+        if d.len() >= cap {
+            return Err(Error::arg(format!("the description needs {} bytes with its terminating NUL; cap is {cap}", d.len() + 1)));
+        }
+        // SAFETY: `d.len() + 1 <= cap` writable bytes at `text`; the source
+        // is a distinct Rust string.
+        unsafe {
+            std::ptr::copy_nonoverlapping(d.as_ptr(), text.cast::<u8>(), d.len());
+            *text.add(d.len()) = 0;
+        }
+        Ok(())
     })
 }
 

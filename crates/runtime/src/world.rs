@@ -399,6 +399,21 @@ impl World {
         self.engine.node()
     }
 
+    /// Where this rank's engine runs and how waiting threads wait, in a
+    /// sentence (what an MPI program's library prints when asked to be
+    /// verbose).
+    pub fn describe_engine(&self) -> String {
+        let (progress, why) = self.progress();
+        match self.engine {
+            EngineHandle::Process(_) => format!("engine: a thread of this process; progress {progress} ({why})"),
+            EngineHandle::Node { .. } => format!(
+                "engine: node {}'s engine process, shared by its {} local ranks; progress {progress} ({why})",
+                self.endpoint(self.rank()).node.0,
+                self.env.local_size
+            ),
+        }
+    }
+
     /// The progress policy and why it was chosen.
     pub fn progress(&self) -> (Progress, &str) {
         (self.engine.progress(), &self.progress_reason)
