@@ -368,8 +368,15 @@ fn engine_killed(mut world: outboard_runtime::World) {
     if me == 0 {
         let key = std::env::var("OUTBOARD_JOB_KEY").unwrap();
         let pattern = format!("outboard-{key}-node-{}", node1.0);
-        let st = Command::new("pkill").args(["-9", "-f", &pattern]).status().unwrap();
-        assert!(st.success(), "no engine process matched {pattern}");
+        // The engine's pid from /proc (no pkill on a bare machine).
+        let pid = std::fs::read_dir("/proc")
+            .unwrap()
+            .flatten()
+            .filter_map(|e| e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()))
+            .find(|pid| std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| String::from_utf8_lossy(&c).contains(&pattern)))
+            .unwrap_or_else(|| panic!("no engine process runs as {pattern}"));
+        let st = Command::new("sh").args(["-c", &format!("kill -9 {pid}")]).status().unwrap();
+        assert!(st.success(), "could not kill the engine {pid}");
     }
     let start = Instant::now();
     let from = if world.endpoint(me).node == node1 { world.endpoint(0) } else { world.endpoint(2) };
