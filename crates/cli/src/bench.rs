@@ -42,19 +42,19 @@ pub enum BenchCmd {
     PingpongPeer(crate::bench_procs::PeerArgs),
     /// Barrier latency across processes: offloaded vs host-based (every
     /// algorithm) vs Open MPI's MPI_Barrier over TCP.
-    Barrier(crate::bench_coll::CollArgs),
+    Barrier(crate::bench_coll::BarrierArgs),
     /// Allreduce latency by size: offloaded vs host-based vs Open MPI's
     /// MPI_Allreduce over TCP.
-    Allreduce(crate::bench_coll::CollArgs),
+    Allreduce(crate::bench_coll::SizedArgs),
     /// Reduce-to-root latency by size: offloaded vs host-based vs Open
     /// MPI's MPI_Reduce over TCP.
-    Reduce(crate::bench_coll::CollArgs),
+    Reduce(crate::bench_coll::SizedArgs),
     /// Broadcast latency by size: offloaded (NIC-forwarded) vs NIC-assisted
     /// (multi-send) vs host-based vs Open MPI's MPI_Bcast over TCP.
-    Bcast(crate::bench_coll::CollArgs),
+    Bcast(crate::bench_coll::BcastArgs),
     /// Split-phase overlap in the OSU style (start, compute for the pure
     /// latency, wait), offloaded vs host-based vs Open MPI.
-    Overlap(crate::bench_coll::CollArgs),
+    Overlap(crate::bench_coll::OverlapArgs),
     /// Process skew for real (dissertation 6.3): before each broadcast
     /// and reduce every rank waits a random 0..max us; time inside the
     /// call for offloaded, application bypass (signal, progress thread),
@@ -547,11 +547,11 @@ fn human(size: usize) -> String {
 pub fn run(cmd: BenchCmd) -> anyhow::Result<()> {
     use crate::bench_coll::{run as coll, Kind};
     let (args, engine, raw) = match cmd {
-        BenchCmd::Barrier(a) => return coll(Kind::Barrier, a),
-        BenchCmd::Allreduce(a) => return coll(Kind::Allreduce, a),
-        BenchCmd::Reduce(a) => return coll(Kind::Reduce, a),
-        BenchCmd::Overlap(a) => return coll(Kind::Overlap, a),
-        BenchCmd::Bcast(a) => return coll(Kind::Bcast, a),
+        BenchCmd::Barrier(a) => return coll(Kind::Barrier, a.into()),
+        BenchCmd::Allreduce(a) => return coll(Kind::Allreduce, a.into()),
+        BenchCmd::Reduce(a) => return coll(Kind::Reduce, a.into()),
+        BenchCmd::Overlap(a) => return coll(Kind::Overlap, a.into()),
+        BenchCmd::Bcast(a) => return coll(Kind::Bcast, a.into()),
         BenchCmd::Atomics(a) => return crate::bench_atomic::run(a),
         BenchCmd::Lock(a) => return crate::bench_lock::run(a),
         BenchCmd::Nicvm(a) => return crate::bench_nicvm::run(a),

@@ -159,18 +159,13 @@ impl BcastCol {
     }
 }
 
-/// Arguments of `outboard bench barrier|allreduce|reduce|bcast|overlap`.
-#[derive(clap::Args, Clone, Debug)]
-pub struct CollArgs {
+/// Options every collective benchmark takes.
+#[derive(clap::Args, Debug, Clone)]
+pub struct CommonArgs {
     /// Ranks (processes on this machine); one job per value.
     #[arg(short = 'n', long = "np", value_delimiter = ',', default_value = "2,4",
           value_parser = clap::value_parser!(u32).range(2..=64))]
     ranks: Vec<u32>,
-    /// Sizes in bytes: for allreduce and reduce, contributions (i64 sums;
-    /// multiples of 8, at most 4096; default 8,64,1024,4096); for bcast,
-    /// messages (1 B to 16 MiB; default 8,1024,16384,262144).
-    #[arg(long, value_delimiter = ',')]
-    sizes: Option<Vec<u32>>,
     /// Untimed iterations before each round.
     #[arg(long, default_value_t = 200)]
     warmup: u32,
@@ -185,13 +180,6 @@ pub struct CollArgs {
     /// per rank).
     #[arg(long)]
     progress: Option<String>,
-    /// Operations of `overlap`.
-    #[arg(long, value_enum, value_delimiter = ',', default_value = "barrier,allreduce")]
-    ops: Vec<OverlapOp>,
-    /// Broadcast modes of `bcast`, in column order (`nic-whole`: NIC-assisted
-    /// without pipelining).
-    #[arg(long, value_enum, value_delimiter = ',', default_value = "offloaded,nic,host")]
-    modes: Vec<BcastCol>,
     /// Leave Open MPI out.
     #[arg(long)]
     no_mpi: bool,
@@ -201,6 +189,119 @@ pub struct CollArgs {
     /// Internal: this process is one rank of the benchmark's job.
     #[arg(long, hide = true)]
     worker: bool,
+}
+
+/// A size in bytes as people write it: `65536`, `64K`, `1M`.
+fn parse_bytes(text: &str) -> Result<u32, String> {
+    outboard_settings::kinds::parse_size(text)
+        .and_then(|n| u32::try_from(n).ok())
+        .ok_or_else(|| format!("{text:?} is not a size: use a number of bytes with an optional K or M suffix (e.g. 8, 64K, 1M)"))
+}
+
+/// `outboard bench barrier`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct BarrierArgs {
+    #[command(flatten)]
+    common: CommonArgs,
+}
+
+/// `outboard bench allreduce` and `reduce`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct SizedArgs {
+    #[command(flatten)]
+    common: CommonArgs,
+    /// Contributions in bytes, comma-separated, with optional K suffixes
+    /// (i64 sums; multiples of 8, at most 4096; default 8,64,1K,4K).
+    #[arg(long, value_delimiter = ',', value_parser = parse_bytes)]
+    sizes: Option<Vec<u32>>,
+}
+
+/// `outboard bench bcast`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct BcastArgs {
+    #[command(flatten)]
+    common: CommonArgs,
+    /// Messages in bytes, comma-separated, with optional K or M suffixes
+    /// (1 B to 16M; default 8,1K,16K,256K).
+    #[arg(long, value_delimiter = ',', value_parser = parse_bytes)]
+    sizes: Option<Vec<u32>>,
+    /// Broadcast modes, in column order (`nic-whole`: NIC-assisted
+    /// without pipelining).
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "offloaded,nic,host")]
+    modes: Vec<BcastCol>,
+}
+
+/// `outboard bench overlap`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct OverlapArgs {
+    #[command(flatten)]
+    common: CommonArgs,
+    /// Allreduce contributions in bytes, comma-separated, with optional K
+    /// suffixes (multiples of 8, at most 4096; default 8,64,1K,4K).
+    #[arg(long, value_delimiter = ',', value_parser = parse_bytes)]
+    sizes: Option<Vec<u32>>,
+    /// Operations to measure.
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "barrier,allreduce")]
+    ops: Vec<OverlapOp>,
+}
+
+/// What every collective benchmark runs with: its subcommand's options,
+/// with the ones it does not take at their defaults.
+#[derive(Debug, Clone)]
+pub struct CollArgs {
+    ranks: Vec<u32>,
+    sizes: Option<Vec<u32>>,
+    warmup: u32,
+    iters: u32,
+    rounds: u32,
+    progress: Option<String>,
+    ops: Vec<OverlapOp>,
+    modes: Vec<BcastCol>,
+    no_mpi: bool,
+    timeout: f64,
+    worker: bool,
+}
+
+impl CollArgs {
+    fn from_common(c: CommonArgs, sizes: Option<Vec<u32>>) -> CollArgs {
+        CollArgs {
+            ranks: c.ranks,
+            sizes,
+            warmup: c.warmup,
+            iters: c.iters,
+            rounds: c.rounds,
+            progress: c.progress,
+            ops: vec![OverlapOp::Barrier, OverlapOp::Allreduce],
+            modes: vec![BcastCol::Offloaded, BcastCol::Nic, BcastCol::Host],
+            no_mpi: c.no_mpi,
+            timeout: c.timeout,
+            worker: c.worker,
+        }
+    }
+}
+
+impl From<BarrierArgs> for CollArgs {
+    fn from(a: BarrierArgs) -> CollArgs {
+        CollArgs::from_common(a.common, None)
+    }
+}
+
+impl From<SizedArgs> for CollArgs {
+    fn from(a: SizedArgs) -> CollArgs {
+        CollArgs::from_common(a.common, a.sizes)
+    }
+}
+
+impl From<BcastArgs> for CollArgs {
+    fn from(a: BcastArgs) -> CollArgs {
+        CollArgs { modes: a.modes, ..CollArgs::from_common(a.common, a.sizes) }
+    }
+}
+
+impl From<OverlapArgs> for CollArgs {
+    fn from(a: OverlapArgs) -> CollArgs {
+        CollArgs { ops: a.ops, ..CollArgs::from_common(a.common, a.sizes) }
+    }
 }
 
 impl CollArgs {
@@ -563,15 +664,22 @@ fn worker_args(kind: Kind, a: &CollArgs) -> Vec<String> {
         "bench".to_string(),
         kind.name().to_string(),
         "--worker".to_string(),
-        format!("--sizes={}", a.sizes().iter().map(u32::to_string).collect::<Vec<_>>().join(",")),
         format!("--warmup={}", a.warmup),
         format!("--iters={}", a.iters),
         format!("--rounds={}", a.rounds),
     ];
-    let ops: Vec<&str> = a.ops.iter().map(|o| o.name()).collect();
-    v.push(format!("--ops={}", ops.join(",")));
-    let modes: Vec<&str> = a.modes.iter().map(|m| m.name()).collect();
-    v.push(format!("--modes={}", modes.join(",")));
+    // Each subcommand's own options only.
+    if kind != Kind::Barrier {
+        v.push(format!("--sizes={}", a.sizes().iter().map(u32::to_string).collect::<Vec<_>>().join(",")));
+    }
+    if kind == Kind::Overlap {
+        let ops: Vec<&str> = a.ops.iter().map(|o| o.name()).collect();
+        v.push(format!("--ops={}", ops.join(",")));
+    }
+    if kind == Kind::Bcast {
+        let modes: Vec<&str> = a.modes.iter().map(|m| m.name()).collect();
+        v.push(format!("--modes={}", modes.join(",")));
+    }
     if let Some(p) = &a.progress {
         v.push(format!("--progress={p}"));
     }

@@ -244,6 +244,33 @@ fn bench_rejects_bad_sizes() {
     let out = Command::new(OUTBOARD).args(["bench", "bcast", "--sizes", "0"]).output().unwrap();
     assert!(!out.status.success());
     assert!(text(&out).1.contains("between 1 byte and 16 MiB"), "{}", text(&out).1);
+    let out = Command::new(OUTBOARD).args(["bench", "bcast", "--sizes", "8,1Q"]).output().unwrap();
+    assert!(!out.status.success());
+    assert!(text(&out).1.contains("\"1Q\" is not a size: use a number of bytes with an optional K or M suffix"), "{}", text(&out).1);
+    let out = Command::new(OUTBOARD).args(["bench", "bcast", "--sizes", "17M"]).output().unwrap();
+    assert!(text(&out).1.contains("between 1 byte and 16 MiB"), "17M is 17 MiB: {}", text(&out).1);
+}
+
+/// Each collective benchmark lists the options it takes, and only those:
+/// sizes for the ones with data, broadcast modes for `bcast`, operations
+/// for `overlap`.
+#[test]
+fn bench_help_lists_each_subcommands_own_options() {
+    let help = |cmd: &str| text(&Command::new(OUTBOARD).args(["bench", cmd, "--help"]).output().unwrap()).0;
+    let has = |h: &str, opt: &str| h.lines().any(|l| l.trim_start().starts_with(opt));
+    let barrier = help("barrier");
+    assert!(has(&barrier, "-n, --np") && has(&barrier, "--iters"), "{barrier}");
+    for opt in ["--sizes", "--ops", "--modes"] {
+        assert!(!has(&barrier, opt), "barrier lists {opt}:\n{barrier}");
+    }
+    let bcast = help("bcast");
+    assert!(has(&bcast, "--sizes") && has(&bcast, "--modes") && !has(&bcast, "--ops"), "{bcast}");
+    let overlap = help("overlap");
+    assert!(has(&overlap, "--ops") && !has(&overlap, "--modes"), "{overlap}");
+    for cmd in ["allreduce", "reduce"] {
+        let h = help(cmd);
+        assert!(has(&h, "--sizes") && !has(&h, "--ops") && !has(&h, "--modes"), "{cmd}:\n{h}");
+    }
 }
 
 /// `outboard reproduce` end to end on two cheap runs: the files it
