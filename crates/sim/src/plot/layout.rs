@@ -157,7 +157,7 @@ pub fn figure(o: &Outcome) -> Figure {
                     None => lines.push(Line { series: s, metric: m, points: vec![p] }),
                 }
             }
-            let names = if metrics.len() <= 3 { metrics.join(", ") } else { "value".into() };
+            let names = axis_title(&metrics);
             let y_label = if unit.is_empty() { names } else { format!("{names} ({unit})") };
             PanelRow { unit, y_label, metrics, lines }
         })
@@ -205,4 +205,46 @@ fn panel_rows(o: &Outcome) -> Vec<(String, Vec<String>)> {
         }
     }
     out
+}
+
+/// A panel's y-axis title: its one metric, else the words all its metrics
+/// have (`one-way` for `one-way mpi-eager` and `one-way mpi-rndv`,
+/// `factor` for `factor` and `max factor`), else their names if they are
+/// short, else `value`. The
+/// legend tells the metrics apart; a title listing long names ran past the
+/// panel's height.
+fn axis_title(metrics: &[String]) -> String {
+    match metrics {
+        [] => "value".into(),
+        [one] => one.clone(),
+        [first, rest @ ..] => {
+            // Words every metric has, in the first one's order.
+            let common: Vec<&str> = first.split(' ').filter(|w| rest.iter().all(|m| m.split(' ').any(|x| x == *w))).collect();
+            let all = metrics.join(", ");
+            if !common.is_empty() {
+                common.join(" ")
+            } else if all.len() <= 36 {
+                all
+            } else {
+                "value".into()
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod axis_title_tests {
+    use super::axis_title;
+
+    #[test]
+    fn a_panel_of_several_metrics_is_titled_by_the_words_they_share() {
+        let t = |m: &[&str]| axis_title(&m.iter().map(|s| s.to_string()).collect::<Vec<_>>());
+        assert_eq!(t(&["one-way"]), "one-way");
+        assert_eq!(t(&["one-way mpi-eager", "one-way mpi-rndv"]), "one-way");
+        assert_eq!(t(&["bandwidth", "bandwidth mpi-eager", "bandwidth mpi-rndv"]), "bandwidth");
+        assert_eq!(t(&["latency", "factor"]), "latency, factor");
+        assert_eq!(t(&["factor", "factor postal", "max factor"]), "factor");
+        assert_eq!(t(&["host binomial", "nic binomial", "nic postal"]), "value");
+        assert_eq!(t(&[]), "value");
+    }
 }
