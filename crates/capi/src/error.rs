@@ -69,11 +69,27 @@ pub const OUTBOARD_ERR_ENGINE_LOST: c_int = 19;
 pub(crate) struct Error {
     pub code: c_int,
     pub msg: String,
+    /// The engine error it came from, so that a call holding the world can
+    /// word the nodes it names as ranks ([`Error::in_ranks`]).
+    pub host: Option<HostError>,
 }
 
 impl Error {
     pub fn new(code: c_int, msg: impl Into<String>) -> Error {
-        Error { code, msg: msg.into() }
+        Error { code, msg: msg.into(), host: None }
+    }
+
+    /// The message with the nodes and ports an engine error names worded
+    /// as the job's ranks (`rank 2 is unreachable`, not `peer node
+    /// NodeId(2) is unreachable`).
+    pub fn in_ranks(mut self, w: &outboard_runtime::World) -> Error {
+        if let Some(h) = &self.host {
+            let worded = w.error_in_ranks(h);
+            if worded != h.to_string() {
+                self.msg = worded;
+            }
+        }
+        self
     }
 
     pub fn arg(msg: impl Into<String>) -> Error {
@@ -102,7 +118,7 @@ impl From<HostError> for Error {
             HostError::Coll(CollectiveError::Mismatch { ours }) => mismatch(*ours, None),
             _ => e.to_string(),
         };
-        Error::new(code, msg)
+        Error { host: Some(e), ..Error::new(code, msg) }
     }
 }
 

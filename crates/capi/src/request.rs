@@ -125,7 +125,7 @@ fn poll(r: &mut outboard_request) -> Result<Option<Finished>, Error> {
         if let Some(src) = from {
             st.source = w.rank_of(src).map_or(-1, |r| r as i32);
         }
-        Ok(Some((res, st)))
+        Ok(Some((res.map_err(|e| e.in_ranks(w)), st)))
     })
 }
 

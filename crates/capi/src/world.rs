@@ -41,7 +41,7 @@ impl Shared {
     pub(crate) fn with<R>(&self, f: impl FnOnce(&mut World) -> Result<R, Error>) -> Result<R, Error> {
         let mut w = self.world.lock().map_err(|_| Error::new(OUTBOARD_ERR_STATE, "an earlier call panicked with the world in use"))?;
         let w = w.as_mut().ok_or_else(|| Error::new(OUTBOARD_ERR_STATE, "the world was finalized"))?;
-        f(w)
+        f(w).map_err(|e| e.in_ranks(w))
     }
 
     /// Counts this thread among the waiters until the guard is dropped.

@@ -106,6 +106,36 @@ fn the_c_test_programs_pass_on_node_engines() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
+/// A failure as C sees it: the survivors of a killed rank get an error
+/// that names it - in ranks, never an engine's node id - with engines per
+/// process and with node engines (where the dead rank's port closes).
+#[test]
+fn a_c_programs_errors_name_the_killed_rank() {
+    if !gcc("a_c_programs_errors_name_the_killed_rank") {
+        return;
+    }
+    let dir = scratch("killed");
+    let exe = dir.join("killed_test");
+    compile(&repo().join("crates/capi/c/killed_test.c"), &exe, &direct_flags());
+    for (n, launcher, said) in [(3, &[][..], "rank 2 is unreachable"), (4, &["--ranks-per-node", "2"][..], "rank 3 closed its port")] {
+        let o = Command::new(OUTBOARD)
+            .args(["run", "-n", &n.to_string(), "--timeout", "120"])
+            .args(launcher)
+            .arg("--")
+            .arg(&exe)
+            .env("LD_LIBRARY_PATH", common::capi_lib_dir())
+            .env("OUTBOARD_PEER_TIMEOUT_MS", "500")
+            .output()
+            .unwrap();
+        let (so, se) = (String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+        for r in 0..n - 1 {
+            let line = so.lines().find(|l| l.starts_with(&format!("[{r}] rank {r}: receive from rank {}", n - 1))).unwrap_or_else(|| panic!("rank {r}:\n{so}\n{se}"));
+            assert!(line.contains(said) && !line.contains("NodeId"), "{n} ranks {launcher:?}: {line}");
+        }
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}
+
 /// Remote atomics and the MCS lock from C with 4 ranks: fetch-add old
 /// values distinct and the count exact (remote and local adds mixed),
 /// 32-bit wrap, one compare-and-swap winner, swap's old values, refusals,

@@ -51,7 +51,8 @@ fn in_ranks(err: &(dyn Error + 'static)) -> String {
     in_names(err, &RANKS)
 }
 
-/// [`in_ranks`] with the job's own [`Names`].
+/// `err` with every engine error that names a node or port worded with
+/// `names`.
 pub fn in_names(err: &(dyn Error + 'static), names: &Names<'_>) -> String {
     let mut text = err.to_string();
     let mut cause = Some(err);

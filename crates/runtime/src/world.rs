@@ -467,15 +467,34 @@ impl World {
         if self.engine.node().is_some() {
             return crate::failure::report(self.rank(), first, err);
         }
-        let node = |n: u32| {
-            let ranks: Vec<String> = (0..self.size()).filter(|&r| self.endpoints[r as usize].node.0 == n).map(|r| r.to_string()).collect();
-            match ranks.len() {
-                1 => format!("node {n} (rank {})", ranks[0]),
-                _ => format!("node {n} (ranks {})", ranks.join(", ")),
-            }
-        };
-        let port = |ep: Endpoint| self.rank_of(ep).map_or_else(|| format!("port {} of node {}", ep.port.0, ep.node.0), |r| format!("rank {r}"));
+        let (node, port) = (|n| self.name_node(n), |ep| self.name_port(ep));
         crate::failure::report_with(self.rank(), self.endpoint(self.rank()).node.0, first, err, &crate::failure::Names { node: &node, port: &port })
+    }
+
+    /// `err` worded in ranks: an engine error that names a node or a port
+    /// (`peer node NodeId(2) is unreachable`) as the ranks it means (`rank
+    /// 2 is unreachable`; with node engines `node 1 (ranks 2, 3) is
+    /// unreachable`); any other error as its own sentence.
+    pub fn error_in_ranks(&self, err: &(dyn std::error::Error + 'static)) -> String {
+        if self.engine.node().is_some() {
+            return crate::failure::in_names(err, &crate::failure::RANKS);
+        }
+        let (node, port) = (|n| self.name_node(n), |ep| self.name_port(ep));
+        crate::failure::in_names(err, &crate::failure::Names { node: &node, port: &port })
+    }
+
+    /// A node of a job of node engines, by its ranks.
+    fn name_node(&self, n: u32) -> String {
+        let ranks: Vec<String> = (0..self.size()).filter(|&r| self.endpoints[r as usize].node.0 == n).map(|r| r.to_string()).collect();
+        match ranks.len() {
+            1 => format!("node {n} (rank {})", ranks[0]),
+            _ => format!("node {n} (ranks {})", ranks.join(", ")),
+        }
+    }
+
+    /// A port, by its rank.
+    fn name_port(&self, ep: Endpoint) -> String {
+        self.rank_of(ep).map_or_else(|| format!("port {} of node {}", ep.port.0, ep.node.0), |r| format!("rank {r}"))
     }
 
     /// Waits until every rank calls `barrier` (through the bootstrap, out

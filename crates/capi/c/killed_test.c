@@ -1,0 +1,32 @@
+/* The wording of a failure from C, run by crates/cli/tests/capi.rs under
+ * `outboard run -n 3` (engines per process) and `-n 4 --ranks-per-node 2`
+ * (node engines): after a barrier the last rank kills itself; every other
+ * rank waits to receive from it, and prints the error it gets, which must
+ * name the dead rank (or its node's ranks) - never an engine's node id. */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <outboard.h>
+
+int main(void) {
+    outboard_world *w;
+    uint32_t rank, size;
+    if (outboard_init(&w) != OUTBOARD_OK || outboard_rank(w, &rank) != OUTBOARD_OK || outboard_size(w, &size) != OUTBOARD_OK) {
+        fprintf(stderr, "init: %s\n", outboard_last_error());
+        return 1;
+    }
+    outboard_group *all;
+    if (outboard_world_group(w, &all) != OUTBOARD_OK || outboard_barrier(all) != OUTBOARD_OK) {
+        fprintf(stderr, "barrier: %s\n", outboard_last_error());
+        return 1;
+    }
+    uint32_t victim = size - 1;
+    if (rank == victim) raise(SIGKILL);
+    char buf[8];
+    int rc = outboard_recv(w, (int32_t)victim, 5, UINT64_MAX, buf, sizeof buf, NULL);
+    printf("rank %u: receive from rank %u: %s: %s\n", rank, victim, outboard_strerror(rc), outboard_last_error());
+    fflush(stdout);
+    /* No finalize: the victim can never reach it. */
+    _Exit(rc == OUTBOARD_OK ? 1 : 0);
+}
