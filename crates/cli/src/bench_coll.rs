@@ -192,7 +192,7 @@ pub struct CommonArgs {
 }
 
 /// A size in bytes as people write it: `65536`, `64K`, `1M`.
-fn parse_bytes(text: &str) -> Result<u32, String> {
+pub(crate) fn parse_bytes(text: &str) -> Result<u32, String> {
     outboard_settings::kinds::parse_size(text)
         .and_then(|n| u32::try_from(n).ok())
         .ok_or_else(|| format!("{text:?} is not a size: use a number of bytes with an optional K or M suffix (e.g. 8, 64K, 1M)"))

@@ -31,9 +31,9 @@ pub struct NicvmArgs {
     /// benchmarks and `outboard run`.
     #[arg(short = 'n', long = "np", alias = "ranks", default_value_t = 4, value_parser = clap::value_parser!(u32).range(2..=64))]
     ranks: u32,
-    /// Message sizes in bytes, comma-separated (at most one packet: 4,096
-    /// by default).
-    #[arg(long, value_delimiter = ',', default_value = "32,1024,4096")]
+    /// Message sizes in bytes, comma-separated, with optional K suffixes
+    /// (at most one packet: 4K by default).
+    #[arg(long, value_delimiter = ',', default_value = "32,1024,4096", value_parser = crate::bench_coll::parse_bytes)]
     sizes: Vec<u32>,
     /// Timed broadcasts per size and mode.
     #[arg(long, default_value_t = 200)]
