@@ -36,6 +36,8 @@ pub(crate) enum ScheduleKey {
     NodeBarrier(BarrierAlgorithm),
     /// The node-then-network form of an allreduce.
     NodeAllreduce(AllreduceAlgorithm),
+    /// The node-then-network form of a reduction to a root on a tree.
+    NodeReduce(TreeShape, u32),
 }
 
 /// Schedule numbers from this bit up are handed out in order of first use
@@ -59,6 +61,7 @@ impl ScheduleKey {
             // takes the same form, since all see the same members.
             ScheduleKey::NodeBarrier(a) => return ScheduleKey::Barrier(a).fixed_id(),
             ScheduleKey::NodeAllreduce(a) => return ScheduleKey::Allreduce(a).fixed_id(),
+            ScheduleKey::NodeReduce(t, root) => return ScheduleKey::Reduce(t, root).fixed_id(),
             ScheduleKey::Barrier(BarrierAlgorithm::PairwiseExchange) => (0, 0),
             ScheduleKey::Barrier(BarrierAlgorithm::Dissemination) => (0, 1),
             ScheduleKey::Barrier(BarrierAlgorithm::GatherBroadcast { degree }) => (0, degree.checked_add(2)?),
@@ -257,6 +260,7 @@ impl Group {
         match key {
             ScheduleKey::Barrier(a) if self.shares_nodes() => ScheduleKey::NodeBarrier(a),
             ScheduleKey::Allreduce(a) if self.shares_nodes() => ScheduleKey::NodeAllreduce(a),
+            ScheduleKey::Reduce(t, root) if self.shares_nodes() => ScheduleKey::NodeReduce(t, root),
             k => k,
         }
     }
@@ -284,6 +288,10 @@ impl Group {
                 ScheduleKey::NodeAllreduce(a) => {
                     let nodes: Vec<u32> = self.members.iter().map(|ep| ep.node.0).collect();
                     s::node_then_network(&nodes, self.rank, outboard_engine::Fold::Combine, |r, n| schedule_for(ScheduleKey::Allreduce(a), r, n))?
+                }
+                ScheduleKey::NodeReduce(shape, root) => {
+                    let nodes: Vec<u32> = self.members.iter().map(|ep| ep.node.0).collect();
+                    s::node_then_network_reduce(&nodes, self.rank, root, |r, n, at| Ok::<_, CollectiveError>(s::reduce(&tree_for(shape, n, at)?, r)))?
                 }
                 _ => schedule_for(key, self.rank, self.size())?,
             });
@@ -336,6 +344,7 @@ pub(crate) fn schedule_for(
         // Node forms need the members' nodes: `Group::slot` makes them.
         ScheduleKey::NodeBarrier(a) => schedule_for(ScheduleKey::Barrier(a), rank, size)?,
         ScheduleKey::NodeAllreduce(a) => schedule_for(ScheduleKey::Allreduce(a), rank, size)?,
+        ScheduleKey::NodeReduce(t, root) => schedule_for(ScheduleKey::Reduce(t, root), rank, size)?,
     })
 }
 

@@ -150,30 +150,71 @@ pub fn barrier_dissemination(rank: u32, size: u32) -> Schedule {
 /// would send one per member; node-mates talk through their shared
 /// engine. `fold` is `Combine` (allreduce) or `Ignore` (barrier).
 pub fn node_then_network<E>(nodes: &[u32], rank: u32, fold: Fold, inner: impl FnOnce(u32, u32) -> Result<Schedule, E>) -> Result<Schedule, E> {
-    let mine = nodes[rank as usize];
-    let mut leaders: Vec<u32> = Vec::new();
-    let mut leader_of_node = std::collections::HashMap::new();
-    for (r, &n) in nodes.iter().enumerate() {
-        leader_of_node.entry(n).or_insert_with(|| {
-            leaders.push(r as u32);
-            r as u32
-        });
-    }
-    let leader = leader_of_node[&mine];
+    let (leaders, leader) = node_leaders(nodes, rank, None);
     let back = if fold == Fold::Combine { Fold::Replace } else { Fold::Ignore };
     if rank != leader {
         return Ok(Schedule::new(vec![Step::send([leader]), Step::recv([leader], back)]));
     }
-    let mates: Vec<u32> = (0..nodes.len() as u32).filter(|&r| r != rank && nodes[r as usize] == mine).collect();
+    let mates = node_mates(nodes, rank);
     let mut steps = Vec::new();
     push(&mut steps, Step::recv(mates.iter().copied(), fold));
     let me = leaders.iter().position(|&l| l == rank).expect("a leader") as u32;
-    for st in inner(me, leaders.len() as u32)?.steps {
-        let map = |v: Vec<u32>| v.into_iter().map(|i| leaders[i as usize]).collect::<Vec<u32>>();
-        steps.push(Step { send_to: map(st.send_to), recv_from: map(st.recv_from), fold: st.fold });
-    }
+    steps.extend(on_leaders(inner(me, leaders.len() as u32)?, &leaders));
     push(&mut steps, Step::send(mates));
     Ok(Schedule::new(steps))
+}
+
+/// The node-then-network form of a reduction to `root`: each node's
+/// leader (the root on the root's node, else the node's lowest rank)
+/// folds its node-mates' values in rank order, then the leaders run
+/// `inner(leader index, leaders, root's index)` - a reduction among them
+/// to the root.
+pub fn node_then_network_reduce<E>(
+    nodes: &[u32],
+    rank: u32,
+    root: u32,
+    inner: impl FnOnce(u32, u32, u32) -> Result<Schedule, E>,
+) -> Result<Schedule, E> {
+    let (leaders, leader) = node_leaders(nodes, rank, Some(root));
+    if rank != leader {
+        return Ok(Schedule::new(vec![Step::send([leader])]));
+    }
+    let mut steps = Vec::new();
+    push(&mut steps, Step::recv(node_mates(nodes, rank), Fold::Combine));
+    let me = leaders.iter().position(|&l| l == rank).expect("a leader") as u32;
+    let root_at = leaders.iter().position(|&l| l == root).expect("the root leads its node") as u32;
+    steps.extend(on_leaders(inner(me, leaders.len() as u32, root_at)?, &leaders));
+    Ok(Schedule::new(steps))
+}
+
+/// Every node's leader, in order of the node's lowest rank (the leader is
+/// that rank, or `root` on the root's node), and the leader of `rank`'s
+/// node.
+fn node_leaders(nodes: &[u32], rank: u32, root: Option<u32>) -> (Vec<u32>, u32) {
+    let mut leaders: Vec<u32> = Vec::new();
+    let mut of_node = std::collections::HashMap::new();
+    for (r, &n) in nodes.iter().enumerate() {
+        of_node.entry(n).or_insert_with(|| {
+            let lead = root.filter(|&x| nodes[x as usize] == n).unwrap_or(r as u32);
+            leaders.push(lead);
+            lead
+        });
+    }
+    let leader = of_node[&nodes[rank as usize]];
+    (leaders, leader)
+}
+
+/// The other members on `rank`'s node, in rank order.
+fn node_mates(nodes: &[u32], rank: u32) -> Vec<u32> {
+    let mine = nodes[rank as usize];
+    (0..nodes.len() as u32).filter(|&r| r != rank && nodes[r as usize] == mine).collect()
+}
+
+/// `inner`'s steps with its ranks (leader indices) mapped to the leaders'
+/// ranks.
+fn on_leaders(inner: Schedule, leaders: &[u32]) -> Vec<Step> {
+    let map = |v: Vec<u32>| v.into_iter().map(|i| leaders[i as usize]).collect::<Vec<u32>>();
+    inner.steps.into_iter().map(|st| Step { send_to: map(st.send_to), recv_from: map(st.recv_from), fold: st.fold }).collect()
 }
 
 #[cfg(test)]
@@ -203,6 +244,15 @@ mod tests {
             let k = nodes.len() as u32;
             let flat_leaders: usize = (0..k).map(|i| barrier_dissemination(i, k).steps.iter().map(|st| st.send_to.len()).sum::<usize>()).sum();
             assert_eq!(between, flat_leaders, "{layout:?}");
+            for root in 0..n {
+                let reduce: Vec<Schedule> = (0..n)
+                    .map(|r| node_then_network_reduce(&layout, r, root, |i, k, at| ok(super::reduce(&Tree::binomial(k, at).unwrap(), i))).unwrap())
+                    .collect();
+                for (r, s) in reduce.iter().enumerate() {
+                    s.validate(r as u32, n).unwrap_or_else(|e| panic!("{layout:?} root {root} r={r}: {e} in {s:?}"));
+                }
+                assert!(reduce[root as usize].steps.iter().all(|st| st.send_to.is_empty()), "the root sends nothing: {layout:?} {root}");
+            }
         }
     }
 
