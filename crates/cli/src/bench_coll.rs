@@ -1083,9 +1083,9 @@ mod tests {
         #[derive(Parser)]
         struct Cli {
             #[command(flatten)]
-            a: CollArgs,
+            a: OverlapArgs,
         }
-        let a = Cli::parse_from(["x", "--sizes=8,64", "--ops=allreduce,barrier"]).a;
+        let a: CollArgs = Cli::parse_from(["x", "--sizes=8,64", "--ops=allreduce,barrier"]).a.into();
         let rows = |k| cases(k, &a).iter().map(|c| format!("{} {} {}", c.op.name(), c.op.alg(), c.size)).collect::<Vec<_>>();
         // Barriers add the collective protocol's column to the two modes.
         assert_eq!((Kind::Barrier.columns(&a), Kind::Allreduce.columns(&a), Kind::Reduce.columns(&a)), (3, 2, 2));
