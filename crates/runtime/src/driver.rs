@@ -184,7 +184,17 @@ pub(crate) struct Driver {
     /// itself does nothing.
     stale: bool,
     pub stats: TransportStats,
+    /// Node engine: a turn that took commands from its ports skips the
+    /// socket (one system call, most of a turn that found the socket
+    /// empty), except every `SOCKET_EVERY`-th such turn; the turns after it
+    /// read the socket as usual. Ranks of one node talk without it.
+    pub local_first: bool,
+    turns: u32,
 }
+
+/// With [`Driver::local_first`]: how often a turn with local work still
+/// reads the socket.
+const SOCKET_EVERY: u32 = 4;
 
 /// Who runs a turn, which decides what it does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -219,6 +229,8 @@ impl Driver {
             deferred: false,
             stale: true,
             stats: TransportStats::default(),
+            local_first: false,
+            turns: 0,
         }
     }
 
@@ -249,7 +261,9 @@ impl Driver {
     pub fn turn(&mut self, mode: Turn) -> bool {
         let now = self.clock.now();
         let mut busy = self.take_commands(now);
-        if mode != Turn::Post {
+        self.turns = self.turns.wrapping_add(1);
+        let skip_socket = self.local_first && busy && self.turns % SOCKET_EVERY != 0;
+        if mode != Turn::Post && !skip_socket {
             busy |= self.receive(now, mode);
         }
         if self.deadline.is_some_and(|d| d <= now) {

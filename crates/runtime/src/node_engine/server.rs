@@ -134,6 +134,7 @@ pub fn serve(opts: &ServeOptions) -> Result<(), ServeError> {
     let udp = crate::bind_udp(setup.bind).map_err(|e| setup_err(&format!("binding UDP on {}", setup.bind), &e))?;
     let udp_addr = udp.local_addr().map_err(|e| setup_err("UDP address", &e))?;
     let mut driver = Driver::new(engine, mio::net::UdpSocket::from_std(udp), clock, settings.gso);
+    driver.local_first = true;
     let poll = Poll::new().map_err(|e| setup_err("poller", &e))?;
     poll.registry().register(driver.socket_mut(), SOCKET, Interest::READABLE).map_err(|e| setup_err("poller", &e))?;
     poll.registry()
