@@ -532,17 +532,20 @@ static void waitany_as(MPI_Fint *n, MPI_Fint *reqs, MPI_Fint *idx, MPI_Fint *st,
     set(ierr, rc);
 }
 
-static void waitsome_as(MPI_Fint *n, MPI_Fint *reqs, MPI_Fint *outcount, MPI_Fint *idx, MPI_Fint *sts, MPI_Fint *ierr,
-                        enum flavour k) {
+/* MPI_Waitsome and MPI_Testsome: one signature, one conversion. */
+typedef int (*some_call)(int, MPI_Request *, int *, int *, MPI_Status *);
+
+static void some_as(enum entry e, some_call call, MPI_Fint *n, MPI_Fint *reqs, MPI_Fint *outcount, MPI_Fint *idx,
+                    MPI_Fint *sts, MPI_Fint *ierr, enum flavour k) {
     if (!ready()) {
-        FORWARD(E_WAITSOME, k == F_C_STATUS, waitsome_fn, ierr, n, reqs, outcount, idx, sts);
+        FORWARD(e, k == F_C_STATUS, waitsome_fn, ierr, n, reqs, outcount, idx, sts);
         return;
     }
-    said(E_WAITSOME, 0);
+    said(e, 0);
     MPI_Request *r = requests_c(*n, reqs);
     MPI_Status *c = statuses_c(*n, sts, k);
     int out = 0;
-    int rc = MPI_Waitsome(*n, r, &out, idx, c);
+    int rc = call(*n, r, &out, idx, c);
     requests_back(r, *n, reqs);
     statuses_back(c, out == MPI_UNDEFINED ? 0 : out, sts, k);
     for (int i = 0; out != MPI_UNDEFINED && i < out; i++) idx[i] = index_f(idx[i]);
@@ -599,24 +602,6 @@ static void testany_as(MPI_Fint *n, MPI_Fint *reqs, MPI_Fint *idx, MPI_Fint *fla
     set(ierr, rc);
 }
 
-static void testsome_as(MPI_Fint *n, MPI_Fint *reqs, MPI_Fint *outcount, MPI_Fint *idx, MPI_Fint *sts, MPI_Fint *ierr,
-                        enum flavour k) {
-    if (!ready()) {
-        FORWARD(E_TESTSOME, k == F_C_STATUS, waitsome_fn, ierr, n, reqs, outcount, idx, sts);
-        return;
-    }
-    said(E_TESTSOME, 0);
-    MPI_Request *r = requests_c(*n, reqs);
-    MPI_Status *c = statuses_c(*n, sts, k);
-    int out = 0;
-    int rc = MPI_Testsome(*n, r, &out, idx, c);
-    requests_back(r, *n, reqs);
-    statuses_back(c, out == MPI_UNDEFINED ? 0 : out, sts, k);
-    for (int i = 0; out != MPI_UNDEFINED && i < out; i++) idx[i] = index_f(idx[i]);
-    *outcount = out;
-    set(ierr, rc);
-}
-
 static void request_get_status_as(MPI_Fint *req, MPI_Fint *flag, MPI_Fint *st, MPI_Fint *ierr, enum flavour k) {
     if (!ready()) {
         FORWARD(E_REQUEST_GET_STATUS, k == F_C_STATUS, get_status_fn, ierr, req, flag, st);
@@ -650,7 +635,7 @@ static void f_waitany(MPI_Fint *n, MPI_Fint *reqs, MPI_Fint *idx, MPI_Fint *st, 
     waitany_as(n, reqs, idx, st, ierr, F_INTEGER);
 }
 static void f_waitsome(MPI_Fint *n, MPI_Fint *reqs, MPI_Fint *out, MPI_Fint *idx, MPI_Fint *sts, MPI_Fint *ierr) {
-    waitsome_as(n, reqs, out, idx, sts, ierr, F_INTEGER);
+    some_as(E_WAITSOME, MPI_Waitsome, n, reqs, out, idx, sts, ierr, F_INTEGER);
 }
 static void f_test(MPI_Fint *req, MPI_Fint *flag, MPI_Fint *st, MPI_Fint *ierr) {
     test_as(req, flag, st, ierr, F_INTEGER);
@@ -662,7 +647,7 @@ static void f_testany(MPI_Fint *n, MPI_Fint *reqs, MPI_Fint *idx, MPI_Fint *flag
     testany_as(n, reqs, idx, flag, st, ierr, F_INTEGER);
 }
 static void f_testsome(MPI_Fint *n, MPI_Fint *reqs, MPI_Fint *out, MPI_Fint *idx, MPI_Fint *sts, MPI_Fint *ierr) {
-    testsome_as(n, reqs, out, idx, sts, ierr, F_INTEGER);
+    some_as(E_TESTSOME, MPI_Testsome, n, reqs, out, idx, sts, ierr, F_INTEGER);
 }
 static void f_request_get_status(MPI_Fint *req, MPI_Fint *flag, MPI_Fint *st, MPI_Fint *ierr) {
     request_get_status_as(req, flag, st, ierr, F_INTEGER);
@@ -811,7 +796,7 @@ static void f08_waitany(MPI_Fint *n, MPI_Fint *reqs, MPI_Fint *idx, MPI_Fint *st
     waitany_as(n, reqs, idx, st, ierr, F_C_STATUS);
 }
 static void f08_waitsome(MPI_Fint *n, MPI_Fint *reqs, MPI_Fint *out, MPI_Fint *idx, MPI_Fint *sts, MPI_Fint *ierr) {
-    waitsome_as(n, reqs, out, idx, sts, ierr, F_C_STATUS);
+    some_as(E_WAITSOME, MPI_Waitsome, n, reqs, out, idx, sts, ierr, F_C_STATUS);
 }
 static void f08_test(MPI_Fint *req, MPI_Fint *flag, MPI_Fint *st, MPI_Fint *ierr) {
     test_as(req, flag, st, ierr, F_C_STATUS);
@@ -823,7 +808,7 @@ static void f08_testany(MPI_Fint *n, MPI_Fint *reqs, MPI_Fint *idx, MPI_Fint *fl
     testany_as(n, reqs, idx, flag, st, ierr, F_C_STATUS);
 }
 static void f08_testsome(MPI_Fint *n, MPI_Fint *reqs, MPI_Fint *out, MPI_Fint *idx, MPI_Fint *sts, MPI_Fint *ierr) {
-    testsome_as(n, reqs, out, idx, sts, ierr, F_C_STATUS);
+    some_as(E_TESTSOME, MPI_Testsome, n, reqs, out, idx, sts, ierr, F_C_STATUS);
 }
 static void f08_request_get_status(MPI_Fint *req, MPI_Fint *flag, MPI_Fint *st, MPI_Fint *ierr) {
     request_get_status_as(req, flag, st, ierr, F_C_STATUS);

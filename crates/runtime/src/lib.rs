@@ -63,6 +63,7 @@ mod module_time;
 mod node;
 pub mod node_engine;
 mod node_settings;
+mod outstanding;
 mod port;
 mod progress;
 pub mod ring;

@@ -5,11 +5,12 @@ use std::sync::atomic::{fence, Ordering};
 use std::sync::{Arc, PoisonError};
 use std::time::Duration;
 
-use outboard_engine::{AtomicOp, AtomicWidth, Command, CommandError, Endpoint, Event, HostBuf, Instant, OpId, Stats, TokenMirror};
+use outboard_engine::{AtomicOp, AtomicWidth, Command, CommandError, Endpoint, Event, HostBuf, Instant, Stats, TokenMirror};
 use outboard_host::{MemoryError, PortIo};
 
 use crate::driver::{PortShared, TransportStats, Turn};
 use crate::node_engine::client::RemotePort;
+use crate::outstanding::Outstanding;
 use crate::node::NodeShared;
 use crate::progress::Progress;
 use crate::ring::{Consumer, Producer};
@@ -42,7 +43,7 @@ pub struct LocalPort {
     /// Host-assisted: when a wait stops driving the engine and sleeps.
     pacer: WaitPacer,
     /// Operations posted and not completed, to fail if the engine is lost.
-    outstanding: Vec<OpId>,
+    outstanding: Outstanding,
 }
 
 impl LocalPort {
@@ -58,7 +59,7 @@ impl LocalPort {
             Progress::HostAssisted { preempted_spin, preempted_gap, .. } => WaitPacer::new(preempted_spin, preempted_gap, LOADED_FOR),
             _ => WaitPacer::new(Duration::MAX, Duration::MAX, Duration::ZERO),
         };
-        LocalPort { node, ep, commands, events, shared, tokens, idle_since: None, idle_calls: 0, pacer, outstanding: Vec::new() }
+        LocalPort { node, ep, commands, events, shared, tokens, idle_since: None, idle_calls: 0, pacer, outstanding: Outstanding::default() }
     }
 
     /// Where this port's interrupts go (`None`: nowhere).
@@ -132,7 +133,7 @@ impl PortIo for LocalPort {
 
     fn post(&mut self, cmd: Command) -> Result<(), CommandError> {
         self.tokens.take(&cmd)?;
-        self.outstanding.push(cmd.op());
+        self.outstanding.posted(cmd.op());
         if self.node.lost.load(Ordering::Relaxed) {
             // Failed by `poll_event` with the rest.
             return Ok(());
@@ -154,17 +155,12 @@ impl PortIo for LocalPort {
     fn poll_event(&mut self) -> Option<Event> {
         let e = match self.events.pop() {
             Some(e) => e,
-            None if self.node.lost.load(Ordering::SeqCst) && !self.outstanding.is_empty() => {
-                // The engine panicked: what it had under way, and what
-                // was posted since, fails one by one.
-                let op = self.outstanding[0];
-                Event { port: self.ep.port, op, result: Err(outboard_engine::OpError::EngineLost) }
-            }
+            // The engine panicked: what it had under way, and what was
+            // posted since, fails one by one.
+            None if self.node.lost.load(Ordering::SeqCst) => self.outstanding.lost_event(self.ep.port)?,
             None => return None,
         };
-        if let Some(i) = self.outstanding.iter().position(|&o| o == e.op) {
-            self.outstanding.swap_remove(i);
-        }
+        self.outstanding.completed(e.op);
         self.tokens.give_back(e.op);
         self.idle_since = None;
         self.pacer.progressed();

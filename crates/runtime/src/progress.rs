@@ -124,6 +124,25 @@ impl Progress {
         }
     }
 
+    /// The policy under a node engine, from the node's cores and local
+    /// ranks, and why: when a core is left over for the engine it polls
+    /// it and waiting ranks spin; otherwise the engine and waiting ranks
+    /// spin briefly, then block. The engine process and its ranks decide
+    /// with this one rule.
+    pub fn for_node_engine(cores: usize, local_ranks: usize) -> (Progress, String) {
+        if cores > local_ranks {
+            (
+                Progress::Dedicated,
+                format!("node engine: {cores} cores for {local_ranks} local ranks and the engine, which polls a core of its own; waiting ranks spin"),
+            )
+        } else {
+            (
+                Progress::SPIN_THEN_BLOCK,
+                format!("node engine: {cores} cores for {local_ranks} local ranks and the engine: no core to spare, so the engine and waiting ranks spin briefly, then block"),
+            )
+        }
+    }
+
     /// `OUTBOARD_PROGRESS` if set, else [`Progress::default_for`] this
     /// node's cores ([`machine_cores`]).
     pub fn from_env(local_ranks: usize) -> Result<(Progress, String), SettingError> {

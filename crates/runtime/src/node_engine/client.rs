@@ -3,7 +3,6 @@
 //! ([`RemotePort`], the host library's [`PortIo`] over the rings of the
 //! process's shared segment).
 
-use std::collections::VecDeque;
 use std::fs::File;
 use std::io::{Read, Write};
 use std::net::SocketAddr;
@@ -14,7 +13,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant as WallClock};
 
 use outboard_engine::port_codec::{self, COMMAND_BYTES, EVENT_BYTES};
-use outboard_engine::{AtomicOp, AtomicWidth, Command, CommandError, Endpoint, EngineConfig, Event, HostBuf, Instant, NodeId, OpError, OpId, PortId, TokenMirror};
+use outboard_engine::{AtomicOp, AtomicWidth, Command, CommandError, Endpoint, EngineConfig, Event, HostBuf, Instant, NodeId, PortId, TokenMirror};
 use outboard_host::{MemoryError, PortIo};
 use thiserror::Error;
 
@@ -23,6 +22,7 @@ use super::socket::Conn;
 use super::{CONTROL_BYTES, ENGINE_SLEEPING, HOST_WAITING};
 use crate::clock::Clock;
 use crate::node_settings::NodeSettings;
+use crate::outstanding::Outstanding;
 use crate::progress::Progress;
 use crate::shm::{ring_bytes, Segment, ShmConsumer, ShmHeap, ShmProducer, ShmRing};
 
@@ -244,9 +244,7 @@ pub struct RemotePort {
     progress: Progress,
     tokens: TokenMirror,
     /// Operations posted and not completed, to fail if the engine is lost.
-    outstanding: Vec<OpId>,
-    /// Failures made up here once the engine is lost.
-    synthetic: VecDeque<Event>,
+    outstanding: Outstanding,
     /// Why the engine is gone, once it is.
     lost: Option<String>,
     cmd_slot: [u8; COMMAND_BYTES],
@@ -298,8 +296,7 @@ impl RemotePort {
             settings,
             progress,
             tokens: TokenMirror::new(&config),
-            outstanding: Vec::new(),
-            synthetic: VecDeque::new(),
+            outstanding: Outstanding::default(),
             lost: None,
             cmd_slot: [0; COMMAND_BYTES],
             ev_slot: [0; EVENT_BYTES],
@@ -323,14 +320,11 @@ impl RemotePort {
         self.seg.atomic_u32(off)
     }
 
-    /// The engine is gone: every operation under way fails, once.
+    /// The engine is gone: from now on every operation under way, and
+    /// every later one, fails (`Outstanding::lost_event`).
     fn lose(&mut self, why: String) {
-        if self.lost.is_some() {
-            return;
-        }
-        self.lost = Some(why);
-        for op in std::mem::take(&mut self.outstanding) {
-            self.synthetic.push_back(Event { port: self.ep.port, op, result: Err(OpError::EngineLost) });
+        if self.lost.is_none() {
+            self.lost = Some(why);
         }
     }
 
@@ -338,6 +332,9 @@ impl RemotePort {
     /// this process) or its end (the engine died) loses the engine.
     fn check_engine(&mut self) {
         self.checked = WallClock::now();
+        if !self.conn.has_news() {
+            return;
+        }
         match self.conn.try_recv() {
             Ok(Some((Message::Refused { reason }, _))) => self.lose(reason),
             Ok(Some(_)) | Ok(None) => {
@@ -398,8 +395,9 @@ impl PortIo for RemotePort {
 
     fn post(&mut self, cmd: Command) -> Result<(), CommandError> {
         self.tokens.take(&cmd)?;
+        self.outstanding.posted(cmd.op());
         if self.lost.is_some() {
-            self.synthetic.push_back(Event { port: self.ep.port, op: cmd.op(), result: Err(OpError::EngineLost) });
+            // Failed by `poll_event` with the rest.
             return Ok(());
         }
         port_codec::encode_command(&cmd, &mut self.cmd_slot);
@@ -415,49 +413,40 @@ impl PortIo for RemotePort {
                         self.check_engine();
                     }
                     if self.lost.is_some() {
-                        self.synthetic.push_back(Event { port: self.ep.port, op: cmd.op(), result: Err(OpError::EngineLost) });
                         return Ok(());
                     }
                 }
                 Err(e) => {
                     self.lose(format!("this process's command ring is broken ({e})"));
-                    self.synthetic.push_back(Event { port: self.ep.port, op: cmd.op(), result: Err(OpError::EngineLost) });
                     return Ok(());
                 }
             }
         }
-        self.outstanding.push(cmd.op());
         self.idle_since = None;
         self.ring_doorbell();
         Ok(())
     }
 
     fn poll_event(&mut self) -> Option<Event> {
-        let e = match self.synthetic.pop_front() {
-            Some(e) => e,
-            None => {
-                if self.lost.is_some() {
-                    return None;
-                }
-                match self.events.pop(&mut self.ev_slot) {
-                    Ok(true) => match port_codec::decode_event(&self.ev_slot) {
-                        Ok(e) => e,
-                        Err(err) => {
-                            self.lose(format!("the node engine wrote something that is not an event ({err})"));
-                            return self.synthetic.pop_front();
-                        }
-                    },
-                    Ok(false) => return None,
+        let e = if self.lost.is_some() {
+            self.outstanding.lost_event(self.ep.port)?
+        } else {
+            match self.events.pop(&mut self.ev_slot) {
+                Ok(true) => match port_codec::decode_event(&self.ev_slot) {
+                    Ok(e) => e,
                     Err(err) => {
-                        self.lose(format!("this process's event ring is broken ({err})"));
-                        return self.synthetic.pop_front();
+                        self.lose(format!("the node engine wrote something that is not an event ({err})"));
+                        self.outstanding.lost_event(self.ep.port)?
                     }
+                },
+                Ok(false) => return None,
+                Err(err) => {
+                    self.lose(format!("this process's event ring is broken ({err})"));
+                    self.outstanding.lost_event(self.ep.port)?
                 }
             }
         };
-        if let Some(i) = self.outstanding.iter().position(|&o| o == e.op) {
-            self.outstanding.swap_remove(i);
-        }
+        self.outstanding.completed(e.op);
         self.tokens.give_back(e.op);
         self.idle_since = None;
         Some(e)

@@ -123,17 +123,9 @@ pub(crate) fn init_node(opts: Options, mut env: LaunchEnv, mut boot: JobBootstra
         }
     }
     let peers = leaders.iter().map(|&r| published_addr(b, r)).collect::<Result<Vec<_>, _>>()?;
-    let cores = crate::affinity::node_cores();
     let (progress, reason) = match opts.progress {
         Some(p) => (p, "chosen by the program".to_string()),
-        None if cores > local_size as usize => (
-            Progress::Dedicated,
-            format!("node engine: {cores} cores for {local_size} local ranks and the engine, which polls a core of its own; waiting ranks spin"),
-        ),
-        None => (
-            Progress::SPIN_THEN_BLOCK,
-            format!("node engine: {cores} cores for {local_size} local ranks and the engine: no core to spare, so the engine and waiting ranks spin briefly, then block"),
-        ),
+        None => Progress::for_node_engine(crate::affinity::node_cores(), local_size as usize),
     };
     let attached = (|| {
         let link = match leader {

@@ -165,7 +165,7 @@ pub fn serve(opts: &ServeOptions) -> Result<(), ServeError> {
     if let Some(c) = server.clients.get(&id) {
         let _ = c.conn.send(&Message::Configured { udp: udp_addr }, &[]);
     }
-    let progress = if crate::affinity::node_cores() > setup.local_size as usize { Progress::Dedicated } else { Progress::SPIN_THEN_BLOCK };
+    let (progress, _) = Progress::for_node_engine(crate::affinity::node_cores(), setup.local_size as usize);
     let cpu = outboard_settings::registry::ENGINE_CPU.get(&outboard_settings::ProcessEnv)?.map(|c| c as usize);
     let placed = crate::affinity::place_node_engine(cpu, setup.local_size as usize);
     if opts.print_stats {

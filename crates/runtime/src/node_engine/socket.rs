@@ -158,11 +158,21 @@ impl Conn {
     /// Whether the other side is gone (a non-blocking look: hang-up or an
     /// error on the socket).
     pub fn peer_gone(&self) -> bool {
-        let mut p = [nix::poll::PollFd::new(self.fd.as_fd(), nix::poll::PollFlags::empty())];
-        match nix::poll::poll(&mut p, nix::poll::PollTimeout::ZERO) {
-            Ok(n) if n > 0 => p[0]
-                .revents()
-                .is_some_and(|r| r.intersects(nix::poll::PollFlags::POLLHUP | nix::poll::PollFlags::POLLERR)),
+        self.look(nix::poll::PollFlags::empty())
+    }
+
+    /// Whether a message waits or the other side is gone: a cheap look
+    /// before [`Conn::try_recv`], which sets up a buffer for the largest
+    /// message.
+    pub fn has_news(&self) -> bool {
+        self.look(nix::poll::PollFlags::POLLIN)
+    }
+
+    fn look(&self, wanted: nix::poll::PollFlags) -> bool {
+        use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+        let mut p = [PollFd::new(self.fd.as_fd(), wanted)];
+        match poll(&mut p, PollTimeout::ZERO) {
+            Ok(n) if n > 0 => p[0].revents().is_some_and(|r| r.intersects(wanted | PollFlags::POLLHUP | PollFlags::POLLERR)),
             _ => false,
         }
     }
