@@ -117,6 +117,8 @@ PST = ctypes.POINTER(CStatus)
 SIGNATURES = {
     "outboard_init": [PP],
     "outboard_finalize": [P],
+    "outboard_abandon": [P],
+    "outboard_abort": [P, CINT],
     "outboard_rank": [P, PU32],
     "outboard_size": [P, PU32],
     "outboard_world_group": [P, PP],

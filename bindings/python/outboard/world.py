@@ -3,6 +3,7 @@ messages, registered memory, RDMA and remote atomics."""
 
 from __future__ import annotations
 
+import atexit
 import ctypes
 import threading
 import warnings
@@ -16,6 +17,22 @@ from .memory import Memory
 from .request import Request, Status
 from .types import ALL_TAG_BITS, ANY_SOURCE, AtomicOp, Mode, Op, operand_bits, uint, word
 from .types import source as _source
+
+
+# Worlds joined and not yet left, for the exit hook below.
+_open_worlds: "weakref.WeakSet[World]" = weakref.WeakSet()
+
+
+@atexit.register
+def _abandon_open_worlds() -> None:
+    """The interpreter is ending with a world still joined - an exception
+    no one caught (its traceback is already printed), ``sys.exit`` after
+    an error, or a program that forgot ``close()``: the other ranks will
+    never see this one in the collective leave, so tell them at once
+    (``World.abandon``); they then fail in milliseconds naming this rank
+    instead of after the peer timeout."""
+    for w in list(_open_worlds):
+        w.abandon()
 
 
 class World(Handle):
@@ -44,6 +61,7 @@ class World(Handle):
         errors.check(lib.outboard_size(out.value, ctypes.byref(s)))
         self._rank, self._size = r.value, s.value
         self.group = self.new_group()
+        _open_worlds.add(self)
 
     def _adopt(self, h: Handle) -> None:
         with self._children_lock:
@@ -56,6 +74,7 @@ class World(Handle):
         p = self._take()
         if p is None:
             return
+        _open_worlds.discard(self)
         rc = self._free(p)  # the library frees the world even on failure
         with self._children_lock:
             children = list(self._children)
@@ -75,9 +94,17 @@ class World(Handle):
             self.abandon()
 
     def abandon(self) -> None:
-        """Makes the world and everything open from it unusable without
-        leaving the job or freeing them (for a process about to fail)."""
-        self._take()
+        """Gives the job up after a failure, for a process about to exit:
+        tells every other rank at once (``outboard_abandon``, about 50 ms),
+        so their operations waiting on this rank fail naming it instead of
+        after the peer timeout; then makes the world and everything open
+        from it unusable, without the collective leave and without freeing
+        them. An exception that escapes a ``with`` block does this, and so
+        does the interpreter's exit with the world still joined."""
+        _open_worlds.discard(self)
+        p = self._take()
+        if p is not None:
+            _lib.lib().outboard_abandon(p)
         with self._children_lock:
             children = list(self._children)
         for c in children:

@@ -557,6 +557,22 @@ int outboard_init_exchange(uint32_t rank,
 // even when leaving fails.
 int outboard_finalize(outboard_world *world);
 
+// Gives the job up after a failure, without ending the process or
+// freeing `world`: tells every live rank that this one is leaving, so
+// their operations waiting on it fail at once, naming the job's first
+// failure, instead of after the peer timeout. Takes about 50 ms (the
+// notices are carried across losses). For a program about to exit after
+// an error it cannot recover from (the Python package calls it when an
+// exception escapes); `outboard_abort` also ends the process. Later calls
+// on the world fail with `OUTBOARD_ERR_STATE`; `outboard_finalize` still
+// frees the handle.
+int outboard_abandon(const outboard_world *world);
+
+// Gives the job up as `outboard_abandon` does, then ends the process
+// with exit status `code` (what `MPI_Abort` is to MPI). Returns only on
+// a null `world`.
+int outboard_abort(const outboard_world *world, int code);
+
 // This process's rank.
 int outboard_rank(const outboard_world *world, uint32_t *rank);
 

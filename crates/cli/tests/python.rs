@@ -132,3 +132,59 @@ fn the_readme_example_runs_alone_and_with_two_ranks() {
     assert!(so.contains("[0] 0 2") && so.contains("[1] 1 2"), "{so}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// An exception that no one catches ends a rank; the bindings tell the
+/// other ranks as the interpreter exits, so those waiting on it in a
+/// collective fail at once naming it - not after the peer timeout, here
+/// set far beyond the bound checked.
+#[test]
+fn an_uncaught_exception_fails_the_other_ranks_at_once_naming_its_rank() {
+    if !python3("an_uncaught_exception_fails_the_other_ranks_at_once_naming_its_rank") {
+        return;
+    }
+    let prog = r#"
+import sys, time
+import outboard
+w = outboard.World()
+w.barrier()
+if w.rank == 1:
+    raise RuntimeError("deliberate failure of rank 1")
+t0 = time.monotonic()
+try:
+    while True:
+        w.barrier()
+except outboard.OutboardError as e:
+    print(f"rank {w.rank} failed after {time.monotonic() - t0:.3f} s: {e}", flush=True)
+    sys.exit(3)
+"#;
+    let dir = std::env::temp_dir().join(format!("outboard-pyexc-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("fail.py");
+    std::fs::write(&file, prog).unwrap();
+    // Engines per process, then node engines of two ranks each (rank 1
+    // shares its engine with rank 0).
+    for launcher in [&[][..], &["--ranks-per-node", "2"][..]] {
+        let o = python_env(Command::new(OUTBOARD).args(["run", "-n", "4", "--timeout", "120"]).args(launcher).args(["--", "python3"]).arg(&file))
+            .env("PYTHONPATH", repo().join("bindings/python"))
+            .env("OUTBOARD_PEER_TIMEOUT_MS", "60000")
+            .output()
+            .unwrap();
+        survivors_fail_at_once_naming_rank_1(launcher, &o);
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn survivors_fail_at_once_naming_rank_1(launcher: &[&str], o: &Output) {
+    let (so, se) = text(o);
+    assert!(!o.status.success(), "{launcher:?}: the job must fail:\n{so}\n{se}");
+    assert!(se.contains("deliberate failure of rank 1"), "the traceback is printed:\n{se}");
+    for r in [0, 2, 3] {
+        let line = so
+            .lines()
+            .find(|l| l.starts_with(&format!("[{r}] rank {r} failed after ")))
+            .unwrap_or_else(|| panic!("{launcher:?}: rank {r} did not fail with an error:\nstdout:\n{so}\nstderr:\n{se}"));
+        let secs: f64 = line.split("failed after ").nth(1).and_then(|t| t.split(' ').next()).and_then(|t| t.parse().ok()).unwrap();
+        assert!(secs < 20.0, "{launcher:?}: rank {r} waited {secs} s, as if for the 60 s peer timeout:\n{so}");
+        assert!(line.contains("rank 1"), "{launcher:?}: rank {r}'s error does not name rank 1: {line}");
+    }
+}

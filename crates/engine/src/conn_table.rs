@@ -121,6 +121,34 @@ impl ConnTable {
         }
     }
 
+    /// The connections whose deadline is at or before `now`, in index
+    /// order (the order a scan over all of them visits them), taken off
+    /// the heap: each is marked touched, so the next
+    /// [`settle`](ConnTable::settle) pushes whatever deadline its timer
+    /// handler leaves. A timer pass then costs the due connections, not
+    /// every peer the engine ever talked to.
+    pub fn take_due(&mut self, now: Instant) -> Vec<usize> {
+        self.settle();
+        let mut due = Vec::new();
+        while let Some(&top) = self.heap.peek() {
+            let Reverse((at, i)) = top;
+            let valid = self.is_valid(&top);
+            if valid && at > now {
+                break;
+            }
+            self.heap.pop();
+            if valid {
+                due.push(i);
+                self.conns[i].timer_pushed = None;
+                self.pushed[i] = None;
+                self.mark(i);
+            }
+        }
+        due.sort_unstable();
+        due.dedup();
+        due
+    }
+
     /// The earliest deadline of any connection: the same value a scan over
     /// all of them gives.
     pub fn next_deadline(&self) -> Option<Instant> {
@@ -176,6 +204,50 @@ mod tests {
                     t[i].ack_due = at;
                 }
                 if settle {
+                    t.settle();
+                }
+                let scan = t.iter().filter_map(Conn::deadline).min();
+                prop_assert_eq!(t.next_deadline(), scan);
+            }
+        }
+
+        /// Whatever the sequence of deadline changes, settles and timer
+        /// passes, a pass takes exactly the connections a scan finds due,
+        /// in index order, and the table's next deadline stays the scan's.
+        #[test]
+        fn take_due_equals_a_full_scan(
+            ops in proptest::collection::vec(
+                (0usize..6, proptest::option::of(0u64..50), any::<bool>(), any::<bool>(), proptest::option::of(0u64..50)),
+                1..200,
+            )
+        ) {
+            let cfg = EngineConfig::new(NodeId(0), 1, 1);
+            let mut t = ConnTable::default();
+            for n in 0..6 {
+                t.push(Conn::new(NodeId(n), &cfg, Instant::ZERO));
+            }
+            for (i, at, which, settle, pass_at) in ops {
+                let at = at.map(|ms| Instant::ZERO + Duration::from_millis(ms));
+                if which {
+                    t[i].rto_deadline = at;
+                } else {
+                    t[i].ack_due = at;
+                }
+                if settle {
+                    t.settle();
+                }
+                if let Some(ms) = pass_at {
+                    let now = Instant::ZERO + Duration::from_millis(ms);
+                    let scan: Vec<usize> =
+                        (0..t.len()).filter(|&c| t[c].deadline().is_some_and(|d| d <= now)).collect();
+                    let due = t.take_due(now);
+                    prop_assert_eq!(&due, &scan);
+                    // What a timer handler does: a due connection's
+                    // deadline moves past `now` or goes away.
+                    for c in due {
+                        t[c].rto_deadline = if which { Some(now + Duration::from_millis(7)) } else { None };
+                        t[c].ack_due = None;
+                    }
                     t.settle();
                 }
                 let scan = t.iter().filter_map(Conn::deadline).min();

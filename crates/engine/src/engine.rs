@@ -331,6 +331,7 @@ impl<D: Dma> Engine<D> {
         self.inbound.retain(|_, m| m.port != port);
         self.multis.retain(|_, m| m.port != port);
         self.coll_port_closed(port);
+        self.coll_member_closed(Endpoint { node: self.cfg.node, port, gen });
         self.nic_coll_port_closed(port);
         self.atomic_port_closed(now, port);
         self.nicvm_port_closed(now, port, gen);
@@ -927,7 +928,7 @@ impl<D: Dma> Engine<D> {
     pub fn handle_timeout(&mut self, now: Instant) {
         self.set_now(now);
         self.work.timers += 1;
-        for ci in 0..self.conns.len() {
+        for ci in self.conns.take_due(now) {
             match self.conns[ci].on_timer(now, &self.cfg) {
                 TimerVerdict::Idle if self.conns[ci].ack_needed => self.mark_ready(ci),
                 TimerVerdict::Idle => {}

@@ -93,6 +93,7 @@ impl<D: Dma> Engine<D> {
         *entry = (*entry).max(n.gen);
         let src = Endpoint { node: from, port: slot, gen: *entry };
         self.fail_posted_recvs(|r| (r.matching.source == Some((from, slot))).then_some(OpError::SourceClosed(src)));
+        self.coll_member_closed(Endpoint { node: from, port: slot, gen: n.gen });
     }
 
     /// A message from `(node, port)` of incarnation `gen` arrived: a newer

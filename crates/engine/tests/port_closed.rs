@@ -277,3 +277,62 @@ proptest! {
         prop_assert_eq!(net.engine(b.node).stats().peers_failed, 0);
     }
 }
+
+/// A group member whose port closes on a node that lives on (a process of
+/// a node engine that ended): the collectives of its group fail naming it,
+/// on its own node and on the others, instead of waiting forever for its
+/// contribution; one started after the close fails at once. The node's
+/// other port goes on.
+#[test]
+fn a_member_port_that_closes_fails_its_groups_collectives_on_every_node() {
+    for seed in 0..8 {
+        let mut net = Network::new(2, LinkConfig::lossy(0.2, 0.1, 0.0), seed, cfg);
+        let a = net.open_port(NodeId(0), P0).unwrap();
+        let gone = net.open_port(NodeId(0), PortId(1)).unwrap();
+        let c = net.open_port(NodeId(1), P0).unwrap();
+        let members = [a, gone, c];
+        let g = GroupId(5);
+        let barrier = ScheduleId(1);
+        for (rank, ep) in members.iter().enumerate() {
+            let m = net.memory(ep.node).alloc_with(&MemberList::from_endpoints(members).encode());
+            net.command(ep.node, ep.port, Command::CreateGroup { op: OpId(1), group: g, rank: rank as u32, members: m }).unwrap();
+            let s = net.memory(ep.node).alloc_with(&common::dissemination(rank as u32, 3).encode());
+            net.command(ep.node, ep.port, Command::SetSchedule { op: OpId(2), group: g, schedule: barrier, buf: s }).unwrap();
+        }
+        for n in 0..2 {
+            assert!(net.take_events(NodeId(n)).iter().all(|e| e.result.is_ok()));
+        }
+        let empty = HostBuf { addr: 0, len: 0 };
+        let start = |net: &mut Network, ep: Endpoint, op: u64| {
+            let cmd = Command::Collective { op: OpId(op), group: g, schedule: barrier, reduction: None, send: empty, recv: empty };
+            net.command(ep.node, ep.port, cmd).unwrap();
+        };
+        // Two of three enter the barrier; the third's process ends.
+        start(&mut net, a, 10);
+        start(&mut net, c, 10);
+        net.run_for(std::time::Duration::from_millis(1)).unwrap();
+        net.close_port(gone.node, gone.port);
+        let want = Err(OpError::SourceClosed(gone));
+        let mut results = BTreeMap::new();
+        net.run_until("the survivors' barriers", |n| {
+            for node in [a.node, c.node] {
+                for e in n.take_events(node) {
+                    assert!(results.insert((node, e.port, e.op), e.result).is_none(), "one completion per operation");
+                }
+            }
+            results.len() == 2
+        })
+        .unwrap_or_else(|e| panic!("{e}"));
+        assert!(results.values().all(|r| *r == want), "seed {seed}: {results:?}");
+        // A barrier started after the close fails at once, on both nodes.
+        for ep in [a, c] {
+            start(&mut net, ep, 11);
+            assert_eq!(result_of(&mut net, ep.node, OpId(11)), want, "seed {seed}: a later barrier of {ep:?}");
+        }
+        // The closed member's node goes on: its other port still talks.
+        let buf = net.memory(c.node).alloc(8);
+        net.command(c.node, P0, Command::Recv { op: OpId(20), matching: RecvMatch::from(a.node, P0, 3), buf }).unwrap();
+        send(&mut net, a.node, c, 3, 8);
+        assert_eq!(result_of(&mut net, c.node, OpId(20)), Ok(Completion::Received { src: a, tag: 3, len: 8 }), "seed {seed}");
+    }
+}

@@ -318,8 +318,10 @@ impl Node {
         if self.shared.lost.load(Ordering::SeqCst) {
             return;
         }
-        let now = self.shared.clock.now();
         let mut d = self.shared.lock();
+        // Read under the lock: the engine thread may have driven the
+        // engine past a time read before it (engine time never goes back).
+        let now = self.shared.clock.now();
         d.engine.leave(now);
         d.touched();
         drop(d);

@@ -446,6 +446,15 @@ impl World {
         std::process::exit(code)
     }
 
+    /// Gives the job up after a failure without ending the process (a
+    /// language runtime that still has a traceback to print and handlers
+    /// to run): the departure notices of [`World::abort`], once, taking
+    /// [`LEAVE_LINGER`]. Operations on the world afterwards may fail at
+    /// once or hang for a peer timeout: drop it, do not use it.
+    pub fn abandon(&mut self) {
+        self.leave();
+    }
+
     /// Sends the departure notices once and drives the engine for
     /// [`LEAVE_LINGER`].
     fn leave(&mut self) {
@@ -546,7 +555,7 @@ impl World {
     /// all when the job is known to have failed: a peer was declared dead,
     /// a fence failed, or this thread panics.
     fn leave_wait(&self, b: &TcpBootstrap) -> Duration {
-        let failed = std::thread::panicking() || b.failed() || self.engine.stats().0.peers_failed > 0;
+        let failed = std::thread::panicking() || self.left || b.failed() || self.engine.stats().0.peers_failed > 0;
         if failed {
             Duration::ZERO
         } else {
@@ -566,10 +575,11 @@ impl Drop for World {
     /// of a second; never on a dead or silent rendezvous.
     fn drop(&mut self) {
         if !self.finalized && !std::thread::panicking() {
-            if self.engine.stats().0.peers_failed > 0 {
-                // Leaving after a failure: say so at once, so no rank waits
-                // a peer timeout on this one (nor on this one's wait for
-                // its last sends to ranks that may be leaving too).
+            if self.left || self.engine.stats().0.peers_failed > 0 {
+                // Leaving after a failure (or abandoned): say so at once,
+                // so no rank waits a peer timeout on this one (nor on this
+                // one's wait for its last sends to ranks that may be
+                // leaving too).
                 self.leave();
             } else {
                 self.quiesce();

@@ -15,7 +15,7 @@
 #![warn(missing_docs)]
 
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BinaryHeap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap, VecDeque};
 use std::fmt;
 use std::time::Duration;
 
@@ -124,6 +124,12 @@ pub struct Network {
     /// Datagrams in flight: (arrival, tie-breaker) -> (from, to, bytes).
     in_flight: BinaryHeap<Reverse<(Instant, u64)>>,
     payloads: BTreeMap<u64, (NodeId, NodeId, Vec<u8>)>,
+    /// Engine timers: (deadline, node), refreshed lazily - an entry counts
+    /// while its node's `timer` still equals it - so a step costs the
+    /// nodes due, not a scan of thousands of idle ones.
+    timers: BinaryHeap<Reverse<(Instant, u32)>>,
+    /// Nodes with completions not yet taken ([`Network::nodes_with_events`]).
+    with_events: BTreeSet<u32>,
     next_id: u64,
     default_link: LinkConfig,
     links: BTreeMap<(u32, u32), LinkConfig>,
@@ -163,6 +169,8 @@ impl Network {
             nodes,
             in_flight: BinaryHeap::new(),
             payloads: BTreeMap::new(),
+            timers: BinaryHeap::new(),
+            with_events: BTreeSet::new(),
             next_id: 0,
             default_link: link,
             links: BTreeMap::new(),
@@ -260,12 +268,24 @@ impl Network {
 
     /// Takes the completions `node` produced so far.
     pub fn take_events(&mut self, node: NodeId) -> Vec<Event> {
+        self.with_events.remove(&node.0);
         self.nodes[node.0 as usize].events.drain(..).collect()
     }
 
     /// The next completion of `node`, if any.
     pub fn next_event(&mut self, node: NodeId) -> Option<Event> {
-        self.nodes[node.0 as usize].events.pop_front()
+        let n = &mut self.nodes[node.0 as usize];
+        let e = n.events.pop_front();
+        if n.events.is_empty() {
+            self.with_events.remove(&node.0);
+        }
+        e
+    }
+
+    /// The nodes holding completions not yet taken, in order: a driver of
+    /// thousands of nodes visits these after a step instead of all.
+    pub fn nodes_with_events(&self) -> Vec<NodeId> {
+        self.with_events.iter().map(|&n| NodeId(n)).collect()
     }
 
     /// Drains an engine's outputs: datagrams onto the links, completions
@@ -281,7 +301,14 @@ impl Network {
         while let Some(e) = engine.poll_event() {
             n.events.push_back(e);
         }
-        n.timer = engine.poll_timeout();
+        if !n.events.is_empty() {
+            self.with_events.insert(node.0);
+        }
+        let timer = engine.poll_timeout();
+        if let Some(at) = timer.filter(|_| timer != n.timer) {
+            self.timers.push(Reverse((at, node.0)));
+        }
+        n.timer = timer;
         for (dst, bytes) in out {
             self.transmit(node, dst, bytes);
         }
@@ -334,10 +361,22 @@ impl Network {
         }
     }
 
+    /// Drops timer entries at the heap's top that no longer match their
+    /// node's timer, so the top is the earliest timer of any node.
+    fn settle_timers(&mut self) {
+        while let Some(&Reverse((at, n))) = self.timers.peek() {
+            if self.nodes[n as usize].timer == Some(at) {
+                break;
+            }
+            self.timers.pop();
+        }
+    }
+
     /// The time of the next event, if any.
-    fn next_time(&self) -> Option<Instant> {
+    fn next_time(&mut self) -> Option<Instant> {
         let pkt = self.in_flight.peek().map(|Reverse((t, _))| *t);
-        let timer = self.nodes.iter().filter_map(|n| n.timer).min();
+        self.settle_timers();
+        let timer = self.timers.peek().map(|Reverse((t, _))| *t);
         match (pkt, timer) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
@@ -363,13 +402,28 @@ impl Network {
                 return true;
             }
         }
-        for i in 0..self.nodes.len() {
-            if self.nodes[i].timer.is_some_and(|d| d <= now) {
-                if let Some(e) = self.nodes[i].engine.as_mut() {
-                    e.handle_timeout(now);
-                }
-                self.flush(NodeId(i as u32));
+        // Every node due, in node order (as a scan would visit them).
+        let mut due = Vec::new();
+        while let Some(&Reverse((at, n))) = self.timers.peek() {
+            if at > now {
+                break;
             }
+            self.timers.pop();
+            if self.nodes[n as usize].timer == Some(at) {
+                due.push(n);
+            }
+        }
+        due.sort_unstable();
+        due.dedup();
+        for n in due {
+            let node = &mut self.nodes[n as usize];
+            // Its entry is gone: the flush below pushes whatever timer
+            // the engine asks for next, even the same one.
+            node.timer = None;
+            if let Some(e) = node.engine.as_mut() {
+                e.handle_timeout(now);
+            }
+            self.flush(NodeId(n));
         }
         true
     }

@@ -380,9 +380,11 @@ impl Server {
                 Ok(())
             }
             Message::Leave => {
-                let now = self.clock.now();
-                self.driver.engine.leave(now);
-                self.driver.touched();
+                // One process gives the job up, not the node: its port
+                // closes now, as its exit would close it, and the node's
+                // other ranks go on. Peers waiting on it learn of the
+                // closure at once instead of after a timeout.
+                self.detach(id);
                 Ok(())
             }
             Message::Configure(_) => Err("this node engine is configured already".into()),

@@ -4,7 +4,7 @@
 //! delivered, a dead peer).
 
 use super::super::{CollError, GroupId};
-use crate::{Completion, Dma, Engine, NodeId, OpError, OpId, PortId, TokenClass};
+use crate::{Completion, Dma, Endpoint, Engine, NodeId, OpError, OpId, PortId, TokenClass};
 
 /// What the earlier pieces of a multi-piece command came to, kept until its
 /// last piece completes (pieces complete in epoch order, so one per group).
@@ -115,5 +115,36 @@ impl<D: Dma> Engine<D> {
         for (port, group) in touched {
             self.coll_complete_front(port, group);
         }
+    }
+
+    /// Member `closed` left while its node lives on (its process ended, or
+    /// gave the job up, on a node engine): every collective of a group it
+    /// belongs to fails naming it, as a dead node's would, since it will
+    /// never contribute again. Its node's other ports go on.
+    pub(crate) fn coll_member_closed(&mut self, closed: Endpoint) {
+        let err = OpError::SourceClosed(closed);
+        let mut touched = Vec::new();
+        for (&(port, group), g) in self.coll.groups.iter_mut() {
+            if g.members.rank_of(closed).is_none() {
+                continue;
+            }
+            for r in g.running.iter_mut().filter(|r| r.is_waiting()) {
+                r.outcome = Some(Err(err));
+            }
+            touched.push((port, group));
+        }
+        self.coll_out_retain(|o| o.dest != closed);
+        for (port, group) in touched {
+            self.coll_complete_front(port, group);
+        }
+    }
+
+    /// Whether member `ep` is known to have closed: a port of this node no
+    /// longer open at that incarnation, or one a peer announced closed.
+    pub(crate) fn coll_member_is_closed(&self, ep: Endpoint) -> bool {
+        if ep.node == self.cfg.node {
+            return self.ports.get(usize::from(ep.port.0)).is_none_or(|p| !p.open || p.gen != ep.gen);
+        }
+        self.closed_sources.get(&(ep.node, ep.port)).is_some_and(|&gen| gen >= ep.gen)
     }
 }

@@ -6,7 +6,7 @@
 use super::super::{CollError, GroupId, Reduction, ScheduleId, MAX_COLL_PIECES};
 use super::out::Lazy;
 use super::Running;
-use crate::{Dma, Engine, HostBuf, Instant, NodeId, OpError, OpId, PortId};
+use crate::{Dma, Endpoint, Engine, HostBuf, Instant, OpError, OpId, PortId};
 
 /// A host's `Collective` command as the engine starts it: the fields of
 /// [`crate::Command::Collective`], passed whole (and, per piece, with the
@@ -90,10 +90,13 @@ impl<D: Dma> Engine<D> {
         let mut outcome = None;
         // A member it must hear from may already be known dead: no packet
         // would ever tell this collective so.
-        let awaited: Vec<NodeId> =
-            sched.schedule.steps.iter().flat_map(|s| s.recv_from.iter().map(|&r| g.members.get(r).expect("validated rank").node)).collect();
-        if let Some(node) = awaited.into_iter().find(|n| self.conn_index.get(n).is_some_and(|&ci| self.conns[ci].dead)) {
-            outcome = Some(Err(OpError::PeerUnreachable(node)));
+        let awaited: Vec<Endpoint> =
+            sched.schedule.steps.iter().flat_map(|s| s.recv_from.iter().map(|&r| g.members.get(r).expect("validated rank"))).collect();
+        if let Some(ep) = awaited.iter().find(|ep| self.conn_index.get(&ep.node).is_some_and(|&ci| self.conns[ci].dead)) {
+            outcome = Some(Err(OpError::PeerUnreachable(ep.node)));
+        } else if let Some(&ep) = awaited.iter().find(|&&ep| self.coll_member_is_closed(ep)) {
+            // Or a member whose port closed on a node that lives on.
+            outcome = Some(Err(OpError::SourceClosed(ep)));
         }
         // A piece sent unchanged is read per packet as it goes out; a value
         // the first packet replaces is never read at all.
