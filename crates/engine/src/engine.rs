@@ -232,10 +232,11 @@ impl<D: Dma> Engine<D> {
     /// Takes the time of an input or poll. Time never goes back across
     /// `handle_*` and `poll_transmit` calls (the driving contract): a `now`
     /// earlier than one already seen there is a driver's bug, caught in
-    /// debug builds. `open_port` and `close_port` are not checked: they
-    /// come from the host side, whose reading of the clock may trail the
-    /// engine's (the runtime reads it before taking the engine's lock; the
-    /// simulator opens ports at the host's time while the NIC works ahead).
+    /// debug builds. `open_port` and `close_port` come from the host side,
+    /// whose reading of the clock may trail the engine's (the runtime reads
+    /// it before taking the engine's lock; the simulator opens ports at the
+    /// host's time while the NIC works ahead): they take the later of the
+    /// two, so engine time never goes back.
     pub(crate) fn set_now(&mut self, now: Instant) {
         debug_assert!(now >= self.now, "time went back: {now:?} after {:?}", self.now);
         self.now = now;
@@ -279,7 +280,10 @@ impl<D: Dma> Engine<D> {
 
     /// Opens port slot `port`; returns the new incarnation's endpoint.
     pub fn open_port(&mut self, now: Instant, port: PortId) -> Result<Endpoint, OpenError> {
-        self.now = now; // the host's clock: see `set_now`
+        // The host's clock may trail the engine's (see `set_now`): the
+        // engine's time does not go back for it.
+        let now = self.now.max(now);
+        self.now = now;
         let cfg = &self.cfg;
         let p = self.ports.get_mut(usize::from(port.0)).ok_or(OpenError::NoSuchPort(port))?;
         if p.open {
@@ -305,7 +309,10 @@ impl<D: Dma> Engine<D> {
     /// aborted at their receivers, and nothing addressed to this incarnation
     /// will ever be delivered to a later one.
     pub fn close_port(&mut self, now: Instant, port: PortId) {
-        self.now = now; // the host's clock: see `set_now`
+        // The host's clock may trail the engine's (see `set_now`): the
+        // engine's time does not go back for it.
+        let now = self.now.max(now);
+        self.now = now;
         let Some(p) = self.ports.get_mut(usize::from(port.0)) else { return };
         if !p.open {
             return;
