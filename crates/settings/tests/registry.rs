@@ -1,5 +1,5 @@
 //! The registry as a whole: names, defaults, the check of an environment,
-//! unknown names, and the README's table.
+//! unknown names, and the configuration page's table (docs/configuration.md).
 
 use std::collections::BTreeSet;
 
@@ -103,15 +103,15 @@ fn resolve_gives_canonical_values_and_their_source() {
     ));
 }
 
-/// The README's table of variables is the registry's: regenerate it with
-/// `outboard config --markdown` when this fails.
+/// The configuration page's table of variables is the registry's:
+/// regenerate it with `outboard config --markdown` when this fails.
 #[test]
-fn the_readme_lists_every_variable_as_registered() {
-    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md"))
-        .expect("README.md");
+fn the_configuration_page_lists_every_variable_as_registered() {
+    let page = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/configuration.md"))
+        .expect("docs/configuration.md");
     let table = markdown_table();
     assert!(
-        readme.contains(&table),
-        "README.md's settings tables differ from the registry; they should read:\n\n{table}"
+        page.contains(&table),
+        "docs/configuration.md's settings tables differ from the registry (regenerate them with `outboard config --markdown`); they should read:\n\n{table}"
     );
 }
