@@ -27,6 +27,17 @@ if [ ${#need_apt[@]} -gt 0 ]; then
     fi
 fi
 
+# The guide (docs/) is an mdBook; a test builds it (crates/cli/tests/docs.rs).
+# Without default features: no web server or file watcher, only the build.
+if ! command -v mdbook >/dev/null 2>&1; then
+    export PATH="$HOME/.cargo/bin:$PATH"
+    command -v mdbook >/dev/null 2>&1 || {
+        echo "installing: mdbook (cargo install)"
+        cargo install --locked --quiet mdbook --version 0.5.4 --no-default-features --features search \
+            || echo "warning: could not install mdbook; the book test skips and is listed at the end"
+    }
+fi
+
 # Tests that cannot run here append "test: reason" lines to this file
 # (crates/cli/tests/common/mod.rs); cargo would otherwise report them as ok.
 skip_log=$(mktemp -t outboard-skipped.XXXXXX)

@@ -11,7 +11,7 @@ use outboard_settings::{check_all, markdown_table, Env, Group, ProcessEnv, Setti
 /// The command's arguments.
 #[derive(Args)]
 pub struct ConfigArgs {
-    /// Print the settings as the README's Markdown tables (variable, kind,
+    /// Print the settings as the Markdown tables of the configuration reference (docs/configuration.md) (variable, kind,
     /// default, what it does) instead of their values here.
     #[arg(long)]
     markdown: bool,

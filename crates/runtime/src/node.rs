@@ -68,7 +68,7 @@ pub fn bind_udp(ip: IpAddr) -> std::io::Result<UdpSocket> {
 /// for a time slice is far likelier than a lost datagram. Delayed
 /// acknowledgements stay off (`ack_delay` zero): a blocking send waits
 /// for its acknowledgement, and the runtime's turns already acknowledge
-/// once per batch of datagrams read (README, "The runtime's UDP path").
+/// once per batch of datagrams read (docs/rendezvous.md, "The runtime's UDP path").
 pub fn udp_engine_defaults(config: &mut EngineConfig) {
     config.timeout_probe = true;
 }

@@ -3,7 +3,7 @@
 //! to one peer leaves in one `sendmsg` with UDP generic segmentation
 //! offload (`UDP_SEGMENT`), which the kernel cuts into datagrams.
 //!
-//! Measured on loopback (README, "The runtime's UDP path"): a system call
+//! Measured on loopback (docs/rendezvous.md, "The runtime's UDP path"): a system call
 //! costs about 0.5-1.5 us here, as much as the engine's work on a small
 //! packet, so one call per datagram is most of the runtime's overhead;
 //! and the engine's polling loop no longer needs a second, empty receive

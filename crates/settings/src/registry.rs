@@ -1,5 +1,5 @@
 //! Every `OUTBOARD_*` variable: the one list that the runtime, the C ABI,
-//! the PMPI library, `outboard config` and the README's table follow. A
+//! the PMPI library, `outboard config` and the configuration page's table (docs/configuration.md) follow. A
 //! variable read anywhere in Outboard is declared here, or
 //! [`crate::check`] refuses it as unknown.
 
@@ -100,7 +100,7 @@ pub static ADDR: OptVar<Ip> = OptVar {
 /// unexpected pool (no copy, no pool memory held for a large message that
 /// arrives early). The handshake's extra round trip cost 3-7 % of a
 /// ping-pong with receives posted in advance at 256 KiB-4 MiB on loopback
-/// (README, Rendezvous section), where the pool copy it saves never
+/// (docs/rendezvous.md), where the pool copy it saves never
 /// happens: hence 64 KiB.
 pub static EAGER_MAX: Var<SizeOrOff> = Var {
     name: "OUTBOARD_EAGER_MAX",

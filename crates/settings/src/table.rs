@@ -1,4 +1,4 @@
-//! The registry as the README's table, so the documentation cannot drift
+//! The registry as the configuration page's table (docs/configuration.md), so the documentation cannot drift
 //! from what the code reads (a test compares the two).
 
 use crate::registry::ALL;

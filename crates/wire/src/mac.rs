@@ -11,7 +11,7 @@
 //! The MAC is AEGIS-128L in its MAC mode (the `aegis` crate: CAESAR
 //! portfolio, IRTF CFRG draft), chosen by measured cost on this project's
 //! packet sizes against SipHash-1-3 / 2-4, keyed BLAKE3, HMAC-SHA-256,
-//! AES-GCM-SIV, PMAC and GMAC (README, "Authenticated packets"): it is the
+//! AES-GCM-SIV, PMAC and GMAC (docs/reliability.md, "Authenticated packets"): it is the
 //! only one that keeps a 1 KiB packet inside the engine's 300 ns budget,
 //! because it runs on the AES instructions. The 128-bit tag is truncated to
 //! its first 64 bits, which keeps the header at 44 bytes: a forger's chance
