@@ -18,6 +18,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
+use crate::netns::{self, Net};
 use outboard_runtime::bootstrap::{RendezvousServer, ENV_LOCAL_SIZE, ENV_RANK, ENV_RENDEZVOUS, ENV_SIZE};
 
 mod elf;
@@ -48,6 +49,14 @@ pub struct RunArgs {
     /// process).
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=254))]
     ranks_per_node: Option<u32>,
+    /// Run each node in a network namespace of its own, joined to the
+    /// others by a bridge (needs root and iproute2): the nodes then talk
+    /// over real interfaces, where nftables can drop and duplicate, not
+    /// over loopback. Node `i` has address 10.77.0.{i+1}; the rendezvous
+    /// listens on the bridge, 10.77.0.254. Without --ranks-per-node, each
+    /// rank is a node. The namespaces are deleted when the job ends.
+    #[arg(long)]
+    netns: bool,
     /// The program and its arguments.
     #[arg(required = true, allow_hyphen_values = true, value_name = "PROGRAM [ARGS]...")]
     command: Vec<String>,
@@ -97,7 +106,22 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
         bail!("--grace and --timeout must be non-negative numbers of seconds");
     }
     mpi::refuse_mpi_programs(a.ranks, &a.command, std::env::var_os("LD_PRELOAD").as_deref())?;
-    let server = RendezvousServer::bind(a.rendezvous).with_context(|| format!("binding the rendezvous on {}", a.rendezvous))?;
+    let per_node = a.ranks_per_node.unwrap_or(1);
+    let net = if a.netns {
+        let nodes = a.ranks.div_ceil(per_node);
+        Some(Net::create("run", nodes).context("--netns: building a network namespace per node (needs root and iproute2)")?)
+    } else {
+        None
+    };
+    let server = match &net {
+        // The ranks reach the rendezvous over the bridge: it listens in
+        // the hub's namespace (the socket stays there, served from here).
+        Some(net) => {
+            let at = SocketAddr::from((netns::HUB_IP, 0));
+            Net::inside(&net.hub, || RendezvousServer::bind(at).with_context(|| format!("binding the rendezvous on {at} in the hub namespace")))?
+        }
+        None => RendezvousServer::bind(a.rendezvous).with_context(|| format!("binding the rendezvous on {}", a.rendezvous))?,
+    };
     let addr = server.local_addr()?;
     let _rendezvous = server.spawn(a.ranks)?;
     let job_key = format!("{:016x}", outboard_runtime::random_u64());
@@ -112,7 +136,15 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
     let mut forwarders: Vec<JoinHandle<()>> = Vec::new();
     let me = std::env::current_exe().context("finding the outboard command for the node engines")?;
     for rank in 0..a.ranks {
-        let mut cmd = Command::new(program);
+        let mut cmd = match &net {
+            Some(net) => {
+                let node = rank / per_node;
+                let mut c = Command::new("ip");
+                c.args(["netns", "exec", &net.ranks[node as usize], program]).env("OUTBOARD_ADDR", netns::rank_ip(node).to_string());
+                c
+            }
+            None => Command::new(program),
+        };
         let local = match a.ranks_per_node {
             Some(r) => {
                 cmd.env("OUTBOARD_ENGINE", "node")
@@ -120,6 +152,7 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
                     .env("OUTBOARD_NODE_PROGRAM", &me);
                 r.min(a.ranks - rank / r * r)
             }
+            None if a.netns => 1,
             None => a.ranks,
         };
         let spawned = cmd
@@ -184,6 +217,9 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
     while forwarders.iter().any(|f| !f.is_finished()) && drain.elapsed() < Duration::from_secs(2) {
         std::thread::sleep(Duration::from_millis(5));
     }
+    // The namespaces go now (with the interfaces in them); the ranks
+    // that ran there are gone.
+    drop(net);
     if let Some((e, _)) = first_failure {
         bail!("rank {} of {} failed: {}", e.rank, a.ranks, describe(e.status));
     }

@@ -32,6 +32,7 @@ mod config_cmd;
 mod demo;
 mod launch;
 mod mpi_lib_cmd;
+mod netns;
 mod nicvm_cmd;
 mod node_cmd;
 mod reproduce_cmd;

@@ -141,6 +141,55 @@ fn every_collective_is_correct_on_node_engines_shared_by_several_ranks() {
     assert!(so.contains("[0] 4 ranks, 20 allreduces of 16 x i64, all equal to the reference"), "{so}\n{se}");
 }
 
+/// `outboard run --netns`: each node in a network namespace of its own,
+/// on a bridge - a multi-node job over real interfaces. Node engines of
+/// two ranks, then a rank per namespace; every collective correct, the
+/// node engines' traffic crossed the bridge, and the namespaces are gone
+/// when the job ends.
+#[test]
+fn every_collective_is_correct_with_a_network_namespace_per_node() {
+    let root = Command::new("id").arg("-u").output().is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0");
+    let ip = Command::new("ip").args(["netns", "list"]).output().is_ok_and(|o| o.status.success());
+    if !(root && ip) {
+        common::skip("every_collective_is_correct_with_a_network_namespace_per_node", "needs root and iproute2 (network namespaces)");
+        return;
+    }
+    let _serial = serial();
+    for launcher in [&["--ranks-per-node", "2"][..], &[][..]] {
+        let child = Command::new(OUTBOARD)
+            .args(["run", "-n", "4", "--netns", "--timeout", "240"])
+            .args(launcher)
+            .arg("--")
+            .arg(std::env::current_exe().unwrap())
+            .args(["rank_program", "--exact", "--ignored", "--nocapture", "--test-threads=1", "-q"])
+            .env("OB_SCENARIO", "collectives")
+            .env("OUTBOARD_STATS", "stderr")
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        let out = child.wait_with_output().unwrap();
+        let (so, se) = text(&out);
+        assert!(out.status.success(), "{launcher:?}:\n{so}\n{se}");
+        for r in 0..4 {
+            assert!(so.contains(&format!("[{r}] rank {r}: all collectives correct in both modes")), "{launcher:?}: rank {r}:\n{so}\n{se}");
+        }
+        if !launcher.is_empty() {
+            // Each node engine received datagrams: the other node's.
+            for (rank, node) in [(0, 0), (2, 1)] {
+                let prefix = format!("[{rank}] outboard node engine {node}: ");
+                let line = se.lines().find(|l| l.starts_with(&prefix) && l.contains(" datagrams in")).unwrap_or_else(|| panic!("no counters of node {node}:\n{se}"));
+                let datagrams_in: u64 = line[prefix.len()..].split(' ').next().and_then(|n| n.parse().ok()).unwrap_or(0);
+                assert!(datagrams_in > 0, "node {node} received nothing over the bridge: {line}");
+            }
+        }
+        let left = Command::new("ip").args(["netns", "list"]).output().unwrap();
+        let left = String::from_utf8_lossy(&left.stdout);
+        assert!(!left.contains(&format!("obc{pid}-")), "the job's namespaces remain:\n{left}");
+    }
+}
+
 #[test]
 fn three_processes_a_non_power_of_two_group_agree_too() {
     all_ranks_correct(3, &[]);

@@ -23,7 +23,7 @@ use std::time::Duration;
 use anyhow::bail;
 use rand::Rng;
 
-use super::netns::{rank_ip, Net, HUB_IP};
+use crate::netns::{rank_ip, Net, HUB_IP};
 
 /// One captured UDP datagram: its IPv4 packet.
 #[derive(Debug, Clone)]

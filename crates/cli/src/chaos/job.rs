@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 
-use super::netns::{rank_ip, Net};
+use crate::netns::{rank_ip, Net};
 
 /// The rendezvous port (rank 0 serves it on its own address; each
 /// namespace has its own ports).

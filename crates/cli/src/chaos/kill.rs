@@ -9,7 +9,7 @@ use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 
 use super::job::{Job, JobSpec, RankEnd};
-use super::netns::Net;
+use crate::netns::Net;
 use super::nft::Faults;
 use super::report::{self, debug_formatted, ranks_named};
 use super::workload::{Length, Programs};

@@ -7,7 +7,7 @@ use std::time::Duration;
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 
-use super::netns::Net;
+use crate::netns::Net;
 use super::nft::{self, Faults};
 use super::workload::{Length, Programs};
 use super::{counters, fmt_counters, run_job, set_faults, spec, verdict, ChaosArgs, Tally};

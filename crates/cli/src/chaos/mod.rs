@@ -1,6 +1,6 @@
 //! `outboard chaos`: real processes under faults.
 //!
-//! Builds one network namespace per rank on a bridge (see [`netns`]), runs
+//! Builds one network namespace per rank on a bridge (see [`crate::netns`]), runs
 //! every rank of a job in its own namespace with a foreign launcher's
 //! variables and `OUTBOARD_RENDEZVOUS` (see [`job`]), and plays scenarios:
 //!
@@ -22,7 +22,6 @@ mod capture;
 mod job;
 mod kill;
 mod loss;
-mod netns;
 mod nft;
 mod replay;
 mod report;
@@ -36,7 +35,7 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
 use job::{Job, JobSpec, LauncherVars, RankEnd};
-use netns::Net;
+use crate::netns::Net;
 use nft::Faults;
 use report::Counters;
 use workload::{Length, Programs, Workload};

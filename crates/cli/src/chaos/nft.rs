@@ -10,7 +10,7 @@
 
 use anyhow::Context;
 
-use super::netns::run;
+use crate::netns::run;
 
 /// Loss and duplication, in percent, of every outgoing UDP datagram.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

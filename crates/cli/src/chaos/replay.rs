@@ -14,7 +14,7 @@ use rand_chacha::ChaCha8Rng;
 
 use super::capture;
 use super::job::Job;
-use super::netns::Net;
+use crate::netns::Net;
 use super::nft::Faults;
 use super::workload::{Length, Programs};
 use super::{counters, fmt_counters, run_job, set_faults, spec, verdict, ChaosArgs, Tally};

@@ -1,11 +1,15 @@
-//! The chaos network: one network namespace per rank, each joined by a
-//! veth pair to a bridge in a hub namespace of its own, so a job's ranks
-//! talk over real interfaces (where nftables can drop and duplicate) and
-//! nothing touches the machine's own network.
+//! Several nodes on one machine: one network namespace per node, each
+//! joined by a veth pair to a bridge in a hub namespace of its own, so a
+//! job's nodes talk over real interfaces (where nftables can drop and
+//! duplicate) and nothing touches the machine's own network. `outboard
+//! chaos` puts each rank in a namespace of its own; `outboard run --netns`
+//! each node. Needs root and iproute2.
 //!
-//! Rank `r` has address `10.77.0.{r+1}/24` on its `eth0`; the hub's bridge
-//! has `10.77.0.254` (the replay scenario sends from there). Names are
-//! per namespace, so only the namespaces' names carry this process's id.
+//! Node (or rank) `r` has address `10.77.0.{r+1}/24` on its `eth0`; the
+//! hub's bridge has `10.77.0.254` (the rendezvous of `outboard run
+//! --netns` listens there, and chaos's replay scenario sends from there).
+//! Addresses are per namespace, so only the namespaces' names carry this
+//! process's id.
 
 use std::net::Ipv4Addr;
 use std::os::fd::AsRawFd;
@@ -26,7 +30,7 @@ pub fn rank_ip(rank: u32) -> Ipv4Addr {
 pub struct Net {
     /// The hub namespace (bridge `br0`, rank links `e0`, `e1`, ...).
     pub hub: String,
-    /// The namespace of each rank, in rank order.
+    /// The namespace of each node (or rank), in order.
     pub ranks: Vec<String>,
 }
 
@@ -45,11 +49,11 @@ pub fn run(program: &str, args: &[&str]) -> anyhow::Result<()> {
 }
 
 impl Net {
-    /// Builds the network for `ranks` ranks; `tag` tells this network's
+    /// Builds the network for `ranks` nodes (or ranks); `tag` tells this network's
     /// namespaces from others' (several may exist at once).
     pub fn create(tag: &str, ranks: u32) -> anyhow::Result<Net> {
         if !(1..=253).contains(&ranks) {
-            bail!("the chaos network holds 1 to 253 ranks, not {ranks}");
+            bail!("a network of namespaces holds 1 to 253 nodes, not {ranks}");
         }
         let hub = format!("obc{}-{tag}-hub", std::process::id());
         ip(&["netns", "add", &hub]).context("creating a network namespace (needs root and iproute2)")?;
