@@ -12,7 +12,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use outboard_engine::{
-    encode_members, Command, Datatype, Endpoint, Engine, EngineConfig, Fold, GroupId, HostBuf, Instant, ModuleId, NodeId,
+    Command, Datatype, Endpoint, Engine, EngineConfig, Fold, GroupId, HostBuf, Instant, ModuleId, NodeId,
     OpId, PortId, RecvMatch, Reduction, Schedule, ScheduleId, Step, VecMemory,
 };
 use outboard_wire::{BodyRepr, CollHeader, Header, Kind, NicvmHeader, NicvmType, Seq, COLL_ROUND_FAILED, HEADER_LEN};
@@ -37,7 +37,7 @@ fuzz_target!(|data: &[u8]| {
     let mut e = Engine::new(cfg, VecMemory::new(), Instant::ZERO).unwrap();
     let me = e.open_port(Instant::ZERO, PortId(0)).unwrap();
     let eps: Vec<Endpoint> = (0..4).map(|n| if n == 1 { me } else { Endpoint { node: NodeId(n), port: PortId(0), gen: 1 } }).collect();
-    let members = e.dma_mut().alloc_with(&encode_members(&eps));
+    let members = e.dma_mut().alloc_with(&outboard_engine::MemberList::from_endpoints(eps.iter().copied()).encode());
     e.handle_command(Instant::ZERO, PortId(0), Command::CreateGroup { op: OpId(1), group: GroupId(3), rank: 1, members }).unwrap();
     load(&mut e, 1, BCAST);
     load(&mut e, 2, LOOP);

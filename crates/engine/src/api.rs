@@ -140,7 +140,7 @@ pub enum Command {
     /// multi-send, 2.2): the payload is read from host memory once into
     /// engine memory and a copy goes to each destination, reliably and in
     /// each destination's stream order. `dests` holds the destinations in
-    /// [`crate::encode_members`]'s format. Uses one send token and
+    /// the byte form of a [`crate::MemberList`] (the one format of a list of endpoints, as for a group's members). Uses one send token and
     /// completes once, with [`Completion::Sent`] when every destination
     /// accepted it, or with the first destination's error otherwise.
     MultiSend {

@@ -587,8 +587,8 @@ impl<D: Dma> Engine<D> {
             return Ok(());
         }
         self.work.dma_read += u64::from(dests.len) + u64::from(buf.len);
-        let dests = match crate::decode_members(&list) {
-            Ok(d) => d,
+        let dests: Vec<Endpoint> = match crate::MemberList::decode(&list) {
+            Ok(d) => d.iter().collect(),
             Err(e) => {
                 self.complete(port, gen, op, Err(e.into()), TokenClass::Send);
                 return Ok(());

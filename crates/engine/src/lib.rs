@@ -56,8 +56,8 @@ mod tx;
 pub use atomic::{AtomicOp, AtomicReturn, AtomicWidth, ATOMIC_WINDOW};
 pub use api::{Command, CommandError, Completion, ConfigError, Event, Interrupt, OpError, OpenError, Transmit, ANNOUNCE_MAX};
 pub use coll::{
-    decode_members, encode_members, max_collective_command_len_for, max_collective_len_for, MAX_COLL_PIECES, CollError, NicCollStats, Datatype, Fold, GroupId, ReduceOp, Reduction,
-    Schedule, ScheduleId, Step, MAX_FANOUT, MAX_STEPS, MEMBER_LEN, MemberList, MAX_GROUP_MEMBERS, MEMBER_RUN_LEN,
+    max_collective_command_len_for, max_collective_len_for, MAX_COLL_PIECES, CollError, NicCollStats, Datatype, Fold, GroupId, ReduceOp, Reduction,
+    Schedule, ScheduleId, Step, MAX_FANOUT, MAX_STEPS, MemberList, MAX_GROUP_MEMBERS, MEMBER_RUN_LEN,
 };
 pub use config::DEFAULT_MTU;
 pub use config::{incarnation, EngineConfig, PacketIntegrity, INCARNATION_RANDOM_BITS};

@@ -20,7 +20,7 @@ fn every_destination_gets_the_message_once_and_the_payload_is_read_once() {
             recvs.push(b);
         }
         let src = net.memory(NodeId(0)).alloc_with(&data);
-        let list = encode_members(&eps[1..]);
+        let list = MemberList::from_endpoints(eps[1..].iter().copied()).encode();
         let dests = net.memory(NodeId(0)).alloc_with(&list);
         let _ = net.engine(NodeId(0)).take_work();
         net.command(NodeId(0), P0, Command::MultiSend { op: OpId(1), dests, tag: 3, buf: src }).unwrap();
@@ -63,7 +63,7 @@ fn a_gone_destination_fails_the_multi_send_but_not_the_others() {
         net.command(ep.node, P0, Command::Recv { op: OpId(7), matching: RecvMatch::any(), buf: b }).unwrap();
     }
     let src = net.memory(NodeId(0)).alloc_with(b"hello");
-    let dests = net.memory(NodeId(0)).alloc_with(&encode_members(&eps[1..]));
+    let dests = net.memory(NodeId(0)).alloc_with(&MemberList::from_endpoints(eps[1..].iter().copied()).encode());
     net.command(NodeId(0), P0, Command::MultiSend { op: OpId(1), dests, tag: 0, buf: src }).unwrap();
     net.run_until_quiet().unwrap();
     let ev = net.take_events(NodeId(0));
@@ -94,7 +94,7 @@ fn each_copy_fragment_reports_its_payload_and_how_far_it_reaches() {
     let dests: Vec<Endpoint> = (1..=2).map(|n| Endpoint { node: NodeId(n), ..me }).collect();
     let data = vec![7u8; 3 * e.config().mtu];
     let src = e.dma_mut().alloc_with(&data);
-    let list = e.dma_mut().alloc_with(&encode_members(&dests));
+    let list = e.dma_mut().alloc_with(&MemberList::from_endpoints(dests.iter().copied()).encode());
     e.handle_command(t0, P0, Command::MultiSend { op: OpId(1), dests: list, tag: 3, buf: src }).unwrap();
     let _ = e.take_work();
     let mut buf = vec![0u8; e.config().mtu];

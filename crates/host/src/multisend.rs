@@ -10,7 +10,7 @@
 //! operation name, so it frees them when the multi-send completes and keeps
 //! its request table whole.
 
-use outboard_engine::{encode_members, Command, Completion, Endpoint, HostBuf};
+use outboard_engine::{Command, Completion, Endpoint, HostBuf, MemberList};
 
 use crate::port::{HostError, Port, Request};
 use crate::PortIo;
@@ -43,7 +43,7 @@ impl<P: PortIo> Port<P> {
         tag: u64,
         data: &[u8],
     ) -> Result<MultiSend, HostError> {
-        let list = self.buffer_from(&encode_members(dests))?;
+        let list = self.buffer_from(&MemberList::from_endpoints(dests.iter().copied()).encode())?;
         let buf = match self.buffer_from(data) {
             Ok(b) => b,
             Err(e) => {
@@ -216,7 +216,7 @@ mod tests {
             panic!("posted {:?}", port.io().posted);
         };
         assert_eq!((op, tag), (ms.request().op(), 5));
-        assert_eq!(port.read_buffer(list).unwrap(), encode_members(&dests));
+        assert_eq!(port.read_buffer(list).unwrap(), MemberList::from_endpoints(dests.iter().copied()).encode());
         assert_eq!(port.read_buffer(buf).unwrap(), b"hello");
         assert_eq!(port.test_multi_send(&ms), None, "not done yet");
         port.io().events.push_back(done(op, Ok(Completion::Sent)));

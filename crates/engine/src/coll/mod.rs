@@ -21,7 +21,6 @@
 //!   full the sender is refused and retries later.
 
 mod member_list;
-mod members;
 pub(crate) mod proto;
 mod reduce;
 mod rounds;
@@ -32,7 +31,6 @@ use thiserror::Error;
 
 pub use proto::NicCollStats;
 pub use member_list::{MemberList, MAX_GROUP_MEMBERS, MEMBER_RUN_LEN};
-pub use members::{decode_members, encode_members, MEMBER_LEN};
 pub use reduce::{Datatype, ReduceOp, Reduction};
 pub use rounds::{rounds, Rounds};
 pub use schedule::{Fold, Schedule, Step, MAX_FANOUT, MAX_STEPS};

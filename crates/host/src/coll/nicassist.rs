@@ -24,7 +24,7 @@
 use std::collections::VecDeque;
 
 use outboard_engine::{
-    encode_members, CollError, Command, Completion, Endpoint, GroupId, HostBuf, MemberList, RecvMatch,
+    CollError, Command, Completion, Endpoint, GroupId, HostBuf, MemberList, RecvMatch,
 };
 
 use super::hostbased::{nic_tag, MAX_ROUNDS};
@@ -137,7 +137,7 @@ impl NicRun {
         let dests = if kids.is_empty() {
             None
         } else {
-            match port.buffer_from(&encode_members(&kids)) {
+            match port.buffer_from(&MemberList::from_endpoints(kids.iter().copied()).encode()) {
                 Ok(b) => Some(b),
                 Err(e) => {
                     port.free(buf)?;
