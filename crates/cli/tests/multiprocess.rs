@@ -477,7 +477,7 @@ fn me() -> PathBuf {
     std::env::current_exe().unwrap()
 }
 
-fn rank_args() -> [&'static str; 5] {
+fn rank_args() -> [&'static str; 6] {
     ["rank_program", "--exact", "--ignored", "--nocapture", "--test-threads=1", "-q"]
 }
 

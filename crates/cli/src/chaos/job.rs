@@ -41,6 +41,25 @@ pub struct JobSpec {
     pub secret: Option<String>,
     /// The launcher variables.
     pub launcher: LauncherVars,
+    /// Ranks in the job.
+    pub ranks: u32,
+    /// Node engines of this many ranks each, a namespace per node (ranks
+    /// `0..R-1` on node 0, ...); `None`: an engine per rank, a namespace
+    /// per rank.
+    pub ranks_per_node: Option<u32>,
+}
+
+impl JobSpec {
+    /// The namespace index (node) of `rank`.
+    pub fn node_of(&self, rank: u32) -> u32 {
+        rank / self.ranks_per_node.unwrap_or(1)
+    }
+
+    /// The ranks of node `node`.
+    pub fn ranks_of(&self, node: u32) -> std::ops::Range<u32> {
+        let per = self.ranks_per_node.unwrap_or(1);
+        node * per..((node + 1) * per).min(self.ranks)
+    }
 }
 
 /// Variables of launchers the ranks must not inherit from whoever runs
@@ -98,11 +117,14 @@ fn collect(mut from: impl Read + Send + 'static) -> JoinHandle<Vec<u8>> {
 }
 
 impl Job {
-    /// Starts every rank of `spec` in its namespace of `net`.
+    /// Starts every rank of `spec` in its node's namespace of `net`.
     pub fn start(net: &Net, spec: &JobSpec) -> anyhow::Result<Job> {
-        let n = net.ranks.len() as u32;
+        let n = spec.ranks;
         let mut job = Job { ranks: Vec::new(), started: Instant::now() };
-        for (r, ns) in net.ranks.iter().enumerate() {
+        let me = std::env::current_exe().context("finding the outboard command for the node engines")?;
+        for r in 0..n {
+            let node = spec.node_of(r);
+            let ns = &net.ranks[node as usize];
             let mut c = Command::new("ip");
             c.args(["netns", "exec", ns]).arg(&spec.program).args(&spec.args);
             for k in INHERITED {
@@ -112,13 +134,21 @@ impl Job {
                 LauncherVars::Slurm => ("SLURM_PROCID", "SLURM_NTASKS", "SLURM_NTASKS_PER_NODE"),
                 LauncherVars::Pmi => ("PMI_RANK", "PMI_SIZE", "MPI_LOCALNRANKS"),
             };
-            c.env(rank_var, r.to_string())
-                .env(size_var, n.to_string())
+            match spec.ranks_per_node {
+                // A node of node-engine ranks: the first spawns the engine.
+                Some(per) => c
+                    .env("OUTBOARD_ENGINE", "node")
+                    .env("OUTBOARD_NODE_NAME", format!("node{node}"))
+                    .env("OUTBOARD_NODE_PROGRAM", &me)
+                    .env(local_var, per.to_string()),
                 // All ranks share this machine's cores: the progress policy
                 // must know.
-                .env(local_var, n.to_string())
+                None => c.env(local_var, n.to_string()),
+            };
+            c.env(rank_var, r.to_string())
+                .env(size_var, n.to_string())
                 .env("OUTBOARD_RENDEZVOUS", format!("{}:{RENDEZVOUS_PORT}", rank_ip(0)))
-                .env("OUTBOARD_ADDR", rank_ip(r as u32).to_string())
+                .env("OUTBOARD_ADDR", rank_ip(node).to_string())
                 .env("OUTBOARD_PEER_TIMEOUT_MS", spec.peer_timeout_ms.to_string())
                 // A rank killed before it reached the rendezvous is noticed
                 // at the join deadline, rank 0's bootstrap timeout: as long
@@ -182,6 +212,21 @@ impl Job {
     pub fn kill(&mut self, rank: u32) -> Instant {
         let _ = self.ranks[rank as usize].child.kill();
         Instant::now()
+    }
+
+    /// SIGKILLs the node engine of node `node` of a job of node engines
+    /// with key `job_key` (the `outboard node` process whose listening
+    /// socket names the job and node); when, or `None` if none runs.
+    pub fn kill_engine(&mut self, job_key: u64, node: u32) -> Option<Instant> {
+        let socket = format!("outboard-{job_key:016x}-node-{node}");
+        let pid = std::fs::read_dir("/proc").ok()?.flatten().find_map(|e| {
+            let pid: u32 = e.file_name().to_str()?.parse().ok()?;
+            let cmdline = std::fs::read(e.path().join("cmdline")).ok()?;
+            let words: Vec<&[u8]> = cmdline.split(|&b| b == 0).collect();
+            (words.iter().any(|w| *w == b"node") && words.iter().any(|w| *w == socket.as_bytes())).then_some(pid)
+        })?;
+        let killed = Command::new("kill").args(["-KILL", &pid.to_string()]).stderr(Stdio::null()).status().is_ok_and(|s| s.success());
+        killed.then(Instant::now)
     }
 
     /// Kills what still runs (those ranks' `ended` stays `None`), and

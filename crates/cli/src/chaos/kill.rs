@@ -1,6 +1,7 @@
-//! One kill trial: a job runs, one rank gets SIGKILL at a chosen moment,
-//! and each survivor is watched until it exits or the cap passes (a hang).
-//! What each survivor's error names is read from its output.
+//! One kill trial: a job runs, one rank - or, with node engines, one
+//! node's engine - gets SIGKILL at a chosen moment, and each survivor is
+//! watched until it exits or the cap passes (a hang). What each
+//! survivor's error names is read from its output.
 
 use std::time::{Duration, Instant};
 
@@ -13,13 +14,35 @@ use crate::netns::Net;
 use super::nft::Faults;
 use super::report::{self, debug_formatted, ranks_named};
 use super::workload::{Length, Programs};
-use super::{run_job, set_faults, spec, verdict, ChaosArgs, Tally};
+use super::{run_job, set_faults, spec, verdict, ChaosArgs, KillTarget, Tally};
+
+/// What a trial kills.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Victim {
+    /// A rank's process.
+    Rank(u32),
+    /// A node's engine process.
+    Engine(u32),
+}
+
+impl std::fmt::Display for Victim {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Victim::Rank(r) => write!(f, "rank {r}"),
+            Victim::Engine(n) => write!(f, "node {n}'s engine"),
+        }
+    }
+}
 
 /// What a survivor's exit said about the death.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Named {
-    /// Its error names the killed rank first.
+    /// Its error names the killed rank first (for a killed node engine,
+    /// one of that node's ranks).
     Victim,
+    /// A rank of the killed engine's node: its error says its node engine
+    /// is gone.
+    EngineGone,
     /// Its error names the killed rank, but another rank before it.
     NotFirst,
     /// Its error shows Rust's debug formatting (`NodeId(3)`).
@@ -67,19 +90,31 @@ pub struct KillOutcome {
 
 /// Runs `spec` on `net`, SIGKILLs `victim` `at` after the start, and
 /// waits at most `cap` after the kill for the survivors.
-pub fn trial(net: &Net, spec: &JobSpec, victim: u32, at: Duration, cap: Duration) -> anyhow::Result<KillOutcome> {
+pub fn trial(net: &Net, spec: &JobSpec, victim: Victim, at: Duration, cap: Duration) -> anyhow::Result<KillOutcome> {
     let mut job = Job::start(net, spec)?;
     let kill_at = job.started + at;
     job.wait_until(kill_at);
-    let landed = job.running(victim);
-    let killed = if landed { job.kill(victim) } else { Instant::now() };
+    let (landed, killed) = match victim {
+        Victim::Rank(r) if job.running(r) => (true, job.kill(r)),
+        Victim::Rank(_) => (false, Instant::now()),
+        Victim::Engine(n) => match job.kill_engine(spec.job_key, n) {
+            Some(t) => (true, t),
+            None => (false, Instant::now()),
+        },
+    };
     job.wait_until(killed + cap);
     let ends = job.finish();
-    let survivors = ends.iter().filter(|e| e.rank != victim).map(|e| survivor(e, victim, killed)).collect();
+    let survivors = ends.iter().filter(|e| victim != Victim::Rank(e.rank)).map(|e| survivor(e, spec, victim, killed)).collect();
     Ok(KillOutcome { landed, at: at.as_secs_f64(), survivors })
 }
 
-fn survivor(e: &RankEnd, victim: u32, killed: Instant) -> Survivor {
+fn survivor(e: &RankEnd, spec: &JobSpec, victim: Victim, killed: Instant) -> Survivor {
+    // The ranks whose death the survivors should name first.
+    let victims = match victim {
+        Victim::Rank(r) => r..r + 1,
+        Victim::Engine(n) => spec.ranks_of(n),
+    };
+    let own_engine_killed = matches!(victim, Victim::Engine(n) if spec.node_of(e.rank) == n);
     let mut last_error = e.stderr.lines().rfind(|l| !l.starts_with("outboard stats") && !l.trim().is_empty()).unwrap_or("").trim().to_string();
     if !e.threads.is_empty() {
         last_error = format!("threads at the cap: {} | printed after the job was killed: {last_error}", e.threads);
@@ -95,11 +130,13 @@ fn survivor(e: &RankEnd, victim: u32, killed: Instant) -> Survivor {
                 let named = ranks_named(&e.stderr, e.rank);
                 let named = if debug_formatted(&e.stderr) {
                     Named::DebugForm
-                } else if named.first() == Some(&victim) {
+                } else if own_engine_killed && e.stderr.contains("node engine is gone") {
+                    Named::EngineGone
+                } else if named.first().is_some_and(|r| victims.contains(r)) {
                     Named::Victim
-                } else if named.contains(&victim) {
+                } else if named.iter().any(|r| victims.contains(r)) {
                     Named::NotFirst
-                } else if victim == 0 && named.is_empty() && e.stderr.to_lowercase().contains("rendezvous") {
+                } else if victims.contains(&0) && named.is_empty() && e.stderr.to_lowercase().contains("rendezvous") {
                     Named::Rendezvous
                 } else if named.is_empty() {
                     Named::Nothing
@@ -138,17 +175,29 @@ pub(super) fn scenario(a: &ChaosArgs, net: &Net, p: &Programs, rng: &mut ChaCha8
     let mut named = std::collections::BTreeMap::<&str, u32>::new();
     for i in 0..a.trials {
         let (w, secs) = length[rng.gen_range(0..length.len())];
-        let victim = a.victim.unwrap_or_else(|| rng.gen_range(0..a.ranks));
+        let s = spec(a, p, w, Length::Long, rng.gen(), None);
+        let nodes = a.ranks.div_ceil(a.ranks_per_node.unwrap_or(1));
+        let engine = match a.kill {
+            KillTarget::Rank => false,
+            KillTarget::Engine => true,
+            KillTarget::Either => rng.gen_bool(0.5),
+        };
+        let victim = if engine {
+            Victim::Engine(rng.gen_range(0..nodes))
+        } else {
+            Victim::Rank(a.victim.unwrap_or_else(|| rng.gen_range(0..a.ranks)))
+        };
         let at = match a.kill_at_ms {
             Some(ms) => Duration::from_millis(ms),
             None => Duration::from_secs_f64(rng.gen_range(0.0..secs.max(0.01))),
         };
-        let o = trial(net, &spec(a, p, w, Length::Long, rng.gen(), None), victim, at, cap)?;
+        let o = trial(net, &s, victim, at, cap)?;
         landed += u32::from(o.landed);
         let mut notes = Vec::new();
         for s in &o.survivors {
             let key = match s.named {
                 Named::Victim => "named the killed rank first",
+                Named::EngineGone => "were told their node engine is gone",
                 Named::NotFirst => {
                     t.wrong_rank += 1;
                     notes.push(format!("rank {} names another rank before the killed one: {}", s.rank, s.last_error));
@@ -182,7 +231,7 @@ pub(super) fn scenario(a: &ChaosArgs, net: &Net, p: &Programs, rng: &mut ChaCha8
                 }
                 if o.landed {
                     after.push(x);
-                    if victim == 0 {
+                    if victim == Victim::Rank(0) {
                         after0.push(x);
                     }
                 }
@@ -194,7 +243,7 @@ pub(super) fn scenario(a: &ChaosArgs, net: &Net, p: &Programs, rng: &mut ChaCha8
         let exits: Vec<String> = o.survivors.iter().map(|s| s.exit_after.map_or("-".to_string(), |x| format!("{x:.2}"))).collect();
         let kinds: Vec<String> = o.survivors.iter().map(|s| format!("{:?}", s.named)).collect();
         println!(
-            "kill {}/{}: {}, rank {victim} {} at {:.3} s; survivors exit after [{}] s ({}){}",
+            "kill {}/{}: {}, {victim} {} at {:.3} s; survivors exit after [{}] s ({}){}",
             i + 1,
             a.trials,
             w.name(),

@@ -60,9 +60,20 @@ pub struct ChaosArgs {
     /// and loss rates).
     #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..))]
     trials: u32,
-    /// Ranks per job, one namespace each.
+    /// Ranks per job, one namespace each (with --ranks-per-node, one
+    /// namespace per node).
     #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(2..=64))]
     ranks: u32,
+    /// Node engines: group the ranks into nodes of this many (ranks
+    /// 0..R-1 on node 0, ...), one namespace and one `outboard node`
+    /// process per node, as `outboard run --ranks-per-node R --netns` does.
+    /// Default: an engine per rank.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=64))]
+    ranks_per_node: Option<u32>,
+    /// What the kill scenario kills: a rank, a node engine (needs
+    /// --ranks-per-node), or either at random.
+    #[arg(long, value_enum, default_value = "rank")]
+    kill: KillTarget,
     /// What to play.
     #[arg(long, value_enum, default_value = "all")]
     scenario: Scenario,
@@ -120,6 +131,17 @@ pub struct ChaosArgs {
     strict: bool,
 }
 
+/// What the kill scenario kills.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum KillTarget {
+    /// A rank's process.
+    Rank,
+    /// A node's engine process (`outboard node`).
+    Engine,
+    /// A rank or a node engine, at random.
+    Either,
+}
+
 /// What went wrong across the trials.
 #[derive(Debug, Default)]
 struct Tally {
@@ -147,6 +169,16 @@ pub fn run(a: ChaosArgs) -> anyhow::Result<()> {
             bail!("--victim {v} is not a rank of {}", a.ranks);
         }
     }
+    if let Some(r) = a.ranks_per_node {
+        if r > a.ranks {
+            bail!("--ranks-per-node {r} is more than the job's {} ranks", a.ranks);
+        }
+        if matches!(a.scenario, Scenario::Replay | Scenario::All) {
+            bail!("the replay scenario runs with an engine per rank: with --ranks-per-node choose --scenario kill or loss");
+        }
+    } else if a.kill != KillTarget::Rank {
+        bail!("--kill engine and --kill either need node engines: add --ranks-per-node R");
+    }
     if a.workloads.is_empty() || !a.job_limit.is_finite() || a.job_limit <= 0.0 {
         bail!("need at least one workload and a positive --job-limit");
     }
@@ -156,9 +188,14 @@ pub fn run(a: ChaosArgs) -> anyhow::Result<()> {
     }
     let seed = a.seed.unwrap_or_else(outboard_runtime::random_u64);
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    let net = Net::create("c", a.ranks).context("building the namespaces")?;
+    let nodes = a.ranks.div_ceil(a.ranks_per_node.unwrap_or(1));
+    let net = Net::create("c", nodes).context("building the namespaces")?;
+    let placement = match a.ranks_per_node {
+        Some(r) => format!("{nodes} nodes of {r} ranks sharing a node engine, one network namespace per node"),
+        None => "one network namespace each".to_string(),
+    };
     println!(
-        "# outboard chaos: {} ranks, one network namespace each (veth to a bridge, MTU 9000), {:?} variables + OUTBOARD_RENDEZVOUS; peer timeout {} ms; seed {seed}",
+        "# outboard chaos: {} ranks, {placement} (veth to a bridge, MTU 9000), {:?} variables + OUTBOARD_RENDEZVOUS; peer timeout {} ms; seed {seed}",
         a.ranks, a.launcher, a.peer_timeout_ms
     );
     let mut tally = Tally::default();
@@ -181,7 +218,7 @@ pub fn run(a: ChaosArgs) -> anyhow::Result<()> {
 
 fn spec(a: &ChaosArgs, p: &Programs, w: Workload, len: Length, job_key: u64, secret: Option<String>) -> JobSpec {
     let (program, args) = w.command(p, len);
-    JobSpec { program, args, peer_timeout_ms: a.peer_timeout_ms, job_key, secret, launcher: a.launcher }
+    JobSpec { program, args, peer_timeout_ms: a.peer_timeout_ms, job_key, secret, launcher: a.launcher, ranks: a.ranks, ranks_per_node: a.ranks_per_node }
 }
 
 fn set_faults(net: &Net, f: Faults) -> anyhow::Result<()> {
