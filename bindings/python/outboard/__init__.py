@@ -16,6 +16,8 @@ the repository's ``target``). Every failed C call raises a subclass of
 ``OutboardError`` named for its status code.
 """
 
+__version__ = "0.1.0"
+
 from .errors import (
     ArgumentError,
     CancelledError,
@@ -47,6 +49,7 @@ from .types import ALL_TAG_BITS, ANY_SOURCE, GROUP_ID_LIMIT, UNDEFINED, AtomicOp
 from .world import World
 
 __all__ = [
+    "__version__",
     "ALL_TAG_BITS",
     "ANY_SOURCE",
     "GROUP_ID_LIMIT",
