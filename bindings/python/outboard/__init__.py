@@ -11,8 +11,10 @@ with ``ctypes``; standard library only.
             data, status = world.recv(64, source=0, tag=7)
 
 The library is found through ``OUTBOARD_LIB`` (its path, or a directory
-holding it), else in the cargo target directory (``CARGO_TARGET_DIR``, or
-the repository's ``target``). Every failed C call raises a subclass of
+holding it), else beside the ``outboard`` command on ``PATH`` (an
+``outboard install --prefix DIR`` puts it in ``DIR/lib``), else in the
+cargo target directory (``CARGO_TARGET_DIR``, or the repository's
+``target``); see ``_lib.candidates``. Every failed C call raises a subclass of
 ``OutboardError`` named for its status code.
 """
 
