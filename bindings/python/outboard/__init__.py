@@ -11,10 +11,14 @@ with ``ctypes``; standard library only.
             data, status = world.recv(64, source=0, tag=7)
 
 The library is found through ``OUTBOARD_LIB`` (its path, or a directory
-holding it), else in the cargo target directory (``CARGO_TARGET_DIR``, or
-the repository's ``target``). Every failed C call raises a subclass of
+holding it), else beside the ``outboard`` command on ``PATH`` (an
+``outboard install --prefix DIR`` puts it in ``DIR/lib``), else in the
+cargo target directory (``CARGO_TARGET_DIR``, or the repository's
+``target``); see ``_lib.candidates``. Every failed C call raises a subclass of
 ``OutboardError`` named for its status code.
 """
+
+__version__ = "0.1.0"
 
 from .errors import (
     ArgumentError,
@@ -47,6 +51,7 @@ from .types import ALL_TAG_BITS, ANY_SOURCE, GROUP_ID_LIMIT, UNDEFINED, AtomicOp
 from .world import World
 
 __all__ = [
+    "__version__",
     "ALL_TAG_BITS",
     "ANY_SOURCE",
     "GROUP_ID_LIMIT",

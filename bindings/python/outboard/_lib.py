@@ -12,9 +12,11 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import os
+import shutil
+import sys
 import threading
 from pathlib import Path
-from typing import List, Optional
+from typing import List, Optional, Tuple
 
 LIB_NAME = "liboutboard_capi.so"
 _REPO = Path(__file__).resolve().parents[3]
@@ -35,33 +37,70 @@ class CStatus(ctypes.Structure):
     ]
 
 
-def candidates() -> List[Path]:
-    """Where the library is looked for, in order: ``OUTBOARD_LIB`` (a file,
-    or a directory holding it), else the cargo target directory
-    (``CARGO_TARGET_DIR``, else the repository's ``target``): its release
-    and debug builds, newest first."""
+def _places() -> List[Tuple[str, List[Path]]]:
+    """Every place the library is looked for, in order, as (what it is,
+    the files there that could be it)."""
+    places: List[Tuple[str, List[Path]]] = []
     env = os.environ.get("OUTBOARD_LIB")
     if env:
         p = Path(env)
-        return [p / LIB_NAME if p.is_dir() else p]
-    t = Path(os.environ.get("CARGO_TARGET_DIR") or _REPO / "target")
-    found = []
-    for profile in ("release", "debug"):
-        for d in (t / profile, t / profile / "deps"):
-            f = d / LIB_NAME
-            if f.is_file():
-                found.append(f)
-    # A stale release build must not win over a fresh debug one.
-    found.sort(key=lambda f: f.stat().st_mtime, reverse=True)
-    return found
+        return [(f"OUTBOARD_LIB={env}", [p / LIB_NAME if p.is_dir() else p])]
+    places.append(("OUTBOARD_LIB (unset)", []))
+    # An installed prefix: `outboard install --prefix DIR` puts the command
+    # in DIR/bin and the library in DIR/lib. A cargo build's outboard has
+    # the library beside it.
+    exe = shutil.which("outboard")
+    if exe is None:
+        places.append(("an outboard command on PATH (none)", []))
+    else:
+        dirs: List[Path] = []
+        for e in (Path(exe), Path(exe).resolve()):
+            for d in (e.parent.parent / "lib", e.parent):
+                if d not in dirs:
+                    dirs.append(d)
+        places.append((f"beside the outboard command on PATH ({exe})", [d / LIB_NAME for d in dirs]))
+    # A prefix shared with this Python (`outboard install --prefix` a venv).
+    places.append((f"this Python's prefix ({sys.prefix})", [Path(sys.prefix) / "lib" / LIB_NAME]))
+    # The cargo target directory, when asked for or when this package is
+    # the source tree's.
+    target = os.environ.get("CARGO_TARGET_DIR")
+    if target or (_REPO / "bindings" / "python" / "outboard").is_dir():
+        t = Path(target or _REPO / "target")
+        files = [t / profile / sub / LIB_NAME for profile in ("release", "debug") for sub in ("", "deps")]
+        # A stale release build must not win over a fresh debug one.
+        found = sorted((f for f in files if f.is_file()), key=lambda f: f.stat().st_mtime, reverse=True)
+        places.append((f"the cargo target directory {t} (release and debug)", found or files))
+    return places
+
+
+def candidates() -> List[Path]:
+    """The library files found, in the order they are tried: the file
+    ``OUTBOARD_LIB`` names (a file, or a directory holding it) and nothing
+    else when it is set; else beside an installed ``outboard`` on ``PATH``
+    (``bin/../lib``, or beside a cargo-built one), this Python's prefix's
+    ``lib``, then the cargo target directory (``CARGO_TARGET_DIR``, else the
+    repository's ``target`` when this package is the source tree's): its
+    release and debug builds, newest first."""
+    if os.environ.get("OUTBOARD_LIB"):
+        return _places()[0][1]
+    return [f for _, files in _places() for f in files if f.is_file()]
 
 
 def _fix(looked: str) -> str:
     return (
-        f"{LIB_NAME} not found ({looked}); build it with "
-        "`cargo build --release -p outboard-capi`, or set OUTBOARD_LIB to "
+        f"{LIB_NAME} not found ({looked}). Install Outboard with "
+        "`outboard install --prefix DIR` and put DIR/bin on PATH, or build it "
+        "with `cargo build --release -p outboard-capi`, or set OUTBOARD_LIB to "
         f"the path of {LIB_NAME}"
     )
+
+
+def _looked() -> str:
+    parts = []
+    for what, files in _places():
+        parts.append(f"{what}: {', '.join(str(f) for f in files)}" if files else what)
+    parts.append("the system's library path (ctypes.util.find_library)")
+    return "looked in: " + "; ".join(parts)
 
 
 def load() -> ctypes.CDLL:
@@ -78,7 +117,7 @@ def load() -> ctypes.CDLL:
     else:
         path = ctypes.util.find_library("outboard_capi")
         if path is None:
-            raise LibraryNotFoundError(_fix(f"OUTBOARD_LIB unset, none in {os.environ.get('CARGO_TARGET_DIR') or _REPO / 'target'}/{{release,debug}} or the system's library path"))
+            raise LibraryNotFoundError(_fix(_looked()))
     try:
         lib = ctypes.CDLL(path)
     except OSError as e:

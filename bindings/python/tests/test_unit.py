@@ -230,8 +230,39 @@ class FindingTheLibrary(unittest.TestCase):
                 os.utime(f, (1000 + i, 1000 + i))
             env = {k: v for k, v in os.environ.items() if k != "OUTBOARD_LIB"}
             env["CARGO_TARGET_DIR"] = t
-            with mock.patch.dict(os.environ, env, clear=True):
+            env["PATH"] = t  # no installed outboard
+            with mock.patch.dict(os.environ, env, clear=True), mock.patch.object(_lib.sys, "prefix", t):
                 self.assertEqual(_lib.candidates()[0], _lib.Path(t) / "debug/deps/liboutboard_capi.so")
+
+    def test_an_installed_prefix_comes_before_the_cargo_build(self):
+        with tempfile.TemporaryDirectory() as t:
+            prefix, target = os.path.join(t, "prefix"), os.path.join(t, "target")
+            for d in ("prefix/bin", "prefix/lib", "target/release"):
+                os.makedirs(os.path.join(t, d))
+            exe = os.path.join(prefix, "bin", "outboard")
+            open(exe, "w").close()
+            os.chmod(exe, 0o755)
+            for f in (os.path.join(prefix, "lib", "liboutboard_capi.so"), os.path.join(target, "release", "liboutboard_capi.so")):
+                open(f, "w").close()
+            env = {k: v for k, v in os.environ.items() if k != "OUTBOARD_LIB"}
+            env["CARGO_TARGET_DIR"] = target
+            env["PATH"] = os.path.join(prefix, "bin")
+            with mock.patch.dict(os.environ, env, clear=True), mock.patch.object(_lib.sys, "prefix", t):
+                found = _lib.candidates()
+                self.assertEqual(found[0], _lib.Path(prefix) / "lib" / "liboutboard_capi.so")
+                self.assertEqual(found[-1], _lib.Path(target) / "release" / "liboutboard_capi.so")
+
+    def test_not_found_names_every_place_looked(self):
+        with tempfile.TemporaryDirectory() as t:
+            env = {k: v for k, v in os.environ.items() if k != "OUTBOARD_LIB"}
+            env["CARGO_TARGET_DIR"] = t
+            env["PATH"] = t
+            with mock.patch.dict(os.environ, env, clear=True), mock.patch.object(_lib.sys, "prefix", t), mock.patch.object(_lib.ctypes.util, "find_library", return_value=None):
+                with self.assertRaises(outboard.LibraryNotFoundError) as cm:
+                    _lib.load()
+        msg = str(cm.exception)
+        for said in ("OUTBOARD_LIB (unset)", "outboard command on PATH (none)", f"this Python's prefix ({t})", f"cargo target directory {t}", "find_library", "outboard install --prefix DIR"):
+            self.assertIn(said, msg)
 
 
 @unittest.skipUnless(library_loads(), "liboutboard_capi.so not found")

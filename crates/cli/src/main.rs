@@ -30,6 +30,7 @@ mod bench_procs;
 mod chaos;
 mod config_cmd;
 mod demo;
+mod install_cmd;
 mod launch;
 mod mpi_lib_cmd;
 mod netns;
@@ -86,6 +87,10 @@ enum Cmd {
     /// collectives on Outboard (LD_PRELOAD), for each MPI installed, and
     /// print its path.
     MpiLib(mpi_lib_cmd::MpiLibArgs),
+    /// Install the command, the C library and header, a pkg-config file,
+    /// liboutboard_mpi for each MPI found, the simulator's profiles and man
+    /// pages into a prefix (--prefix DIR).
+    Install(install_cmd::InstallArgs),
 }
 
 fn main() -> ExitCode {
@@ -108,5 +113,6 @@ fn dispatch(command: Cmd) -> anyhow::Result<()> {
         Cmd::Config(a) => config_cmd::run(a),
         Cmd::MpiLib(a) => mpi_lib_cmd::run(a),
         Cmd::Node(a) => node_cmd::run(a),
+        Cmd::Install(a) => install_cmd::run(a),
     }
 }

@@ -115,13 +115,17 @@ pub fn build_all(out: &Path, capi_dir: &Path) -> Result<BuiltAll, MpiLibError> {
 }
 
 /// The directory of the liboutboard_capi.so built with the binary `exe`
-/// (cargo puts it in the binary's target directory or its deps/). Where
+/// (cargo puts it in the binary's target directory or its deps/; `outboard
+/// install` puts it in the lib/ beside the binary's bin/). Where
 /// both hold one, the newer: building the cli refreshes only deps/, so the
 /// other may be a stale library from an earlier `cargo build -p
 /// outboard-capi`, missing functions the library now calls.
 pub fn capi_dir_beside(exe: &Path) -> Result<PathBuf, MpiLibError> {
     let dir = exe.parent().unwrap_or(Path::new(".")).to_path_buf();
-    let looked_in = vec![dir.clone(), dir.join("deps")];
+    let mut looked_in = vec![dir.clone(), dir.join("deps")];
+    if let Some(up) = dir.parent().filter(|_| dir.file_name().is_some_and(|n| n == "bin")) {
+        looked_in.push(up.join("lib"));
+    }
     let modified = |d: &PathBuf| std::fs::metadata(d.join("liboutboard_capi.so")).and_then(|m| m.modified()).ok();
     if let Some(found) = looked_in.iter().filter(|d| modified(d).is_some()).max_by_key(|d| modified(d)) {
         return Ok(found.clone());
