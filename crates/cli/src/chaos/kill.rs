@@ -115,7 +115,7 @@ fn survivor(e: &RankEnd, spec: &JobSpec, victim: Victim, killed: Instant) -> Sur
         Victim::Engine(n) => spec.ranks_of(n),
     };
     let own_engine_killed = matches!(victim, Victim::Engine(n) if spec.node_of(e.rank) == n);
-    let mut last_error = e.stderr.lines().rfind(|l| !l.starts_with("outboard stats") && !l.trim().is_empty()).unwrap_or("").trim().to_string();
+    let mut last_error = e.stderr.lines().rfind(|l| !report::is_report(l) && !l.trim().is_empty()).unwrap_or("").trim().to_string();
     if !e.threads.is_empty() {
         last_error = format!("threads at the cap: {} | printed after the job was killed: {last_error}", e.threads);
     }

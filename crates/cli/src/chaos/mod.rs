@@ -244,7 +244,7 @@ fn verdict(ends: &[RankEnd]) -> Option<(bool, String)> {
         return Some((true, format!("HANG: ranks {hung:?} still running at the limit")));
     }
     let bad = ends.iter().find(|e| !e.ended.is_some_and(|(_, s)| s.success()))?;
-    let last = |t: &str| t.lines().rfind(|l| !l.starts_with("outboard stats") && !l.trim().is_empty()).map(str::to_string);
+    let last = |t: &str| t.lines().rfind(|l| !report::is_report(l) && !l.trim().is_empty()).map(str::to_string);
     let why = last(&bad.stderr).or_else(|| last(&bad.stdout)).unwrap_or_else(|| "(no message)".to_string());
     Some((false, format!("FAILED: rank {} {}: {}", bad.rank, bad.ended.map(|(_, s)| s.to_string()).unwrap_or_default(), why.trim())))
 }

@@ -36,18 +36,40 @@ pub fn drop_counters(c: &Counters) -> Vec<(&str, u64)> {
     c.iter().filter(|(k, v)| **v > 0 && WORDS.iter().any(|w| k.contains(w))).map(|(k, v)| (k.as_str(), *v)).collect()
 }
 
-/// The ranks an error text names (`rank k`, `peer k`), in the order the
-/// text names them, other than `me` (a rank's report starts with its own
-/// rank) and leaving out the `outboard stats` lines.
+/// Whether a line of a rank's stderr is a counter table or a node
+/// engine's report (`outboard stats ...`, `outboard node engine ...`),
+/// not an error.
+pub fn is_report(line: &str) -> bool {
+    line.starts_with("outboard stats") || line.starts_with("outboard node engine")
+}
+
+/// The ranks an error text names (`rank k`, `peer k`, and a node's
+/// `ranks a, b`), in the order the text names them, other than `me` (a
+/// rank's report starts with its own rank) and leaving out reports
+/// ([`is_report`]).
 pub fn ranks_named(text: &str, me: u32) -> Vec<u32> {
     let mut found = Vec::new();
-    for line in text.lines().filter(|l| !l.starts_with("outboard stats")) {
+    for line in text.lines().filter(|l| !is_report(l)) {
         let mut at: Vec<(usize, u32)> = Vec::new();
         for pat in ["rank ", "peer "] {
             for (i, _) in line.match_indices(pat) {
                 let digits: String = line[i + pat.len()..].chars().take_while(char::is_ascii_digit).collect();
                 if let Ok(k) = digits.parse() {
                     at.push((i, k));
+                }
+            }
+        }
+        // `node 1 (ranks 2, 3)`: every rank listed, in order.
+        for (i, _) in line.match_indices("ranks ") {
+            let list = &line[i + "ranks ".len()..];
+            let mut offset = i;
+            for part in list.split(", ") {
+                let digits: String = part.chars().take_while(char::is_ascii_digit).collect();
+                let Ok(k) = digits.parse() else { break };
+                at.push((offset, k));
+                offset += 1;
+                if digits.len() != part.len() {
+                    break;
                 }
             }
         }
@@ -64,7 +86,7 @@ pub fn ranks_named(text: &str, me: u32) -> Vec<u32> {
 /// Whether an error text shows Rust's debug formatting (`NodeId(3)`,
 /// `Op(PeerUnreachable(..))`, `Stats { .. }`) instead of words.
 pub fn debug_formatted(text: &str) -> bool {
-    text.lines().filter(|l| !l.starts_with("outboard stats")).any(|l| ["NodeId(", "Error(", " { ", "(\""].iter().any(|p| l.contains(p)))
+    text.lines().filter(|l| !is_report(l)).any(|l| ["NodeId(", "Error(", " { ", "(\""].iter().any(|p| l.contains(p)))
 }
 
 /// Minimum, median, 90th percentile and maximum of `v` (nearest rank).
@@ -104,6 +126,10 @@ mod tests {
         assert_eq!(ranks_named("Error: rank 3 left the job: closed", 1), vec![3]);
         assert!(ranks_named("Error: rendezvous at 10.77.0.1:29500 lost", 1).is_empty());
         assert!(ranks_named("# rank 1 engine: 3 retransmits\noutboard stats rank 1:   first_failed   rank 2", 1).is_empty());
+        // A node engine's node, by its ranks; a node engine's report is
+        // not an error.
+        assert_eq!(ranks_named("rank 1 gives up: node 1 (ranks 2, 3) failed first; rank 0 closed its port", 1), vec![2, 3, 0]);
+        assert!(ranks_named("outboard node engine 0: rank 2 attached", 1).is_empty());
     }
 
     #[test]
