@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Latency and overlap of barrier, bcast, reduce, allreduce, ibarrier and
-# iallreduce under each installed MPI, without and with liboutboard_mpi
-# preloaded, in one run (bindings/mpi/bench/mpi_bench.c). Usage:
+# iallreduce under each installed MPI in its normal configuration (shared
+# memory within the machine), without and with liboutboard_mpi preloaded,
+# in one run (bindings/mpi/bench/mpi_bench.c); then what an idle engine
+# costs a program of point-to-point calls only (mpi_idle.c). Usage:
 #   bash scripts/bench-mpi.sh [ranks=4] [iterations=200] [baseline-revision]
 # With a baseline revision (a commit, tag or branch), the library and C ABI
 # of that revision are built too (in a temporary worktree, into
@@ -48,8 +50,10 @@ for mpi in openmpi mpich; do
     command -v "mpicc.$mpi" >/dev/null || { echo "# $mpi: mpicc.$mpi not found, skipped"; continue; }
     "$outboard" mpi-lib --mpicc "mpicc.$mpi" --out "$tmp" > /dev/null 2> "$tmp/mpi-lib.err" || { cat "$tmp/mpi-lib.err" >&2; exit 1; }
     "mpicc.$mpi" -O2 bindings/mpi/bench/mpi_bench.c -o "$tmp/bench_$mpi"
+    "mpicc.$mpi" -O2 bindings/mpi/bench/mpi_idle.c -o "$tmp/idle_$mpi"
     if [ "$mpi" = openmpi ]; then
-        run() { mpirun.openmpi --oversubscribe --mca btl tcp,self -np "$n" "$@"; }
+        # Open MPI's normal configuration: shared memory within the node.
+        run() { mpirun.openmpi --oversubscribe --mca btl self,vader,tcp -np "$n" "$@"; }
         preload() { local p=(-x "LD_PRELOAD=$1"); for k in "${pass[@]}"; do p+=(-x "$k"); done; echo "${p[@]}"; }
     else
         run() { mpiexec.mpich -launcher fork -n "$n" "$@"; }
@@ -73,4 +77,13 @@ for mpi in openmpi mpich; do
         printf '%-11s %7s %12s %12s %10s %10s\n' op bytes "$mpi" "+outboard" overlap "+outboard"
         paste -d' ' "$tmp/plain" "$tmp/outboard" | awk '{ printf "%-11s %7s %12s %12s %10s %10s\n", $1, $2, $3, $7, $4, $8 }'
     fi
+    # What an idle engine costs: a program of point-to-point calls only,
+    # which the library passes through; three alternating runs each.
+    plain=() ob=()
+    for _ in 1 2 3; do
+        plain+=("$(run "$tmp/idle_$mpi" 2000 | awk '/^idle/ { print $2 }')")
+        # shellcheck disable=SC2046
+        ob+=("$(run $(preload "$tmp/liboutboard_mpi_$mpi.so") "$tmp/idle_$mpi" 2000 | awk '/^idle/ { print $2 }')")
+    done
+    echo "# $mpi, point-to-point only (mpi_idle.c, 2000 iterations): ${plain[*]} s plain, ${ob[*]} s with the library preloaded"
 done
