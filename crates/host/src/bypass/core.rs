@@ -12,7 +12,7 @@
 
 use outboard_engine::{Command, CommandError, Completion, Endpoint, Event, GroupId, HostBuf, OpId, RecvMatch, Reduction};
 
-use super::tree;
+use crate::coll::tree::{binomial_children, binomial_parent};
 use super::{BypassError, BypassStats};
 use crate::{HostError, Port, PortIo};
 
@@ -283,9 +283,9 @@ impl<P: PortIo> Core<P> {
                     }
                 }
                 RecvState::Full { epoch, root, len, next, pending, consumed } if r.kind == Kind::Bcast => {
-                    let kids = tree::children(n, root, me).count() as u32;
+                    let kids = binomial_children(n, root, me).rev().count() as u32;
                     if next < kids {
-                        let child = tree::children(n, root, me).nth(next as usize).expect("counted");
+                        let child = binomial_children(n, root, me).rev().nth(next as usize).expect("counted");
                         let buf = HostBuf { addr: r.buf.addr, len };
                         let t = tag(self.group, Kind::Bcast, epoch, root);
                         let op = self.op(false, true, i);
@@ -306,9 +306,9 @@ impl<P: PortIo> Core<P> {
             match self.sends[i].state {
                 SendState::Free => {}
                 SendState::Root { epoch, root, len, next, pending } => {
-                    let kids = tree::children(n, root, me).count() as u32;
+                    let kids = binomial_children(n, root, me).rev().count() as u32;
                     if next < kids {
-                        let child = tree::children(n, root, me).nth(next as usize).expect("counted");
+                        let child = binomial_children(n, root, me).rev().nth(next as usize).expect("counted");
                         let buf = HostBuf { addr: self.sends[i].buf.addr, len };
                         let op = self.op(true, true, i);
                         if self.post_send(op, child, tag(self.group, Kind::Bcast, epoch, root), buf, root) {
@@ -347,7 +347,7 @@ impl<P: PortIo> Core<P> {
                         self.sends[i].state = SendState::Acc { epoch, root, red, len, children, folded, sent, pending };
                     }
                     if folded == children && !sent {
-                        if let Some(parent) = tree::parent(n, root, me) {
+                        if let Some(parent) = binomial_parent(n, root, me) {
                             let buf = HostBuf { addr: self.sends[i].buf.addr, len };
                             let l = len as usize;
                             let data_ok = self.port.io().write(buf.addr, &self.sends[i].local[..l]).is_ok();
@@ -375,7 +375,7 @@ impl<P: PortIo> Core<P> {
         let n = self.n();
         let dest = self.members[to as usize];
         let reduce = tag & (1 << 15) != 0;
-        let needs_host = if reduce { to != root } else { tree::is_inner(n, root, to) };
+        let needs_host = if reduce { to != root } else { binomial_children(n, root, to).next().is_some() };
         let cmd = if needs_host {
             Command::SendMarked { op, dest, tag, buf }
         } else {
@@ -488,7 +488,7 @@ impl<P: PortIo> Core<P> {
         // there to post them.
         self.progress();
         match self.recvs[i].state {
-            RecvState::Full { root: ro, next, .. } if next < tree::children(self.n(), ro, self.rank).count() as u32 => Ok(false),
+            RecvState::Full { root: ro, next, .. } if next < binomial_children(self.n(), ro, self.rank).count() as u32 => Ok(false),
             _ => {
                 call.stage = BcastStage::Done;
                 self.take()?;
@@ -503,7 +503,7 @@ impl<P: PortIo> Core<P> {
         red.check_len(data.len()).map_err(|e| HostError::Coll(crate::CollectiveError::Engine(e)))?;
         let epoch = self.reduce_epoch;
         self.reduce_epoch = self.reduce_epoch.wrapping_add(1);
-        let children = tree::children(self.n(), root, self.rank).count() as u32;
+        let children = binomial_children(self.n(), root, self.rank).count() as u32;
         let i = self.free_send()?;
         self.sends[i].local[..data.len()].copy_from_slice(data);
         self.sends[i].state = SendState::Acc { epoch, root, red, len: data.len() as u32, children, folded: 0, sent: false, pending: 0 };
@@ -551,7 +551,7 @@ impl<P: PortIo> Core<P> {
         self.sends.iter().all(|s| s.state == SendState::Free)
             && self.recvs.iter().all(|r| match r.state {
                 RecvState::Full { pending, root, next, .. } if r.kind == Kind::Bcast => {
-                    pending == 0 && next >= tree::children(self.n(), root, self.rank).count() as u32
+                    pending == 0 && next >= binomial_children(self.n(), root, self.rank).count() as u32
                 }
                 _ => true,
             })

@@ -35,7 +35,6 @@
 //! thread, is excluded by the progress lock.
 
 mod core;
-mod tree;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError, TryLockError};

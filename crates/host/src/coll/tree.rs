@@ -47,6 +47,74 @@ fn low_bit(v: u32) -> u64 {
     }
 }
 
+/// `rank`'s position relative to `root` in a group of `n` (`root < n`).
+fn relative(n: u32, root: u32, rank: u32) -> u64 {
+    (u64::from(rank) + u64::from(n) - u64::from(root)) % u64::from(n)
+}
+
+/// `rank`'s parent in MPICH's binomial tree of `n` rooted at `root`
+/// (`None` at the root): relative rank `v` with its lowest set bit cleared.
+/// What [`Tree::binomial`]'s trees answer, without a `Tree`.
+pub(crate) fn binomial_parent(n: u32, root: u32, rank: u32) -> Option<u32> {
+    let v = relative(n, root, rank);
+    (v != 0).then(|| ((v & (v - 1)) + u64::from(root)) as u32 % n)
+}
+
+/// `rank`'s children in MPICH's binomial tree of `n` rooted at `root`:
+/// nearest first (the order reductions fold in, [`Tree::children`]);
+/// reversed, farthest first. Computed without allocating, so application
+/// bypass walks it in a signal handler.
+pub(crate) fn binomial_children(n: u32, root: u32, rank: u32) -> BinomialChildren {
+    let v = relative(n, root, rank);
+    let mut hi = 0;
+    let mut m = 1u64;
+    while m < low_bit(v as u32) && v + m < u64::from(n) {
+        hi = m;
+        m <<= 1;
+    }
+    BinomialChildren { n: u64::from(n), root: u64::from(root), v, lo: 1, hi }
+}
+
+/// The iterator of [`binomial_children`]: offsets `lo..=hi`, powers of two.
+#[derive(Debug, Clone)]
+pub(crate) struct BinomialChildren {
+    n: u64,
+    root: u64,
+    v: u64,
+    lo: u64,
+    hi: u64,
+}
+
+impl BinomialChildren {
+    fn rank(&self, m: u64) -> u32 {
+        ((self.v + m + self.root) % self.n) as u32
+    }
+}
+
+impl Iterator for BinomialChildren {
+    type Item = u32;
+
+    fn next(&mut self) -> Option<u32> {
+        if self.hi == 0 || self.lo > self.hi {
+            return None;
+        }
+        let r = self.rank(self.lo);
+        self.lo <<= 1;
+        Some(r)
+    }
+}
+
+impl DoubleEndedIterator for BinomialChildren {
+    fn next_back(&mut self) -> Option<u32> {
+        if self.hi == 0 || self.lo > self.hi {
+            return None;
+        }
+        let r = self.rank(self.hi);
+        self.hi >>= 1;
+        Some(r)
+    }
+}
+
 impl Tree {
     /// A tree from a parent list: `parent[root]` must be `None`, every other
     /// rank must reach the root. Children are listed in ascending rank order
@@ -209,7 +277,7 @@ impl Tree {
         match &self.shape {
             Shape::Listed { parent, .. } => parent[rank as usize],
             _ if v == 0 => None,
-            Shape::Binomial => Some(self.abs(v & (v - 1))),
+            Shape::Binomial => binomial_parent(self.size, self.root, rank),
             Shape::Kary(k) => Some(self.abs((v - 1) / k)),
         }
     }
@@ -220,15 +288,7 @@ impl Tree {
         let n = u64::from(self.size);
         match &self.shape {
             Shape::Listed { children, .. } => children[rank as usize].clone(),
-            Shape::Binomial => {
-                let mut out = Vec::new();
-                let mut m = 1u64;
-                while m < low_bit(v) && u64::from(v) + m < n {
-                    out.push(self.abs(v + m as u32));
-                    m <<= 1;
-                }
-                out
-            }
+            Shape::Binomial => binomial_children(self.size, self.root, rank).collect(),
             Shape::Kary(k) => {
                 let first = u64::from(*k) * u64::from(v) + 1;
                 (first..(first + u64::from(*k)).min(n)).map(|c| self.abs(c as u32)).collect()
@@ -255,6 +315,36 @@ impl Tree {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The allocation-free binomial tree (what application bypass walks):
+    /// every rank but the root has one parent that lists it; reversed, the
+    /// children go farthest first, one at each power of two below the
+    /// rank's lowest set bit (relative to the root).
+    #[test]
+    fn the_binomial_walk_is_a_tree_and_runs_both_ways() {
+        for n in 1..40u32 {
+            for root in [0, n / 2, n - 1] {
+                let mut seen = vec![0; n as usize];
+                for r in 0..n {
+                    let kids: Vec<u32> = binomial_children(n, root, r).collect();
+                    let mut back: Vec<u32> = binomial_children(n, root, r).rev().collect();
+                    back.reverse();
+                    assert_eq!(kids, back, "n={n} root={root} r={r}");
+                    for &c in &kids {
+                        assert_eq!(binomial_parent(n, root, c), Some(r), "n={n} root={root} r={r} c={c}");
+                        seen[c as usize] += 1;
+                    }
+                    let v = (r + n - root) % n;
+                    let want: Vec<u32> = (0..32).map(|b| 1u32 << b).take_while(|&m| (v == 0 || m < (v & v.wrapping_neg())) && v + m < n).map(|m| (v + m + root) % n).collect();
+                    assert_eq!(kids, want, "n={n} root={root} r={r}");
+                }
+                assert_eq!(binomial_parent(n, root, root), None);
+                for r in 0..n {
+                    assert_eq!(seen[r as usize], u32::from(r != root), "n={n} root={root} r={r}");
+                }
+            }
+        }
+    }
 
     #[test]
     fn broadcasts_serve_the_largest_subtree_first() {
