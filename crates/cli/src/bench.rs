@@ -29,6 +29,17 @@ use outboard_runtime::{bind_udp, machine_cores, random_u64, Node, Progress, RtPo
 
 use crate::stats::median;
 
+/// `outboard bench`: a subcommand, and where to write its report.
+#[derive(clap::Args)]
+pub struct BenchArgs {
+    /// Also write the output as a Markdown report to this file, headed by
+    /// the exact command, the machine, the date and the commit.
+    #[arg(long, global = true, value_name = "FILE.md")]
+    pub report: Option<std::path::PathBuf>,
+    #[command(subcommand)]
+    pub cmd: BenchCmd,
+}
+
 /// `outboard bench` subcommands.
 #[derive(clap::Subcommand)]
 pub enum BenchCmd {
@@ -543,7 +554,15 @@ fn human(size: usize) -> String {
     }
 }
 
-/// Runs `outboard bench`.
+/// Runs `outboard bench`, writing a report where `--report` asks.
+pub fn run_args(a: BenchArgs) -> anyhow::Result<()> {
+    match &a.report {
+        Some(file) => crate::bench_report::run(&std::env::args_os().collect::<Vec<_>>(), file),
+        None => run(a.cmd),
+    }
+}
+
+/// Runs an `outboard bench` subcommand.
 pub fn run(cmd: BenchCmd) -> anyhow::Result<()> {
     use crate::bench_coll::{run as coll, Kind};
     let (args, engine, raw) = match cmd {

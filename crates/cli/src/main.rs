@@ -27,6 +27,7 @@ mod bench_coll;
 mod bench_nicvm;
 mod bench_skew;
 mod bench_procs;
+mod bench_report;
 mod chaos;
 mod config_cmd;
 mod demo;
@@ -64,8 +65,7 @@ enum Cmd {
     Run(launch::RunArgs),
     /// Measure the engine path beside bare UDP sockets, and collectives
     /// offloaded vs host-based vs Open MPI.
-    #[command(subcommand)]
-    Bench(bench::BenchCmd),
+    Bench(bench::BenchArgs),
     /// Compile, verify, disassemble and run NICVM user modules.
     #[command(subcommand)]
     Nicvm(nicvm_cmd::NicvmCommand),
@@ -107,7 +107,7 @@ fn dispatch(command: Cmd) -> anyhow::Result<()> {
         Cmd::Sim(a) => sim_cmd::run(a),
         Cmd::Reproduce(a) => reproduce_cmd::run(a),
         Cmd::Run(a) => launch::run(a),
-        Cmd::Bench(c) => bench::run(c),
+        Cmd::Bench(a) => bench::run_args(a),
         Cmd::Nicvm(c) => nicvm_cmd::run(c),
         Cmd::Chaos(a) => chaos::run(a),
         Cmd::Config(a) => config_cmd::run(a),
