@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 # mpicc / mpirun alternatives (which either may own after an install).
 # A command can exist without its package's development half (mpicc from openmpi-bin without mpi.h from
 # libopenmpi-dev), so packages are checked by name, not by command.
-packages=(gcc gfortran pkg-config python3 openmpi-bin libopenmpi-dev mpich libmpich-dev iproute2 nftables)
+packages=(gcc gfortran pkg-config python3 python3-venv python3-mypy python3-numpy openmpi-bin libopenmpi-dev mpich libmpich-dev iproute2 nftables)
 need_apt=()
 command -v cargo >/dev/null 2>&1 || need_apt+=(cargo rustc)
 for p in "${packages[@]}"; do

@@ -9,7 +9,7 @@ state errors also ``RuntimeError``, so generic handlers catch them.
 
 from __future__ import annotations
 
-from typing import Dict, Optional, Type
+from typing import Any, Dict, Optional, Type
 
 OK = 0
 ERR_ARG = 1
@@ -76,7 +76,7 @@ class TruncatedError(OutboardError):
     """
 
     code = ERR_TRUNCATED
-    status = None
+    status: Any = None
 
 
 class RdmaError(OutboardError):

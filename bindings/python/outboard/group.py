@@ -7,12 +7,15 @@ from __future__ import annotations
 import ctypes
 import pickle
 import struct
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from . import _buffers, _lib, errors, reduction
-from .handle import Handle
+from .handle import Handle, made
 from .request import Request
 from .types import UNDEFINED, Mode, Op, uint
+
+if TYPE_CHECKING:
+    from .lock import Lock
 
 
 class Group(Handle):
@@ -176,7 +179,7 @@ class Group(Handle):
 
         out = ctypes.c_void_p()
         errors.check(_lib.lib().outboard_lock_create(self._p(), uint(home, 32, "home"), ctypes.byref(out)))
-        return Lock(out.value, self.world)
+        return Lock(made(out), self.world)
 
     def __repr__(self) -> str:
         if self.closed:

@@ -6,9 +6,21 @@ from __future__ import annotations
 import threading
 import warnings
 import weakref
-from typing import Any, Callable, Optional, Type
+from typing import Any, Callable, Optional, Type, TypeVar
+
+_H = TypeVar("_H", bound="Handle")
 
 from . import errors
+
+
+def made(out: Any) -> int:
+    """The handle a ``outboard_*`` constructor wrote into ``out`` (a
+    ``ctypes.c_void_p``) after reporting success: never null then, but
+    ctypes types it as optional."""
+    p = out.value
+    if p is None:
+        raise errors.StateError("no handle", "the library reported success but returned a null handle")
+    return int(p)
 
 
 class Handle:
@@ -72,7 +84,7 @@ class Handle:
         if p is not None:
             self._free(p)
 
-    def __enter__(self):
+    def __enter__(self: _H) -> _H:
         self._p()
         return self
 

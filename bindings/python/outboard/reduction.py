@@ -28,7 +28,7 @@ def _default_dtype(values: Any) -> DType:
     return DType.DOUBLE if any(isinstance(v, float) for v in values) else DType.INT64
 
 
-def _array(dtype: DType, values: Any) -> array.array:
+def _array(dtype: DType, values: Any) -> "array.array[Any]":
     try:
         return array.array(dtype.typecode, values)
     except OverflowError as e:

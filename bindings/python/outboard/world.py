@@ -8,11 +8,11 @@ import ctypes
 import threading
 import warnings
 import weakref
-from typing import Any, Optional, Sequence, Tuple
+from typing import Any, Optional, Sequence, Tuple, cast
 
 from . import _buffers, _lib, errors
 from .group import Group
-from .handle import Handle
+from .handle import Handle, made
 from .memory import Memory
 from .request import Request, Status
 from .types import ALL_TAG_BITS, ANY_SOURCE, AtomicOp, Mode, Op, operand_bits, uint, word
@@ -55,10 +55,11 @@ class World(Handle):
         errors.check(lib.outboard_init(ctypes.byref(out)))
         self._children: "weakref.WeakSet[Handle]" = weakref.WeakSet()
         self._children_lock = threading.Lock()
-        super().__init__(out.value, lib.outboard_finalize)
+        ptr = made(out)
+        super().__init__(ptr, lib.outboard_finalize)
         r, s = ctypes.c_uint32(), ctypes.c_uint32()
-        errors.check(lib.outboard_rank(out.value, ctypes.byref(r)))
-        errors.check(lib.outboard_size(out.value, ctypes.byref(s)))
+        errors.check(lib.outboard_rank(ptr, ctypes.byref(r)))
+        errors.check(lib.outboard_size(ptr, ctypes.byref(s)))
         self._rank, self._size = r.value, s.value
         self.group = self.new_group()
         _open_worlds.add(self)
@@ -82,13 +83,13 @@ class World(Handle):
             c._release()
         errors.check(rc)
 
-    def __exit__(self, exc_type: Any, *exc: Any) -> None:
+    def __exit__(self, *exc: Any) -> None:
         """Leaves the job, except when an exception ends the block: then the
         other ranks may never reach their side of the collective leave, so
         the world and what is open from it are abandoned (unusable, not
         freed) and the exception goes on, letting the process exit and the
         launcher end the job. Call ``close()`` to leave regardless."""
-        if exc_type is None:
+        if not exc or exc[0] is None:
             self.close()
         else:
             self.abandon()
@@ -136,7 +137,7 @@ class World(Handle):
         makes its groups in the same order."""
         out = ctypes.c_void_p()
         errors.check(_lib.lib().outboard_world_group(self._p(), ctypes.byref(out)))
-        g = Group(out.value, self)
+        g = Group(made(out), self)
         if mode != Mode.OFFLOADED:
             g.mode = mode
         return g
@@ -149,7 +150,7 @@ class World(Handle):
         arr = (ctypes.c_uint32 * len(rs))(*rs)
         out = ctypes.c_void_p()
         errors.check(_lib.lib().outboard_group_create(self._p(), uint(group_id, 64, "group_id"), len(rs), arr, ctypes.byref(out)))
-        return Group(out.value, self)
+        return Group(made(out), self)
 
     # Collectives on every rank (``self.group``).
 
@@ -208,7 +209,7 @@ class World(Handle):
 
     def recv_into(self, buf: Any, source: int = ANY_SOURCE, tag: int = 0, tag_mask: int = ALL_TAG_BITS) -> Status:
         """Receives into ``buf`` (see ``irecv_into``); the ``Status``."""
-        return self.irecv_into(buf, source, tag, tag_mask).wait()
+        return cast(Status, self.irecv_into(buf, source, tag, tag_mask).wait())
 
     def irecv(self, max_len: int, source: int = ANY_SOURCE, tag: int = 0, tag_mask: int = ALL_TAG_BITS) -> Request:
         """Starts a receive of at most ``max_len`` bytes; the result is
@@ -220,7 +221,7 @@ class World(Handle):
 
     def recv(self, max_len: int, source: int = ANY_SOURCE, tag: int = 0, tag_mask: int = ALL_TAG_BITS) -> Tuple[bytes, Status]:
         """Receives a message of at most ``max_len`` bytes: ``(data, status)``."""
-        return self.irecv(max_len, source, tag, tag_mask).wait()
+        return cast(Tuple[bytes, Status], self.irecv(max_len, source, tag, tag_mask).wait())
 
     # --- registered memory and RDMA --------------------------------------
 
@@ -229,7 +230,7 @@ class World(Handle):
         out = ctypes.c_void_p()
         n = uint(length, 64, "length")
         errors.check(_lib.lib().outboard_mem_alloc(self._p(), n, ctypes.byref(out)))
-        return Memory(out.value, n, self)
+        return Memory(made(out), n, self)
 
     def _rdma(self, write: bool, rank: int, key: int, remote_offset: int, mem: Memory, local_offset: int, length: Optional[int]) -> Request:
         if not isinstance(mem, Memory):
@@ -282,7 +283,7 @@ class World(Handle):
 
     def atomic(self, rank: int, key: int, offset: int, op: AtomicOp, operand: int, compare: int = 0, bits: int = 64) -> int:
         """Blocking ``iatomic``: the word's old value."""
-        return self.iatomic(rank, key, offset, op, operand, compare, bits).wait()
+        return cast(int, self.iatomic(rank, key, offset, op, operand, compare, bits).wait())
 
     def fetch_add(self, rank: int, key: int, offset: int, add: int, bits: int = 64) -> int:
         """Adds ``add`` to a remote word; its old value."""

@@ -188,3 +188,54 @@ fn survivors_fail_at_once_naming_rank_1(launcher: &[&str], o: &Output) {
         assert!(line.contains("rank 1"), "{launcher:?}: rank {r}'s error does not name rank 1: {line}");
     }
 }
+
+/// The first of `python3` (the one on the PATH) and Debian's
+/// `/usr/bin/python3` that can import `module`.
+fn python_with(module: &str) -> Option<&'static str> {
+    ["python3", "/usr/bin/python3"].into_iter().find(|py| {
+        Command::new(py).args(["-c", &format!("import {module}")]).output().is_ok_and(|o| o.status.success())
+    })
+}
+
+/// The package's type hints hold under `mypy --strict` (it ships a
+/// `py.typed` marker, so its users' checkers read them).
+#[test]
+fn the_python_package_type_checks_strictly() {
+    let Some(py) = python_with("mypy") else {
+        common::skip("the_python_package_type_checks_strictly", "mypy not found (apt-get install -y python3-mypy)");
+        return;
+    };
+    let o = Command::new(py)
+        .args(["-m", "mypy", "--strict", "--no-incremental", "--cache-dir", "/dev/null", "outboard"])
+        .current_dir(repo().join("bindings/python"))
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .output()
+        .unwrap();
+    let (so, se) = text(&o);
+    assert!(o.status.success(), "mypy --strict:\n{so}{se}");
+}
+
+/// numpy arrays are buffers like any other: reduced and broadcast in
+/// place, and read as contributions (numpy stays optional).
+#[test]
+fn numpy_arrays_are_taken_where_buffers_are() {
+    let Some(py) = python_with("numpy") else {
+        common::skip("numpy_arrays_are_taken_where_buffers_are", "numpy not found (apt-get install -y python3-numpy)");
+        return;
+    };
+    let prog = r#"
+import numpy as np, outboard
+with outboard.World() as w:
+    a = np.arange(8, dtype=np.float64)
+    w.group.allreduce_into(a)
+    assert a.tolist() == [float(i) for i in range(8)], a
+    b = np.full(4, 7, dtype=np.int64)
+    w.bcast(b, root=0)
+    assert b.tolist() == [7, 7, 7, 7], b
+    assert list(w.reduce(np.ones(3, dtype=np.float32), outboard.Op.SUM, root=0)) == [1.0, 1.0, 1.0]
+print("numpy ok")
+"#;
+    let o = python_env(Command::new(py).args(["-c", prog])).env("PYTHONPATH", repo().join("bindings/python")).output().unwrap();
+    let (so, se) = text(&o);
+    assert!(o.status.success() && so.contains("numpy ok"), "{so}\n{se}");
+}
