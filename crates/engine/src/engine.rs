@@ -337,11 +337,9 @@ impl<D: Dma> Engine<D> {
         }
         self.inbound.retain(|_, m| m.port != port);
         self.multis.retain(|_, m| m.port != port);
-        self.coll_port_closed(port);
-        self.coll_member_closed(Endpoint { node: self.cfg.node, port, gen });
-        self.nic_coll_port_closed(port);
-        self.atomic_port_closed(now, port);
-        self.nicvm_port_closed(now, port, gen);
+        for s in &Self::SUBSYSTEMS {
+            (s.port_closed)(self, now, port, gen);
+        }
         self.announce_port_closed(port, gen, now);
         self.keepalive_settle();
         self.conns.settle();
@@ -923,11 +921,10 @@ impl<D: Dma> Engine<D> {
         if !self.parked.is_empty() {
             t = earliest(t, self.parked.iter().filter_map(|k| self.ops.get(k).and_then(|o| o.retry_at)).min());
         }
-        t = earliest(t, self.coll_deadline());
-        t = earliest(t, self.keepalive_deadline());
-        t = earliest(t, self.atomics.deadline());
-        t = earliest(t, self.nicvm.deadline());
-        earliest(t, self.nic_coll.deadline())
+        for s in &Self::SUBSYSTEMS {
+            t = earliest(t, (s.deadline)(self));
+        }
+        t
     }
 
     /// Handles timers due at `now`: retransmissions, dead peers, keepalive
@@ -950,11 +947,9 @@ impl<D: Dma> Engine<D> {
                 }
             }
         }
-        self.keepalive_due(now);
-        self.atomic_retry_due(now);
-        self.nicvm_retry_due(now);
-        self.coll_retry_due(now);
-        self.nic_coll_due(now);
+        for s in &Self::SUBSYSTEMS {
+            (s.due)(self, now);
+        }
         self.coll_drain(now);
         self.keepalive_settle();
         self.conns.settle();
@@ -1007,10 +1002,9 @@ impl<D: Dma> Engine<D> {
         for k in keys {
             self.fail_op(k, OpError::PeerUnreachable(node));
         }
-        self.coll_peer_failed(node);
-        self.nic_coll_peer_failed(now, node);
-        self.atomic_peer_failed(node);
-        self.nicvm_peer_failed(node);
+        for s in &Self::SUBSYSTEMS {
+            (s.peer_failed)(self, now, node);
+        }
         // Partly received messages from it will never complete.
         let mut partial: Vec<(NodeId, u32)> = self.inbound.keys().filter(|(n, _)| *n == node).copied().collect();
         partial.sort_unstable();
@@ -1077,10 +1071,7 @@ impl<D: Dma> Engine<D> {
     pub fn is_quiet(&self) -> bool {
         self.ops.is_empty()
             && self.inbound.is_empty()
-            && self.coll_is_quiet()
-            && self.atomics.is_quiet()
-            && self.nicvm.is_quiet()
-            && self.nic_coll.is_quiet()
+            && Self::SUBSYSTEMS.iter().all(|s| (s.is_quiet)(self))
             && self.conns.iter().all(|c| c.dead || c.is_quiet())
     }
 

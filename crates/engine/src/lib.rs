@@ -49,6 +49,7 @@ mod port_closed;
 pub mod port_codec;
 mod rx;
 mod stats;
+mod subsystem;
 mod time;
 mod tokens;
 mod tx;
