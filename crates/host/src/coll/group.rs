@@ -38,6 +38,8 @@ pub(crate) enum ScheduleKey {
     NodeAllreduce(AllreduceAlgorithm),
     /// The node-then-network form of a reduction to a root on a tree.
     NodeReduce(TreeShape, u32),
+    /// The network-then-node form of a broadcast from a root on a tree.
+    NodeBcast(TreeShape, u32),
 }
 
 /// Schedule numbers from this bit up are handed out in order of first use
@@ -62,6 +64,7 @@ impl ScheduleKey {
             ScheduleKey::NodeBarrier(a) => return ScheduleKey::Barrier(a).fixed_id(),
             ScheduleKey::NodeAllreduce(a) => return ScheduleKey::Allreduce(a).fixed_id(),
             ScheduleKey::NodeReduce(t, root) => return ScheduleKey::Reduce(t, root).fixed_id(),
+            ScheduleKey::NodeBcast(t, root) => return ScheduleKey::Bcast(t, root).fixed_id(),
             ScheduleKey::Barrier(BarrierAlgorithm::PairwiseExchange) => (0, 0),
             ScheduleKey::Barrier(BarrierAlgorithm::Dissemination) => (0, 1),
             ScheduleKey::Barrier(BarrierAlgorithm::GatherBroadcast { degree }) => (0, degree.checked_add(2)?),
@@ -261,6 +264,7 @@ impl Group {
             ScheduleKey::Barrier(a) if self.shares_nodes() => ScheduleKey::NodeBarrier(a),
             ScheduleKey::Allreduce(a) if self.shares_nodes() => ScheduleKey::NodeAllreduce(a),
             ScheduleKey::Reduce(t, root) if self.shares_nodes() => ScheduleKey::NodeReduce(t, root),
+            ScheduleKey::Bcast(t, root) if self.shares_nodes() => ScheduleKey::NodeBcast(t, root),
             k => k,
         }
     }
@@ -292,6 +296,10 @@ impl Group {
                 ScheduleKey::NodeReduce(shape, root) => {
                     let nodes: Vec<u32> = self.members.iter().map(|ep| ep.node.0).collect();
                     s::node_then_network_reduce(&nodes, self.rank, root, |r, n, at| Ok::<_, CollectiveError>(s::reduce(&tree_for(shape, n, at)?, r)))?
+                }
+                ScheduleKey::NodeBcast(shape, root) => {
+                    let nodes: Vec<u32> = self.members.iter().map(|ep| ep.node.0).collect();
+                    s::network_then_node_bcast(&nodes, self.rank, root, |r, n, at| Ok::<_, CollectiveError>(s::bcast(&tree_for(shape, n, at)?, r)))?
                 }
                 _ => schedule_for(key, self.rank, self.size())?,
             });
@@ -345,6 +353,7 @@ pub(crate) fn schedule_for(
         ScheduleKey::NodeBarrier(a) => schedule_for(ScheduleKey::Barrier(a), rank, size)?,
         ScheduleKey::NodeAllreduce(a) => schedule_for(ScheduleKey::Allreduce(a), rank, size)?,
         ScheduleKey::NodeReduce(t, root) => schedule_for(ScheduleKey::Reduce(t, root), rank, size)?,
+        ScheduleKey::NodeBcast(t, root) => schedule_for(ScheduleKey::Bcast(t, root), rank, size)?,
     })
 }
 

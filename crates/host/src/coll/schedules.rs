@@ -187,6 +187,28 @@ pub fn node_then_network_reduce<E>(
     Ok(Schedule::new(steps))
 }
 
+/// The network-then-node form of a broadcast from `root`: the leaders
+/// (the root on the root's node, else each node's lowest rank) run
+/// `inner(leader index, leaders, root's index)` - a broadcast among them
+/// from the root - and each leader then hands the value to its
+/// node-mates, so one message per node crosses the network.
+pub fn network_then_node_bcast<E>(
+    nodes: &[u32],
+    rank: u32,
+    root: u32,
+    inner: impl FnOnce(u32, u32, u32) -> Result<Schedule, E>,
+) -> Result<Schedule, E> {
+    let (leaders, leader) = node_leaders(nodes, rank, Some(root));
+    if rank != leader {
+        return Ok(Schedule::new(vec![Step::recv([leader], Fold::Replace)]));
+    }
+    let me = leaders.iter().position(|&l| l == rank).expect("a leader") as u32;
+    let root_at = leaders.iter().position(|&l| l == root).expect("the root leads its node") as u32;
+    let mut steps = on_leaders(inner(me, leaders.len() as u32, root_at)?, &leaders);
+    push(&mut steps, Step::send(node_mates(nodes, rank)));
+    Ok(Schedule::new(steps))
+}
+
 /// Every node's leader, in order of the node's lowest rank (the leader is
 /// that rank, or `root` on the root's node), and the leader of `rank`'s
 /// node.
@@ -252,6 +274,25 @@ mod tests {
                     s.validate(r as u32, n).unwrap_or_else(|e| panic!("{layout:?} root {root} r={r}: {e} in {s:?}"));
                 }
                 assert!(reduce[root as usize].steps.iter().all(|st| st.send_to.is_empty()), "the root sends nothing: {layout:?} {root}");
+                let bcast: Vec<Schedule> = (0..n)
+                    .map(|r| network_then_node_bcast(&layout, r, root, |i, k, at| ok(super::bcast(&Tree::binomial(k, at).unwrap(), i))).unwrap())
+                    .collect();
+                for (r, s) in bcast.iter().enumerate() {
+                    s.validate(r as u32, n).unwrap_or_else(|e| panic!("{layout:?} root {root} r={r}: {e} in {s:?}"));
+                    // Everyone but the root hears once, from its leader or
+                    // (a leader) from its parent leader.
+                    let hears: usize = s.steps.iter().map(|st| st.recv_from.len()).sum();
+                    assert_eq!(hears, usize::from(r as u32 != root), "{layout:?} root {root} r={r}: {s:?}");
+                }
+                // One message per node other than the root's crosses the
+                // network.
+                let between = bcast
+                    .iter()
+                    .enumerate()
+                    .flat_map(|(r, s)| s.steps.iter().flat_map(move |st| st.send_to.iter().map(move |&to| (r, to))))
+                    .filter(|&(r, to)| layout[r] != layout[to as usize])
+                    .count();
+                assert_eq!(between, nodes.len() - 1, "{layout:?} root {root}");
             }
         }
     }
