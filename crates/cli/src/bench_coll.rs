@@ -186,6 +186,14 @@ pub struct CommonArgs {
     /// Seconds one job may take before it is killed.
     #[arg(long, default_value_t = 600.0)]
     timeout: f64,
+    /// Run Outboard's side on node engines of this many ranks each, as
+    /// `outboard run --ranks-per-node` (Open MPI's side is unchanged).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=64))]
+    ranks_per_node: Option<u32>,
+    /// Each node (or rank) in a network namespace of its own, as
+    /// `outboard run --netns` (needs root).
+    #[arg(long)]
+    netns: bool,
     /// Internal: this process is one rank of the benchmark's job.
     #[arg(long, hide = true)]
     worker: bool,
@@ -259,6 +267,8 @@ pub struct CollArgs {
     modes: Vec<BcastCol>,
     no_mpi: bool,
     timeout: f64,
+    ranks_per_node: Option<u32>,
+    netns: bool,
     worker: bool,
 }
 
@@ -275,6 +285,8 @@ impl CollArgs {
             modes: vec![BcastCol::Offloaded, BcastCol::Nic, BcastCol::Host],
             no_mpi: c.no_mpi,
             timeout: c.timeout,
+            ranks_per_node: c.ranks_per_node,
+            netns: c.netns,
             worker: c.worker,
         }
     }
@@ -688,8 +700,16 @@ fn worker_args(kind: Kind, a: &CollArgs) -> Vec<String> {
 
 fn run_job(kind: Kind, a: &CollArgs, n: u32) -> anyhow::Result<(Figures, Option<String>)> {
     let exe = std::env::current_exe().context("finding the outboard binary")?;
+    let mut launcher = vec!["run".to_string(), "-n".into(), n.to_string(), "--timeout".into(), a.timeout.to_string()];
+    if let Some(r) = a.ranks_per_node {
+        launcher.extend(["--ranks-per-node".to_string(), r.to_string()]);
+    }
+    if a.netns {
+        launcher.push("--netns".into());
+    }
+    launcher.push("--".into());
     let out = Command::new(&exe)
-        .args(["run", "-n", &n.to_string(), "--timeout", &a.timeout.to_string(), "--"])
+        .args(&launcher)
         .arg(&exe)
         .args(worker_args(kind, a))
         .stdin(Stdio::null())
@@ -957,8 +977,14 @@ pub fn run(kind: Kind, mut a: CollArgs) -> anyhow::Result<()> {
         return worker(kind, &a);
     }
     let mpi = if a.no_mpi { Err("skipped: --no-mpi".to_string()) } else { mpi_setup() };
+    let placement = match (a.ranks_per_node, a.netns) {
+        (Some(r), true) => format!("node engines of {r} ranks, a network namespace per node on a bridge"),
+        (Some(r), false) => format!("node engines of {r} ranks, UDP over 127.0.0.1 between them"),
+        (None, true) => "an engine per rank, a network namespace per rank on a bridge".to_string(),
+        (None, false) => "an engine per rank, UDP over 127.0.0.1".to_string(),
+    };
     println!(
-        "# outboard bench {}: ranks = processes on this machine ({} cores; more ranks than cores oversubscribe it), UDP over 127.0.0.1",
+        "# outboard bench {}: ranks = processes on this machine ({} cores; more ranks than cores oversubscribe it); {placement}",
         kind.name(),
         machine_cores()
     );

@@ -227,6 +227,23 @@ fn bench_barrier_prints_offloaded_host_based_and_the_ratio() {
     assert!(so.contains("Open MPI: skipped: --no-mpi"), "{so}");
 }
 
+/// `--ranks-per-node`: the benchmark's job on node engines, as `outboard
+/// run --ranks-per-node` starts it; every mode still measured.
+#[test]
+fn bench_runs_on_node_engines() {
+    let _serial = serial();
+    let out = Command::new(OUTBOARD)
+        .args(["bench", "bcast", "-n", "4", "--ranks-per-node", "2", "--sizes", "8", "--warmup", "5", "--iters", "20", "--rounds", "1", "--no-mpi"])
+        .output()
+        .unwrap();
+    let (so, se) = text(&out);
+    assert!(out.status.success(), "{so}\n{se}");
+    assert!(so.contains("node engines of 2 ranks"), "{so}");
+    let row = so.lines().find(|l| l.starts_with("bcast ")).unwrap_or_else(|| panic!("no bcast row:\n{so}"));
+    let nums: Vec<f64> = row.split('|').nth(1).unwrap().split_whitespace().map(|x| x.parse().unwrap()).collect();
+    assert!(nums.len() == 3 && nums.iter().all(|x| x.is_finite() && *x > 0.0), "{row}");
+}
+
 /// `--report FILE.md`: the same output, headed by the command that
 /// regenerates it, the machine, the date and the commit.
 #[test]
