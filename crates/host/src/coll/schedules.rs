@@ -181,10 +181,16 @@ pub fn node_then_network_reduce<E>(
     }
     let mut steps = Vec::new();
     push(&mut steps, Step::recv(node_mates(nodes, rank), Fold::Combine));
+    steps.extend(among_leaders(&leaders, rank, root, inner)?);
+    Ok(Schedule::new(steps))
+}
+
+/// `inner(leader index, leaders, root's index)` run by leader `rank`, its
+/// steps in ranks: the leaders' part of a rooted node form.
+fn among_leaders<E>(leaders: &[u32], rank: u32, root: u32, inner: impl FnOnce(u32, u32, u32) -> Result<Schedule, E>) -> Result<Vec<Step>, E> {
     let me = leaders.iter().position(|&l| l == rank).expect("a leader") as u32;
     let root_at = leaders.iter().position(|&l| l == root).expect("the root leads its node") as u32;
-    steps.extend(on_leaders(inner(me, leaders.len() as u32, root_at)?, &leaders));
-    Ok(Schedule::new(steps))
+    Ok(on_leaders(inner(me, leaders.len() as u32, root_at)?, leaders))
 }
 
 /// The network-then-node form of a broadcast from `root`: the leaders
@@ -202,9 +208,7 @@ pub fn network_then_node_bcast<E>(
     if rank != leader {
         return Ok(Schedule::new(vec![Step::recv([leader], Fold::Replace)]));
     }
-    let me = leaders.iter().position(|&l| l == rank).expect("a leader") as u32;
-    let root_at = leaders.iter().position(|&l| l == root).expect("the root leads its node") as u32;
-    let mut steps = on_leaders(inner(me, leaders.len() as u32, root_at)?, &leaders);
+    let mut steps = among_leaders(&leaders, rank, root, inner)?;
     push(&mut steps, Step::send(node_mates(nodes, rank)));
     Ok(Schedule::new(steps))
 }
