@@ -185,11 +185,7 @@ pub(crate) fn two_processes(
     let secret = outboard_runtime::random_secret()?;
     let exe = std::env::current_exe()?;
     let mut cmd = match netns {
-        Some(n) => {
-            let mut c = Command::new("ip");
-            c.args(["netns", "exec", &n.b]).arg(&exe);
-            c
-        }
+        Some(n) => crate::netns::command_in(&n.b, &exe),
         None => Command::new(&exe),
     };
     cmd.args(["bench", "pingpong-peer", "--path", if path == Path::Engine { "engine" } else { "raw" }])

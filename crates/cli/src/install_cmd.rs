@@ -11,7 +11,6 @@ use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context as _};
-use clap::CommandFactory as _;
 use outboard_cli::mpi_lib::{self, sources};
 
 /// The pkg-config template, filled in with the prefix.
@@ -179,9 +178,7 @@ fn mpi(lib: &Path) -> anyhow::Result<()> {
 /// Writes outboard.1 and one page per subcommand (outboard-run.1,
 /// outboard-bench-pingpong.1, ...) into `dir`; returns how many.
 fn man_pages(dir: &Path) -> anyhow::Result<usize> {
-    let cmd = crate::Cli::command()
-        .mut_subcommand("sim", |c| c.after_help(crate::sim_cmd::experiments_help()));
-    clap_mangen::generate_to(cmd, dir).with_context(|| format!("cannot write the man pages into {}", dir.display()))?;
+    clap_mangen::generate_to(crate::cli_command(), dir).with_context(|| format!("cannot write the man pages into {}", dir.display()))?;
     let n = std::fs::read_dir(dir)
         .with_context(|| format!("cannot list {}", dir.display()))?
         .filter_map(Result::ok)

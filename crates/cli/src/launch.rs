@@ -139,8 +139,8 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
         let mut cmd = match &net {
             Some(net) => {
                 let node = rank / per_node;
-                let mut c = Command::new("ip");
-                c.args(["netns", "exec", &net.ranks[node as usize], program]).env("OUTBOARD_ADDR", netns::rank_ip(node).to_string());
+                let mut c = netns::command_in(&net.ranks[node as usize], program);
+                c.env("OUTBOARD_ADDR", netns::rank_ip(node).to_string());
                 c
             }
             None => Command::new(program),

@@ -93,8 +93,14 @@ enum Cmd {
     Install(install_cmd::InstallArgs),
 }
 
+/// The command line as users see it (the help, the man pages): `sim`'s
+/// help ends with its experiments.
+fn cli_command() -> clap::Command {
+    Cli::command().mut_subcommand("sim", |c| c.after_help(sim_cmd::experiments_help()))
+}
+
 fn main() -> ExitCode {
-    let command = Cli::command().mut_subcommand("sim", |c| c.after_help(sim_cmd::experiments_help()));
+    let command = cli_command();
     let args = launch::mpirun_spelling(std::env::args_os().collect(), command.find_subcommand("run").expect("run is a subcommand"));
     let matches = command.get_matches_from(args);
     let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());

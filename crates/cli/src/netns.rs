@@ -34,6 +34,15 @@ pub struct Net {
     pub ranks: Vec<String>,
 }
 
+/// A command that runs `program` inside namespace `ns` (`ip netns exec`,
+/// which keeps the environment and execs the program in place, so the
+/// child's id is the program's).
+pub fn command_in(ns: &str, program: impl AsRef<std::ffi::OsStr>) -> Command {
+    let mut c = Command::new("ip");
+    c.args(["netns", "exec", ns]).arg(program);
+    c
+}
+
 /// Runs `ip` with `args`; an error carries its message.
 pub fn ip(args: &[&str]) -> anyhow::Result<()> {
     run("ip", args)

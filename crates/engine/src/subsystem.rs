@@ -17,9 +17,6 @@ use crate::{Dma, Engine, Generation, Instant, NodeId, PortId};
 /// this engine closes, when its timers may be due, and what it tells of
 /// its next deadline and its quiescence.
 pub(crate) struct Subsystem<D: Dma> {
-    /// For diagnostics.
-    #[allow(dead_code)]
-    pub name: &'static str,
     /// Peer `node` is dead (declared by this engine or a notice): what
     /// needed it fails.
     pub peer_failed: fn(&mut Engine<D>, Instant, NodeId),
@@ -34,14 +31,12 @@ pub(crate) struct Subsystem<D: Dma> {
     pub is_quiet: fn(&Engine<D>) -> bool,
 }
 
-fn nothing<D: Dma, A, B>(_: &mut Engine<D>, _: A, _: B) {}
-
 impl<D: Dma> Engine<D> {
     /// Every part, in the order their hooks run.
     pub(crate) const SUBSYSTEMS: [Subsystem<D>; 5] = [
+        // Keepalive probes.
         Subsystem {
-            name: "keepalive",
-            peer_failed: nothing,
+            peer_failed: |_, _, _| {},
             port_closed: |_, _, _, _| {},
             due: |e, now| e.keepalive_due(now),
             deadline: |e| e.keepalive_deadline(),
@@ -49,24 +44,24 @@ impl<D: Dma> Engine<D> {
             // waits for.
             is_quiet: |_| true,
         },
+        // Remote atomics.
         Subsystem {
-            name: "atomics",
             peer_failed: |e, _, node| e.atomic_peer_failed(node),
             port_closed: |e, now, port, _| e.atomic_port_closed(now, port),
             due: |e, now| e.atomic_retry_due(now),
             deadline: |e| e.atomics.deadline(),
             is_quiet: |e| e.atomics.is_quiet(),
         },
+        // NICVM modules.
         Subsystem {
-            name: "nicvm",
             peer_failed: |e, _, node| e.nicvm_peer_failed(node),
             port_closed: |e, now, port, gen| e.nicvm_port_closed(now, port, gen),
             due: |e, now| e.nicvm_retry_due(now),
             deadline: |e| e.nicvm.deadline(),
             is_quiet: |e| e.nicvm.is_quiet(),
         },
+        // Collectives.
         Subsystem {
-            name: "collectives",
             peer_failed: |e, _, node| e.coll_peer_failed(node),
             port_closed: |e, _, port, gen| {
                 e.coll_port_closed(port);
@@ -77,8 +72,8 @@ impl<D: Dma> Engine<D> {
             deadline: |e| e.coll_deadline(),
             is_quiet: |e| e.coll_is_quiet(),
         },
+        // The NIC collective protocol.
         Subsystem {
-            name: "nic collective protocol",
             peer_failed: |e, now, node| e.nic_coll_peer_failed(now, node),
             port_closed: |e, _, port, _| e.nic_coll_port_closed(port),
             due: |e, now| e.nic_coll_due(now),

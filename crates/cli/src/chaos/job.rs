@@ -125,8 +125,8 @@ impl Job {
         for r in 0..n {
             let node = spec.node_of(r);
             let ns = &net.ranks[node as usize];
-            let mut c = Command::new("ip");
-            c.args(["netns", "exec", ns]).arg(&spec.program).args(&spec.args);
+            let mut c = crate::netns::command_in(ns, &spec.program);
+            c.args(&spec.args);
             for k in INHERITED {
                 c.env_remove(k);
             }
@@ -223,7 +223,7 @@ impl Job {
             let pid: u32 = e.file_name().to_str()?.parse().ok()?;
             let cmdline = std::fs::read(e.path().join("cmdline")).ok()?;
             let words: Vec<&[u8]> = cmdline.split(|&b| b == 0).collect();
-            (words.iter().any(|w| *w == b"node") && words.iter().any(|w| *w == socket.as_bytes())).then_some(pid)
+            (words.contains(&&b"node"[..]) && words.contains(&socket.as_bytes())).then_some(pid)
         })?;
         let killed = Command::new("kill").args(["-KILL", &pid.to_string()]).stderr(Stdio::null()).status().is_ok_and(|s| s.success());
         killed.then(Instant::now)

@@ -53,7 +53,7 @@ pub fn apply(ns: &str, faults: Faults) -> anyhow::Result<()> {
 
 /// Datagrams dropped and duplicated in namespace `ns` since [`apply`].
 pub fn counted(ns: &str) -> anyhow::Result<(u64, u64)> {
-    let out = std::process::Command::new("ip").args(["netns", "exec", ns, "nft", "list", "ruleset"]).output().context("running nft")?;
+    let out = crate::netns::command_in(ns, "nft").args(["list", "ruleset"]).output().context("running nft")?;
     let text = String::from_utf8_lossy(&out.stdout);
     let packets = |l: &str| -> u64 {
         l.split_once("counter packets ").and_then(|(_, r)| r.split_whitespace().next()).and_then(|n| n.parse().ok()).unwrap_or(0)

@@ -62,12 +62,10 @@ pub fn ranks_named(text: &str, me: u32) -> Vec<u32> {
         // `node 1 (ranks 2, 3)`: every rank listed, in order.
         for (i, _) in line.match_indices("ranks ") {
             let list = &line[i + "ranks ".len()..];
-            let mut offset = i;
-            for part in list.split(", ") {
+            for (offset, part) in (i..).zip(list.split(", ")) {
                 let digits: String = part.chars().take_while(char::is_ascii_digit).collect();
                 let Ok(k) = digits.parse() else { break };
                 at.push((offset, k));
-                offset += 1;
                 if digits.len() != part.len() {
                     break;
                 }

@@ -283,7 +283,7 @@ impl<P: PortIo> Core<P> {
                     }
                 }
                 RecvState::Full { epoch, root, len, next, pending, consumed } if r.kind == Kind::Bcast => {
-                    let kids = binomial_children(n, root, me).rev().count() as u32;
+                    let kids = binomial_children(n, root, me).count() as u32;
                     if next < kids {
                         let child = binomial_children(n, root, me).rev().nth(next as usize).expect("counted");
                         let buf = HostBuf { addr: r.buf.addr, len };
@@ -306,7 +306,7 @@ impl<P: PortIo> Core<P> {
             match self.sends[i].state {
                 SendState::Free => {}
                 SendState::Root { epoch, root, len, next, pending } => {
-                    let kids = binomial_children(n, root, me).rev().count() as u32;
+                    let kids = binomial_children(n, root, me).count() as u32;
                     if next < kids {
                         let child = binomial_children(n, root, me).rev().nth(next as usize).expect("counted");
                         let buf = HostBuf { addr: self.sends[i].buf.addr, len };

@@ -47,6 +47,17 @@ pub(crate) enum ScheduleKey {
 const FIRST_USE_IDS: u16 = 0x8000;
 
 impl ScheduleKey {
+    /// The flat collective a node form stands for; a flat key itself.
+    fn flat(self) -> ScheduleKey {
+        match self {
+            ScheduleKey::NodeBarrier(a) => ScheduleKey::Barrier(a),
+            ScheduleKey::NodeAllreduce(a) => ScheduleKey::Allreduce(a),
+            ScheduleKey::NodeReduce(t, root) => ScheduleKey::Reduce(t, root),
+            ScheduleKey::NodeBcast(t, root) => ScheduleKey::Bcast(t, root),
+            k => k,
+        }
+    }
+
     /// The key's schedule number when the key fits the fixed encoding: kind
     /// in bits 13-14, its parameter (algorithm, or a binomial tree's root)
     /// in bits 0-12. The number travels in every packet of the collective
@@ -58,13 +69,9 @@ impl ScheduleKey {
     /// as a mismatch.
     fn fixed_id(self) -> Option<u16> {
         const PARAM: u32 = 1 << 13;
-        let (kind, param) = match self {
-            // The same numbers as the flat forms: every member of a group
-            // takes the same form, since all see the same members.
-            ScheduleKey::NodeBarrier(a) => return ScheduleKey::Barrier(a).fixed_id(),
-            ScheduleKey::NodeAllreduce(a) => return ScheduleKey::Allreduce(a).fixed_id(),
-            ScheduleKey::NodeReduce(t, root) => return ScheduleKey::Reduce(t, root).fixed_id(),
-            ScheduleKey::NodeBcast(t, root) => return ScheduleKey::Bcast(t, root).fixed_id(),
+        // A node form has its flat form's number: every member of a group
+        // takes the same form, since all see the same members.
+        let (kind, param) = match self.flat() {
             ScheduleKey::Barrier(BarrierAlgorithm::PairwiseExchange) => (0, 0),
             ScheduleKey::Barrier(BarrierAlgorithm::Dissemination) => (0, 1),
             ScheduleKey::Barrier(BarrierAlgorithm::GatherBroadcast { degree }) => (0, degree.checked_add(2)?),
@@ -269,6 +276,26 @@ impl Group {
         }
     }
 
+    /// The schedule `key` names, at this member: a node form is built from
+    /// the members' nodes around the flat form's schedule among the node
+    /// leaders; a flat one is [`schedule_for`]'s.
+    fn schedule_of(&self, key: ScheduleKey) -> Result<Schedule, CollectiveError> {
+        use outboard_engine::Fold;
+        let nodes: Vec<u32> = self.members.iter().map(|ep| ep.node.0).collect();
+        let rank = self.rank;
+        match key {
+            ScheduleKey::NodeBarrier(_) => s::node_then_network(&nodes, rank, Fold::Ignore, |r, n| schedule_for(key.flat(), r, n)),
+            ScheduleKey::NodeAllreduce(_) => s::node_then_network(&nodes, rank, Fold::Combine, |r, n| schedule_for(key.flat(), r, n)),
+            ScheduleKey::NodeReduce(shape, root) => {
+                s::node_then_network_reduce(&nodes, rank, root, |r, n, at| Ok(s::reduce(&tree_for(shape, n, at)?, r)))
+            }
+            ScheduleKey::NodeBcast(shape, root) => {
+                s::network_then_node_bcast(&nodes, rank, root, |r, n, at| Ok(s::bcast(&tree_for(shape, n, at)?, r)))
+            }
+            flat => schedule_for(flat, rank, self.size()),
+        }
+    }
+
     /// The schedule for `key` at this member, computed on first use.
     pub(crate) fn slot(&mut self, key: ScheduleKey) -> Result<&mut Slot, CollectiveError> {
         let key = self.node_key(key);
@@ -284,25 +311,7 @@ impl Group {
                     FIRST_USE_IDS | n
                 }
             };
-            let schedule = Arc::new(match key {
-                ScheduleKey::NodeBarrier(a) => {
-                    let nodes: Vec<u32> = self.members.iter().map(|ep| ep.node.0).collect();
-                    s::node_then_network(&nodes, self.rank, outboard_engine::Fold::Ignore, |r, n| schedule_for(ScheduleKey::Barrier(a), r, n))?
-                }
-                ScheduleKey::NodeAllreduce(a) => {
-                    let nodes: Vec<u32> = self.members.iter().map(|ep| ep.node.0).collect();
-                    s::node_then_network(&nodes, self.rank, outboard_engine::Fold::Combine, |r, n| schedule_for(ScheduleKey::Allreduce(a), r, n))?
-                }
-                ScheduleKey::NodeReduce(shape, root) => {
-                    let nodes: Vec<u32> = self.members.iter().map(|ep| ep.node.0).collect();
-                    s::node_then_network_reduce(&nodes, self.rank, root, |r, n, at| Ok::<_, CollectiveError>(s::reduce(&tree_for(shape, n, at)?, r)))?
-                }
-                ScheduleKey::NodeBcast(shape, root) => {
-                    let nodes: Vec<u32> = self.members.iter().map(|ep| ep.node.0).collect();
-                    s::network_then_node_bcast(&nodes, self.rank, root, |r, n, at| Ok::<_, CollectiveError>(s::bcast(&tree_for(shape, n, at)?, r)))?
-                }
-                _ => schedule_for(key, self.rank, self.size())?,
-            });
+            let schedule = Arc::new(self.schedule_of(key)?);
             self.schedules.insert(
                 key,
                 Slot {
@@ -349,11 +358,12 @@ pub(crate) fn schedule_for(
         ScheduleKey::Allreduce(AllreduceAlgorithm::RecursiveDoubling) => {
             s::allreduce_recursive_doubling(rank, size)
         }
-        // Node forms need the members' nodes: `Group::slot` makes them.
-        ScheduleKey::NodeBarrier(a) => schedule_for(ScheduleKey::Barrier(a), rank, size)?,
-        ScheduleKey::NodeAllreduce(a) => schedule_for(ScheduleKey::Allreduce(a), rank, size)?,
-        ScheduleKey::NodeReduce(t, root) => schedule_for(ScheduleKey::Reduce(t, root), rank, size)?,
-        ScheduleKey::NodeBcast(t, root) => schedule_for(ScheduleKey::Bcast(t, root), rank, size)?,
+        // Node forms need the members' nodes: `Group::schedule_of`
+        // builds them; a flat schedule in their place would run a
+        // different collective than the node-mates' forms.
+        ScheduleKey::NodeBarrier(_) | ScheduleKey::NodeAllreduce(_) | ScheduleKey::NodeReduce(..) | ScheduleKey::NodeBcast(..) => {
+            unreachable!("a node form ({key:?}) is built by Group::schedule_of")
+        }
     })
 }
 
