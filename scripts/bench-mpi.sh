@@ -67,15 +67,15 @@ for mpi in openmpi mpich; do
         run $(preload "$tmp/base-lib/liboutboard_mpi_$mpi.so") "$tmp/bench_$mpi" "$iters" > "$tmp/before"
     fi
     # shellcheck disable=SC2046
-    run $(preload "$tmp/liboutboard_mpi_$mpi.so") "$tmp/bench_$mpi" "$iters" > "$tmp/outboard"
+    run $(preload "$tmp/liboutboard_mpi_$mpi.so") "$tmp/bench_$mpi" "$iters" > "$tmp/with-outboard"
     echo "# $mpi, $n ranks on one machine, $iters iterations; latency in us (largest mean over the ranks), overlap in %"
     if [ -n "$base" ]; then
         printf '%-11s %7s %12s %12s %12s %8s %8s %8s\n' op bytes "$mpi" "+$base" "+outboard" overlap "+$base" "+outboard"
-        paste -d' ' "$tmp/plain" "$tmp/before" "$tmp/outboard" |
+        paste -d' ' "$tmp/plain" "$tmp/before" "$tmp/with-outboard" |
             awk '{ printf "%-11s %7s %12s %12s %12s %8s %8s %8s\n", $1, $2, $3, $7, $11, $4, $8, $12 }'
     else
         printf '%-11s %7s %12s %12s %10s %10s\n' op bytes "$mpi" "+outboard" overlap "+outboard"
-        paste -d' ' "$tmp/plain" "$tmp/outboard" | awk '{ printf "%-11s %7s %12s %12s %10s %10s\n", $1, $2, $3, $7, $4, $8 }'
+        paste -d' ' "$tmp/plain" "$tmp/with-outboard" | awk '{ printf "%-11s %7s %12s %12s %10s %10s\n", $1, $2, $3, $7, $4, $8 }'
     fi
     # What an idle engine costs: a program of point-to-point calls only,
     # which the library passes through; three alternating runs each.

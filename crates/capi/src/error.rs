@@ -8,6 +8,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use outboard_engine::CollError;
 use outboard_host::coll::describe_schedule;
 use outboard_host::{CollectiveError, CommandError, HostError, OpError};
+use outboard_runtime::node_coll::NodeCollError;
 use outboard_runtime::InitError;
 
 /// Success.
@@ -161,6 +162,18 @@ fn mismatch(ours: u16, theirs: Option<u16>) -> String {
         "the group's members called different collectives at the same place in the group's order: this rank {}, another member {theirs}",
         describe_schedule(ours)
     )
+}
+
+impl From<NodeCollError> for Error {
+    /// A node collective's failure, with the code the engine's would have.
+    fn from(e: NodeCollError) -> Error {
+        let code = match &e {
+            NodeCollError::Mismatch { .. } => OUTBOARD_ERR_COLL_MISMATCH,
+            NodeCollError::Died { .. } => OUTBOARD_ERR_PEER,
+            NodeCollError::Reduction(c) => coll_code(c),
+        };
+        Error::new(code, e.to_string())
+    }
 }
 
 impl From<InitError> for Error {

@@ -7,13 +7,18 @@ use std::sync::{Arc, Mutex};
 use outboard_host::coll::UNDEFINED;
 use outboard_host::{Group, Mode};
 
-use crate::error::{deref, guard, put, Error, OUTBOARD_ERR_STATE};
+use outboard_runtime::node_coll::{NodeColl, NodeCollError};
+
+use crate::error::{deref, guard, put, Error, OUTBOARD_ERR_RESOURCE, OUTBOARD_ERR_STATE};
 use crate::world::{outboard_world, Shared};
 
 /// A group of ranks (opaque): the members of a collective.
 pub struct outboard_group {
     pub(crate) shared: Arc<Shared>,
     pub(crate) group: Mutex<Group>,
+    /// Its collectives through shared memory, when every member runs on
+    /// this node (`outboard_runtime::node_coll`).
+    node: Option<Mutex<NodeColl>>,
 }
 
 /// Collectives run by the engines (the default).
@@ -30,10 +35,42 @@ impl outboard_group {
         let mut g = self.group.lock().map_err(|_| Error::new(OUTBOARD_ERR_STATE, "an earlier call panicked with the group in use"))?;
         self.shared.with(|w| f(&mut g, w))
     }
+
+    /// Runs a blocking collective through shared memory when the group
+    /// has node collectives and runs its collectives offloaded (the node's
+    /// part of an offloaded collective; host-based ones keep their own
+    /// algorithms); `None` when the call must go to the engine.
+    pub(crate) fn on_node(&self, f: impl FnOnce(&mut NodeColl) -> Result<(), NodeCollError>) -> Option<Result<(), Error>> {
+        let node = self.node.as_ref()?;
+        let offloaded = self.with(|g, _| Ok(g.defaults().mode == Mode::Offloaded));
+        match offloaded {
+            Ok(false) => None,
+            Err(e) => Some(Err(e)),
+            Ok(true) => Some(match node.lock() {
+                Ok(mut nc) => f(&mut nc).map_err(Error::from),
+                Err(_) => Err(Error::new(OUTBOARD_ERR_STATE, "an earlier call panicked with the group in use")),
+            }),
+        }
+    }
 }
 
-fn hand_out(shared: Arc<Shared>, g: Group, out: *mut *mut outboard_group) -> Result<(), Error> {
-    let h = Box::into_raw(Box::new(outboard_group { shared, group: Mutex::new(g) }));
+/// A group's node collectives, asked for by every member as it makes the
+/// group (see `World::node_coll`); on failure the group is freed again.
+fn with_node(w: &mut outboard_runtime::World, g: Group) -> Result<(Group, Option<NodeColl>), Error> {
+    match w.node_coll(&g) {
+        Ok(nc) => Ok((g, nc)),
+        Err(e) => {
+            let _ = w.port().free_group(g);
+            Err(Error::new(
+                OUTBOARD_ERR_RESOURCE,
+                format!("the group's shared memory in /dev/shm could not be set up: {e} (OUTBOARD_SHM_COLL=off sends its collectives through the node engine instead)"),
+            ))
+        }
+    }
+}
+
+fn hand_out(shared: Arc<Shared>, (g, node): (Group, Option<NodeColl>), out: *mut *mut outboard_group) -> Result<(), Error> {
+    let h = Box::into_raw(Box::new(outboard_group { shared, group: Mutex::new(g), node: node.map(Mutex::new) }));
     // SAFETY: checked by `put`.
     unsafe { put(out, h, "out") }.inspect_err(|_| drop(unsafe { Box::from_raw(h) }))
 }
@@ -44,7 +81,10 @@ fn hand_out(shared: Arc<Shared>, g: Group, out: *mut *mut outboard_group) -> Res
 pub unsafe extern "C" fn outboard_world_group(world: *const outboard_world, out: *mut *mut outboard_group) -> c_int {
     guard(|| {
         let w = unsafe { deref(world, "world") }?;
-        let g = w.shared.with(|w| Ok(w.group()?))?;
+        let g = w.shared.with(|w| {
+            let g = w.group()?;
+            with_node(w, g)
+        })?;
         hand_out(w.shared.clone(), g, out)
     })
 }
@@ -59,7 +99,11 @@ pub unsafe extern "C" fn outboard_split(group: *const outboard_group, color: u32
         if out.is_null() {
             return Err(Error::arg("out is null"));
         }
-        match g.with(|g, w| Ok(w.port().split(g, color, key)?))? {
+        let made = g.with(|g, w| match w.port().split(g, color, key)? {
+            Some(ng) => with_node(w, ng).map(Some),
+            None => Ok(None),
+        })?;
+        match made {
             Some(ng) => hand_out(g.shared.clone(), ng, out),
             None => unsafe { put(out, std::ptr::null_mut(), "out") },
         }
@@ -148,7 +192,8 @@ pub unsafe extern "C" fn outboard_group_create(world: *const outboard_world, id:
             }
             let me = ranks.iter().position(|&r| r == w.rank()).ok_or_else(|| Error::arg("this rank is not a member"))?;
             let members = ranks.iter().map(|&r| w.endpoint(r)).collect();
-            Ok(w.port().new_group(outboard_host::GroupId(id), me as u32, members)?)
+            let g = w.port().new_group(outboard_host::GroupId(id), me as u32, members)?;
+            with_node(w, g)
         })?;
         hand_out(w.shared.clone(), g, out)
     })

@@ -67,6 +67,7 @@ mod outstanding;
 mod port;
 mod progress;
 pub mod ring;
+pub mod node_coll;
 pub mod shm;
 mod stats_table;
 mod udp_batch;

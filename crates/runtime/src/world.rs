@@ -23,6 +23,7 @@ use crate::bootstrap::{Bootstrap, BootstrapError, LaunchEnv, Launcher, Singleton
 use crate::driver::TransportStats;
 use crate::engine_handle::EngineHandle;
 use crate::node::{bind_udp, random_u64, Node, NodeError};
+use crate::node_coll::{NodeColl, NodeLocal};
 use crate::port::RtPort;
 use crate::progress::Progress;
 
@@ -142,6 +143,9 @@ pub struct World {
     finalized: bool,
     /// The id the next [`World::group`] gives its group.
     next_group: u64,
+    /// This node's ranks, for collectives through shared memory (with a
+    /// node engine and `OUTBOARD_SHM_COLL` on).
+    node_local: Option<NodeLocal>,
 }
 
 /// The id of the first group [`World::group`] makes; each later call takes
@@ -219,7 +223,7 @@ fn init_on(opts: Options, env: LaunchEnv, mut boot: JobBootstrap) -> Result<Worl
     let mut port = Port::new(node.open_port(PortId(0))?);
     let nodes: Vec<u32> = (0..env.size).collect();
     let endpoints = exchange_endpoints(boot.get(), &mut port, &nodes)?;
-    Ok(World { port, engine: EngineHandle::Process(node), bootstrap: Some(boot), env, endpoints, peers, progress_reason, print_stats, quiesced: false, left: false, finalized: false, next_group: WORLD_GROUP_FIRST })
+    Ok(World { port, engine: EngineHandle::Process(node), bootstrap: Some(boot), env, endpoints, peers, progress_reason, print_stats, quiesced: false, left: false, finalized: false, next_group: WORLD_GROUP_FIRST, node_local: None })
 }
 
 /// Rank 0's part of the job's identity: the job key, the job's start, and
@@ -306,7 +310,26 @@ impl World {
         progress_reason: String,
     ) -> Result<World, InitError> {
         let print_stats = settings::STATS.get(&ProcessEnv)? == "stderr";
-        Ok(World { port, engine, bootstrap: Some(boot), env, endpoints, peers, progress_reason, print_stats, quiesced: false, left: false, finalized: false, next_group: WORLD_GROUP_FIRST })
+        Ok(World { port, engine, bootstrap: Some(boot), env, endpoints, peers, progress_reason, print_stats, quiesced: false, left: false, finalized: false, next_group: WORLD_GROUP_FIRST, node_local: None })
+    }
+
+    /// Lets the node's ranks run their groups' collectives through shared
+    /// memory.
+    pub(crate) fn set_node_local(&mut self, n: NodeLocal) {
+        self.node_local = Some(n);
+    }
+
+    /// The node collectives of `g` ([`crate::node_coll`]): `None` unless
+    /// every member runs on this node (under a node engine, with
+    /// `OUTBOARD_SHM_COLL` on) and there are two or more. Every member
+    /// must ask, once per group it makes, and in the same order as the
+    /// others.
+    pub fn node_coll(&mut self, g: &Group) -> std::io::Result<Option<NodeColl>> {
+        let members: Option<Vec<u32>> = g.members().iter().map(|ep| self.rank_of(ep)).collect();
+        match (&mut self.node_local, members) {
+            (Some(local), Some(members)) => local.open(g.id().0, g.rank() as usize, members),
+            _ => Ok(None),
+        }
     }
 
     /// This rank.

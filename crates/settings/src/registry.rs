@@ -128,6 +128,15 @@ pub static UDP_GSO: Var<Flag> = Var {
     default: Fallback::Value(true),
 };
 
+/// Collectives of one node's processes through shared memory.
+pub static SHM_COLL: Var<Flag> = Var {
+    name: "OUTBOARD_SHM_COLL",
+    doc: "With OUTBOARD_ENGINE=node: blocking offloaded collectives whose members all share a node meet in shared memory (/dev/shm) instead of going through the node engine; off sends them through the engine.",
+    group: Group::Runtime,
+    kind: Flag,
+    default: Fallback::Value(true),
+};
+
 /// The engine counters at the end of a world.
 pub static STATS: Var<Choice> = Var {
     name: "OUTBOARD_STATS",
@@ -404,6 +413,7 @@ pub static ALL: &[&dyn Setting] = &[
     &EAGER_MAX,
     &RNDV,
     &UDP_GSO,
+    &SHM_COLL,
     &STATS,
     &RANK,
     &SIZE,

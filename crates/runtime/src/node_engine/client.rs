@@ -99,11 +99,18 @@ pub fn engine_program() -> Result<PathBuf, outboard_settings::SettingError> {
     }
     for d in dirs {
         let p = d.join("outboard");
-        if p.is_file() {
+        if is_program(&p) {
             return Ok(p);
         }
     }
     Ok(PathBuf::from("outboard"))
+}
+
+/// Whether `p` is a file anyone may execute (a data file that happens to
+/// be called `outboard` beside a program is not the engine).
+fn is_program(p: &std::path::Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
 
 /// The directory of the shared library this code is linked into (the C

@@ -21,6 +21,7 @@ use super::protocol::NodeSetup;
 use super::socket::engine_name;
 use crate::bootstrap::LaunchEnv;
 use crate::engine_handle::EngineHandle;
+use crate::node_coll::NodeLocal;
 use crate::port::RtPort;
 use crate::progress::Progress;
 use crate::world::{exchange_endpoints, publish_job, published_addr, InitError, JobBootstrap, JobIdentity, Options, World};
@@ -63,6 +64,8 @@ pub(crate) fn init_node(opts: Options, mut env: LaunchEnv, mut boot: JobBootstra
     let timeout = opts.bootstrap_timeout;
     let b = boot.get();
     b.put("node", node_name()?.as_bytes())?;
+    b.put("pid", &std::process::id().to_be_bytes())?;
+    let shm_coll = settings::SHM_COLL.get(&ProcessEnv)?;
     publish_job(b, env.rank, &opts)?;
     b.fence()?;
     let names = (0..env.size).map(|r| b.get(r, "node")).collect::<Result<Vec<_>, _>>()?;
@@ -151,7 +154,24 @@ pub(crate) fn init_node(opts: Options, mut env: LaunchEnv, mut boot: JobBootstra
     };
     let mut port = Port::new(RtPort::remote(remote));
     let endpoints = exchange_endpoints(boot.get(), &mut port, &nodes)?;
-    World::assemble(port, EngineHandle::Node { link, progress, peer_timeout }, boot, env, endpoints, peers, reason)
+    let local = if shm_coll { Some(node_local(boot.get(), &job, &nodes, me)?) } else { None };
+    let mut world = World::assemble(port, EngineHandle::Node { link, progress, peer_timeout }, boot, env, endpoints, peers, reason)?;
+    if let Some(l) = local {
+        world.set_node_local(l);
+    }
+    Ok(world)
+}
+
+/// This node's ranks' process ids, as they published them, for the
+/// node's collectives through shared memory.
+fn node_local(b: &mut dyn crate::bootstrap::Bootstrap, job: &JobIdentity, nodes: &[u32], me: u32) -> Result<NodeLocal, InitError> {
+    let mut pids = vec![0u32; nodes.len()];
+    for (r, _) in nodes.iter().enumerate().filter(|(_, &n)| n == me) {
+        let v = b.get(r as u32, "pid")?;
+        let pid = <[u8; 4]>::try_from(v.as_slice()).map_err(|_| crate::bootstrap::BootstrapError::Protocol(format!("rank {r} published a bad process id")))?;
+        pids[r] = u32::from_be_bytes(pid);
+    }
+    Ok(NodeLocal::new(job.job_key, job.min_peer_boot(), me, pids))
 }
 
 /// What a rank publishes in place of an address or endpoint when its part

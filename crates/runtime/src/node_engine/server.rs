@@ -172,6 +172,9 @@ pub fn serve(opts: &ServeOptions) -> Result<(), ServeError> {
         eprintln!("outboard node engine {}: {progress} progress, {placed}", setup.node);
     }
     server.run(progress, opts.attach_timeout);
+    // What the job's processes left in shared memory when one died before
+    // its group's members all came.
+    crate::node_coll::region::remove_job_regions(setup.job_key, setup.min_peer_boot, setup.node);
     if opts.print_stats {
         let (st, t) = (server.driver.engine.stats().clone(), &server.driver.stats);
         eprint!("{}", crate::stats_table::stats_table(setup.node, &st));

@@ -146,6 +146,19 @@ impl Segment {
         Self::map(fd, len)
     }
 
+    /// Maps a file that processes of this job share by name (a node's
+    /// collectives, `crate::node_coll`), whose size every opener sets to
+    /// `len` (a whole number of pages) before mapping it. Unlike
+    /// [`Segment::open`] there is no seal: the file's other users are the
+    /// job's own processes running this library, which never resize it.
+    pub fn open_file(fd: OwnedFd, len: usize) -> io::Result<Segment> {
+        let st = fstat(&fd)?;
+        if len == 0 || len % page_size() != 0 || usize::try_from(st.st_size).ok() != Some(len) {
+            return Err(invalid("shared file size is 0, not a whole number of pages, or not the size its users agree on"));
+        }
+        Self::map(fd, len)
+    }
+
     fn map(fd: OwnedFd, len: usize) -> io::Result<Segment> {
         let nz = NonZeroUsize::new(len).ok_or_else(|| invalid("a segment of 0 bytes"))?;
         // SAFETY: a fresh mapping chosen by the kernel (no address hint), so

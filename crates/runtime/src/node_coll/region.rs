@@ -1,0 +1,167 @@
+//! A group's shared file on its node and where things lie in it.
+//!
+//! ```text
+//! 0                      header: magic, members attached
+//! LINE * (1 + i)         member i's line: arrival, call (2 words)
+//! LINE * (1 + n)         the leader's release: sequence, status, detail
+//! data                   the result slot, then one slot per member
+//! ```
+//!
+//! Each line is written by one process only (a member its own, the leader
+//! the release) and is a cache line pair of its own, so that waiting on
+//! one never bounces another's. The file lives in `/dev/shm` under a name
+//! made of the job, the node, the group's id, a digest of its members and
+//! how many groups of that id and membership this process made before, so
+//! that every member of one group, and nobody else, opens the same file;
+//! the member that attaches last removes the name, and the memory goes
+//! with the last mapping.
+
+use std::fs::OpenOptions;
+use std::hash::{DefaultHasher, Hash, Hasher};
+use std::io;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::shm::{page_size, Segment};
+
+/// Bytes per line: two cache lines, so that the adjacent-line prefetcher
+/// does not couple neighbours.
+pub const LINE: u64 = 128;
+
+/// Bytes of a data slot: what one round of a collective moves; longer
+/// data goes in rounds of this size.
+pub const SLOT: u64 = 32 * 1024;
+
+const MAGIC: u64 = u64::from_le_bytes(*b"obnodeco");
+
+/// Where a group's region is named: what makes it this job's, this
+/// node's and this group's.
+#[derive(Debug, Clone)]
+pub struct RegionName {
+    /// The job's key.
+    pub job_key: u64,
+    /// When the job started (a job key may be chosen by hand and reused).
+    pub boot: u64,
+    /// This node's id.
+    pub node: u32,
+    /// The group's id.
+    pub group: u64,
+    /// The group's members, world ranks in group-rank order.
+    pub members: Vec<u32>,
+    /// How many groups of this id and membership this process made before.
+    pub incarnation: u32,
+}
+
+impl RegionName {
+    /// The prefix of every region of a job on a node (for removing what a
+    /// failed job left).
+    pub fn job_prefix(job_key: u64, boot: u64, node: u32) -> String {
+        format!("outboard-{job_key:016x}-{boot:x}-n{node}-")
+    }
+
+    fn path(&self) -> PathBuf {
+        let mut h = DefaultHasher::new();
+        self.members.hash(&mut h);
+        let prefix = Self::job_prefix(self.job_key, self.boot, self.node);
+        PathBuf::from(format!("/dev/shm/{prefix}g{}-{:016x}-{}", self.group, h.finish(), self.incarnation))
+    }
+}
+
+/// Removes the names of every region job `job_key` (started at `boot`)
+/// left on node `node`: those of groups some member never attached to
+/// (it died first). The node engine does it when the job's last process
+/// on the node is gone; mappings still open keep their memory.
+pub fn remove_job_regions(job_key: u64, boot: u64, node: u32) {
+    let prefix = RegionName::job_prefix(job_key, boot, node);
+    let Ok(dir) = std::fs::read_dir("/dev/shm") else { return };
+    for e in dir.flatten() {
+        if e.file_name().to_string_lossy().starts_with(&prefix) {
+            let _ = std::fs::remove_file(e.path());
+        }
+    }
+}
+
+/// A group's mapped region and its layout.
+pub struct Region {
+    seg: Segment,
+    n: u64,
+}
+
+impl Region {
+    /// Opens (creating it if this member is first) the region of a group
+    /// of `n` members and attaches to it; the last member to attach
+    /// removes its name.
+    pub fn attach(name: &RegionName) -> io::Result<Region> {
+        let n = name.members.len() as u64;
+        let len = (LINE * (2 + n) + SLOT * (1 + n)).next_multiple_of(page_size() as u64);
+        let path = name.path();
+        let file = OpenOptions::new().read(true).write(true).create(true).mode(0o600).open(&path)?;
+        // Every member sets the same size; setting it again changes
+        // nothing, so the order members arrive in does not matter.
+        file.set_len(len)?;
+        let seg = Segment::open_file(file.into(), len as usize)?;
+        let r = Region { seg, n };
+        let magic = r.word(0);
+        if let Err(found) = magic.compare_exchange(0, MAGIC, Ordering::AcqRel, Ordering::Acquire) {
+            if found != MAGIC {
+                return Err(io::Error::new(io::ErrorKind::InvalidData, format!("{} is not a group's region", path.display())));
+            }
+        }
+        if r.word(8).fetch_add(1, Ordering::AcqRel) + 1 == n {
+            std::fs::remove_file(&path)?;
+        }
+        Ok(r)
+    }
+
+    /// The 64-bit word at `off`.
+    pub fn word(&self, off: u64) -> &AtomicU64 {
+        self.seg.atomic_u64(off).expect("region offsets are aligned and inside by construction")
+    }
+
+    /// Member `i`'s arrival: the sequence number of the round it entered.
+    pub fn arrival(&self, i: usize) -> &AtomicU64 {
+        self.word(LINE * (1 + i as u64))
+    }
+
+    /// Member `i`'s call, first word.
+    pub fn call_word(&self, i: usize, w: u64) -> &AtomicU64 {
+        self.word(LINE * (1 + i as u64) + 8 * (1 + w))
+    }
+
+    /// The leader's release: the sequence number of the round it finished.
+    pub fn release(&self) -> &AtomicU64 {
+        self.word(LINE * (1 + self.n))
+    }
+
+    /// The words beside the release: `k` = 0 its status; when members
+    /// disagreed, 1 and 2 the leader's call, 3 and 4 a disagreeing call;
+    /// 5 the member that disagreed or died.
+    pub fn release_detail(&self, k: u64) -> &AtomicU64 {
+        self.word(LINE * (1 + self.n) + 8 * (1 + k))
+    }
+
+    fn data(&self) -> u64 {
+        LINE * (2 + self.n)
+    }
+
+    /// The result slot's offset.
+    pub fn result_slot(&self) -> u64 {
+        self.data()
+    }
+
+    /// Member `i`'s slot's offset.
+    pub fn slot(&self, i: usize) -> u64 {
+        self.data() + SLOT * (1 + i as u64)
+    }
+
+    /// Copies `out.len()` bytes at `off` out.
+    pub fn read(&self, off: u64, out: &mut [u8]) {
+        self.seg.read(off, out).expect("slot accesses lie inside by construction");
+    }
+
+    /// Copies `data` to `off`.
+    pub fn write(&self, off: u64, data: &[u8]) {
+        self.seg.write(off, data).expect("slot accesses lie inside by construction");
+    }
+}

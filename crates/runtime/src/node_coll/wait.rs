@@ -1,0 +1,95 @@
+//! Waiting for another member's word: spin first (a node's collective
+//! round takes about a microsecond when every member runs), then yield the
+//! core (a node with more ranks than cores would otherwise spin against
+//! the member it waits for), and every millisecond ask whether the member
+//! waited for still lives, so that a killed process fails its group's
+//! collective instead of hanging it.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+/// Spins before the waiter starts yielding its core.
+const SPINS: u32 = 4_000;
+
+/// How often a waiter checks that the process it waits for lives.
+const CHECK_EVERY: Duration = Duration::from_millis(1);
+
+/// Waits until `word` reaches `target` (Acquire); `Err(())` once process
+/// `pid` is gone while it had not.
+pub fn wait_for(word: &AtomicU64, target: u64, pid: u32) -> Result<(), ()> {
+    let mut spins = 0u32;
+    let mut last_check: Option<Instant> = None;
+    loop {
+        if word.load(Ordering::Acquire) >= target {
+            return Ok(());
+        }
+        if spins < SPINS {
+            spins += 1;
+            std::hint::spin_loop();
+            continue;
+        }
+        std::thread::yield_now();
+        let now = Instant::now();
+        match last_check {
+            Some(t) if now.duration_since(t) < CHECK_EVERY => {}
+            _ => {
+                last_check = Some(now);
+                if !alive(pid) {
+                    // It may have published and then exited.
+                    return if word.load(Ordering::Acquire) >= target { Ok(()) } else { Err(()) };
+                }
+            }
+        }
+    }
+}
+
+/// Whether process `pid` runs: it has a `/proc` entry and is not a zombie
+/// (a killed rank stays one until its launcher reaps it).
+pub fn alive(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => {
+            // The state follows the command name, which is in parentheses
+            // and may itself hold any character.
+            let state = stat.rfind(')').and_then(|i| stat[i + 1..].trim_start().chars().next());
+            !matches!(state, Some('Z' | 'X') | None)
+        }
+        Err(_) => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn this_process_lives_and_a_reaped_child_does_not() {
+        assert!(alive(std::process::id()));
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pid = child.id();
+        child.wait().unwrap();
+        assert!(!alive(pid));
+    }
+
+    #[test]
+    fn an_unreaped_child_counts_as_dead() {
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pid = child.id();
+        let t = Instant::now();
+        while alive(pid) {
+            assert!(t.elapsed() < Duration::from_secs(10), "the child never exited");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        child.wait().unwrap();
+    }
+
+    #[test]
+    fn a_waiter_for_a_dead_process_gives_up_and_one_for_a_set_word_does_not() {
+        let w = AtomicU64::new(0);
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pid = child.id();
+        child.wait().unwrap();
+        assert_eq!(wait_for(&w, 1, pid), Err(()));
+        w.store(3, Ordering::Release);
+        assert_eq!(wait_for(&w, 2, pid), Ok(()));
+    }
+}
