@@ -199,7 +199,14 @@ fn init_on(opts: Options, env: LaunchEnv, mut boot: JobBootstrap) -> Result<Worl
         JobBootstrap::Single(_) => IpAddr::V4(Ipv4Addr::LOCALHOST),
         JobBootstrap::Custom(_, ip) => *ip,
     });
-    if settings::ENGINE.get(&ProcessEnv)? == "node" {
+    // An MPI program's library joins through its own bootstrap (a job of
+    // several processes per node as a rule): it gets the node engine and
+    // the node's collectives through shared memory unless told otherwise.
+    let node = match settings::ENGINE.get(&ProcessEnv)? {
+        Some(e) => e == "node",
+        None => matches!(boot, JobBootstrap::Custom(..)),
+    };
+    if node {
         return crate::node_engine::join::init_node(opts, env, boot, ip);
     }
     let socket = bind_udp(ip).map_err(|source| InitError::Bind { ip, source })?;

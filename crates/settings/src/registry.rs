@@ -25,12 +25,12 @@ pub static PROGRESS: OptVar<Choice> = OptVar {
 };
 
 /// Where a process's engine runs.
-pub static ENGINE: Var<Choice> = Var {
+pub static ENGINE: OptVar<Choice> = OptVar {
     name: "OUTBOARD_ENGINE",
     doc: "Where the engine runs: a thread of each process with a UDP socket of its own (process), or one engine process per node that serves every local process through shared memory (node).",
     group: Group::Runtime,
     kind: Choice { names: &[("process", &[]), ("node", &[])] },
-    default: Fallback::Value("process"),
+    decided: "node under an MPI program with the library preloaded, else process (outboard run --ranks-per-node chooses node)",
 };
 
 /// The name ranks on one node share.
