@@ -28,8 +28,12 @@
 //! leader writes the result slot for round `s + 1` only after every member
 //! arrived at it, which each does only after copying result `s` out.
 //!
-//! Data longer than a slot ([`region::SLOT`]) goes in rounds of a slot
-//! each. Waiting members check every millisecond that the member they
+//! Short calls (data of at most [`region::INLINE`] bytes, up to
+//! [`FLAT_MAX_MEMBERS`] members) go flat instead: every member publishes
+//! its call and data in one cache line and reads every other's, so a
+//! round costs one transfer each way, in parallel, and every member
+//! checks the calls itself. Data longer than a slot ([`region::SLOT`])
+//! goes in rounds of a slot each. Waiting members check every millisecond that the member they
 //! wait for still runs ([`wait`]): a killed rank fails its group's
 //! collective at every survivor.
 
@@ -45,7 +49,7 @@ use outboard_engine::{CollError, Reduction};
 use thiserror::Error;
 
 pub use op::{Call, Op};
-use region::{Region, RegionName, SLOT};
+use region::{Region, RegionName, INLINE, SLOT};
 
 /// Why a node collective failed.
 #[derive(Debug, Error)]
@@ -150,6 +154,11 @@ impl Buffers<'_> {
     }
 }
 
+/// Most members of a group whose short calls go flat: beyond, each
+/// member's reading every other's record costs more than two transfers
+/// through the leader.
+const FLAT_MAX_MEMBERS: usize = 16;
+
 /// Status words of a release.
 const RELEASED: u64 = 0;
 const MISMATCH: u64 = 1;
@@ -185,16 +194,18 @@ impl NodeColl {
         self.me == 0
     }
 
+    /// Whether a call of `len` bytes goes flat: every member publishes its
+    /// data in its record and reads every other's (one cache line each
+    /// way, in parallel), rather than through the leader (two transfers in
+    /// a row). Decided from what every member agrees on.
+    fn flat(&self, len: usize) -> bool {
+        len <= INLINE && self.n() <= FLAT_MAX_MEMBERS
+    }
+
     /// A barrier.
     pub fn barrier(&mut self) -> Result<(), NodeCollError> {
         let call = Call { op: Op::Barrier, len: 0 };
-        if self.leader() {
-            let s = self.gather(call)?;
-            self.release(s);
-            Ok(())
-        } else {
-            self.arrive(call, None).map(|_| ())
-        }
+        self.meet(call, None).map(|_| ())
     }
 
     /// A broadcast of `buf` from group rank `root` (checked by the caller
@@ -202,6 +213,13 @@ impl NodeColl {
     pub fn bcast(&mut self, buf: &mut [u8], root: u32) -> Result<(), NodeCollError> {
         let call = Call { op: Op::Bcast { root }, len: buf.len() as u64 };
         let root = root as usize;
+        if self.flat(buf.len()) {
+            let s = self.meet(call, (self.me == root).then_some(&buf[..]))?;
+            if self.me != root {
+                self.region.read(self.region.inline_data(root, s), buf);
+            }
+            return Ok(());
+        }
         for r in rounds(buf.len(), 1) {
             if self.leader() {
                 let s = self.gather(call)?;
@@ -230,14 +248,32 @@ impl NodeColl {
         self.combine(bufs, red, Op::Allreduce { red }, None)
     }
 
-    /// A reduce (`root` given) or an allreduce: the leader folds every
-    /// round's slots in group-rank order, `((r0 op r1) op r2) ...`.
+    /// A reduce (`root` given) or an allreduce, folded in group-rank order,
+    /// `((r0 op r1) op r2) ...`: flat, by every member that gets the
+    /// result, or by the leader, round by round.
     fn combine(&mut self, mut bufs: Buffers<'_>, red: Reduction, op: Op, root: Option<usize>) -> Result<(), NodeCollError> {
         red.check_len(bufs.len())?;
-        let call = Call { op, len: bufs.len() as u64 };
+        let len = bufs.len();
+        let call = Call { op, len: len as u64 };
         let gets = |i: usize| root.is_none_or(|r| r == i);
+        if self.flat(len) {
+            let s = self.meet(call, Some(bufs.contribution(0..len)))?;
+            if gets(self.me) {
+                let mut acc = [0u8; INLINE];
+                let mut tmp = [0u8; INLINE];
+                self.region.read(self.region.inline_data(0, s), &mut acc[..len]);
+                for j in 1..self.n() {
+                    self.region.read(self.region.inline_data(j, s), &mut tmp[..len]);
+                    red.fold(&mut acc[..len], &tmp[..len], false)?;
+                }
+                if let Some(out) = bufs.result(0..len) {
+                    out.copy_from_slice(&acc[..len]);
+                }
+            }
+            return Ok(());
+        }
         let others_get = (1..self.n()).any(gets);
-        for r in rounds(bufs.len(), red.dtype.size()) {
+        for r in rounds(len, red.dtype.size()) {
             let c = r.len();
             if self.leader() {
                 let mut acc = std::mem::take(&mut self.acc);
@@ -279,18 +315,57 @@ impl NodeColl {
         Ok(())
     }
 
-    /// A member's round: its data to its slot, its call and arrival
-    /// published, then the leader's release awaited and read.
-    fn arrive(&mut self, call: Call, data: Option<&[u8]>) -> Result<u64, NodeCollError> {
+    /// Publishes this member's record for a new round: its short data (in
+    /// the record, flat) or its slot's, its call, then its arrival.
+    fn publish(&mut self, call: Call, data: Option<&[u8]>, inline: bool) -> u64 {
         self.seq += 1;
         let s = self.seq;
         if let Some(d) = data {
-            self.region.write(self.region.slot(self.me), d);
+            let at = if inline { self.region.inline_data(self.me, s) } else { self.region.slot(self.me) };
+            self.region.write(at, d);
         }
         let [a, b] = call.encode();
-        self.region.call_word(self.me, 0).store(a, Ordering::Relaxed);
-        self.region.call_word(self.me, 1).store(b, Ordering::Relaxed);
-        self.region.arrival(self.me).store(s, Ordering::Release);
+        self.region.call_word(self.me, s, 0).store(a, Ordering::Relaxed);
+        self.region.call_word(self.me, s, 1).store(b, Ordering::Relaxed);
+        self.region.arrival(self.me, s).store(s, Ordering::Release);
+        s
+    }
+
+    /// A flat round: this member's record published, then every other's
+    /// awaited and its call checked. The leader also releases the round
+    /// with any error, for a member that took the call for one through
+    /// the leader (only a mismatched call can).
+    fn meet(&mut self, call: Call, data: Option<&[u8]>) -> Result<u64, NodeCollError> {
+        let s = self.publish(call, data, true);
+        let mut disagree: Option<(usize, Option<Call>)> = None;
+        for j in (0..self.n()).filter(|&j| j != self.me) {
+            if wait::wait_for(self.region.arrival(j, s), s, self.pids[j]).is_err() {
+                if self.leader() {
+                    self.region.release_detail(5).store(j as u64, Ordering::Relaxed);
+                    self.finish(s, DIED);
+                }
+                return Err(self.died(j));
+            }
+            let theirs = self.published(j, s);
+            if disagree.is_none() && theirs != Some(call) {
+                disagree = Some((j, theirs));
+            }
+        }
+        match disagree {
+            None => Ok(s),
+            Some((j, theirs)) => {
+                if self.leader() {
+                    self.release_mismatch(s, call, j, theirs);
+                }
+                Err(mismatch(call, theirs))
+            }
+        }
+    }
+
+    /// A member's round through the leader: its data to its slot, its
+    /// record published, then the leader's release awaited and read.
+    fn arrive(&mut self, call: Call, data: Option<&[u8]>) -> Result<u64, NodeCollError> {
+        let s = self.publish(call, data, false);
         if wait::wait_for(self.region.release(), s, self.pids[0]).is_err() {
             return Err(self.died(0));
         }
@@ -298,8 +373,8 @@ impl NodeColl {
             RELEASED => Ok(s),
             DIED => Err(self.died(self.region.release_detail(5).load(Ordering::Acquire) as usize)),
             _ => {
-                // The leader's call as it stood in this round (its own line
-                // may already hold its next one).
+                // The leader's call as it stood in this round (it may be
+                // a round ahead by now).
                 let d = |k| self.region.release_detail(k).load(Ordering::Acquire);
                 let leaders = Call::decode([d(1), d(2)]);
                 let theirs = if leaders != Some(call) { leaders } else { Call::decode([d(3), d(4)]) };
@@ -308,36 +383,40 @@ impl NodeColl {
         }
     }
 
-    /// The leader's round: its call published, every member's arrival
-    /// awaited and its call checked against the leader's. On an error the
-    /// round is released with it, so that every member fails alike.
+    /// The leader's round: its record published (members that took the
+    /// call for a flat one wait for it), every member's arrival awaited
+    /// and its call checked against the leader's. On an error the round
+    /// is released with it, so that every member fails alike.
     fn gather(&mut self, call: Call) -> Result<u64, NodeCollError> {
-        self.seq += 1;
-        let s = self.seq;
-        let [a, b] = call.encode();
-        self.region.call_word(0, 0).store(a, Ordering::Relaxed);
-        self.region.call_word(0, 1).store(b, Ordering::Relaxed);
+        let s = self.publish(call, None, false);
         let mut disagree: Option<(usize, Option<Call>)> = None;
         for j in 1..self.n() {
-            if wait::wait_for(self.region.arrival(j), s, self.pids[j]).is_err() {
+            if wait::wait_for(self.region.arrival(j, s), s, self.pids[j]).is_err() {
                 self.region.release_detail(5).store(j as u64, Ordering::Relaxed);
                 self.finish(s, DIED);
                 return Err(self.died(j));
             }
-            let theirs = self.published(j);
+            let theirs = self.published(j, s);
             if disagree.is_none() && theirs != Some(call) {
                 disagree = Some((j, theirs));
             }
         }
         if let Some((j, theirs)) = disagree {
-            let [x, y] = theirs.map_or([0, 0], Call::encode);
-            for (k, w) in [(1, a), (2, b), (3, x), (4, y), (5, j as u64)] {
-                self.region.release_detail(k).store(w, Ordering::Relaxed);
-            }
-            self.finish(s, MISMATCH);
+            self.release_mismatch(s, call, j, theirs);
             return Err(mismatch(call, theirs));
         }
         Ok(s)
+    }
+
+    /// Releases round `s` with the leader's call and member `j`'s, which
+    /// differ.
+    fn release_mismatch(&mut self, s: u64, ours: Call, j: usize, theirs: Option<Call>) {
+        let [a, b] = ours.encode();
+        let [x, y] = theirs.map_or([0, 0], Call::encode);
+        for (k, w) in [(1, a), (2, b), (3, x), (4, y), (5, j as u64)] {
+            self.region.release_detail(k).store(w, Ordering::Relaxed);
+        }
+        self.finish(s, MISMATCH);
     }
 
     /// Ends the leader's round `s` without error.
@@ -350,9 +429,9 @@ impl NodeColl {
         self.region.release().store(s, Ordering::Release);
     }
 
-    /// The call member `i` published for the current round.
-    fn published(&self, i: usize) -> Option<Call> {
-        Call::decode([self.region.call_word(i, 0).load(Ordering::Relaxed), self.region.call_word(i, 1).load(Ordering::Relaxed)])
+    /// The call member `i` published for round `s`.
+    fn published(&self, i: usize, s: u64) -> Option<Call> {
+        Call::decode([self.region.call_word(i, s, 0).load(Ordering::Relaxed), self.region.call_word(i, s, 1).load(Ordering::Relaxed)])
     }
 
     fn died(&self, i: usize) -> NodeCollError {

@@ -2,14 +2,19 @@
 //!
 //! ```text
 //! 0                      header: magic, members attached
-//! LINE * (1 + i)         member i's line: arrival, call (2 words)
-//! LINE * (1 + n)         the leader's release: sequence, status, detail
+//! LINE * (1 + 2i + p)    member i's record for rounds of parity p:
+//!                        arrival, call (2 words), then INLINE bytes of data
+//! LINE * (1 + 2n)        the leader's release: sequence, status, detail
 //! data                   the result slot, then one slot per member
 //! ```
 //!
-//! Each line is written by one process only (a member its own, the leader
-//! the release) and is a cache line pair of its own, so that waiting on
-//! one never bounces another's. The file lives in `/dev/shm` under a name
+//! Each line is written by one process only (a member its records, the
+//! leader the release) and is a cache line pair of its own, so that
+//! waiting on one never bounces another's. A record holds its round's
+//! arrival, call and a short contribution in one cache line: one transfer
+//! tells a waiting member all it needs. Records alternate by round parity
+//! because in a round where every member reads every other's record, a
+//! member may already be one round ahead writing its next. The file lives in `/dev/shm` under a name
 //! made of the job, the node, the group's id, a digest of its members and
 //! how many groups of that id and membership this process made before, so
 //! that every member of one group, and nobody else, opens the same file;
@@ -32,6 +37,12 @@ pub const LINE: u64 = 128;
 /// Bytes of a data slot: what one round of a collective moves; longer
 /// data goes in rounds of this size.
 pub const SLOT: u64 = 32 * 1024;
+
+/// Bytes of data a record carries beside its arrival and call (the rest
+/// of its first cache line).
+pub const INLINE: usize = 40;
+
+const RECORD_DATA: u64 = 24;
 
 const MAGIC: u64 = u64::from_le_bytes(*b"obnodeco");
 
@@ -94,7 +105,7 @@ impl Region {
     /// removes its name.
     pub fn attach(name: &RegionName) -> io::Result<Region> {
         let n = name.members.len() as u64;
-        let len = (LINE * (2 + n) + SLOT * (1 + n)).next_multiple_of(page_size() as u64);
+        let len = (LINE * (2 + 2 * n) + SLOT * (1 + n)).next_multiple_of(page_size() as u64);
         let path = name.path();
         let file = OpenOptions::new().read(true).write(true).create(true).mode(0o600).open(&path)?;
         // Every member sets the same size; setting it again changes
@@ -119,30 +130,40 @@ impl Region {
         self.seg.atomic_u64(off).expect("region offsets are aligned and inside by construction")
     }
 
-    /// Member `i`'s arrival: the sequence number of the round it entered.
-    pub fn arrival(&self, i: usize) -> &AtomicU64 {
-        self.word(LINE * (1 + i as u64))
+    fn record(&self, i: usize, round: u64) -> u64 {
+        LINE * (1 + 2 * i as u64 + round % 2)
     }
 
-    /// Member `i`'s call, first word.
-    pub fn call_word(&self, i: usize, w: u64) -> &AtomicU64 {
-        self.word(LINE * (1 + i as u64) + 8 * (1 + w))
+    /// Member `i`'s arrival in rounds of `round`'s parity: the sequence
+    /// number of the last such round it entered.
+    pub fn arrival(&self, i: usize, round: u64) -> &AtomicU64 {
+        self.word(self.record(i, round))
+    }
+
+    /// Word `w` (0 or 1) of member `i`'s call in `round`.
+    pub fn call_word(&self, i: usize, round: u64, w: u64) -> &AtomicU64 {
+        self.word(self.record(i, round) + 8 * (1 + w))
+    }
+
+    /// Where member `i`'s short data for `round` lies ([`INLINE`] bytes).
+    pub fn inline_data(&self, i: usize, round: u64) -> u64 {
+        self.record(i, round) + RECORD_DATA
     }
 
     /// The leader's release: the sequence number of the round it finished.
     pub fn release(&self) -> &AtomicU64 {
-        self.word(LINE * (1 + self.n))
+        self.word(LINE * (1 + 2 * self.n))
     }
 
     /// The words beside the release: `k` = 0 its status; when members
     /// disagreed, 1 and 2 the leader's call, 3 and 4 a disagreeing call;
     /// 5 the member that disagreed or died.
     pub fn release_detail(&self, k: u64) -> &AtomicU64 {
-        self.word(LINE * (1 + self.n) + 8 * (1 + k))
+        self.word(LINE * (1 + 2 * self.n) + 8 * (1 + k))
     }
 
     fn data(&self) -> u64 {
-        LINE * (2 + self.n)
+        LINE * (2 + 2 * self.n)
     }
 
     /// The result slot's offset.

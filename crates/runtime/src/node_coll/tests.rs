@@ -43,8 +43,10 @@ fn f64s(v: &[f64]) -> Vec<u8> {
 /// What member `i` contributes to reduction number `k`: `len` elements.
 fn contribution(i: usize, k: usize, len: usize, float: bool) -> Vec<u8> {
     if float {
-        // Sums whose value depends on the order they are added in.
-        f64s(&(0..len).map(|e| ((i * 7 + k * 3 + e) as f64).powi(3) * 1e-3 + 1.0 / (i + 1) as f64).collect::<Vec<_>>())
+        // Sums whose value depends on the order they are added in:
+        // (1e16 + 1) - 1e16 is 0, (1e16 - 1e16) + 1 is 1.
+        let big = [1e16, 1.0, -1e16];
+        f64s(&(0..len).map(|e| big[i % 3] * (1 + (k + e) % 2) as f64).collect::<Vec<_>>())
     } else {
         i64s(&(0..len).map(|e| (i as i64 + 1) * 1_000_003 + (k * 31 + e) as i64).collect::<Vec<_>>())
     }
@@ -129,7 +131,7 @@ fn expected(n: usize, k: usize, s: &Step, i: usize) -> Option<Vec<u8>> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 12, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 32, ..ProptestConfig::default() })]
 
     /// Any sequence of collectives gives every member what a sequential
     /// left fold in group-rank order gives (bit for bit, floats too), at
@@ -241,4 +243,37 @@ fn a_member_that_is_gone_fails_the_collective_at_every_other() {
     assert_eq!(listed(), 1);
     region::remove_job_regions(job, 1, 0);
     assert_eq!(listed(), 0);
+}
+
+/// A short call (flat) against a long one (through the leader) at the same
+/// place fails at every member, whichever side the leader is on, and the
+/// group goes on.
+#[test]
+fn a_short_call_against_a_long_one_fails_at_every_member() {
+    for long in [0usize, 1] {
+        let got = run(3, |i, nc| {
+            let mut b = vec![7u8; if i == long { 100_000 } else { 8 }];
+            let first = nc.bcast(&mut b, 2).map_err(|e| e.to_string());
+            nc.barrier().unwrap();
+            first
+        });
+        for (i, r) in got.iter().enumerate() {
+            let e = r.as_ref().expect_err("a mismatch must fail");
+            assert!(e.contains("different collectives"), "long at {long}, member {i}: {e}");
+        }
+    }
+}
+
+
+/// Floats fold in group-rank order, short and long alike: with these
+/// contributions any other order gives another sum.
+#[test]
+fn floats_fold_in_rank_order() {
+    for elems in [1, 5000] {
+        let want = reference(red(true), &(0..3).map(|j| contribution(j, 0, elems, true)).collect::<Vec<_>>());
+        let got = run(3, |i, nc| reduce_at(i, nc, contribution(i, 0, elems, true), true, false, None));
+        for g in got {
+            assert_eq!(g, want, "{elems} elements");
+        }
+    }
 }
