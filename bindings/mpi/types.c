@@ -60,8 +60,20 @@ void ob_types_stop(void) {
 
 /* Fills `l` for `dt`; -1 if MPI cannot describe it (the call then passes
  * through, and MPI reports whatever is wrong with it). */
+/* Predefined types' layouts never change: each thread keeps the last few
+ * it met, so that a collective on one costs no MPI queries (they cost more
+ * than a collective within a node). */
+#define NAMED_CACHE 8
+static __thread struct { MPI_Datatype dt; struct layout l; } named_cache[NAMED_CACHE];
+static __thread int named_cached, named_next;
+
 int ob_layout(MPI_Datatype dt, struct layout *l) {
     if (dt == MPI_DATATYPE_NULL) return -1;
+    for (int i = 0; i < named_cached; i++)
+        if (named_cache[i].dt == dt) {
+            *l = named_cache[i].l;
+            return 0;
+        }
     int ni, na, nd, combiner;
     if (PMPI_Type_get_envelope(dt, &ni, &na, &nd, &combiner) != MPI_SUCCESS) return -1;
     int named = combiner == MPI_COMBINER_NAMED;
@@ -87,6 +99,12 @@ int ob_layout(MPI_Datatype dt, struct layout *l) {
     /* Predefined operations combine predefined types only; a derived one
      * passes through, and MPI reports the error it is. */
     if (named && l->contiguous) named_base(dt, l);
+    if (named) {
+        named_cache[named_next].dt = dt;
+        named_cache[named_next].l = *l;
+        named_next = (named_next + 1) % NAMED_CACHE;
+        if (named_cached < NAMED_CACHE) named_cached++;
+    }
     if (!named && keyval != MPI_KEYVAL_INVALID) {
         struct layout *cached = malloc(sizeof *cached);
         *cached = *l;

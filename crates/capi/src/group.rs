@@ -2,6 +2,7 @@
 //! `MPI_COMM_WORLD`), split, free, and the mode their collectives run in.
 
 use std::ffi::c_int;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use outboard_host::coll::UNDEFINED;
@@ -19,6 +20,13 @@ pub struct outboard_group {
     /// Its collectives through shared memory, when every member runs on
     /// this node (`outboard_runtime::node_coll`).
     node: Option<Mutex<NodeColl>>,
+    /// This rank's rank and the number of members, which never change:
+    /// read without locks.
+    rank: u32,
+    size: u32,
+    /// Whether its collectives run offloaded (the default mode), read
+    /// without locks by the node's fast path.
+    offloaded: AtomicBool,
 }
 
 /// Collectives run by the engines (the default).
@@ -42,15 +50,16 @@ impl outboard_group {
     /// algorithms); `None` when the call must go to the engine.
     pub(crate) fn on_node(&self, f: impl FnOnce(&mut NodeColl) -> Result<(), NodeCollError>) -> Option<Result<(), Error>> {
         let node = self.node.as_ref()?;
-        let offloaded = self.with(|g, _| Ok(g.defaults().mode == Mode::Offloaded));
-        match offloaded {
-            Ok(false) => None,
-            Err(e) => Some(Err(e)),
-            Ok(true) => Some(match node.lock() {
-                Ok(mut nc) => f(&mut nc).map_err(Error::from),
-                Err(_) => Err(Error::new(OUTBOARD_ERR_STATE, "an earlier call panicked with the group in use")),
-            }),
+        if !self.offloaded.load(Ordering::Acquire) {
+            return None;
         }
+        if let Err(e) = self.shared.live() {
+            return Some(Err(e));
+        }
+        Some(match node.lock() {
+            Ok(mut nc) => f(&mut nc).map_err(Error::from),
+            Err(_) => Err(Error::new(OUTBOARD_ERR_STATE, "an earlier call panicked with the group in use")),
+        })
     }
 }
 
@@ -70,7 +79,8 @@ fn with_node(w: &mut outboard_runtime::World, g: Group) -> Result<(Group, Option
 }
 
 fn hand_out(shared: Arc<Shared>, (g, node): (Group, Option<NodeColl>), out: *mut *mut outboard_group) -> Result<(), Error> {
-    let h = Box::into_raw(Box::new(outboard_group { shared, group: Mutex::new(g), node: node.map(Mutex::new) }));
+    let (rank, size, offloaded) = (g.rank(), g.size(), AtomicBool::new(g.defaults().mode == Mode::Offloaded));
+    let h = Box::into_raw(Box::new(outboard_group { shared, group: Mutex::new(g), node: node.map(Mutex::new), rank, size, offloaded }));
     // SAFETY: checked by `put`.
     unsafe { put(out, h, "out") }.inspect_err(|_| drop(unsafe { Box::from_raw(h) }))
 }
@@ -130,8 +140,7 @@ pub unsafe extern "C" fn outboard_group_free(group: *mut outboard_group) -> c_in
 pub unsafe extern "C" fn outboard_group_rank(group: *const outboard_group, rank: *mut u32) -> c_int {
     guard(|| {
         let g = unsafe { deref(group, "group") }?;
-        let r = g.with(|g, _| Ok(g.rank()))?;
-        unsafe { put(rank, r, "rank") }
+        unsafe { put(rank, g.rank, "rank") }
     })
 }
 
@@ -140,8 +149,7 @@ pub unsafe extern "C" fn outboard_group_rank(group: *const outboard_group, rank:
 pub unsafe extern "C" fn outboard_group_size(group: *const outboard_group, size: *mut u32) -> c_int {
     guard(|| {
         let g = unsafe { deref(group, "group") }?;
-        let s = g.with(|g, _| Ok(g.size()))?;
-        unsafe { put(size, s, "size") }
+        unsafe { put(size, g.size, "size") }
     })
 }
 
@@ -156,8 +164,14 @@ pub unsafe extern "C" fn outboard_group_set_mode(group: *const outboard_group, m
             OUTBOARD_MODE_HOST_BASED => Mode::HostBased,
             _ => return Err(Error::arg(format!("mode {mode} is neither offloaded (0) nor host-based (1)"))),
         };
-        g.with(|g, _| {
-            g.set_default(m);
+        // The MPI library sets the mode before every collective: the same
+        // mode again costs no lock.
+        if g.offloaded.load(Ordering::Acquire) == (m == Mode::Offloaded) {
+            return g.shared.live();
+        }
+        g.with(|gr, _| {
+            gr.set_default(m);
+            g.offloaded.store(m == Mode::Offloaded, Ordering::Release);
             Ok(())
         })
     })

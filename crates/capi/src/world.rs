@@ -5,7 +5,7 @@
 
 use std::ffi::{c_char, c_int, c_void};
 use std::net::{IpAddr, Ipv4Addr, ToSocketAddrs};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use outboard_runtime::bootstrap::ExchangeBootstrap;
@@ -22,6 +22,9 @@ pub struct outboard_world {
 /// made from it; `None` once finalized.
 pub(crate) struct Shared {
     world: Mutex<Option<World>>,
+    /// Whether the world was taken (finalized, abandoned): read without
+    /// the lock by calls that do not need the world otherwise.
+    gone: AtomicBool,
     /// Threads inside a blocking wait on this world.
     waiters: AtomicUsize,
 }
@@ -44,6 +47,21 @@ impl Shared {
         f(w).map_err(|e| e.in_ranks(w))
     }
 
+    /// Takes the world out (finalize, abandon, abort).
+    fn take(&self) -> Option<World> {
+        let w = self.world.lock().unwrap_or_else(PoisonError::into_inner).take();
+        self.gone.store(true, Ordering::Release);
+        w
+    }
+
+    /// Fails once the world was taken out, without taking its lock.
+    pub(crate) fn live(&self) -> Result<(), Error> {
+        if self.gone.load(Ordering::Acquire) {
+            return Err(Error::new(OUTBOARD_ERR_STATE, "the world was finalized"));
+        }
+        Ok(())
+    }
+
     /// Counts this thread among the waiters until the guard is dropped.
     pub(crate) fn waiting(&self) -> Waiting<'_> {
         self.waiters.fetch_add(1, Ordering::AcqRel);
@@ -59,7 +77,7 @@ impl Shared {
 }
 
 fn hand_out(world: World, out: *mut *mut outboard_world) -> Result<(), Error> {
-    let h = Box::new(outboard_world { shared: Arc::new(Shared { world: Mutex::new(Some(world)), waiters: AtomicUsize::new(0) }) });
+    let h = Box::new(outboard_world { shared: Arc::new(Shared { world: Mutex::new(Some(world)), gone: AtomicBool::new(false), waiters: AtomicUsize::new(0) }) });
     // SAFETY: `out` checked non-null by `put`; on failure the box is dropped.
     unsafe { put(out, Box::into_raw(h), "out") }
 }
@@ -145,7 +163,7 @@ pub unsafe extern "C" fn outboard_finalize(world: *mut outboard_world) -> c_int 
         }
         // SAFETY: a handle from `outboard_init*`, freed only here.
         let h = unsafe { Box::from_raw(world) };
-        let w = h.shared.world.lock().unwrap_or_else(PoisonError::into_inner).take();
+        let w = h.shared.take();
         let w = w.ok_or_else(|| Error::new(OUTBOARD_ERR_STATE, "the world was finalized"))?;
         w.finalize().map_err(|e| Error::new(crate::OUTBOARD_ERR_PEER, format!("leaving the job: {e}")))
     })
@@ -164,8 +182,7 @@ pub unsafe extern "C" fn outboard_finalize(world: *mut outboard_world) -> c_int 
 pub unsafe extern "C" fn outboard_abandon(world: *const outboard_world) -> c_int {
     guard(|| {
         let h = unsafe { deref(world, "world") }?;
-        let mut w = h.shared.world.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(mut w) = w.take() {
+        if let Some(mut w) = h.shared.take() {
             w.abandon();
             // Dropped without the collective finalize: the others no
             // longer take part in it.
@@ -182,7 +199,7 @@ pub unsafe extern "C" fn outboard_abandon(world: *const outboard_world) -> c_int
 pub unsafe extern "C" fn outboard_abort(world: *const outboard_world, code: c_int) -> c_int {
     guard(|| {
         let h = unsafe { deref(world, "world") }?;
-        let w = h.shared.world.lock().unwrap_or_else(PoisonError::into_inner).take();
+        let w = h.shared.take();
         match w {
             Some(w) => w.abort(code),
             None => std::process::exit(code),
