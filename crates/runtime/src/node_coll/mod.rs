@@ -87,13 +87,18 @@ pub struct NodeLocal {
     pids: Vec<u32>,
     /// Groups made so far, per id and membership.
     made: HashMap<(u64, Vec<u32>), u32>,
+    /// How long a waiter spins before yielding its core.
+    spins: u32,
 }
 
 impl NodeLocal {
     /// The node `node` of job `job_key` (started at `boot`), whose ranks
-    /// run as processes `pids` (0 for ranks on other nodes).
-    pub fn new(job_key: u64, boot: u64, node: u32, pids: Vec<u32>) -> NodeLocal {
-        NodeLocal { job_key, boot, node, pids, made: HashMap::new() }
+    /// run as processes `pids` (0 for ranks on other nodes), on `cores`
+    /// cores.
+    pub fn new(job_key: u64, boot: u64, node: u32, pids: Vec<u32>, cores: usize) -> NodeLocal {
+        let local = pids.iter().filter(|&&p| p != 0).count();
+        let spins = if local > cores { 0 } else { wait::SPINS };
+        NodeLocal { job_key, boot, node, pids, made: HashMap::new(), spins }
     }
 
     /// The node collectives of group `group`, whose members are the world
@@ -108,7 +113,7 @@ impl NodeLocal {
         *made += 1;
         let name = RegionName { job_key: self.job_key, boot: self.boot, node: self.node, group, members: members.clone(), incarnation };
         let region = Region::attach(&name)?;
-        Ok(Some(NodeColl { region, me, members, pids, seq: 0, acc: vec![0; SLOT as usize], tmp: vec![0; SLOT as usize] }))
+        Ok(Some(NodeColl { region, me, members, pids, seq: 0, spins: self.spins, acc: vec![0; SLOT as usize], tmp: vec![0; SLOT as usize] }))
     }
 
     /// The prefix of the names of this job's regions on this node.
@@ -171,6 +176,7 @@ pub struct NodeColl {
     members: Vec<u32>,
     pids: Vec<u32>,
     seq: u64,
+    spins: u32,
     acc: Vec<u8>,
     tmp: Vec<u8>,
 }
@@ -339,7 +345,7 @@ impl NodeColl {
         let s = self.publish(call, data, true);
         let mut disagree: Option<(usize, Option<Call>)> = None;
         for j in (0..self.n()).filter(|&j| j != self.me) {
-            if wait::wait_for(self.region.arrival(j, s), s, self.pids[j]).is_err() {
+            if wait::wait_for(self.region.arrival(j, s), s, self.pids[j], self.spins).is_err() {
                 if self.leader() {
                     self.region.release_detail(5).store(j as u64, Ordering::Relaxed);
                     self.finish(s, DIED);
@@ -366,7 +372,7 @@ impl NodeColl {
     /// record published, then the leader's release awaited and read.
     fn arrive(&mut self, call: Call, data: Option<&[u8]>) -> Result<u64, NodeCollError> {
         let s = self.publish(call, data, false);
-        if wait::wait_for(self.region.release(), s, self.pids[0]).is_err() {
+        if wait::wait_for(self.region.release(), s, self.pids[0], self.spins).is_err() {
             return Err(self.died(0));
         }
         match self.region.release_detail(0).load(Ordering::Acquire) {
@@ -391,7 +397,7 @@ impl NodeColl {
         let s = self.publish(call, None, false);
         let mut disagree: Option<(usize, Option<Call>)> = None;
         for j in 1..self.n() {
-            if wait::wait_for(self.region.arrival(j, s), s, self.pids[j]).is_err() {
+            if wait::wait_for(self.region.arrival(j, s), s, self.pids[j], self.spins).is_err() {
                 self.region.release_detail(5).store(j as u64, Ordering::Relaxed);
                 self.finish(s, DIED);
                 return Err(self.died(j));

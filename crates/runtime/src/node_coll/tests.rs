@@ -22,7 +22,7 @@ fn run<T: Send>(n: usize, f: impl Fn(usize, &mut NodeColl) -> T + Sync) -> Vec<T
             .map(|i| {
                 let (f, members) = (&f, members.clone());
                 s.spawn(move || {
-                    let mut local = NodeLocal::new(job, 1, 0, vec![pid; n]);
+                    let mut local = NodeLocal::new(job, 1, 0, vec![pid; n], 64);
                     let mut nc = local.open(9, i, members).unwrap().expect("every member is local");
                     f(i, &mut nc)
                 })
@@ -195,15 +195,15 @@ fn the_last_member_to_attach_removes_the_name() {
     let prefix = RegionName::job_prefix(job, 1, 0);
     let listed = || std::fs::read_dir("/dev/shm").unwrap().filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().starts_with(&prefix)).count();
     let pid = std::process::id();
-    let mut a = NodeLocal::new(job, 1, 0, vec![pid; 2]);
-    let mut b = NodeLocal::new(job, 1, 0, vec![pid; 2]);
+    let mut a = NodeLocal::new(job, 1, 0, vec![pid; 2], 64);
+    let mut b = NodeLocal::new(job, 1, 0, vec![pid; 2], 64);
     let first = a.open(4, 0, vec![0, 1]).unwrap().unwrap();
     assert_eq!(listed(), 1);
     let second = b.open(4, 1, vec![0, 1]).unwrap().unwrap();
     assert_eq!(listed(), 0);
     drop((first, second));
     // A group with a member elsewhere (pid 0) has no region.
-    let mut c = NodeLocal::new(job, 1, 0, vec![pid, 0]);
+    let mut c = NodeLocal::new(job, 1, 0, vec![pid, 0], 64);
     assert!(c.open(5, 0, vec![0, 1]).unwrap().is_none());
     assert!(c.open(6, 0, vec![0]).unwrap().is_none());
 }
@@ -224,7 +224,7 @@ fn a_member_that_is_gone_fails_the_collective_at_every_other() {
             .map(|i| {
                 let (pids, start) = (pids.clone(), &start);
                 s.spawn(move || {
-                    let mut local = NodeLocal::new(job, 1, 0, pids);
+                    let mut local = NodeLocal::new(job, 1, 0, pids, 1);
                     let mut nc = local.open(3, i, vec![0, 1, 2]).unwrap().unwrap();
                     start.wait();
                     nc.barrier().unwrap_err().to_string()

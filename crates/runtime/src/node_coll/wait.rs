@@ -8,23 +8,27 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-/// Spins before the waiter starts yielding its core.
-const SPINS: u32 = 4_000;
+/// Spins before the waiter starts yielding its core, when every rank of
+/// the node has a core; with more ranks than cores a waiter yields at
+/// once, or the member it waits for may not run until its time slice
+/// ends.
+pub const SPINS: u32 = 4_000;
 
 /// How often a waiter checks that the process it waits for lives.
 const CHECK_EVERY: Duration = Duration::from_millis(1);
 
-/// Waits until `word` reaches `target` (Acquire); `Err(())` once process
-/// `pid` is gone while it had not.
-pub fn wait_for(word: &AtomicU64, target: u64, pid: u32) -> Result<(), ()> {
-    let mut spins = 0u32;
+/// Waits until `word` reaches `target` (Acquire), spinning `spins` times
+/// before yielding; `Err(())` once process `pid` is gone while it had
+/// not.
+pub fn wait_for(word: &AtomicU64, target: u64, pid: u32, spins: u32) -> Result<(), ()> {
+    let mut spun = 0u32;
     let mut last_check: Option<Instant> = None;
     loop {
         if word.load(Ordering::Acquire) >= target {
             return Ok(());
         }
-        if spins < SPINS {
-            spins += 1;
+        if spun < spins {
+            spun += 1;
             std::hint::spin_loop();
             continue;
         }
@@ -88,8 +92,9 @@ mod tests {
         let mut child = std::process::Command::new("true").spawn().unwrap();
         let pid = child.id();
         child.wait().unwrap();
-        assert_eq!(wait_for(&w, 1, pid), Err(()));
+        assert_eq!(wait_for(&w, 1, pid, SPINS), Err(()));
+        assert_eq!(wait_for(&w, 1, pid, 0), Err(()));
         w.store(3, Ordering::Release);
-        assert_eq!(wait_for(&w, 2, pid), Ok(()));
+        assert_eq!(wait_for(&w, 2, pid, SPINS), Ok(()));
     }
 }

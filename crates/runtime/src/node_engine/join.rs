@@ -171,7 +171,7 @@ fn node_local(b: &mut dyn crate::bootstrap::Bootstrap, job: &JobIdentity, nodes:
         let pid = <[u8; 4]>::try_from(v.as_slice()).map_err(|_| crate::bootstrap::BootstrapError::Protocol(format!("rank {r} published a bad process id")))?;
         pids[r] = u32::from_be_bytes(pid);
     }
-    Ok(NodeLocal::new(job.job_key, job.min_peer_boot(), me, pids))
+    Ok(NodeLocal::new(job.job_key, job.min_peer_boot(), me, pids, crate::affinity::node_cores()))
 }
 
 /// What a rank publishes in place of an address or endpoint when its part
