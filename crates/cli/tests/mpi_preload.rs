@@ -122,6 +122,17 @@ fn check(mpi: &Mpi, n: u32, mode: &str, env: &[(&str, &str)], args: &[&str]) {
         assert!(so.contains(&format!("rank {r}: ")) && so.contains("comparisons with PMPI equal"), "rank {r} did not finish: {ctx}");
     }
     assert!(se.contains(&format!("Outboard up on {n} ranks")), "{ctx}");
+    // Where the collectives ran: a node engine by default, whose groups
+    // within the machine meet in shared memory.
+    let set = |name: &str| env.iter().find(|(k, _)| *k == name).map(|(_, v)| *v);
+    let path = match (set("OUTBOARD_ENGINE"), set("OUTBOARD_SHM_COLL")) {
+        (Some("process"), _) => "engine: a thread of this process",
+        (_, Some("off")) => "every collective goes through the engine (OUTBOARD_SHM_COLL=off)",
+        _ => "groups within the node meet in shared memory",
+    };
+    for r in 0..n {
+        assert!(se.lines().any(|l| l.contains(&format!("rank {r}: engine: ")) && l.contains(path)), "rank {r} did not say \"{path}\": {ctx}");
+    }
     for comm in ["MPI_COMM_WORLD", "dup", "split", "reversed"] {
         for call in ["MPI_Barrier", "MPI_Bcast", "MPI_Reduce", "MPI_Allreduce", "MPI_Ibarrier", "MPI_Ibcast", "MPI_Ireduce", "MPI_Iallreduce"] {
             let line = format!("rank 0: {call} on {comm}: taken over ({mode})");
@@ -140,7 +151,6 @@ fn check(mpi: &Mpi, n: u32, mode: &str, env: &[(&str, &str)], args: &[&str]) {
     }
     // Each collective's threshold: its own variable, else the global one,
     // else 1 MiB; the largest messages of the test program exceed it.
-    let set = |name: &str| env.iter().find(|(k, _)| *k == name).map(|(_, v)| *v);
     for call in ["MPI_Allreduce", "MPI_Reduce", "MPI_Bcast"] {
         let var = format!("OUTBOARD_MPI_{}_MAX_BYTES", call[4..].to_uppercase());
         let limit = set(&var).or_else(|| set("OUTBOARD_MPI_MAX_BYTES")).unwrap_or("1048576");
@@ -184,17 +194,21 @@ fn under_mpich_every_taken_over_collective_equals_pmpi() {
     check(&mpi, 4, "offloaded", &[], &["140000", "quick"]);
 }
 
-/// The ranks of one machine sharing one node engine, which the first of
-/// them starts (`OUTBOARD_ENGINE=node`): the same results, under both MPIs.
+/// The ranks of one machine share one node engine by default and meet in
+/// shared memory (the tests above); the same results when the node engine
+/// carries every collective (`OUTBOARD_SHM_COLL=off`), with an engine per
+/// process (`OUTBOARD_ENGINE=process`), and host-based, under both MPIs.
 #[test]
-fn on_one_node_engine_every_taken_over_collective_equals_pmpi() {
-    let node = [("OUTBOARD_ENGINE", "node")];
-    if let Some(mpi) = mpi_or_skip("on_one_node_engine_every_taken_over_collective_equals_pmpi", "openmpi", "mpicc.openmpi") {
-        check(&mpi, 4, "offloaded", &node, &["140000", "quick"]);
-        check(&mpi, 2, "host-based", &[("OUTBOARD_ENGINE", "node"), ("OUTBOARD_MPI", "host")], &["140000", "quick"]);
+fn through_the_node_engine_or_engines_per_process_every_taken_over_collective_equals_pmpi() {
+    let test = "through_the_node_engine_or_engines_per_process_every_taken_over_collective_equals_pmpi";
+    let engine = [("OUTBOARD_SHM_COLL", "off")];
+    if let Some(mpi) = mpi_or_skip(test, "openmpi", "mpicc.openmpi") {
+        check(&mpi, 4, "offloaded", &engine, &["140000", "quick"]);
+        check(&mpi, 2, "offloaded", &[("OUTBOARD_ENGINE", "process")], &["140000", "quick"]);
+        check(&mpi, 2, "host-based", &[("OUTBOARD_MPI", "host")], &["140000", "quick"]);
     }
-    if let Some(mpi) = mpi_or_skip("on_one_node_engine_every_taken_over_collective_equals_pmpi", "mpich", "mpicc.mpich") {
-        check(&mpi, 4, "offloaded", &node, &["140000", "quick"]);
+    if let Some(mpi) = mpi_or_skip(test, "mpich", "mpicc.mpich") {
+        check(&mpi, 4, "offloaded", &engine, &["140000", "quick"]);
     }
 }
 

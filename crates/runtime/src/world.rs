@@ -437,9 +437,10 @@ impl World {
         match self.engine {
             EngineHandle::Process(_) => format!("engine: a thread of this process; progress {progress} ({why})"),
             EngineHandle::Node { .. } => format!(
-                "engine: node {}'s engine process, shared by its {} local ranks; progress {progress} ({why})",
+                "engine: node {}'s engine process, shared by its {} local ranks; progress {progress} ({why}); {}",
                 self.endpoint(self.rank()).node.0,
-                self.env.local_size
+                self.env.local_size,
+                if self.node_local.is_some() { "groups within the node meet in shared memory" } else { "every collective goes through the engine (OUTBOARD_SHM_COLL=off)" }
             ),
         }
     }
