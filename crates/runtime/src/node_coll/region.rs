@@ -107,7 +107,8 @@ impl Region {
         let n = name.members.len() as u64;
         let len = (LINE * (2 + 2 * n) + SLOT * (1 + n)).next_multiple_of(page_size() as u64);
         let path = name.path();
-        let file = OpenOptions::new().read(true).write(true).create(true).mode(0o600).open(&path)?;
+        // Never truncated: another member may be using it already.
+        let file = OpenOptions::new().read(true).write(true).create(true).truncate(false).mode(0o600).open(&path)?;
         // Every member sets the same size; setting it again changes
         // nothing, so the order members arrive in does not matter.
         file.set_len(len)?;

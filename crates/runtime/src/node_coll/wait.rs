@@ -17,10 +17,13 @@ pub const SPINS: u32 = 4_000;
 /// How often a waiter checks that the process it waits for lives.
 const CHECK_EVERY: Duration = Duration::from_millis(1);
 
+/// The process waited for is gone and the word never got there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Gone;
+
 /// Waits until `word` reaches `target` (Acquire), spinning `spins` times
-/// before yielding; `Err(())` once process `pid` is gone while it had
-/// not.
-pub fn wait_for(word: &AtomicU64, target: u64, pid: u32, spins: u32) -> Result<(), ()> {
+/// before yielding; [`Gone`] once process `pid` is gone while it had not.
+pub fn wait_for(word: &AtomicU64, target: u64, pid: u32, spins: u32) -> Result<(), Gone> {
     let mut spun = 0u32;
     let mut last_check: Option<Instant> = None;
     loop {
@@ -40,7 +43,7 @@ pub fn wait_for(word: &AtomicU64, target: u64, pid: u32, spins: u32) -> Result<(
                 last_check = Some(now);
                 if !alive(pid) {
                     // It may have published and then exited.
-                    return if word.load(Ordering::Acquire) >= target { Ok(()) } else { Err(()) };
+                    return if word.load(Ordering::Acquire) >= target { Ok(()) } else { Err(Gone) };
                 }
             }
         }
@@ -92,8 +95,8 @@ mod tests {
         let mut child = std::process::Command::new("true").spawn().unwrap();
         let pid = child.id();
         child.wait().unwrap();
-        assert_eq!(wait_for(&w, 1, pid, SPINS), Err(()));
-        assert_eq!(wait_for(&w, 1, pid, 0), Err(()));
+        assert_eq!(wait_for(&w, 1, pid, SPINS), Err(Gone));
+        assert_eq!(wait_for(&w, 1, pid, 0), Err(Gone));
         w.store(3, Ordering::Release);
         assert_eq!(wait_for(&w, 2, pid, SPINS), Ok(()));
     }
