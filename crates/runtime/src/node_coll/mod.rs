@@ -338,11 +338,18 @@ impl NodeColl {
     }
 
     /// A flat round: this member's record published, then every other's
-    /// awaited and its call checked. The leader also releases the round
-    /// with any error, for a member that took the call for one through
-    /// the leader (only a mismatched call can).
+    /// awaited and checked ([`Self::await_others`]).
     fn meet(&mut self, call: Call, data: Option<&[u8]>) -> Result<u64, NodeCollError> {
         let s = self.publish(call, data, true);
+        self.await_others(s, call)
+    }
+
+    /// Every other member's record of round `s` awaited and its call
+    /// checked against `call`. The leader releases the round with any
+    /// error, so that a member waiting for its release fails alike (in a
+    /// flat round only one that took a mismatched call for a long one
+    /// waits so).
+    fn await_others(&mut self, s: u64, call: Call) -> Result<u64, NodeCollError> {
         let mut disagree: Option<(usize, Option<Call>)> = None;
         for j in (0..self.n()).filter(|&j| j != self.me) {
             if wait::wait_for(self.region.arrival(j, s), s, self.pids[j], self.spins).is_err() {
@@ -390,28 +397,11 @@ impl NodeColl {
     }
 
     /// The leader's round: its record published (members that took the
-    /// call for a flat one wait for it), every member's arrival awaited
-    /// and its call checked against the leader's. On an error the round
-    /// is released with it, so that every member fails alike.
+    /// call for a flat one wait for it), every member's awaited and
+    /// checked; the round's work and release follow.
     fn gather(&mut self, call: Call) -> Result<u64, NodeCollError> {
         let s = self.publish(call, None, false);
-        let mut disagree: Option<(usize, Option<Call>)> = None;
-        for j in 1..self.n() {
-            if wait::wait_for(self.region.arrival(j, s), s, self.pids[j], self.spins).is_err() {
-                self.region.release_detail(5).store(j as u64, Ordering::Relaxed);
-                self.finish(s, DIED);
-                return Err(self.died(j));
-            }
-            let theirs = self.published(j, s);
-            if disagree.is_none() && theirs != Some(call) {
-                disagree = Some((j, theirs));
-            }
-        }
-        if let Some((j, theirs)) = disagree {
-            self.release_mismatch(s, call, j, theirs);
-            return Err(mismatch(call, theirs));
-        }
-        Ok(s)
+        self.await_others(s, call)
     }
 
     /// Releases round `s` with the leader's call and member `j`'s, which
