@@ -87,7 +87,8 @@ fn the_c_test_program_passes_with_two_and_four_ranks() {
 }
 
 /// The same programs on node engines: two nodes of two ranks, each node's
-/// ranks sharing one engine process.
+/// ranks sharing one engine process, and one node of four, whose groups
+/// run their blocking collectives in shared memory.
 #[test]
 fn the_c_test_programs_pass_on_node_engines() {
     if !gcc("the_c_test_programs_pass_on_node_engines") {
@@ -97,10 +98,12 @@ fn the_c_test_programs_pass_on_node_engines() {
     for (src, done) in [("capi_test", "all "), ("atomic_test", "atomics and lock: all ")] {
         let exe = dir.join(src);
         compile(&repo().join(format!("crates/capi/c/{src}.c")), &exe, &direct_flags());
-        let (o, so, se) = run_with(4, &["--ranks-per-node", "2"], &exe);
-        assert!(o.status.success(), "{src}:\nstdout:\n{so}\nstderr:\n{se}");
+        for per_node in ["2", "4"] {
+        let (o, so, se) = run_with(4, &["--ranks-per-node", per_node], &exe);
+        assert!(o.status.success(), "{src}, {per_node} ranks per node:\nstdout:\n{so}\nstderr:\n{se}");
         for r in 0..4 {
             assert!(so.contains(&format!("[{r}] rank {r}: {done}")), "{src}: rank {r} did not finish:\n{so}\n{se}");
+        }
         }
     }
     let _ = std::fs::remove_dir_all(dir);
