@@ -37,6 +37,7 @@
 //! wait for still runs ([`wait`]): a killed rank fails its group's
 //! collective at every survivor.
 
+mod futex;
 pub mod op;
 pub mod region;
 pub mod wait;
@@ -333,7 +334,7 @@ impl NodeColl {
         let [a, b] = call.encode();
         self.region.call_word(self.me, s, 0).store(a, Ordering::Relaxed);
         self.region.call_word(self.me, s, 1).store(b, Ordering::Relaxed);
-        self.region.arrival(self.me, s).store(s, Ordering::Release);
+        wait::publish(self.region.arrival(self.me, s), s, self.region.sleepers());
         s
     }
 
@@ -352,7 +353,7 @@ impl NodeColl {
     fn await_others(&mut self, s: u64, call: Call) -> Result<u64, NodeCollError> {
         let mut disagree: Option<(usize, Option<Call>)> = None;
         for j in (0..self.n()).filter(|&j| j != self.me) {
-            if wait::wait_for(self.region.arrival(j, s), s, self.pids[j], self.spins).is_err() {
+            if wait::wait_for(self.region.arrival(j, s), s, self.pids[j], self.spins, self.region.sleepers()).is_err() {
                 if self.leader() {
                     self.region.release_detail(5).store(j as u64, Ordering::Relaxed);
                     self.finish(s, DIED);
@@ -379,7 +380,7 @@ impl NodeColl {
     /// record published, then the leader's release awaited and read.
     fn arrive(&mut self, call: Call, data: Option<&[u8]>) -> Result<u64, NodeCollError> {
         let s = self.publish(call, data, false);
-        if wait::wait_for(self.region.release(), s, self.pids[0], self.spins).is_err() {
+        if wait::wait_for(self.region.release(), s, self.pids[0], self.spins, self.region.sleepers()).is_err() {
             return Err(self.died(0));
         }
         match self.region.release_detail(0).load(Ordering::Acquire) {
@@ -422,7 +423,7 @@ impl NodeColl {
 
     fn finish(&mut self, s: u64, status: u64) {
         self.region.release_detail(0).store(status, Ordering::Relaxed);
-        self.region.release().store(s, Ordering::Release);
+        wait::publish(self.region.release(), s, self.region.sleepers());
     }
 
     /// The call member `i` published for round `s`.

@@ -1,7 +1,7 @@
 //! A group's shared file on its node and where things lie in it.
 //!
 //! ```text
-//! 0                      header: magic, members attached
+//! 0                      header: magic, members attached, sleepers
 //! LINE * (1 + 2i + p)    member i's record for rounds of parity p:
 //!                        arrival, call (2 words), then INLINE bytes of data
 //! LINE * (1 + 2n)        the leader's release: sequence, status, detail
@@ -124,6 +124,12 @@ impl Region {
             std::fs::remove_file(&path)?;
         }
         Ok(r)
+    }
+
+    /// How many waiters sleep on the region's words (the header's third
+    /// word).
+    pub fn sleepers(&self) -> &AtomicU64 {
+        self.word(16)
     }
 
     /// The 64-bit word at `off`.

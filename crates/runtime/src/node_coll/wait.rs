@@ -1,17 +1,18 @@
 //! Waiting for another member's word: spin first (a node's collective
-//! round takes about a microsecond when every member runs), then yield the
-//! core (a node with more ranks than cores would otherwise spin against
-//! the member it waits for), and every millisecond ask whether the member
-//! waited for still lives, so that a killed process fails its group's
-//! collective instead of hanging it.
+//! round takes about a microsecond when every member runs), then sleep on
+//! the word ([`super::futex`]) until its publisher wakes the sleepers, and
+//! every millisecond ask whether the member waited for still lives, so
+//! that a killed process fails its group's collective instead of hanging
+//! it.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-/// Spins before the waiter starts yielding its core, when every rank of
-/// the node has a core; with more ranks than cores a waiter yields at
-/// once, or the member it waits for may not run until its time slice
-/// ends.
+use super::futex;
+
+/// Spins before the waiter sleeps, when every rank of the node has a
+/// core; with more ranks than cores a waiter sleeps at once, leaving the
+/// core to the member it waits for.
 pub const SPINS: u32 = 4_000;
 
 /// How often a waiter checks that the process it waits for lives.
@@ -22,31 +23,45 @@ const CHECK_EVERY: Duration = Duration::from_millis(1);
 pub struct Gone;
 
 /// Waits until `word` reaches `target` (Acquire), spinning `spins` times
-/// before yielding; [`Gone`] once process `pid` is gone while it had not.
-pub fn wait_for(word: &AtomicU64, target: u64, pid: u32, spins: u32) -> Result<(), Gone> {
-    let mut spun = 0u32;
-    let mut last_check: Option<Instant> = None;
-    loop {
+/// before sleeping; [`Gone`] once process `pid` is gone while it had not.
+/// `sleepers` counts the waiters asleep on the region's words, so that a
+/// publisher ([`publish`]) makes the wake-up call only when one is.
+pub fn wait_for(word: &AtomicU64, target: u64, pid: u32, spins: u32, sleepers: &AtomicU64) -> Result<(), Gone> {
+    for _ in 0..spins {
         if word.load(Ordering::Acquire) >= target {
             return Ok(());
         }
-        if spun < spins {
-            spun += 1;
-            std::hint::spin_loop();
-            continue;
+        std::hint::spin_loop();
+    }
+    let mut last_check = Instant::now();
+    loop {
+        // Announced before the last look, so that a publisher storing
+        // after that look sees the sleeper (both sequentially consistent).
+        sleepers.fetch_add(1, Ordering::SeqCst);
+        let seen = word.load(Ordering::SeqCst);
+        if seen < target {
+            futex::wait(word, seen, CHECK_EVERY);
         }
-        std::thread::yield_now();
-        let now = Instant::now();
-        match last_check {
-            Some(t) if now.duration_since(t) < CHECK_EVERY => {}
-            _ => {
-                last_check = Some(now);
-                if !alive(pid) {
-                    // It may have published and then exited.
-                    return if word.load(Ordering::Acquire) >= target { Ok(()) } else { Err(Gone) };
-                }
+        sleepers.fetch_sub(1, Ordering::SeqCst);
+        if word.load(Ordering::Acquire) >= target {
+            return Ok(());
+        }
+        if last_check.elapsed() >= CHECK_EVERY {
+            last_check = Instant::now();
+            if !alive(pid) {
+                // It may have published and then exited.
+                return if word.load(Ordering::Acquire) >= target { Ok(()) } else { Err(Gone) };
             }
         }
+    }
+}
+
+/// Stores `value` in `word` and wakes whoever sleeps on the region's
+/// words ([`wait_for`]).
+pub fn publish(word: &AtomicU64, value: u64, sleepers: &AtomicU64) {
+    word.store(value, Ordering::SeqCst);
+    if sleepers.load(Ordering::SeqCst) > 0 {
+        futex::wake_all(word);
     }
 }
 
@@ -92,12 +107,14 @@ mod tests {
     #[test]
     fn a_waiter_for_a_dead_process_gives_up_and_one_for_a_set_word_does_not() {
         let w = AtomicU64::new(0);
+        let sleepers = AtomicU64::new(0);
         let mut child = std::process::Command::new("true").spawn().unwrap();
         let pid = child.id();
         child.wait().unwrap();
-        assert_eq!(wait_for(&w, 1, pid, SPINS), Err(Gone));
-        assert_eq!(wait_for(&w, 1, pid, 0), Err(Gone));
+        assert_eq!(wait_for(&w, 1, pid, SPINS, &sleepers), Err(Gone));
+        assert_eq!(wait_for(&w, 1, pid, 0, &sleepers), Err(Gone));
         w.store(3, Ordering::Release);
-        assert_eq!(wait_for(&w, 2, pid, SPINS), Ok(()));
+        assert_eq!(wait_for(&w, 2, pid, SPINS, &sleepers), Ok(()));
+        assert_eq!(sleepers.load(Ordering::SeqCst), 0);
     }
 }
