@@ -278,24 +278,3 @@ fn floats_fold_in_rank_order() {
     }
 }
 
-#[test]
-#[ignore]
-fn scratch_timing() {
-    for (n, cores) in [(2usize, 64usize), (4, 1), (4, 64)] {
-        let job = NEXT_JOB.fetch_add(1, Ordering::Relaxed) ^ 0x7777 << 40;
-        let pid = std::process::id();
-        let members: Vec<u32> = (0..n as u32).collect();
-        let t: Vec<f64> = std::thread::scope(|s| {
-            let hs: Vec<_> = (0..n).map(|i| { let members = members.clone(); s.spawn(move || {
-                let mut local = NodeLocal::new(job, 1, 0, vec![pid; n], cores);
-                let mut nc = local.open(9, i, members).unwrap().unwrap();
-                for _ in 0..100 { nc.barrier().unwrap(); }
-                let t0 = std::time::Instant::now();
-                for _ in 0..5000 { nc.barrier().unwrap(); }
-                t0.elapsed().as_secs_f64() / 5000.0 * 1e6
-            })}).collect();
-            hs.into_iter().map(|h| h.join().unwrap()).collect()
-        });
-        eprintln!("n={n} cores={cores}: {t:?} us");
-    }
-}
