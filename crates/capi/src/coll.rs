@@ -8,7 +8,7 @@ use std::ffi::{c_int, c_void};
 use outboard_host::{Datatype, ReduceOp, Reduction};
 use outboard_runtime::node_coll::{Buffers, NodeColl, NodeCollError};
 
-use crate::error::{bytes, deref, guard, Error};
+use crate::error::{bytes, bytes_mut, deref, guard, Error};
 use crate::group::outboard_group;
 use crate::request::{finish, hand_out, outboard_request, Kind};
 
@@ -186,58 +186,37 @@ pub unsafe extern "C" fn outboard_allreduce_start(
     })
 }
 
-/// Runs a blocking collective through the group's shared memory when it
-/// has some and the call's arguments are sound (`f` answers `None` when
-/// they are not, and the engine's path reports them); `None` when the
-/// call goes to the engine.
-unsafe fn on_node(group: *const outboard_group, f: impl FnOnce(&mut NodeColl, u32, u32) -> Option<Result<(), NodeCollError>>) -> Option<c_int> {
+/// Runs a blocking collective through the group's shared memory when the
+/// group takes that path ([`outboard_group::node_path`]) and `prepare`,
+/// given the group, finds the call's arguments sound and returns the
+/// collective to run; `None` sends the call to the engine's path, which
+/// reports unsound arguments. The collective runs inside [`guard`].
+unsafe fn on_node<F>(group: *const outboard_group, prepare: impl FnOnce(&outboard_group) -> Option<F>) -> Option<c_int>
+where
+    F: FnOnce(&mut NodeColl) -> Result<(), NodeCollError>,
+{
     // SAFETY: the caller passes a handle from `outboard_group_*` or null.
     let g = unsafe { group.as_ref() }?;
-    let mut sound = true;
-    let ran = g.on_node(|nc| match f(nc, nc.rank(), nc.size()) {
-        Some(r) => r,
-        None => {
-            sound = false;
-            Ok(())
-        }
-    })?;
-    sound.then(|| guard(|| ran))
-}
-
-/// `len` bytes at `p` to write, or `None` for a null pointer with a
-/// length.
-unsafe fn bytes_mut<'a>(p: *mut c_void, len: usize) -> Option<&'a mut [u8]> {
-    if len == 0 {
-        return Some(&mut []);
-    }
-    // SAFETY: the caller promises `len` writable bytes at a non-null `p`.
-    (!p.is_null()).then(|| unsafe { std::slice::from_raw_parts_mut(p.cast::<u8>(), len) })
-}
-
-/// `len` bytes at `p` to read, or `None` for a null pointer with a length.
-unsafe fn bytes_ref<'a>(p: *const c_void, len: usize) -> Option<&'a [u8]> {
-    if len == 0 {
-        return Some(&[]);
-    }
-    // SAFETY: the caller promises `len` readable bytes at a non-null `p`.
-    (!p.is_null()).then(|| unsafe { std::slice::from_raw_parts(p.cast::<u8>(), len) })
+    let node = g.node_path()?;
+    let run = prepare(g)?;
+    Some(guard(|| g.run_on_node(node, run)))
 }
 
 /// A reduction's buffers at this rank: in place when `sendbuf` is null or
 /// `recvbuf`; `None` when a buffer this rank needs is null.
 unsafe fn reduce_buffers<'a>(sendbuf: *const c_void, recvbuf: *mut c_void, len: usize, gets: bool) -> Option<Buffers<'a>> {
     if sendbuf.is_null() || sendbuf == recvbuf.cast_const() {
-        return Some(Buffers::InPlace(unsafe { bytes_mut(recvbuf, len) }?));
+        return Some(Buffers::InPlace(unsafe { bytes_mut(recvbuf, len, "recvbuf") }.ok()?));
     }
-    let send = unsafe { bytes_ref(sendbuf, len) }?;
-    let recv = if gets { Some(unsafe { bytes_mut(recvbuf, len) }?) } else { None };
+    let send = unsafe { bytes(sendbuf, len, "sendbuf") }.ok()?;
+    let recv = if gets { Some(unsafe { bytes_mut(recvbuf, len, "recvbuf") }.ok()?) } else { None };
     Some(Buffers::Separate { send, recv })
 }
 
 /// Blocking barrier.
 #[no_mangle]
 pub unsafe extern "C" fn outboard_barrier(group: *const outboard_group) -> c_int {
-    if let Some(rc) = unsafe { on_node(group, |nc, _, _| Some(nc.barrier())) } {
+    if let Some(rc) = unsafe { on_node(group, |_| Some(|nc: &mut NodeColl| nc.barrier())) } {
         return rc;
     }
     let mut r = std::ptr::null_mut();
@@ -247,9 +226,9 @@ pub unsafe extern "C" fn outboard_barrier(group: *const outboard_group) -> c_int
 /// Blocking broadcast (see [`outboard_bcast_start`]).
 #[no_mangle]
 pub unsafe extern "C" fn outboard_bcast(group: *const outboard_group, buf: *mut c_void, len: usize, root: u32) -> c_int {
-    let node = |nc: &mut NodeColl, _, size| {
-        let data = unsafe { bytes_mut(buf, len) }.filter(|_| root < size)?;
-        Some(nc.bcast(data, root))
+    let node = |g: &outboard_group| {
+        let data = unsafe { bytes_mut(buf, len, "buf") }.ok().filter(|_| root < g.size)?;
+        Some(move |nc: &mut NodeColl| nc.bcast(data, root))
     };
     if let Some(rc) = unsafe { on_node(group, node) } {
         return rc;
@@ -269,11 +248,11 @@ pub unsafe extern "C" fn outboard_reduce(
     op: c_int,
     root: u32,
 ) -> c_int {
-    let node = |nc: &mut NodeColl, rank, size| {
+    let node = |g: &outboard_group| {
         let red = reduction(dtype, op).ok()?;
         let len = count.checked_mul(red.dtype.size())?;
-        let bufs = unsafe { reduce_buffers(sendbuf, recvbuf, len, rank == root) }.filter(|_| root < size)?;
-        Some(nc.reduce(bufs, red, root))
+        let bufs = unsafe { reduce_buffers(sendbuf, recvbuf, len, g.rank == root) }.filter(|_| root < g.size)?;
+        Some(move |nc: &mut NodeColl| nc.reduce(bufs, red, root))
     };
     if let Some(rc) = unsafe { on_node(group, node) } {
         return rc;
@@ -292,11 +271,11 @@ pub unsafe extern "C" fn outboard_allreduce(
     dtype: c_int,
     op: c_int,
 ) -> c_int {
-    let node = |nc: &mut NodeColl, _, _| {
+    let node = |_: &outboard_group| {
         let red = reduction(dtype, op).ok()?;
         let len = count.checked_mul(red.dtype.size())?;
         let bufs = unsafe { reduce_buffers(sendbuf, recvbuf, len, true) }?;
-        Some(nc.allreduce(bufs, red))
+        Some(move |nc: &mut NodeColl| nc.allreduce(bufs, red))
     };
     if let Some(rc) = unsafe { on_node(group, node) } {
         return rc;

@@ -278,6 +278,19 @@ pub(crate) unsafe fn bytes<'a>(p: *const std::ffi::c_void, len: usize, what: &st
     Ok(unsafe { std::slice::from_raw_parts(p.cast::<u8>(), len) })
 }
 
+/// `len` writable bytes at `p`, as [`bytes`] gives readable ones.
+pub(crate) unsafe fn bytes_mut<'a>(p: *mut std::ffi::c_void, len: usize, what: &str) -> Result<&'a mut [u8], Error> {
+    if len == 0 {
+        return Ok(&mut []);
+    }
+    if p.is_null() {
+        return Err(Error::arg(format!("{what} is null")));
+    }
+    // SAFETY: the caller promises `len` writable bytes at `p`, not
+    // aliased elsewhere for the call.
+    Ok(unsafe { std::slice::from_raw_parts_mut(p.cast::<u8>(), len) })
+}
+
 #[cfg(test)]
 mod tests {
     use outboard_engine::{Endpoint, NodeId, PortId};

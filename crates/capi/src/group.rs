@@ -22,8 +22,8 @@ pub struct outboard_group {
     node: Option<Mutex<NodeColl>>,
     /// This rank's rank and the number of members, which never change:
     /// read without locks.
-    rank: u32,
-    size: u32,
+    pub(crate) rank: u32,
+    pub(crate) size: u32,
     /// Whether its collectives run offloaded (the default mode), read
     /// without locks by the node's fast path.
     offloaded: AtomicBool,
@@ -44,22 +44,19 @@ impl outboard_group {
         self.shared.with(|w| f(&mut g, w))
     }
 
-    /// Runs a blocking collective through shared memory when the group
-    /// has node collectives and runs its collectives offloaded (the node's
-    /// part of an offloaded collective; host-based ones keep their own
-    /// algorithms); `None` when the call must go to the engine.
-    pub(crate) fn on_node(&self, f: impl FnOnce(&mut NodeColl) -> Result<(), NodeCollError>) -> Option<Result<(), Error>> {
-        let node = self.node.as_ref()?;
-        if !self.offloaded.load(Ordering::Acquire) {
-            return None;
-        }
-        if let Err(e) = self.shared.live() {
-            return Some(Err(e));
-        }
-        Some(match node.lock() {
-            Ok(mut nc) => f(&mut nc).map_err(Error::from),
-            Err(_) => Err(Error::new(OUTBOARD_ERR_STATE, "an earlier call panicked with the group in use")),
-        })
+    /// The group's collectives through shared memory, when it has them and
+    /// runs its collectives offloaded (the node's part of an offloaded
+    /// collective; host-based ones keep their own algorithms); `None` when
+    /// a blocking call must go to the engine.
+    pub(crate) fn node_path(&self) -> Option<&Mutex<NodeColl>> {
+        self.node.as_ref().filter(|_| self.offloaded.load(Ordering::Acquire))
+    }
+
+    /// Runs `f` on the group's node collectives (from [`Self::node_path`]).
+    pub(crate) fn run_on_node(&self, node: &Mutex<NodeColl>, f: impl FnOnce(&mut NodeColl) -> Result<(), NodeCollError>) -> Result<(), Error> {
+        self.shared.live()?;
+        let mut nc = node.lock().map_err(|_| Error::new(OUTBOARD_ERR_STATE, "an earlier call panicked with the group in use"))?;
+        Ok(f(&mut nc)?)
     }
 }
 

@@ -186,7 +186,9 @@ pub fn init_with(opts: Options) -> Result<World, InitError> {
 /// see [`crate::bootstrap::ExchangeBootstrap`]): rank and size come from it,
 /// `local_size` is the number of ranks on this machine (for the progress
 /// policy), and the engine binds `ip` unless [`Options::bind_ip`] names
-/// another address. The environment is checked as by [`init_with`].
+/// another address. Unless `OUTBOARD_ENGINE` says otherwise, the ranks of
+/// a machine share a node engine (an MPI job has several per machine as a
+/// rule). The environment is checked as by [`init_with`].
 pub fn init_with_bootstrap(opts: Options, boot: Box<dyn Bootstrap>, local_size: u32, ip: IpAddr) -> Result<World, InitError> {
     outboard_settings::check(&ProcessEnv)?;
     let env = LaunchEnv { launcher: Launcher::Program, rank: boot.rank(), size: boot.size(), local_size: local_size.max(1), rendezvous: None, serve: false };

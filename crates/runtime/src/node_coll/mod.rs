@@ -116,11 +116,6 @@ impl NodeLocal {
         let region = Region::attach(&name)?;
         Ok(Some(NodeColl { region, me, members, pids, seq: 0, spins: self.spins, acc: vec![0; SLOT as usize], tmp: vec![0; SLOT as usize] }))
     }
-
-    /// The prefix of the names of this job's regions on this node.
-    pub fn region_prefix(&self) -> String {
-        RegionName::job_prefix(self.job_key, self.boot, self.node)
-    }
 }
 
 /// A reduction's buffers at one member.
@@ -185,16 +180,6 @@ pub struct NodeColl {
 impl NodeColl {
     fn n(&self) -> usize {
         self.members.len()
-    }
-
-    /// This member's group rank.
-    pub fn rank(&self) -> u32 {
-        self.me as u32
-    }
-
-    /// The number of members.
-    pub fn size(&self) -> u32 {
-        self.members.len() as u32
     }
 
     fn leader(&self) -> bool {
@@ -283,33 +268,23 @@ impl NodeColl {
         for r in rounds(len, red.dtype.size()) {
             let c = r.len();
             if self.leader() {
-                let mut acc = std::mem::take(&mut self.acc);
-                let mut tmp = std::mem::take(&mut self.tmp);
-                acc[..c].copy_from_slice(bufs.contribution(r.clone()));
-                let folded = self.gather(call).and_then(|s| {
-                    for j in 1..self.n() {
-                        self.region.read(self.region.slot(j), &mut tmp[..c]);
-                        red.fold(&mut acc[..c], &tmp[..c], false)?;
-                    }
-                    Ok(s)
-                });
-                let s = match folded {
-                    Ok(s) => s,
-                    Err(e) => {
-                        (self.acc, self.tmp) = (acc, tmp);
-                        return Err(e);
-                    }
-                };
-                if others_get {
-                    self.region.write(self.region.result_slot(), &acc[..c]);
+                self.acc[..c].copy_from_slice(bufs.contribution(r.clone()));
+                let s = self.gather(call)?;
+                let n = self.n();
+                let (acc, tmp) = (&mut self.acc[..c], &mut self.tmp[..c]);
+                for j in 1..n {
+                    self.region.read(self.region.slot(j), tmp);
+                    red.fold(acc, tmp, false)?;
                 }
-                self.release(s);
+                if others_get {
+                    self.region.write(self.region.result_slot(), acc);
+                }
                 if gets(0) {
                     if let Some(out) = bufs.result(r) {
-                        out.copy_from_slice(&acc[..c]);
+                        out.copy_from_slice(acc);
                     }
                 }
-                (self.acc, self.tmp) = (acc, tmp);
+                self.release(s);
             } else {
                 self.arrive(call, Some(bufs.contribution(r.clone())))?;
                 if gets(self.me) {
