@@ -17,6 +17,7 @@
 //! way the progress policy waits (busy-polling, or spinning then blocking in
 //! the kernel for spin-then-block), so the ratio is the engine's overhead.
 
+use std::borrow::BorrowMut;
 use std::io::ErrorKind;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, UdpSocket};
 use std::sync::mpsc;
@@ -117,6 +118,15 @@ pub struct PingpongArgs {
     /// (implies --procs 2; needs root and `ip` from iproute2).
     #[arg(long)]
     pub(crate) netns: bool,
+    /// Run the two ranks as an `outboard run` job with node engines: 2
+    /// puts both on one node (one engine process, messages between its
+    /// ports never reach the network), 1 puts them on two nodes (an
+    /// engine each, UDP over loopback).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=2), conflicts_with_all = ["procs", "netns", "compare", "progress"])]
+    pub(crate) ranks_per_node: Option<u32>,
+    /// One rank of a `--ranks-per-node` job (started by it).
+    #[arg(long, hide = true)]
+    pub(crate) worker: bool,
 }
 
 const TAG_LAT: u64 = 1;
@@ -287,9 +297,14 @@ pub(crate) fn run_a<A: Side>(mut a: A, steps: &[Step], rounds: u32) -> anyhow::R
     Ok((times, copies))
 }
 
+/// Messages from `peer` with `tag`.
+fn peer_match(peer: Endpoint, tag: u64) -> RecvMatch {
+    RecvMatch::from(peer.node, peer.port, tag)
+}
+
 /// One rank's port and buffers on the engine path.
-pub(crate) struct EngineSide {
-    port: Port<RtPort>,
+pub(crate) struct EngineSide<P: BorrowMut<Port<RtPort>> = Port<RtPort>> {
+    port: P,
     peer: Endpoint,
     sbuf: HostBuf,
     rbuf: HostBuf,
@@ -300,79 +315,76 @@ pub(crate) struct EngineSide {
     mark: (u64, u64),
 }
 
-impl EngineSide {
-    pub(crate) fn new(mut port: Port<RtPort>, peer: Endpoint, max: usize) -> anyhow::Result<EngineSide> {
+impl<P: BorrowMut<Port<RtPort>>> EngineSide<P> {
+    /// A side on `port` (owned, or a world's borrowed) talking to `peer`.
+    pub(crate) fn new(mut port: P, peer: Endpoint, max: usize) -> anyhow::Result<EngineSide<P>> {
         let fill: Vec<u8> = (0..max).map(|i| i as u8).collect();
-        let sbuf = port.buffer_from(&fill)?;
-        let rbuf = port.buffer(max as u32)?;
-        let ack = port.buffer(1)?;
+        let sbuf = port.borrow_mut().buffer_from(&fill)?;
+        let rbuf = port.borrow_mut().buffer(max as u32)?;
+        let ack = port.borrow_mut().buffer(1)?;
         Ok(EngineSide { port, peer, sbuf, rbuf, ack, posted: None, window: Vec::new(), mark: (0, 0) })
     }
 
-    fn peer_match(&self, tag: u64) -> RecvMatch {
-        RecvMatch::from(self.peer.node, self.peer.port, tag)
-    }
-
     fn send(&mut self, tag: u64, buf: HostBuf) -> anyhow::Result<()> {
-        let r = self.port.start_send(self.peer, tag, buf)?;
-        self.port.wait(r)?;
+        let r = self.port.borrow_mut().start_send(self.peer, tag, buf)?;
+        self.port.borrow_mut().wait(r)?;
         Ok(())
     }
 }
 
-impl Side for EngineSide {
+impl<P: BorrowMut<Port<RtPort>>> Side for EngineSide<P> {
     // Sends are posted before the receives that follow them, so the data
     // packet leaves first and carries the acknowledgement of what came in.
     fn ping(&mut self, size: usize) -> anyhow::Result<()> {
-        let s = self.port.start_send(self.peer, TAG_LAT, HostBuf { addr: self.sbuf.addr, len: size as u32 })?;
-        let r = self.port.start_recv(self.peer_match(TAG_LAT), self.rbuf)?;
-        self.port.wait(s)?;
-        self.port.wait(r)?;
+        let s = self.port.borrow_mut().start_send(self.peer, TAG_LAT, HostBuf { addr: self.sbuf.addr, len: size as u32 })?;
+        let r = self.port.borrow_mut().start_recv(peer_match(self.peer, TAG_LAT), self.rbuf)?;
+        self.port.borrow_mut().wait(s)?;
+        self.port.borrow_mut().wait(r)?;
         Ok(())
     }
 
     fn pong(&mut self, size: usize, mark: bool) -> anyhow::Result<()> {
         let r = match self.posted.take() {
             Some(r) => r,
-            None => self.port.start_recv(self.peer_match(TAG_LAT), self.rbuf)?,
+            None => self.port.borrow_mut().start_recv(peer_match(self.peer, TAG_LAT), self.rbuf)?,
         };
-        self.port.wait(r)?;
+        self.port.borrow_mut().wait(r)?;
         if mark {
             self.mark = self.copied();
         }
-        let s = self.port.start_send(self.peer, TAG_LAT, HostBuf { addr: self.sbuf.addr, len: size as u32 })?;
-        self.posted = Some(self.port.start_recv(self.peer_match(TAG_LAT), self.rbuf)?);
-        self.port.wait(s)?;
+        let s = self.port.borrow_mut().start_send(self.peer, TAG_LAT, HostBuf { addr: self.sbuf.addr, len: size as u32 })?;
+        self.posted = Some(self.port.borrow_mut().start_recv(peer_match(self.peer, TAG_LAT), self.rbuf)?);
+        self.port.borrow_mut().wait(s)?;
         Ok(())
     }
 
     fn stream(&mut self, size: usize, window: usize) -> anyhow::Result<()> {
-        let ack = self.port.start_recv(self.peer_match(TAG_ACK), self.ack)?;
+        let ack = self.port.borrow_mut().start_recv(peer_match(self.peer, TAG_ACK), self.ack)?;
         let buf = HostBuf { addr: self.sbuf.addr, len: size as u32 };
-        let reqs: Vec<Request> = (0..window).map(|_| self.port.start_send(self.peer, TAG_BW, buf)).collect::<Result<_, _>>()?;
+        let reqs: Vec<Request> = (0..window).map(|_| self.port.borrow_mut().start_send(self.peer, TAG_BW, buf)).collect::<Result<_, _>>()?;
         for r in reqs {
-            self.port.wait(r)?;
+            self.port.borrow_mut().wait(r)?;
         }
-        self.port.wait(ack)?;
+        self.port.borrow_mut().wait(ack)?;
         Ok(())
     }
 
     fn sink(&mut self, _size: usize, window: usize, more: bool, mark: bool) -> anyhow::Result<()> {
         if self.window.is_empty() {
             for _ in 0..window {
-                let r = self.port.start_recv(self.peer_match(TAG_BW), self.rbuf)?;
+                let r = self.port.borrow_mut().start_recv(peer_match(self.peer, TAG_BW), self.rbuf)?;
                 self.window.push(r);
             }
         }
         for r in std::mem::take(&mut self.window) {
-            self.port.wait(r)?;
+            self.port.borrow_mut().wait(r)?;
         }
         if mark {
             self.mark = self.copied();
         }
         if more {
             for _ in 0..window {
-                let r = self.port.start_recv(self.peer_match(TAG_BW), self.rbuf)?;
+                let r = self.port.borrow_mut().start_recv(peer_match(self.peer, TAG_BW), self.rbuf)?;
                 self.window.push(r);
             }
         }
@@ -380,7 +392,7 @@ impl Side for EngineSide {
     }
 
     fn copied(&self) -> (u64, u64) {
-        let (_, t) = self.port.io_ref().stats();
+        let (_, t) = self.port.borrow().io_ref().stats();
         (t.copied_out, t.copied_in)
     }
 
@@ -585,6 +597,9 @@ pub fn run(cmd: BenchCmd) -> anyhow::Result<()> {
     if !(args.scale.is_finite() && args.scale > 0.0) {
         bail!("--scale must be a positive number");
     }
+    if args.worker {
+        return crate::bench_node::rank(&args);
+    }
     let (progress, why) = match &args.progress {
         Some(p) => (Progress::parse(p)?, "set by --progress".to_string()),
         None => Progress::from_env(2)?,
@@ -596,6 +611,13 @@ pub fn run(cmd: BenchCmd) -> anyhow::Result<()> {
     // made; removed when this goes out of scope.
     let netns = if args.netns { Some(crate::bench_procs::NetnsPair::create()?) } else { None };
     match (&netns, procs) {
+        _ if args.ranks_per_node == Some(2) => {
+            println!("# outboard bench pingpong: 2 ranks in 2 processes of one node, attached to its node engine process, {} cores", machine_cores())
+        }
+        _ if args.ranks_per_node == Some(1) => println!(
+            "# outboard bench pingpong: 2 ranks in 2 processes on 2 nodes, each attached to its node's engine process, UDP over 127.0.0.1 between the engines, {} cores",
+            machine_cores()
+        ),
         (Some(n), _) => println!(
             "# outboard bench pingpong: 2 ranks in 2 processes, in network namespaces {} and {} joined by a veth pair (MTU {}), UDP {} -> {}, {} cores",
             n.a,
@@ -608,8 +630,12 @@ pub fn run(cmd: BenchCmd) -> anyhow::Result<()> {
         (None, 2) => println!("# outboard bench pingpong: 2 ranks in 2 processes, UDP over 127.0.0.1, {} cores", machine_cores()),
         _ => println!("# outboard bench pingpong: 2 ranks (threads of one process), UDP over 127.0.0.1, {} cores", machine_cores()),
     }
-    println!("# progress policy: {progress} ({why})");
-    if !matches!(progress, Progress::Dedicated) {
+    if args.ranks_per_node.is_some() {
+        println!("# progress policy: chosen by each rank and node engine for this machine (`outboard run` prints it with OUTBOARD_MPI_VERBOSE=1)");
+    } else {
+        println!("# progress policy: {progress} ({why})");
+    }
+    if args.ranks_per_node.is_none() && !matches!(progress, Progress::Dedicated) {
         println!("# the engine runs on the waiting host's thread (or shares the cores): these figures are the engine path's cost, not offload");
     }
     if raw {
@@ -620,6 +646,9 @@ pub fn run(cmd: BenchCmd) -> anyhow::Result<()> {
     }
     println!("# each figure: median of {} rounds", args.rounds);
     let run_path = |path: crate::bench_procs::Path| -> anyhow::Result<Measured> {
+        if let Some(r) = args.ranks_per_node {
+            return crate::bench_node::job(&args, r, &steps);
+        }
         if procs == 2 {
             return crate::bench_procs::two_processes(path, &args, &steps, progress, netns.as_ref());
         }
@@ -632,6 +661,9 @@ pub fn run(cmd: BenchCmd) -> anyhow::Result<()> {
     let r = if raw { Some(run_path(crate::bench_procs::Path::Raw)?) } else { None };
     drop(netns);
 
+    // A node engine copies in its own process, where the ranks' counters
+    // do not see it.
+    let show_copies = engine && args.ranks_per_node.is_none();
     let cols = |label: &str| {
         let mut h = format!("{:<10}", "# Size");
         if engine {
@@ -643,7 +675,7 @@ pub fn run(cmd: BenchCmd) -> anyhow::Result<()> {
         if engine && raw {
             h += &format!("{:>10}", "ratio");
         }
-        if engine {
+        if show_copies {
             h += &format!("{:>14}", "copies s+r");
         }
         h
@@ -653,7 +685,7 @@ pub fn run(cmd: BenchCmd) -> anyhow::Result<()> {
     // sent (the kernel's socket copies come on top, one each side, for
     // both paths; bare UDP makes none of its own).
     let copies = |i: usize, s: &Step| {
-        e.as_ref().map(|m| {
+        e.as_ref().filter(|_| show_copies).map(|m| {
             let total = (s.bytes() * u64::from(args.rounds)).max(1) as f64;
             (m.copies[i].0 as f64 / total, m.copies[i].1 as f64 / total)
         })

@@ -242,6 +242,8 @@ pub(crate) fn peer(a: PeerArgs) -> anyhow::Result<()> {
         scale: a.scale,
         procs: 2,
         netns: false,
+        ranks_per_node: None,
+        worker: false,
     };
     let steps = plan(&args);
     let sock = bind_udp(a.bind)?;

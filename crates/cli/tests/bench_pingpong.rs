@@ -1,6 +1,7 @@
-//! `outboard bench pingpong` with the second rank in another process, and
-//! across two network namespaces: the runs complete, print a row for every
-//! size, and count the engine's copies (exactly one per received byte).
+//! `outboard bench pingpong` with the second rank in another process,
+//! across two network namespaces, and as a job of node engines: the runs
+//! complete, print a row for every size, and count the engine's copies
+//! (exactly one per received byte) or, for node engines, the datagrams.
 
 mod common;
 
@@ -97,6 +98,39 @@ fn pingpong_runs_across_two_network_namespaces_over_a_veth_pair() {
     for n in names {
         assert!(!list.contains(n), "namespace {n} left behind: {list}");
     }
+}
+
+#[test]
+fn pingpong_runs_as_a_job_of_node_engines_and_one_node_sends_no_datagram() {
+    let job = |ranks_per_node: &str| {
+        let out = Command::new(OUTBOARD)
+            .args(["bench", "pingpong", "--ranks-per-node", ranks_per_node, "--max-size", "8192", "--rounds", "1", "--scale", "0.05"])
+            .env("OUTBOARD_STATS", "stderr")
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+        assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+        let rows: Vec<Vec<&str>> = stdout.lines().filter(|l| !l.starts_with('#')).map(|l| l.split_whitespace().collect()).collect();
+        let sizes: Vec<&str> = rows.iter().map(|r| r[0]).collect();
+        assert_eq!(sizes, ["1", "8", "64", "512", "4K", "8K", "64", "512", "4K", "8K"], "{stdout}");
+        for r in &rows {
+            // Size and figure only: a node engine's copies are not the ranks' to count.
+            assert_eq!(r.len(), 2, "{r:?}");
+            let x: f64 = r[1].parse().unwrap();
+            assert!(x.is_finite() && x > 0.0, "{r:?}");
+        }
+        stdout
+    };
+    let one = job("2");
+    assert!(one.contains("2 processes of one node"), "{one}");
+    let engines: Vec<&str> = one.lines().filter(|l| l.contains("datagrams in")).collect();
+    assert_eq!(engines.len(), 1, "one node engine: {one}");
+    assert!(engines[0].contains(" 0 datagrams in, 0 out"), "ranks of one node exchange no datagram: {one}");
+    let two = job("1");
+    assert!(two.contains("on 2 nodes"), "{two}");
+    let engines: Vec<&str> = two.lines().filter(|l| l.contains("datagrams in")).collect();
+    assert_eq!(engines.len(), 2, "two node engines: {two}");
+    assert!(engines.iter().all(|l| !l.contains(" 0 datagrams in")), "two nodes talk over the network: {two}");
 }
 
 fn is_root() -> bool {
