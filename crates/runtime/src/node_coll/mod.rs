@@ -33,7 +33,21 @@
 //! its call and data in one cache line and reads every other's, so a
 //! round costs one transfer each way, in parallel, and every member
 //! checks the calls itself. Data longer than a slot ([`region::SLOT`])
-//! goes in rounds of a slot each. Waiting members check every millisecond that the member they
+//! goes in rounds of a slot each.
+//!
+//! # Split-phase calls
+//!
+//! Short calls can also start and finish apart (`*_start`, then
+//! [`NodeColl::test`] or [`NodeColl::wait`]), as MPI's non-blocking
+//! collectives do: the start publishes the member's record, the test
+//! reads the others'. A member has a ring of [`region::RECORDS`] records
+//! and writes one again only after every member has finished reading the
+//! round it held (each member's *done* word), so a start whose record is
+//! still being read is queued and published by a later test or wait
+//! instead of waiting: a start never waits for another member, because a
+//! program may start a collective and only then send the message another
+//! member waits for before it starts its own. Rounds finish in order at
+//! each member; a blocking call finishes every round started before it. Waiting members check every millisecond that the member they
 //! wait for still runs ([`wait`]): a killed rank fails its group's
 //! collective at every survivor.
 
@@ -42,15 +56,16 @@ pub mod op;
 pub mod region;
 pub mod wait;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::io;
 use std::sync::atomic::Ordering;
+use std::time::Instant;
 
 use outboard_engine::{CollError, Reduction};
 use thiserror::Error;
 
 pub use op::{Call, Op};
-use region::{Region, RegionName, INLINE, SLOT};
+use region::{Region, RegionName, INLINE, RECORDS, SLOT};
 
 /// Why a node collective failed.
 #[derive(Debug, Error)]
@@ -114,7 +129,20 @@ impl NodeLocal {
         *made += 1;
         let name = RegionName { job_key: self.job_key, boot: self.boot, node: self.node, group, members: members.clone(), incarnation };
         let region = Region::attach(&name)?;
-        Ok(Some(NodeColl { region, me, members, pids, seq: 0, spins: self.spins, acc: vec![0; SLOT as usize], tmp: vec![0; SLOT as usize] }))
+        Ok(Some(NodeColl {
+            region,
+            me,
+            members,
+            pids,
+            seq: 0,
+            spins: self.spins,
+            acc: vec![0; SLOT as usize],
+            tmp: vec![0; SLOT as usize],
+            pending: VecDeque::new(),
+            finished: HashMap::new(),
+            dead: None,
+            last_check: Instant::now(),
+        }))
     }
 }
 
@@ -165,6 +193,34 @@ const RELEASED: u64 = 0;
 const MISMATCH: u64 = 1;
 const DIED: u64 = 2;
 
+/// A split-phase collective under way at this member (from a `*_start`
+/// call), finished by [`NodeColl::test`] or [`NodeColl::wait`].
+#[derive(Debug, PartialEq, Eq)]
+pub struct Ticket(u64);
+
+/// What finishing a flat round gives this member.
+#[derive(Debug, Clone, Copy)]
+enum Finish {
+    /// Nothing: a barrier, a broadcast's root, a reduce's non-root.
+    Nothing,
+    /// The broadcast root's data (the root's group rank).
+    Root(usize),
+    /// Every member's data folded in group-rank order.
+    Fold(Reduction),
+}
+
+/// A flat round started here and not finished yet.
+struct Pending {
+    s: u64,
+    call: Call,
+    /// This member's data, if it publishes any.
+    data: Option<([u8; INLINE], usize)>,
+    /// Whether its record is out (it waits while the record it goes to
+    /// holds a round some member has not finished reading).
+    published: bool,
+    finish: Finish,
+}
+
 /// One group's collectives on its node (see the module docs).
 pub struct NodeColl {
     region: Region,
@@ -175,6 +231,14 @@ pub struct NodeColl {
     spins: u32,
     acc: Vec<u8>,
     tmp: Vec<u8>,
+    /// Flat rounds started and not finished, in round order.
+    pending: VecDeque<Pending>,
+    /// Results of rounds finished before their caller asked.
+    finished: HashMap<u64, Result<Vec<u8>, NodeCollError>>,
+    /// A member found gone: every round that waits for anyone fails.
+    dead: Option<usize>,
+    /// When split-phase progress last asked whether a member lives.
+    last_check: Instant,
 }
 
 impl NodeColl {
@@ -196,22 +260,87 @@ impl NodeColl {
 
     /// A barrier.
     pub fn barrier(&mut self) -> Result<(), NodeCollError> {
-        let call = Call { op: Op::Barrier, len: 0 };
-        self.meet(call, None).map(|_| ())
+        let t = self.barrier_start();
+        self.wait(t).map(|_| ())
+    }
+
+    /// Starts a barrier: this member's arrival is out when this returns.
+    pub fn barrier_start(&mut self) -> Ticket {
+        self.start(Call { op: Op::Barrier, len: 0 }, None, Finish::Nothing)
+    }
+
+    /// Starts a broadcast of `len` bytes from group rank `root` (checked
+    /// by the caller to be a member), `data` at the root (ignored
+    /// elsewhere): the root's data is out when this returns, and the
+    /// others get it from [`Self::test`] or [`Self::wait`]. `None` when
+    /// the call is too long to go flat (then the caller takes another
+    /// path, which every member takes alike).
+    pub fn bcast_start(&mut self, data: &[u8], root: u32) -> Option<Ticket> {
+        let len = data.len();
+        if !self.flat(len) {
+            return None;
+        }
+        let call = Call { op: Op::Bcast { root }, len: len as u64 };
+        let root = root as usize;
+        Some(if self.me == root { self.start(call, Some(data), Finish::Nothing) } else { self.start(call, None, Finish::Root(root)) })
+    }
+
+    /// Starts a reduction with `red` of `contribution` to group rank
+    /// `root`; the root gets the result from [`Self::test`] or
+    /// [`Self::wait`]. `Ok(None)` when the call is too long to go flat.
+    pub fn reduce_start(&mut self, contribution: &[u8], red: Reduction, root: u32) -> Result<Option<Ticket>, NodeCollError> {
+        let gets = self.me == root as usize;
+        self.combine_start(contribution, red, Op::Reduce { root, red }, gets)
+    }
+
+    /// Starts an allreduce with `red` of `contribution`; every member
+    /// gets the result from [`Self::test`] or [`Self::wait`]. `Ok(None)`
+    /// when the call is too long to go flat.
+    pub fn allreduce_start(&mut self, contribution: &[u8], red: Reduction) -> Result<Option<Ticket>, NodeCollError> {
+        self.combine_start(contribution, red, Op::Allreduce { red }, true)
+    }
+
+    fn combine_start(&mut self, contribution: &[u8], red: Reduction, op: Op, gets: bool) -> Result<Option<Ticket>, NodeCollError> {
+        red.check_len(contribution.len())?;
+        if !self.flat(contribution.len()) {
+            return Ok(None);
+        }
+        let call = Call { op, len: contribution.len() as u64 };
+        Ok(Some(self.start(call, Some(contribution), if gets { Finish::Fold(red) } else { Finish::Nothing })))
+    }
+
+    /// Whether the collective of `t` finished, and if so its result: the
+    /// broadcast's data at a non-root, the reduction's where this member
+    /// gets it, else nothing. Finishes whatever earlier rounds it can
+    /// (rounds finish in order), never waits. After `Some`, the ticket is
+    /// spent.
+    pub fn test(&mut self, t: &Ticket) -> Option<Result<Vec<u8>, NodeCollError>> {
+        if let Some(r) = self.finished.remove(&t.0) {
+            return Some(r);
+        }
+        self.progress();
+        self.finished.remove(&t.0)
+    }
+
+    /// Waits for the collective of `t` (see [`Self::test`]).
+    pub fn wait(&mut self, t: Ticket) -> Result<Vec<u8>, NodeCollError> {
+        self.settle(t.0);
+        // A ticket is only made by a start and spent by one test or wait.
+        self.finished.remove(&t.0).unwrap_or_else(|| Ok(Vec::new()))
     }
 
     /// A broadcast of `buf` from group rank `root` (checked by the caller
     /// to be a member).
     pub fn bcast(&mut self, buf: &mut [u8], root: u32) -> Result<(), NodeCollError> {
         let call = Call { op: Op::Bcast { root }, len: buf.len() as u64 };
-        let root = root as usize;
-        if self.flat(buf.len()) {
-            let s = self.meet(call, (self.me == root).then_some(&buf[..]))?;
-            if self.me != root {
-                self.region.read(self.region.inline_data(root, s), buf);
+        if let Some(t) = self.bcast_start(buf, root) {
+            let data = self.wait(t)?;
+            if !data.is_empty() {
+                buf.copy_from_slice(&data);
             }
             return Ok(());
         }
+        let root = root as usize;
         for r in rounds(buf.len(), 1) {
             if self.leader() {
                 let s = self.gather(call)?;
@@ -244,23 +373,13 @@ impl NodeColl {
     /// `((r0 op r1) op r2) ...`: flat, by every member that gets the
     /// result, or by the leader, round by round.
     fn combine(&mut self, mut bufs: Buffers<'_>, red: Reduction, op: Op, root: Option<usize>) -> Result<(), NodeCollError> {
-        red.check_len(bufs.len())?;
         let len = bufs.len();
         let call = Call { op, len: len as u64 };
         let gets = |i: usize| root.is_none_or(|r| r == i);
-        if self.flat(len) {
-            let s = self.meet(call, Some(bufs.contribution(0..len)))?;
-            if gets(self.me) {
-                let mut acc = [0u8; INLINE];
-                let mut tmp = [0u8; INLINE];
-                self.region.read(self.region.inline_data(0, s), &mut acc[..len]);
-                for j in 1..self.n() {
-                    self.region.read(self.region.inline_data(j, s), &mut tmp[..len]);
-                    red.fold(&mut acc[..len], &tmp[..len], false)?;
-                }
-                if let Some(out) = bufs.result(0..len) {
-                    out.copy_from_slice(&acc[..len]);
-                }
+        if let Some(t) = self.combine_start(bufs.contribution(0..len), red, op, gets(self.me))? {
+            let result = self.wait(t)?;
+            if let Some(out) = bufs.result(0..len).filter(|_| gets(self.me)) {
+                out.copy_from_slice(&result);
             }
             return Ok(());
         }
@@ -297,11 +416,9 @@ impl NodeColl {
         Ok(())
     }
 
-    /// Publishes this member's record for a new round: its short data (in
-    /// the record, flat) or its slot's, its call, then its arrival.
-    fn publish(&mut self, call: Call, data: Option<&[u8]>, inline: bool) -> u64 {
-        self.seq += 1;
-        let s = self.seq;
+    /// Writes this member's record of round `s`: its short data (in the
+    /// record, `inline`) or its slot's, its call, then its arrival.
+    fn write_record(&self, s: u64, call: Call, data: Option<&[u8]>, inline: bool) {
         if let Some(d) = data {
             let at = if inline { self.region.inline_data(self.me, s) } else { self.region.slot(self.me) };
             self.region.write(at, d);
@@ -310,14 +427,169 @@ impl NodeColl {
         self.region.call_word(self.me, s, 0).store(a, Ordering::Relaxed);
         self.region.call_word(self.me, s, 1).store(b, Ordering::Relaxed);
         wait::publish(self.region.arrival(self.me, s), s, self.region.sleepers());
-        s
     }
 
-    /// A flat round: this member's record published, then every other's
-    /// awaited and checked ([`Self::await_others`]).
-    fn meet(&mut self, call: Call, data: Option<&[u8]>) -> Result<u64, NodeCollError> {
-        let s = self.publish(call, data, true);
-        self.await_others(s, call)
+    /// A member that has not finished reading the round whose record
+    /// round `s` reuses; `None` when the record is free.
+    fn lagging(&self, s: u64) -> Option<usize> {
+        let before = s.checked_sub(RECORDS).filter(|&b| b > 0)?;
+        (0..self.n()).find(|&j| self.region.done(j).load(Ordering::Acquire) < before)
+    }
+
+    /// A member whose record of round `s` is not in yet.
+    fn missing(&self, s: u64) -> Option<usize> {
+        (0..self.n()).filter(|&j| j != self.me).find(|&j| self.region.arrival(j, s).load(Ordering::Acquire) < s)
+    }
+
+    /// Notes that this member finished reading the records of round `s`.
+    fn done(&self, s: u64) {
+        wait::publish(self.region.done(self.me), s, self.region.sleepers());
+    }
+
+    /// Starts a flat round: queued, and published at once if its record
+    /// is free (else by a later test or wait: a start never waits).
+    fn start(&mut self, call: Call, data: Option<&[u8]>, finish: Finish) -> Ticket {
+        self.seq += 1;
+        let data = data.map(|d| {
+            let mut b = [0u8; INLINE];
+            b[..d.len()].copy_from_slice(d);
+            (b, d.len())
+        });
+        self.pending.push_back(Pending { s: self.seq, call, data, published: false, finish });
+        self.publish_ready();
+        Ticket(self.seq)
+    }
+
+    /// Publishes queued rounds, in order, while their records are free.
+    fn publish_ready(&mut self) {
+        for i in 0..self.pending.len() {
+            let p = &self.pending[i];
+            if p.published {
+                continue;
+            }
+            if self.lagging(p.s).is_some() {
+                break;
+            }
+            self.write_record(p.s, p.call, p.data.as_ref().map(|(b, n)| &b[..*n]), true);
+            self.pending[i].published = true;
+        }
+    }
+
+    /// Publishes what it can and finishes, in order, the flat rounds whose
+    /// records are all in; fails the oldest with [`NodeCollError::Died`]
+    /// once a member it waits for is found gone (asked at most every
+    /// millisecond).
+    fn progress(&mut self) {
+        self.publish_ready();
+        while let Some(p) = self.pending.front() {
+            let s = p.s;
+            let blocker = if p.published { self.missing(s) } else { self.lagging(s) };
+            let Some(j) = blocker else {
+                let p = self.pending.pop_front().expect("looked at above");
+                let r = self.finish_flat(&p);
+                self.finished.insert(s, r);
+                self.publish_ready();
+                continue;
+            };
+            if self.dead.is_none() && self.last_check.elapsed() >= wait::CHECK_EVERY {
+                self.last_check = Instant::now();
+                if !wait::alive(self.pids[j]) {
+                    self.dead = Some(j);
+                }
+            }
+            match self.dead {
+                // It may have published and then exited.
+                Some(d) if (if p.published { self.missing(s) } else { self.lagging(s) }).is_some() => {
+                    self.pending.pop_front();
+                    if self.leader() {
+                        self.region.release_detail(5).store(d as u64, Ordering::Relaxed);
+                        self.finish(s, DIED);
+                    }
+                    self.finished.insert(s, Err(self.died(d)));
+                }
+                Some(_) => continue,
+                None => return,
+            }
+        }
+    }
+
+    /// Until round `s` (and every round before it) finished: progress,
+    /// and between tries wait for what the oldest round waits for.
+    fn settle(&mut self, s: u64) {
+        loop {
+            self.progress();
+            let Some(p) = self.pending.front().filter(|p| p.s <= s) else { return };
+            let r = p.s;
+            let wanted = if p.published {
+                self.missing(r).map(|j| (self.region.arrival(j, r), r, j))
+            } else {
+                self.lagging(r).map(|j| (self.region.done(j), r - RECORDS, j))
+            };
+            if let Some((word, target, j)) = wanted {
+                if wait::wait_for(word, target, self.pids[j], self.spins, self.region.sleepers()).is_err() {
+                    self.dead = Some(j);
+                }
+            }
+        }
+    }
+
+    /// Finishes flat round `p`, whose records are all in: checks every
+    /// member's call against this one's (the leader releases the round
+    /// with the disagreement, for a member that took the call for a long
+    /// one), then reads what this member gets.
+    fn finish_flat(&mut self, p: &Pending) -> Result<Vec<u8>, NodeCollError> {
+        let (s, call) = (p.s, p.call);
+        let disagree = (0..self.n()).filter(|&j| j != self.me).map(|j| (j, self.published(j, s))).find(|(_, c)| *c != Some(call));
+        let r = match disagree {
+            Some((j, theirs)) => {
+                if self.leader() {
+                    self.release_mismatch(s, call, j, theirs);
+                }
+                Err(mismatch(call, theirs))
+            }
+            None => self.flat_result(p),
+        };
+        self.done(s);
+        r
+    }
+
+    fn flat_result(&self, p: &Pending) -> Result<Vec<u8>, NodeCollError> {
+        let len = p.call.len as usize;
+        let s = p.s;
+        match p.finish {
+            Finish::Nothing => Ok(Vec::new()),
+            Finish::Root(r) => {
+                let mut v = vec![0; len];
+                self.region.read(self.region.inline_data(r, s), &mut v);
+                Ok(v)
+            }
+            Finish::Fold(red) => {
+                let mut acc = vec![0; len];
+                let mut tmp = [0u8; INLINE];
+                self.region.read(self.region.inline_data(0, s), &mut acc);
+                for j in 1..self.n() {
+                    self.region.read(self.region.inline_data(j, s), &mut tmp[..len]);
+                    red.fold(&mut acc, &tmp[..len], false)?;
+                }
+                Ok(acc)
+            }
+        }
+    }
+
+    /// Starts a round through the leader (a blocking call): finishes every
+    /// flat round started before, waits until its record is free, then
+    /// publishes its record (data in its slot).
+    fn publish(&mut self, call: Call, data: Option<&[u8]>) -> Result<u64, NodeCollError> {
+        self.settle(self.seq);
+        self.seq += 1;
+        let s = self.seq;
+        while let Some(j) = self.lagging(s) {
+            if wait::wait_for(self.region.done(j), s - RECORDS, self.pids[j], self.spins, self.region.sleepers()).is_err() {
+                return Err(self.died(j));
+            }
+        }
+        self.write_record(s, call, data, false);
+        Ok(s)
     }
 
     /// Every other member's record of round `s` awaited and its call
@@ -354,10 +626,11 @@ impl NodeColl {
     /// A member's round through the leader: its data to its slot, its
     /// record published, then the leader's release awaited and read.
     fn arrive(&mut self, call: Call, data: Option<&[u8]>) -> Result<u64, NodeCollError> {
-        let s = self.publish(call, data, false);
+        let s = self.publish(call, data)?;
         if wait::wait_for(self.region.release(), s, self.pids[0], self.spins, self.region.sleepers()).is_err() {
             return Err(self.died(0));
         }
+        self.done(s);
         match self.region.release_detail(0).load(Ordering::Acquire) {
             RELEASED => Ok(s),
             DIED => Err(self.died(self.region.release_detail(5).load(Ordering::Acquire) as usize)),
@@ -376,7 +649,7 @@ impl NodeColl {
     /// call for a flat one wait for it), every member's awaited and
     /// checked; the round's work and release follow.
     fn gather(&mut self, call: Call) -> Result<u64, NodeCollError> {
-        let s = self.publish(call, None, false);
+        let s = self.publish(call, None)?;
         self.await_others(s, call)
     }
 
@@ -396,9 +669,12 @@ impl NodeColl {
         self.finish(s, RELEASED);
     }
 
+    /// Releases round `s` with `status`; the leader has finished reading
+    /// its records.
     fn finish(&mut self, s: u64, status: u64) {
         self.region.release_detail(0).store(status, Ordering::Relaxed);
         wait::publish(self.region.release(), s, self.region.sleepers());
+        self.done(s);
     }
 
     /// The call member `i` published for round `s`.

@@ -2,9 +2,12 @@
 //!
 //! ```text
 //! 0                      header: magic, members attached, sleepers
-//! LINE * (1 + 2i + p)    member i's record for rounds of parity p:
-//!                        arrival, call (2 words), then INLINE bytes of data
-//! LINE * (1 + 2n)        the leader's release: sequence, status, detail
+//! LINE * (1 + Ri + k)    member i's record for rounds s with s % R = k
+//!                        (R = RECORDS): arrival, call (2 words), then
+//!                        INLINE bytes of data
+//! LINE * (1 + Rn)        the leader's release: sequence, status, detail
+//! LINE * (2 + Rn + i)    member i's done: the last round it finished
+//!                        reading
 //! data                   the result slot, then one slot per member
 //! ```
 //!
@@ -12,9 +15,12 @@
 //! leader the release) and is a cache line pair of its own, so that
 //! waiting on one never bounces another's. A record holds its round's
 //! arrival, call and a short contribution in one cache line: one transfer
-//! tells a waiting member all it needs. Records alternate by round parity
-//! because in a round where every member reads every other's record, a
-//! member may already be one round ahead writing its next. The file lives in `/dev/shm` under a name
+//! tells a waiting member all it needs. Each member has a ring of
+//! [`RECORDS`] records because a member may publish rounds ahead of the
+//! others' reading them: a split-phase call publishes at its start and
+//! reads at its test. A member writes its record for round `s` only once
+//! every member's done has reached `s - RECORDS`, the round that record
+//! held before. The file lives in `/dev/shm` under a name
 //! made of the job, the node, the group's id, a digest of its members and
 //! how many groups of that id and membership this process made before, so
 //! that every member of one group, and nobody else, opens the same file;
@@ -43,6 +49,10 @@ pub const SLOT: u64 = 32 * 1024;
 pub const INLINE: usize = 40;
 
 const RECORD_DATA: u64 = 24;
+
+/// Records per member: how many rounds a member may publish ahead of the
+/// slowest member's reading.
+pub const RECORDS: u64 = 8;
 
 const MAGIC: u64 = u64::from_le_bytes(*b"obnodeco");
 
@@ -105,7 +115,7 @@ impl Region {
     /// removes its name.
     pub fn attach(name: &RegionName) -> io::Result<Region> {
         let n = name.members.len() as u64;
-        let len = (LINE * (2 + 2 * n) + SLOT * (1 + n)).next_multiple_of(page_size() as u64);
+        let len = (LINE * (2 + (RECORDS + 1) * n) + SLOT * (1 + n)).next_multiple_of(page_size() as u64);
         let path = name.path();
         // Never truncated: another member may be using it already.
         let file = OpenOptions::new().read(true).write(true).create(true).truncate(false).mode(0o600).open(&path)?;
@@ -138,11 +148,11 @@ impl Region {
     }
 
     fn record(&self, i: usize, round: u64) -> u64 {
-        LINE * (1 + 2 * i as u64 + round % 2)
+        LINE * (1 + RECORDS * i as u64 + round % RECORDS)
     }
 
-    /// Member `i`'s arrival in rounds of `round`'s parity: the sequence
-    /// number of the last such round it entered.
+    /// Member `i`'s arrival in `round`'s record: the sequence number of
+    /// the last round it entered there.
     pub fn arrival(&self, i: usize, round: u64) -> &AtomicU64 {
         self.word(self.record(i, round))
     }
@@ -159,18 +169,24 @@ impl Region {
 
     /// The leader's release: the sequence number of the round it finished.
     pub fn release(&self) -> &AtomicU64 {
-        self.word(LINE * (1 + 2 * self.n))
+        self.word(LINE * (1 + RECORDS * self.n))
+    }
+
+    /// Member `i`'s done: the last round whose records it has finished
+    /// reading (rounds finish in order at each member).
+    pub fn done(&self, i: usize) -> &AtomicU64 {
+        self.word(LINE * (2 + RECORDS * self.n + i as u64))
     }
 
     /// The words beside the release: `k` = 0 its status; when members
     /// disagreed, 1 and 2 the leader's call, 3 and 4 a disagreeing call;
     /// 5 the member that disagreed or died.
     pub fn release_detail(&self, k: u64) -> &AtomicU64 {
-        self.word(LINE * (1 + 2 * self.n) + 8 * (1 + k))
+        self.word(LINE * (1 + RECORDS * self.n) + 8 * (1 + k))
     }
 
     fn data(&self) -> u64 {
-        LINE * (2 + 2 * self.n)
+        LINE * (2 + (RECORDS + 1) * self.n)
     }
 
     /// The result slot's offset.

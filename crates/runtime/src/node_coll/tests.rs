@@ -278,3 +278,124 @@ fn floats_fold_in_rank_order() {
     }
 }
 
+
+/// A short step started split-phase: its ticket and what to check it against.
+fn start_step(i: usize, k: usize, s: &Step, nc: &mut NodeColl) -> Option<Ticket> {
+    match *s {
+        Step::Barrier => Some(nc.barrier_start()),
+        Step::Bcast { root, len } => {
+            let data: Vec<u8> = if i == root { (0..len).map(|b| (b * 13 + k) as u8).collect() } else { vec![0xee; len] };
+            nc.bcast_start(&data, root as u32)
+        }
+        Step::Reduce { root, len, float, .. } => nc.reduce_start(&contribution(i, k, len, float), red(float), root as u32).unwrap(),
+        Step::Allreduce { len, float, .. } => nc.allreduce_start(&contribution(i, k, len, float), red(float)).unwrap(),
+    }
+}
+
+/// What a split-phase step gives member `i` (the broadcast's root gets
+/// nothing back: its data never left its buffer).
+fn split_expected(n: usize, k: usize, s: &Step, i: usize) -> Vec<u8> {
+    match *s {
+        Step::Bcast { root, .. } if root == i => Vec::new(),
+        _ => expected(n, k, s, i).unwrap_or_default(),
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+
+    /// Short collectives started split-phase, more of them outstanding
+    /// than a member has records, finished by tests in any order and by
+    /// blocking calls between them, give what the rank-order fold gives.
+    #[test]
+    fn split_phase_collectives_finish_in_any_order_with_right_results(
+        n in 2usize..5,
+        steps in prop::collection::vec((step(4), any::<bool>()), 1..24),
+        order in any::<u64>(),
+    ) {
+        let steps: Vec<(Step, bool)> = steps.into_iter().map(|(s, split)| (match s {
+            Step::Bcast { root, len } => Step::Bcast { root: root % n, len: len.min(40) },
+            Step::Reduce { root, len, float, in_place } => Step::Reduce { root: root % n, len: len.min(5), float, in_place },
+            Step::Allreduce { len, float, in_place } => Step::Allreduce { len: len.min(5), float, in_place },
+            s => s,
+        }, split)).collect();
+        let got = run(n, |i, nc| {
+            let mut results: Vec<Option<Vec<u8>>> = vec![None; steps.len()];
+            let mut open: Vec<(usize, Ticket)> = Vec::new();
+            for (k, (s, split)) in steps.iter().enumerate() {
+                if *split {
+                    let t = start_step(i, k, s, nc).expect("short calls go flat");
+                    open.push((k, t));
+                } else {
+                    results[k] = run_step(i, k, s, nc).or(Some(Vec::new()));
+                }
+            }
+            // Test the open ones in an order of their own, then wait.
+            let mut rot = order as usize;
+            while !open.is_empty() {
+                rot = rot.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                let at = rot % open.len();
+                if let Some(r) = nc.test(&open[at].1) {
+                    let (k, _) = open.swap_remove(at);
+                    results[k] = Some(r.unwrap());
+                } else if rot % 7 == 0 {
+                    let (k, t) = open.swap_remove(at);
+                    results[k] = Some(nc.wait(t).unwrap());
+                }
+            }
+            results
+        });
+        for (i, mine) in got.iter().enumerate() {
+            for (k, (s, split)) in steps.iter().enumerate() {
+                let want = if *split { Some(split_expected(n, k, s, i)) } else { Some(expected(n, k, s, i).unwrap_or_default()) };
+                prop_assert_eq!(&mine[k], &want, "member {} step {} {:?} split {}", i, k, s, split);
+            }
+        }
+    }
+}
+
+/// A start never waits, even when a member has published all its records
+/// and another has not read them: member 0 starts three times as many
+/// barriers as it has records and only then tells member 1 to begin (a
+/// program whose other message comes after its starts), and both finish.
+#[test]
+fn starts_never_wait_for_other_members() {
+    let (tx, rx) = std::sync::mpsc::channel::<()>();
+    let rx = std::sync::Mutex::new(rx);
+    let many = 3 * region::RECORDS as usize;
+    let got = run(2, |i, nc| {
+        if i == 1 {
+            rx.lock().unwrap().recv().unwrap();
+        }
+        let tickets: Vec<Ticket> = (0..many).map(|_| nc.barrier_start()).collect();
+        if i == 0 {
+            tx.send(()).unwrap();
+        }
+        tickets.into_iter().map(|t| nc.wait(t).is_ok()).filter(|&ok| ok).count()
+    });
+    assert_eq!(got, vec![many, many]);
+}
+
+/// A member gone before it arrives fails a split-phase collective at
+/// every test and wait of the others, instead of leaving it open.
+#[test]
+fn a_gone_member_fails_a_split_phase_collective() {
+    let mut child = std::process::Command::new("true").spawn().unwrap();
+    let dead = child.id();
+    child.wait().unwrap();
+    let job = NEXT_JOB.fetch_add(1, Ordering::Relaxed) ^ 0xdeaf << 40;
+    let pid = std::process::id();
+    let mut local = NodeLocal::new(job, 1, 0, vec![pid, dead], 1);
+    let mut nc = local.open(3, 0, vec![0, 1]).unwrap().unwrap();
+    let t = nc.allreduce_start(&i64s(&[1]), red(false)).unwrap().unwrap();
+    let e = loop {
+        if let Some(r) = nc.test(&t) {
+            break r.unwrap_err();
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    };
+    assert_eq!(e.to_string(), format!("rank 1 died during a collective of its group (its process {dead} is gone)"));
+    let t = nc.barrier_start();
+    assert!(matches!(nc.wait(t), Err(NodeCollError::Died { rank: 1, .. })));
+    region::remove_job_regions(job, 1, 0);
+}

@@ -19,7 +19,7 @@ pub const SPINS: u32 = 4_000;
 const YIELDS: u32 = 100;
 
 /// How often a waiter checks that the process it waits for lives.
-const CHECK_EVERY: Duration = Duration::from_millis(1);
+pub const CHECK_EVERY: Duration = Duration::from_millis(1);
 
 /// The process waited for is gone and the word never got there.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
