@@ -134,6 +134,21 @@ static void collectives(outboard_group *g, const char *label) {
     OK(outboard_wait(&r2, &st));
     CHECK(r2 == NULL && st.error == OUTBOARD_OK);
     OK(outboard_wait(&r2, NULL)); /* a null request is finished */
+    /* More under way than a node's shared memory keeps records for
+     * (finished newest first), and a broadcast and a reduce among them. */
+    outboard_request *many[20];
+    for (int k = 0; k < 20; k++) OK(outboard_barrier_start(g, &many[k]));
+    uint32_t root = gs - 1;
+    char msg[16];
+    memset(msg, gr == root % gs ? 'm' : 0, sizeof msg);
+    int64_t part = 2 * (int64_t)gr + 1, total = -1;
+    OK(outboard_bcast_start(g, msg, sizeof msg, root, &r1));
+    OK(outboard_reduce_start(g, &part, &total, 1, OUTBOARD_INT64, OUTBOARD_SUM, 0, &r2));
+    for (int k = 19; k >= 0; k--) OK(outboard_wait(&many[k], NULL));
+    OK(outboard_wait(&r2, NULL));
+    OK(outboard_wait(&r1, NULL));
+    for (size_t k = 0; k < sizeof msg; k++) CHECK(msg[k] == 'm');
+    if (gr == 0) CHECK(total == (int64_t)gs * gs);
     /* A datatype the engine does not know, and a bitwise op on floats. */
     CHECK(outboard_allreduce(g, &x, &sum, 1, 99, OUTBOARD_SUM) == OUTBOARD_ERR_ARG);
     CHECK(strlen(outboard_last_error()) > 0);

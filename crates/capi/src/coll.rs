@@ -1,16 +1,19 @@
 //! Collectives on a group: barrier, broadcast, reduce and allreduce, each
 //! blocking and split-phase (`*_start`, then [`crate::outboard_test`] /
 //! [`crate::outboard_wait`]). They run in the group's mode with its
-//! default algorithm and tree.
+//! default algorithm and tree. In a group whose members all run on this
+//! node, offloaded calls meet in shared memory instead of the engine:
+//! blocking ones always, split-phase ones when short (see
+//! `outboard_runtime::node_coll`).
 
 use std::ffi::{c_int, c_void};
 
 use outboard_host::{Datatype, ReduceOp, Reduction};
-use outboard_runtime::node_coll::{Buffers, NodeColl, NodeCollError};
+use outboard_runtime::node_coll::{Buffers, NodeColl, NodeCollError, Ticket};
 
 use crate::error::{bytes, bytes_mut, deref, guard, Error};
 use crate::group::outboard_group;
-use crate::request::{finish, hand_out, outboard_request, Kind};
+use crate::request::{finish, hand_out, outboard_request, Kind, NodeOpen};
 
 /// 32-bit signed integers (`int32_t`).
 pub const OUTBOARD_INT32: c_int = 1;
@@ -81,11 +84,28 @@ unsafe fn start(group: *const outboard_group, out: *mut *mut outboard_request, k
     unsafe { hand_out(g.shared.clone(), k, out) }
 }
 
+/// A split-phase collective in the group's shared memory, when the group
+/// takes that path ([`outboard_group::node_path`]) and `begin` starts the
+/// call there (a short one); what it gives this rank goes to `out`.
+fn start_on_node(
+    g: &outboard_group,
+    out: *mut u8,
+    len: usize,
+    begin: impl FnOnce(&mut NodeColl) -> Result<Option<Ticket>, NodeCollError>,
+) -> Result<Option<Kind>, Error> {
+    let Some(node) = g.node_path() else { return Ok(None) };
+    let Some(ticket) = g.run_on_node(node, begin)? else { return Ok(None) };
+    Ok(Some(Kind::Node { node: node.clone(), ticket, out, len, _open: NodeOpen::new(&g.shared) }))
+}
+
 /// Starts a barrier.
 #[no_mangle]
 pub unsafe extern "C" fn outboard_barrier_start(group: *const outboard_group, req: *mut *mut outboard_request) -> c_int {
     guard(|| unsafe {
         start(group, req, |g| {
+            if let Some(k) = start_on_node(g, std::ptr::null_mut(), 0, |nc| Ok(Some(nc.barrier_start())))? {
+                return Ok(k);
+            }
             let r = g.with(|g, w| {
                 let d = g.defaults();
                 Ok(w.port().start_barrier(g, d.mode, d.barrier)?)
@@ -103,6 +123,12 @@ pub unsafe extern "C" fn outboard_bcast_start(group: *const outboard_group, buf:
     guard(|| unsafe {
         let data = bytes(buf, len, "buf")?;
         start(group, req, |g| {
+            if root < g.size {
+                let out = if g.rank == root { std::ptr::null_mut() } else { buf.cast() };
+                if let Some(k) = start_on_node(g, out, len, |nc| Ok(nc.bcast_start(data, root)))? {
+                    return Ok(k);
+                }
+            }
             let r = g.with(|g, w| {
                 let d = g.defaults();
                 let zeros;
@@ -138,6 +164,15 @@ pub unsafe extern "C" fn outboard_reduce_start(
         let red = reduction(dtype, op)?;
         let len = count.checked_mul(red.dtype.size()).ok_or_else(|| Error::arg("count too large"))?;
         start(group, req, |g| {
+            let at_root = g.rank == root;
+            if root < g.size && !(at_root && len > 0 && recvbuf.is_null()) {
+                let src = if sendbuf.is_null() { recvbuf.cast_const() } else { sendbuf };
+                let data = bytes(src, len, "sendbuf")?;
+                let out = if at_root { recvbuf.cast() } else { std::ptr::null_mut() };
+                if let Some(k) = start_on_node(g, out, len, |nc| nc.reduce_start(data, red, root))? {
+                    return Ok(k);
+                }
+            }
             let r = g.with(|g, w| {
                 let src = if sendbuf.is_null() { recvbuf.cast_const() } else { sendbuf };
                 let data = bytes(src, len, "sendbuf")?;
@@ -175,6 +210,11 @@ pub unsafe extern "C" fn outboard_allreduce_start(
             return Err(Error::arg("recvbuf is null"));
         }
         start(group, req, |g| {
+            let src = if sendbuf.is_null() { recvbuf.cast_const() } else { sendbuf };
+            let data = bytes(src, len, "sendbuf")?;
+            if let Some(k) = start_on_node(g, recvbuf.cast(), len, |nc| nc.allreduce_start(data, red))? {
+                return Ok(k);
+            }
             let r = g.with(|g, w| {
                 let src = if sendbuf.is_null() { recvbuf.cast_const() } else { sendbuf };
                 let data = bytes(src, len, "sendbuf")?;

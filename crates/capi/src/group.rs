@@ -19,7 +19,7 @@ pub struct outboard_group {
     pub(crate) group: Mutex<Group>,
     /// Its collectives through shared memory, when every member runs on
     /// this node (`outboard_runtime::node_coll`).
-    node: Option<Mutex<NodeColl>>,
+    node: Option<Arc<Mutex<NodeColl>>>,
     /// This rank's rank and the number of members, which never change:
     /// read without locks.
     pub(crate) rank: u32,
@@ -48,16 +48,20 @@ impl outboard_group {
     /// runs its collectives offloaded (the node's part of an offloaded
     /// collective; host-based ones keep their own algorithms); `None` when
     /// a blocking call must go to the engine.
-    pub(crate) fn node_path(&self) -> Option<&Mutex<NodeColl>> {
+    pub(crate) fn node_path(&self) -> Option<&Arc<Mutex<NodeColl>>> {
         self.node.as_ref().filter(|_| self.offloaded.load(Ordering::Acquire))
     }
 
     /// Runs `f` on the group's node collectives (from [`Self::node_path`]).
-    pub(crate) fn run_on_node(&self, node: &Mutex<NodeColl>, f: impl FnOnce(&mut NodeColl) -> Result<(), NodeCollError>) -> Result<(), Error> {
+    pub(crate) fn run_on_node<R>(&self, node: &Mutex<NodeColl>, f: impl FnOnce(&mut NodeColl) -> Result<R, NodeCollError>) -> Result<R, Error> {
         self.shared.live()?;
-        let mut nc = node.lock().map_err(|_| Error::new(OUTBOARD_ERR_STATE, "an earlier call panicked with the group in use"))?;
-        Ok(f(&mut nc)?)
+        Ok(f(&mut *lock_node(node)?)?)
     }
+}
+
+/// Locks a group's node collectives.
+pub(crate) fn lock_node(node: &Mutex<NodeColl>) -> Result<std::sync::MutexGuard<'_, NodeColl>, Error> {
+    node.lock().map_err(|_| Error::new(OUTBOARD_ERR_STATE, "an earlier call panicked with the group in use"))
 }
 
 /// A group's node collectives, asked for by every member as it makes the
@@ -77,7 +81,7 @@ fn with_node(w: &mut outboard_runtime::World, g: Group) -> Result<(Group, Option
 
 fn hand_out(shared: Arc<Shared>, (g, node): (Group, Option<NodeColl>), out: *mut *mut outboard_group) -> Result<(), Error> {
     let (rank, size, offloaded) = (g.rank(), g.size(), AtomicBool::new(g.defaults().mode == Mode::Offloaded));
-    let h = Box::into_raw(Box::new(outboard_group { shared, group: Mutex::new(g), node: node.map(Mutex::new), rank, size, offloaded }));
+    let h = Box::into_raw(Box::new(outboard_group { shared, group: Mutex::new(g), node: node.map(|n| Arc::new(Mutex::new(n))), rank, size, offloaded }));
     // SAFETY: checked by `put`.
     unsafe { put(out, h, "out") }.inspect_err(|_| drop(unsafe { Box::from_raw(h) }))
 }

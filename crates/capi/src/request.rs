@@ -3,11 +3,14 @@
 //! library allocated and free the request.
 
 use std::ffi::c_int;
-use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
 
 use outboard_host::{CollRequest, Completion, HostBuf, HostError, OpError, PortIo, Request};
+use outboard_runtime::node_coll::{NodeColl, Ticket};
 
 use crate::error::{guard, Error, OUTBOARD_OK};
+use crate::group::lock_node;
 use crate::world::{outboard_world, Shared};
 
 /// An operation under way (opaque); freed by the test or wait that
@@ -29,6 +32,26 @@ pub(crate) enum Kind {
     Rdma { req: Request },
     /// A remote atomic; the word's old value goes to `out` (if not null).
     Atomic { req: Request, out: *mut u64 },
+    /// A collective in the group's shared memory; what it gives this rank
+    /// (if anything) goes to `out`.
+    Node { node: Arc<Mutex<NodeColl>>, ticket: Ticket, out: *mut u8, len: usize, _open: NodeOpen },
+}
+
+/// Counts a collective in shared memory among the world's open ones
+/// ([`Shared::node_open`]) for as long as its request lives.
+pub(crate) struct NodeOpen(Arc<Shared>);
+
+impl NodeOpen {
+    pub(crate) fn new(shared: &Arc<Shared>) -> NodeOpen {
+        shared.node_open.fetch_add(1, Ordering::AcqRel);
+        NodeOpen(shared.clone())
+    }
+}
+
+impl Drop for NodeOpen {
+    fn drop(&mut self) {
+        self.0.node_open.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 /// What a finished request reports.
@@ -55,8 +78,28 @@ pub(crate) unsafe fn hand_out(shared: Arc<Shared>, kind: Kind, out: *mut *mut ou
 /// A finished operation's result and status.
 type Finished = (Result<(), Error>, outboard_status);
 
+/// The result of a collective in shared memory, `v`, copied to `out`.
+fn node_done(v: Result<Vec<u8>, outboard_runtime::node_coll::NodeCollError>, out: *mut u8, len: usize) -> Finished {
+    let st = outboard_status { source: -1, ..Default::default() };
+    match v {
+        Ok(v) => {
+            if !out.is_null() && !v.is_empty() {
+                // SAFETY: the program promised `len` writable bytes at
+                // `out` until completion.
+                unsafe { std::ptr::copy_nonoverlapping(v.as_ptr(), out, v.len().min(len)) };
+            }
+            (Ok(()), st)
+        }
+        Err(e) => (Err(Error::from(e)), st),
+    }
+}
+
 /// Whether `r` finished; if so, its result and status.
 fn poll(r: &mut outboard_request) -> Result<Option<Finished>, Error> {
+    if let Kind::Node { node, ticket, out, len, .. } = &r.kind {
+        // Never the world's lock: the group's own is enough.
+        return Ok(lock_node(node)?.test(ticket).map(|v| node_done(v, *out, *len)));
+    }
     let mut st = outboard_status { source: -1, ..Default::default() };
     r.shared.with(|w| {
         let mut from = None;
@@ -98,6 +141,7 @@ fn poll(r: &mut outboard_request) -> Result<Option<Finished>, Error> {
                 }
                 Some(Err(e)) => Err(Error::from(e)),
             },
+            Kind::Node { .. } => unreachable!("handled above without the world"),
             Kind::Recv { req, buf, out, cap } => match port.test(*req) {
                 None => return Ok(None),
                 Some(r) => {
@@ -177,6 +221,9 @@ pub unsafe extern "C" fn outboard_wait(req: *mut *mut outboard_request, status: 
         Some(r) => r.shared.clone(),
         None => return unsafe { outboard_test(req, &mut done, status) },
     };
+    if let Some(rc) = unsafe { wait_on_node(req, status) } {
+        return rc;
+    }
     let _waiting = shared.waiting();
     loop {
         let rc = unsafe { outboard_test(req, &mut done, status) };
@@ -199,6 +246,30 @@ pub unsafe extern "C" fn outboard_wait(req: *mut *mut outboard_request, status: 
     }
 }
 
+/// [`outboard_wait`] for a collective in a group's shared memory: waits
+/// on the group alone (see `node_coll::wait`), then finishes as
+/// [`outboard_test`] does. `None` for any other request.
+unsafe fn wait_on_node(req: *mut *mut outboard_request, status: *mut outboard_status) -> Option<c_int> {
+    // SAFETY: the caller checked `req` for null; `*req` is a handle from
+    // this library or null.
+    let r = unsafe { (*req).as_ref() }?;
+    if !matches!(r.kind, Kind::Node { .. }) {
+        return None;
+    }
+    Some(guard(|| {
+        // SAFETY: `*req` is the box handed out; it is taken once, here.
+        let r = unsafe { Box::from_raw(*req) };
+        unsafe { *req = std::ptr::null_mut() };
+        let Kind::Node { node, ticket, out, len, _open } = r.kind else { unreachable!("matched above") };
+        let (res, mut st) = node_done(lock_node(&node)?.wait(ticket), out, len);
+        st.error = res.as_ref().map_or_else(|e| e.code, |()| OUTBOARD_OK);
+        if !status.is_null() {
+            unsafe { status.write(st) };
+        }
+        res
+    }))
+}
+
 /// One idle step of the world's waiting policy, for a program that runs its
 /// own wait loop over Outboard requests (an MPI library waiting on a mix of
 /// its own requests and Outboard's): spin, yield, or park until the engine
@@ -212,7 +283,8 @@ pub unsafe extern "C" fn outboard_idle(world: *const outboard_world, may_block: 
         // SAFETY: `world` is a handle from `outboard_init*` or null.
         let w = unsafe { world.as_ref() }.ok_or_else(|| Error::arg("world is null"))?;
         let _waiting = w.shared.waiting();
-        if may_block == 0 || w.shared.contended() {
+        // Nothing from the engine ends a collective in shared memory.
+        if may_block == 0 || w.shared.contended() || w.shared.node_open.load(Ordering::Acquire) > 0 {
             std::thread::yield_now();
             return Ok(());
         }

@@ -27,6 +27,9 @@ pub(crate) struct Shared {
     gone: AtomicBool,
     /// Threads inside a blocking wait on this world.
     waiters: AtomicUsize,
+    /// Split-phase collectives under way in a group's shared memory: no
+    /// engine event ends them, so an idle step must not park for one.
+    pub(crate) node_open: AtomicUsize,
 }
 
 /// A thread's presence in a blocking wait ([`Shared::waiting`]).
@@ -77,7 +80,7 @@ impl Shared {
 }
 
 fn hand_out(world: World, out: *mut *mut outboard_world) -> Result<(), Error> {
-    let h = Box::new(outboard_world { shared: Arc::new(Shared { world: Mutex::new(Some(world)), gone: AtomicBool::new(false), waiters: AtomicUsize::new(0) }) });
+    let h = Box::new(outboard_world { shared: Arc::new(Shared { world: Mutex::new(Some(world)), gone: AtomicBool::new(false), waiters: AtomicUsize::new(0), node_open: AtomicUsize::new(0) }) });
     // SAFETY: `out` checked non-null by `put`; on failure the box is dropped.
     unsafe { put(out, Box::into_raw(h), "out") }
 }
