@@ -28,10 +28,11 @@
 //! leader writes the result slot for round `s + 1` only after every member
 //! arrived at it, which each does only after copying result `s` out.
 //!
-//! Short calls (data of at most [`region::INLINE`] bytes, up to
+//! Short calls (data of at most [`region::FLAT_DATA`] bytes, up to
 //! [`FLAT_MAX_MEMBERS`] members) go flat instead: every member publishes
-//! its call and data in one cache line and reads every other's, so a
-//! round costs one transfer each way, in parallel, and every member
+//! its call and data (in one cache line up to [`region::INLINE`] bytes,
+//! else beside it) and reads every other's, so a round costs one
+//! transfer each way, in parallel, and every member
 //! checks the calls itself. Data longer than a slot ([`region::SLOT`])
 //! goes in rounds of a slot each.
 //!
@@ -65,7 +66,7 @@ use outboard_engine::{CollError, Reduction};
 use thiserror::Error;
 
 pub use op::{Call, Op};
-use region::{Region, RegionName, INLINE, RECORDS, SLOT};
+use region::{Region, RegionName, FLAT_DATA, RECORDS, SLOT};
 
 /// Why a node collective failed.
 #[derive(Debug, Error)]
@@ -213,8 +214,9 @@ enum Finish {
 struct Pending {
     s: u64,
     call: Call,
-    /// This member's data, if it publishes any.
-    data: Option<([u8; INLINE], usize)>,
+    /// This member's data, if it publishes any, kept while its record
+    /// waits to be published.
+    data: Option<Vec<u8>>,
     /// Whether its record is out (it waits while the record it goes to
     /// holds a round some member has not finished reading).
     published: bool,
@@ -255,7 +257,7 @@ impl NodeColl {
     /// way, in parallel), rather than through the leader (two transfers in
     /// a row). Decided from what every member agrees on.
     fn flat(&self, len: usize) -> bool {
-        len <= INLINE && self.n() <= FLAT_MAX_MEMBERS
+        len <= FLAT_DATA && self.n() <= FLAT_MAX_MEMBERS
     }
 
     /// A barrier.
@@ -416,11 +418,12 @@ impl NodeColl {
         Ok(())
     }
 
-    /// Writes this member's record of round `s`: its short data (in the
-    /// record, `inline`) or its slot's, its call, then its arrival.
-    fn write_record(&self, s: u64, call: Call, data: Option<&[u8]>, inline: bool) {
+    /// Writes this member's record of round `s`: its data (in the record
+    /// or its flat data area when `flat`, else in its slot), its call,
+    /// then its arrival.
+    fn write_record(&self, s: u64, call: Call, data: Option<&[u8]>, flat: bool) {
         if let Some(d) = data {
-            let at = if inline { self.region.inline_data(self.me, s) } else { self.region.slot(self.me) };
+            let at = if flat { self.region.flat_data(self.me, s, d.len()) } else { self.region.slot(self.me) };
             self.region.write(at, d);
         }
         let [a, b] = call.encode();
@@ -450,14 +453,16 @@ impl NodeColl {
     /// is free (else by a later test or wait: a start never waits).
     fn start(&mut self, call: Call, data: Option<&[u8]>, finish: Finish) -> Ticket {
         self.seq += 1;
-        let data = data.map(|d| {
-            let mut b = [0u8; INLINE];
-            b[..d.len()].copy_from_slice(d);
-            (b, d.len())
-        });
-        self.pending.push_back(Pending { s: self.seq, call, data, published: false, finish });
-        self.publish_ready();
-        Ticket(self.seq)
+        let s = self.seq;
+        // Out at once when nothing waits before it and its record is free
+        // (the usual case); else kept until it can go.
+        let now = self.pending.back().is_none_or(|p| p.published) && self.lagging(s).is_none();
+        if now {
+            self.write_record(s, call, data, true);
+        }
+        let data = if now { None } else { data.map(<[u8]>::to_vec) };
+        self.pending.push_back(Pending { s, call, data, published: now, finish });
+        Ticket(s)
     }
 
     /// Publishes queued rounds, in order, while their records are free.
@@ -470,8 +475,9 @@ impl NodeColl {
             if self.lagging(p.s).is_some() {
                 break;
             }
-            self.write_record(p.s, p.call, p.data.as_ref().map(|(b, n)| &b[..*n]), true);
+            self.write_record(p.s, p.call, p.data.as_deref(), true);
             self.pending[i].published = true;
+            self.pending[i].data = None;
         }
     }
 
@@ -553,23 +559,23 @@ impl NodeColl {
         r
     }
 
-    fn flat_result(&self, p: &Pending) -> Result<Vec<u8>, NodeCollError> {
+    fn flat_result(&mut self, p: &Pending) -> Result<Vec<u8>, NodeCollError> {
         let len = p.call.len as usize;
         let s = p.s;
         match p.finish {
             Finish::Nothing => Ok(Vec::new()),
             Finish::Root(r) => {
                 let mut v = vec![0; len];
-                self.region.read(self.region.inline_data(r, s), &mut v);
+                self.region.read(self.region.flat_data(r, s, len), &mut v);
                 Ok(v)
             }
             Finish::Fold(red) => {
                 let mut acc = vec![0; len];
-                let mut tmp = [0u8; INLINE];
-                self.region.read(self.region.inline_data(0, s), &mut acc);
+                self.region.read(self.region.flat_data(0, s, len), &mut acc);
                 for j in 1..self.n() {
-                    self.region.read(self.region.inline_data(j, s), &mut tmp[..len]);
-                    red.fold(&mut acc, &tmp[..len], false)?;
+                    let tmp = &mut self.tmp[..len];
+                    self.region.read(self.region.flat_data(j, s, len), tmp);
+                    red.fold(&mut acc, tmp, false)?;
                 }
                 Ok(acc)
             }

@@ -9,6 +9,9 @@
 //! LINE * (2 + Rn + i)    member i's done: the last round it finished
 //!                        reading
 //! data                   the result slot, then one slot per member
+//! flat                   member i's ring of RECORDS flat data areas
+//!                        (FLAT_DATA bytes each), for flat calls too long
+//!                        for a record
 //! ```
 //!
 //! Each line is written by one process only (a member its records, the
@@ -53,6 +56,10 @@ const RECORD_DATA: u64 = 24;
 /// Records per member: how many rounds a member may publish ahead of the
 /// slowest member's reading.
 pub const RECORDS: u64 = 8;
+
+/// Most bytes of data a flat round carries per member: up to [`INLINE`]
+/// in the record, longer in the record's flat data area.
+pub const FLAT_DATA: usize = 4096;
 
 const MAGIC: u64 = u64::from_le_bytes(*b"obnodeco");
 
@@ -115,7 +122,7 @@ impl Region {
     /// removes its name.
     pub fn attach(name: &RegionName) -> io::Result<Region> {
         let n = name.members.len() as u64;
-        let len = (LINE * (2 + (RECORDS + 1) * n) + SLOT * (1 + n)).next_multiple_of(page_size() as u64);
+        let len = (LINE * (2 + (RECORDS + 1) * n) + SLOT * (1 + n) + FLAT_DATA as u64 * RECORDS * n).next_multiple_of(page_size() as u64);
         let path = name.path();
         // Never truncated: another member may be using it already.
         let file = OpenOptions::new().read(true).write(true).create(true).truncate(false).mode(0o600).open(&path)?;
@@ -197,6 +204,16 @@ impl Region {
     /// Member `i`'s slot's offset.
     pub fn slot(&self, i: usize) -> u64 {
         self.data() + SLOT * (1 + i as u64)
+    }
+
+    /// Where member `i`'s data of `len` bytes for flat round `round`
+    /// lies: in the record when it fits, else in the record's flat data
+    /// area ([`FLAT_DATA`] bytes).
+    pub fn flat_data(&self, i: usize, round: u64, len: usize) -> u64 {
+        if len <= INLINE {
+            return self.inline_data(i, round);
+        }
+        self.data() + SLOT * (1 + self.n) + FLAT_DATA as u64 * (RECORDS * i as u64 + round % RECORDS)
     }
 
     /// Copies `out.len()` bytes at `off` out.

@@ -71,7 +71,8 @@ enum Step {
 
 fn step(n: usize) -> impl Strategy<Value = Step> {
     // Lengths around a slot's, in elements of 8 bytes.
-    let len = prop_oneof![0..4usize, 4090..4100usize, 9000..9001usize];
+    // Around a flat call's longest (512 elements), and a slot's.
+    let len = prop_oneof![0..4usize, 510..514usize, 4090..4100usize, 9000..9001usize];
     prop_oneof![
         Just(Step::Barrier),
         (0..n, len.clone()).prop_map(|(root, len)| Step::Bcast { root, len: len * 8 + 3 }),
@@ -314,9 +315,9 @@ proptest! {
         order in any::<u64>(),
     ) {
         let steps: Vec<(Step, bool)> = steps.into_iter().map(|(s, split)| (match s {
-            Step::Bcast { root, len } => Step::Bcast { root: root % n, len: len.min(40) },
-            Step::Reduce { root, len, float, in_place } => Step::Reduce { root: root % n, len: len.min(5), float, in_place },
-            Step::Allreduce { len, float, in_place } => Step::Allreduce { len: len.min(5), float, in_place },
+            Step::Bcast { root, len } => Step::Bcast { root: root % n, len: len.min(region::FLAT_DATA) },
+            Step::Reduce { root, len, float, in_place } => Step::Reduce { root: root % n, len: len.min(512), float, in_place },
+            Step::Allreduce { len, float, in_place } => Step::Allreduce { len: len.min(512), float, in_place },
             s => s,
         }, split)).collect();
         let got = run(n, |i, nc| {
