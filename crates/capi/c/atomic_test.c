@@ -2,9 +2,11 @@
  * crates/cli/tests/capi.rs under `outboard run -n 4`: every result is
  * checked against what it must be; the first failure exits non-zero
  * naming the line. */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <outboard.h>
 
 static uint32_t rank, size;
@@ -37,6 +39,13 @@ static uint64_t sum_u64(outboard_group *all, uint64_t v) {
     uint64_t s = 0;
     OK(outboard_allreduce(all, &v, &s, 1, OUTBOARD_UINT64, OUTBOARD_SUM));
     return s;
+}
+
+/* The second thread of rank 1: waits for the lock, then gives it back. */
+static void *lock_waiter(void *lock) {
+    OK(outboard_lock_acquire(lock));
+    OK(outboard_lock_release(lock));
+    return NULL;
 }
 
 int main(void) {
@@ -176,6 +185,20 @@ int main(void) {
         CHECK(acquired == 0);
     }
     OK(outboard_barrier(all));
+    /* Rank 0 still holds the lock. A wait for it does not stop the
+     * process's other threads: rank 1's second thread waits for the lock
+     * while its first joins the barrier after which rank 0 releases it
+     * (were the wait to hold the world, the barrier could not start, and
+     * nothing would ever end). */
+    if (rank == 1) {
+        pthread_t t;
+        CHECK(pthread_create(&t, NULL, lock_waiter, lock) == 0);
+        usleep(20000); /* the second thread is queued by now */
+        OK(outboard_barrier(all));
+        CHECK(pthread_join(t, NULL) == 0);
+    } else {
+        OK(outboard_barrier(all));
+    }
     if (rank == 0) OK(outboard_lock_release(lock));
     OK(outboard_barrier(all));
     OK(outboard_lock_free(lock));

@@ -9,7 +9,7 @@ use std::ffi::c_int;
 use std::sync::{Arc, Mutex};
 
 use outboard_host::lock::{LockError, McsLock};
-use outboard_host::{AtomicOp, AtomicWidth, RemoteWord};
+use outboard_host::{AtomicOp, AtomicWidth, RemoteWord, PortIo};
 
 use crate::error::{deref, guard, put, Error, OUTBOARD_ERR_OTHER, OUTBOARD_ERR_STATE};
 use crate::group::outboard_group;
@@ -195,11 +195,32 @@ pub unsafe extern "C" fn outboard_lock_create(group: *const outboard_group, home
 }
 
 /// Blocks until this rank holds the lock (FIFO among the waiters; a
-/// waiting rank polls only its own memory). Other threads' calls on the
-/// same world wait meanwhile.
+/// waiting rank polls only its own memory). The process's other threads
+/// go on with their calls on the world meanwhile: the wait holds the
+/// world only for each look at the lock word.
 #[no_mangle]
 pub unsafe extern "C" fn outboard_lock_acquire(lock: *const outboard_lock) -> c_int {
-    guard(|| unsafe { deref(lock, "lock") }?.with(|l, w| Ok(l.acquire(w.port())?)))
+    guard(|| {
+        let l = unsafe { deref(lock, "lock") }?;
+        if l.with(|l, w| Ok(l.enqueue(w.port())?))? {
+            return Ok(());
+        }
+        let _waiting = l.shared.waiting();
+        loop {
+            if l.with(|l, w| Ok(l.handed_over(w.port())?))? {
+                return Ok(());
+            }
+            if l.shared.contended() {
+                // Another thread waits too: leave it the world.
+                std::thread::sleep(std::time::Duration::from_micros(10));
+            } else {
+                l.shared.with(|w| {
+                    w.port().io().idle();
+                    Ok(())
+                })?;
+            }
+        }
+    })
 }
 
 /// Takes the lock if nobody holds or awaits it, never waiting: `*acquired`

@@ -43,6 +43,7 @@ fn direct_flags() -> Vec<String> {
         format!("-L{}", lib.display()),
         format!("-Wl,-rpath,{}", lib.display()),
         "-loutboard_capi".into(),
+        "-pthread".into(),
     ]
 }
 

@@ -84,6 +84,8 @@ pub struct McsLock {
     words: HostBuf,
     key: u64,
     held: bool,
+    /// Queued behind another rank, waiting for its hand-over.
+    waiting: bool,
     queued_behind: Option<u32>,
     /// Host-based: each rank's atomic server, which performs the
     /// operations on its words instead of its engine.
@@ -105,7 +107,7 @@ impl McsLock {
         if rank as usize >= table.len() || home as usize >= table.len() {
             return Err(LockError::BadTable { rank, home, len: table.len() });
         }
-        Ok(McsLock { table, rank, home, words, key, held: false, queued_behind: None, servers: None })
+        Ok(McsLock { table, rank, home, words, key, held: false, waiting: false, queued_behind: None, servers: None })
     }
 
     /// Creates the lock collectively over `group` (every member calls it,
@@ -210,24 +212,64 @@ impl McsLock {
 
     /// Blocks until this rank holds the lock.
     pub fn acquire<P: PortIo>(&mut self, port: &mut Port<P>) -> Result<(), LockError> {
+        if !self.enqueue(port)? {
+            self.poll_own(port, LOCKED, |v| v == 0)?;
+            self.took_over();
+        }
+        Ok(())
+    }
+
+    /// Joins the lock's queue: `true` when the lock is this rank's at
+    /// once, `false` when its predecessor still holds it and this rank
+    /// must wait for the hand-over ([`McsLock::handed_over`]). Split so
+    /// that a caller can wait without blocking the port for others (the C
+    /// ABI's other threads).
+    pub fn enqueue<P: PortIo>(&mut self, port: &mut Port<P>) -> Result<bool, LockError> {
         if self.held {
             return Err(LockError::AlreadyHeld);
+        }
+        if self.waiting {
+            return Ok(false);
         }
         let me = self.me();
         self.on(port, self.rank, NEXT, AtomicOp::Swap(NIL))?;
         let pred = self.on(port, self.home, LOCK, AtomicOp::Swap(me))?;
         self.queued_behind = None;
-        if pred != NIL {
-            let pred = self.rank_in(pred)?;
-            self.queued_behind = Some(pred);
-            // Set before linking: the predecessor may release as soon as
-            // it sees the link.
-            self.on(port, self.rank, LOCKED, AtomicOp::Swap(1))?;
-            self.on(port, pred, NEXT, AtomicOp::Swap(me))?;
-            self.poll_own(port, LOCKED, |v| v == 0)?;
+        if pred == NIL {
+            self.held = true;
+            return Ok(true);
         }
+        let pred = self.rank_in(pred)?;
+        self.queued_behind = Some(pred);
+        // Set before linking: the predecessor may release as soon as it
+        // sees the link.
+        self.on(port, self.rank, LOCKED, AtomicOp::Swap(1))?;
+        self.on(port, pred, NEXT, AtomicOp::Swap(me))?;
+        self.waiting = true;
+        Ok(false)
+    }
+
+    /// After [`McsLock::enqueue`] said to wait: whether the predecessor
+    /// has handed the lock over (one look at this rank's own word, after
+    /// driving the port once). Then this rank holds it.
+    pub fn handed_over<P: PortIo>(&mut self, port: &mut Port<P>) -> Result<bool, LockError> {
+        if self.held {
+            return Ok(true);
+        }
+        if !self.waiting {
+            return Err(LockError::NotHeld);
+        }
+        port.progress();
+        if self.own(port, LOCKED)? != 0 {
+            return Ok(false);
+        }
+        self.took_over();
+        Ok(true)
+    }
+
+    fn took_over(&mut self) {
         self.held = true;
-        Ok(())
+        self.waiting = false;
     }
 
     /// Takes the lock if nobody holds or awaits it; never waits.
