@@ -699,29 +699,16 @@ fn worker_args(kind: Kind, a: &CollArgs) -> Vec<String> {
 }
 
 fn run_job(kind: Kind, a: &CollArgs, n: u32) -> anyhow::Result<(Figures, Option<String>)> {
-    let exe = std::env::current_exe().context("finding the outboard binary")?;
-    let mut launcher = vec!["run".to_string(), "-n".into(), n.to_string(), "--timeout".into(), a.timeout.to_string()];
+    let mut launcher = vec!["-n".to_string(), n.to_string(), "--timeout".into(), a.timeout.to_string()];
     if let Some(r) = a.ranks_per_node {
         launcher.extend(["--ranks-per-node".to_string(), r.to_string()]);
     }
     if a.netns {
         launcher.push("--netns".into());
     }
-    launcher.push("--".into());
-    let out = Command::new(&exe)
-        .args(&launcher)
-        .arg(&exe)
-        .args(worker_args(kind, a))
-        .stdin(Stdio::null())
-        .output()
-        .context("starting the benchmark job")?;
-    let so = String::from_utf8_lossy(&out.stdout);
-    let se = String::from_utf8_lossy(&out.stderr);
+    let (so, se) = crate::bench_job::run(&launcher, &worker_args(kind, a), &format!("the {n}-rank job"))?;
     for l in se.lines().filter(|l| l.contains("# rank ")) {
         eprintln!("{l}");
-    }
-    if !out.status.success() {
-        bail!("the {n}-rank job failed:\n{so}{}", String::from_utf8_lossy(&out.stderr));
     }
     Ok(parse_lines(&so, "[0] "))
 }

@@ -12,28 +12,16 @@
 //! lines (`outboard run` prefixes them `[0] ` and `[1] `), and with
 //! `OUTBOARD_STATS=stderr` shows each node engine's datagram counts.
 
-use std::process::{Command, Stdio};
-
 use anyhow::{bail, Context};
 
 use crate::bench::{plan, run_a, run_b, Copies, EngineSide, Measured, PingpongArgs, Step};
 
 /// Runs the job and gathers what its two ranks measured.
 pub(crate) fn job(args: &PingpongArgs, ranks_per_node: u32, steps: &[Step]) -> anyhow::Result<Measured> {
-    let exe = std::env::current_exe().context("finding the outboard binary")?;
-    let out = Command::new(&exe)
-        .args(["run", "-n", "2", "--ranks-per-node", &ranks_per_node.to_string(), "--"])
-        .arg(&exe)
-        .args(["bench", "pingpong", "--worker"])
-        .args(["--max-size", &args.max_size.to_string(), "--rounds", &args.rounds.to_string(), "--scale", &args.scale.to_string()])
-        .stdin(Stdio::null())
-        .output()
-        .context("starting the benchmark job")?;
-    let so = String::from_utf8_lossy(&out.stdout);
-    let se = String::from_utf8_lossy(&out.stderr);
-    if !out.status.success() {
-        bail!("the benchmark job failed:\n{so}{se}");
-    }
+    let launcher = ["-n", "2", "--ranks-per-node", &ranks_per_node.to_string()].map(String::from);
+    let worker = ["bench", "pingpong", "--worker", "--max-size", &args.max_size.to_string(), "--rounds", &args.rounds.to_string(), "--scale", &args.scale.to_string()]
+        .map(String::from);
+    let (so, se) = crate::bench_job::run(&launcher, &worker, "the benchmark job")?;
     // With OUTBOARD_STATS=stderr, each node engine's traffic: on one node
     // the ranks' messages are packets between its ports, no datagram.
     for l in se.lines().filter(|l| l.contains("node engine") && l.contains("datagrams")) {

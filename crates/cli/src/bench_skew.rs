@@ -20,7 +20,6 @@
 //! oneself (send, delivery, handler entry and return).
 
 use std::collections::HashMap;
-use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -334,19 +333,8 @@ pub fn run(a: SkewArgs) -> anyhow::Result<()> {
         bail!("--size must be a multiple of 8 (i64 sums)");
     }
     let (cross, own) = measure_signal_cost(2000).context("measuring the interrupt's cost")?;
-    let exe = std::env::current_exe().context("finding the outboard binary")?;
-    let out = Command::new(&exe)
-        .args(["run", "-n", &a.ranks.to_string(), "--timeout", &a.timeout.to_string(), "--"])
-        .arg(&exe)
-        .args(worker_args(&a))
-        .stdin(Stdio::null())
-        .output()
-        .context("starting the benchmark job")?;
-    let so = String::from_utf8_lossy(&out.stdout);
-    let se = String::from_utf8_lossy(&out.stderr);
-    if !out.status.success() {
-        bail!("the {}-rank job failed:\n{so}{se}", a.ranks);
-    }
+    let launcher = ["-n".to_string(), a.ranks.to_string(), "--timeout".into(), a.timeout.to_string()];
+    let (so, se) = crate::bench_job::run(&launcher, &worker_args(&a), &format!("the {}-rank job", a.ranks))?;
     let fig = parse(&so, "[0] ");
     let mpi = if a.no_mpi { Err("left out (--no-mpi)".to_string()) } else { run_mpi(&a) };
     println!(

@@ -26,6 +26,7 @@ mod bench_lock;
 mod bench_coll;
 mod bench_nicvm;
 mod bench_skew;
+mod bench_job;
 mod bench_node;
 mod bench_procs;
 mod bench_report;
