@@ -263,8 +263,9 @@ int outboard_local_atomic(const outboard_mem *mem,
 int outboard_lock_create(const outboard_group *group, uint32_t home, outboard_lock **out);
 
 // Blocks until this rank holds the lock (FIFO among the waiters; a
-// waiting rank polls only its own memory). Other threads' calls on the
-// same world wait meanwhile.
+// waiting rank polls only its own memory). The process's other threads
+// go on with their calls on the world meanwhile: the wait holds the
+// world only for each look at the lock word.
 int outboard_lock_acquire(const outboard_lock *lock);
 
 // Takes the lock if nobody holds or awaits it, never waiting: `*acquired`
