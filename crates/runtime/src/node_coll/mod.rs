@@ -34,11 +34,13 @@
 //! else beside it) and reads every other's, so a round costs one
 //! transfer each way, in parallel, and every member
 //! checks the calls itself. Data longer than a slot ([`region::SLOT`])
-//! goes in rounds of a slot each.
+//! goes in rounds of a slot each. Waiting members check every
+//! millisecond that the member they wait for still runs ([`wait`]): a
+//! killed rank fails its group's collective at every survivor.
 //!
 //! # Split-phase calls
 //!
-//! Short calls can also start and finish apart (`*_start`, then
+//! Calls can also start and finish apart (`*_start`, then
 //! [`NodeColl::test`] or [`NodeColl::wait`]), as MPI's non-blocking
 //! collectives do: the start publishes the member's record, the test
 //! reads the others'. A member has a ring of [`region::RECORDS`] records
@@ -47,10 +49,12 @@
 //! still being read is queued and published by a later test or wait
 //! instead of waiting: a start never waits for another member, because a
 //! program may start a collective and only then send the message another
-//! member waits for before it starts its own. Rounds finish in order at
-//! each member; a blocking call finishes every round started before it. Waiting members check every millisecond that the member they
-//! wait for still runs ([`wait`]): a killed rank fails its group's
-//! collective at every survivor.
+//! member waits for before it starts its own. Calls longer than a flat
+//! one but within a slot start split-phase too, as one round through the
+//! leader; such a round is published only once every round before it
+//! finished at this member (slots and the result slot are single).
+//! Rounds finish in order at each member; a blocking call finishes every
+//! round started before it.
 
 mod futex;
 pub mod op;
@@ -199,23 +203,35 @@ const DIED: u64 = 2;
 #[derive(Debug, PartialEq, Eq)]
 pub struct Ticket(u64);
 
-/// What finishing a flat round gives this member.
+/// How a started round finishes, and what it gives this member.
 #[derive(Debug, Clone, Copy)]
 enum Finish {
-    /// Nothing: a barrier, a broadcast's root, a reduce's non-root.
+    /// Flat, nothing: a barrier, a broadcast's root, a reduce's non-root.
     Nothing,
-    /// The broadcast root's data (the root's group rank).
+    /// Flat, the broadcast root's data (the root's group rank).
     Root(usize),
-    /// Every member's data folded in group-rank order.
+    /// Flat, every member's data folded in group-rank order.
     Fold(Reduction),
+    /// Through the leader, one slot of data: a broadcast from `root`.
+    LeadBcast { root: usize },
+    /// Through the leader, one slot of data: a reduction, folded by the
+    /// leader; `gets` whether this member gets the result, `others` whether
+    /// any member but the leader does.
+    LeadFold { red: Reduction, gets: bool, others: bool },
 }
 
-/// A flat round started here and not finished yet.
+impl Finish {
+    fn through_leader(self) -> bool {
+        matches!(self, Finish::LeadBcast { .. } | Finish::LeadFold { .. })
+    }
+}
+
+/// A round started here and not finished yet.
 struct Pending {
     s: u64,
     call: Call,
-    /// This member's data, if it publishes any, kept while its record
-    /// waits to be published.
+    /// This member's data, if it has any: kept while its record waits to
+    /// be published, and by the leader until it folds.
     data: Option<Vec<u8>>,
     /// Whether its record is out (it waits while the record it goes to
     /// holds a round some member has not finished reading).
@@ -275,21 +291,22 @@ impl NodeColl {
     /// by the caller to be a member), `data` at the root (ignored
     /// elsewhere): the root's data is out when this returns, and the
     /// others get it from [`Self::test`] or [`Self::wait`]. `None` when
-    /// the call is too long to go flat (then the caller takes another
+    /// the call is longer than a slot (then the caller takes another
     /// path, which every member takes alike).
     pub fn bcast_start(&mut self, data: &[u8], root: u32) -> Option<Ticket> {
         let len = data.len();
-        if !self.flat(len) {
-            return None;
-        }
         let call = Call { op: Op::Bcast { root }, len: len as u64 };
         let root = root as usize;
-        Some(if self.me == root { self.start(call, Some(data), Finish::Nothing) } else { self.start(call, None, Finish::Root(root)) })
+        let mine = (self.me == root).then_some(data);
+        if self.flat(len) {
+            return Some(self.start(call, mine, if mine.is_some() { Finish::Nothing } else { Finish::Root(root) }));
+        }
+        (len <= SLOT as usize).then(|| self.start(call, mine, Finish::LeadBcast { root }))
     }
 
     /// Starts a reduction with `red` of `contribution` to group rank
     /// `root`; the root gets the result from [`Self::test`] or
-    /// [`Self::wait`]. `Ok(None)` when the call is too long to go flat.
+    /// [`Self::wait`]. `Ok(None)` when the call is longer than a slot.
     pub fn reduce_start(&mut self, contribution: &[u8], red: Reduction, root: u32) -> Result<Option<Ticket>, NodeCollError> {
         let gets = self.me == root as usize;
         self.combine_start(contribution, red, Op::Reduce { root, red }, gets)
@@ -297,18 +314,24 @@ impl NodeColl {
 
     /// Starts an allreduce with `red` of `contribution`; every member
     /// gets the result from [`Self::test`] or [`Self::wait`]. `Ok(None)`
-    /// when the call is too long to go flat.
+    /// when the call is longer than a slot.
     pub fn allreduce_start(&mut self, contribution: &[u8], red: Reduction) -> Result<Option<Ticket>, NodeCollError> {
         self.combine_start(contribution, red, Op::Allreduce { red }, true)
     }
 
     fn combine_start(&mut self, contribution: &[u8], red: Reduction, op: Op, gets: bool) -> Result<Option<Ticket>, NodeCollError> {
-        red.check_len(contribution.len())?;
-        if !self.flat(contribution.len()) {
-            return Ok(None);
+        let len = contribution.len();
+        red.check_len(len)?;
+        let call = Call { op, len: len as u64 };
+        if self.flat(len) {
+            return Ok(Some(self.start(call, Some(contribution), if gets { Finish::Fold(red) } else { Finish::Nothing })));
         }
-        let call = Call { op, len: contribution.len() as u64 };
-        Ok(Some(self.start(call, Some(contribution), if gets { Finish::Fold(red) } else { Finish::Nothing })))
+        // Whether a member other than the leader gets the result.
+        let others = match op {
+            Op::Reduce { root, .. } => root != 0,
+            _ => true,
+        };
+        Ok((len <= SLOT as usize).then(|| self.start(call, Some(contribution), Finish::LeadFold { red, gets, others })))
     }
 
     /// Whether the collective of `t` finished, and if so its result: the
@@ -449,36 +472,64 @@ impl NodeColl {
         wait::publish(self.region.done(self.me), s, self.region.sleepers());
     }
 
-    /// Starts a flat round: queued, and published at once if its record
-    /// is free (else by a later test or wait: a start never waits).
+    /// Starts a round: queued, and published at once if it may be (else
+    /// by a later test or wait: a start never waits). A flat round may
+    /// when its record is free; one through the leader only once every
+    /// round before it finished here, because its slot and the result
+    /// slot are single.
     fn start(&mut self, call: Call, data: Option<&[u8]>, finish: Finish) -> Ticket {
         self.seq += 1;
         let s = self.seq;
-        // Out at once when nothing waits before it and its record is free
-        // (the usual case); else kept until it can go.
-        let now = self.pending.back().is_none_or(|p| p.published) && self.lagging(s).is_none();
+        // Flat and out at once when nothing waits before it and its
+        // record is free (the usual case); else kept until it can go.
+        let now = !finish.through_leader() && self.pending.back().is_none_or(|p| p.published) && self.lagging(s).is_none();
         if now {
             self.write_record(s, call, data, true);
         }
         let data = if now { None } else { data.map(<[u8]>::to_vec) };
         self.pending.push_back(Pending { s, call, data, published: now, finish });
+        self.publish_ready();
         Ticket(s)
     }
 
-    /// Publishes queued rounds, in order, while their records are free.
+    /// Publishes queued rounds, in order, while they may go (see
+    /// [`Self::start`]).
     fn publish_ready(&mut self) {
         for i in 0..self.pending.len() {
             let p = &self.pending[i];
             if p.published {
                 continue;
             }
-            if self.lagging(p.s).is_some() {
+            let lead = p.finish.through_leader();
+            if self.lagging(p.s).is_some() || (lead && i > 0) {
                 break;
             }
-            self.write_record(p.s, p.call, p.data.as_deref(), true);
-            self.pending[i].published = true;
-            self.pending[i].data = None;
+            // Through the leader a member's data goes to its slot; the
+            // leader keeps its own until it folds.
+            let data = if lead && self.leader() { None } else { p.data.as_deref() };
+            self.write_record(p.s, p.call, data, !lead);
+            let keep = lead && self.leader();
+            let p = &mut self.pending[i];
+            p.published = true;
+            if !keep {
+                p.data = None;
+            }
         }
+    }
+
+    /// What the oldest round waits for: a member's done (before its
+    /// record may be written), a member's arrival, or (a member's round
+    /// through the leader) the leader's release; `None` when it can
+    /// finish now.
+    fn blocker(&self, p: &Pending) -> Option<(&std::sync::atomic::AtomicU64, u64, usize)> {
+        if !p.published {
+            return self.lagging(p.s).map(|j| (self.region.done(j), p.s - RECORDS, j));
+        }
+        if p.finish.through_leader() && !self.leader() {
+            let release = self.region.release();
+            return (release.load(Ordering::Acquire) < p.s).then_some((release, p.s, 0));
+        }
+        self.missing(p.s).map(|j| (self.region.arrival(j, p.s), p.s, j))
     }
 
     /// Publishes what it can and finishes, in order, the flat rounds whose
@@ -489,10 +540,13 @@ impl NodeColl {
         self.publish_ready();
         while let Some(p) = self.pending.front() {
             let s = p.s;
-            let blocker = if p.published { self.missing(s) } else { self.lagging(s) };
-            let Some(j) = blocker else {
+            let Some((_, _, j)) = self.blocker(p) else {
                 let p = self.pending.pop_front().expect("looked at above");
-                let r = self.finish_flat(&p);
+                let r = match p.finish {
+                    f if !f.through_leader() => self.finish_flat(&p),
+                    _ if self.leader() => self.lead_round(&p),
+                    _ => self.member_round(&p),
+                };
                 self.finished.insert(s, r);
                 self.publish_ready();
                 continue;
@@ -505,7 +559,7 @@ impl NodeColl {
             }
             match self.dead {
                 // It may have published and then exited.
-                Some(d) if (if p.published { self.missing(s) } else { self.lagging(s) }).is_some() => {
+                Some(d) if self.blocker(p).is_some() => {
                     self.pending.pop_front();
                     if self.leader() {
                         self.region.release_detail(5).store(d as u64, Ordering::Relaxed);
@@ -525,13 +579,7 @@ impl NodeColl {
         loop {
             self.progress();
             let Some(p) = self.pending.front().filter(|p| p.s <= s) else { return };
-            let r = p.s;
-            let wanted = if p.published {
-                self.missing(r).map(|j| (self.region.arrival(j, r), r, j))
-            } else {
-                self.lagging(r).map(|j| (self.region.done(j), r - RECORDS, j))
-            };
-            if let Some((word, target, j)) = wanted {
+            if let Some((word, target, j)) = self.blocker(p) {
                 if wait::wait_for(word, target, self.pids[j], self.spins, self.region.sleepers()).is_err() {
                     self.dead = Some(j);
                 }
@@ -563,7 +611,7 @@ impl NodeColl {
         let len = p.call.len as usize;
         let s = p.s;
         match p.finish {
-            Finish::Nothing => Ok(Vec::new()),
+            Finish::Nothing | Finish::LeadBcast { .. } | Finish::LeadFold { .. } => Ok(Vec::new()),
             Finish::Root(r) => {
                 let mut v = vec![0; len];
                 self.region.read(self.region.flat_data(r, s, len), &mut v);
@@ -580,6 +628,63 @@ impl NodeColl {
                 Ok(acc)
             }
         }
+    }
+
+    /// The leader's split-phase round through the leader, every record
+    /// in: checks the calls, does the round's work into the result slot
+    /// and releases it.
+    fn lead_round(&mut self, p: &Pending) -> Result<Vec<u8>, NodeCollError> {
+        let (s, call, len) = (p.s, p.call, p.call.len as usize);
+        let disagree = (1..self.n()).map(|j| (j, self.published(j, s))).find(|(_, c)| *c != Some(call));
+        if let Some((j, theirs)) = disagree {
+            self.release_mismatch(s, call, j, theirs);
+            return Err(mismatch(call, theirs));
+        }
+        let own = p.data.as_deref().unwrap_or_default();
+        let r = match p.finish {
+            Finish::LeadBcast { root: 0 } => {
+                self.region.write(self.region.result_slot(), own);
+                Ok(Vec::new())
+            }
+            Finish::LeadBcast { root } => {
+                let mut v = vec![0; len];
+                self.region.read(self.region.slot(root), &mut v);
+                self.region.write(self.region.result_slot(), &v);
+                Ok(v)
+            }
+            Finish::LeadFold { red, gets, others } => {
+                let mut acc = own.to_vec();
+                let folded = (1..self.n()).try_for_each(|j| {
+                    let tmp = &mut self.tmp[..len];
+                    self.region.read(self.region.slot(j), tmp);
+                    red.fold(&mut acc, tmp, false)
+                });
+                if others {
+                    self.region.write(self.region.result_slot(), &acc);
+                }
+                folded.map(|()| if gets { acc } else { Vec::new() }).map_err(NodeCollError::from)
+            }
+            _ => unreachable!("a flat round is finished by finish_flat"),
+        };
+        self.release(s);
+        r
+    }
+
+    /// A member's split-phase round through the leader, released: what
+    /// the release says, and the result where this member gets one.
+    fn member_round(&mut self, p: &Pending) -> Result<Vec<u8>, NodeCollError> {
+        let r = self.released(p.call).map(|()| {
+            let gets = match p.finish {
+                Finish::LeadBcast { root } => root != self.me,
+                Finish::LeadFold { gets, .. } => gets,
+                _ => false,
+            };
+            let mut v = vec![0; if gets { p.call.len as usize } else { 0 }];
+            self.region.read(self.region.result_slot(), &mut v);
+            v
+        });
+        self.done(p.s);
+        r
     }
 
     /// Starts a round through the leader (a blocking call): finishes every
@@ -637,8 +742,14 @@ impl NodeColl {
             return Err(self.died(0));
         }
         self.done(s);
+        self.released(call).map(|()| s)
+    }
+
+    /// What the leader's release of the round this member waited for
+    /// says: released, or the member that died, or the disagreeing calls.
+    fn released(&self, call: Call) -> Result<(), NodeCollError> {
         match self.region.release_detail(0).load(Ordering::Acquire) {
-            RELEASED => Ok(s),
+            RELEASED => Ok(()),
             DIED => Err(self.died(self.region.release_detail(5).load(Ordering::Acquire) as usize)),
             _ => {
                 // The leader's call as it stood in this round (it may be

@@ -45,7 +45,7 @@ pub const LINE: u64 = 128;
 
 /// Bytes of a data slot: what one round of a collective moves; longer
 /// data goes in rounds of this size.
-pub const SLOT: u64 = 32 * 1024;
+pub const SLOT: u64 = 64 * 1024;
 
 /// Bytes of data a record carries beside its arrival and call (the rest
 /// of its first cache line).
