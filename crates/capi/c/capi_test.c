@@ -149,6 +149,15 @@ static void collectives(outboard_group *g, const char *label) {
     OK(outboard_wait(&r1, NULL));
     for (size_t k = 0; k < sizeof msg; k++) CHECK(msg[k] == 'm');
     if (gr == 0) CHECK(total == (int64_t)gs * gs);
+    /* Longer than a flat call (within a node: through the first rank). */
+    enum { BIG = 5000 };
+    int64_t *bin = malloc(BIG * sizeof *bin), *bout = malloc(BIG * sizeof *bout);
+    for (int e = 0; e < BIG; e++) bin[e] = (int64_t)gr * e;
+    OK(outboard_allreduce_start(g, bin, bout, BIG, OUTBOARD_INT64, OUTBOARD_SUM, &r1));
+    OK(outboard_wait(&r1, NULL));
+    for (int e = 0; e < BIG; e++) CHECK(bout[e] == (int64_t)e * gs * (gs - 1) / 2);
+    free(bin);
+    free(bout);
     /* A datatype the engine does not know, and a bitwise op on floats. */
     CHECK(outboard_allreduce(g, &x, &sum, 1, 99, OUTBOARD_SUM) == OUTBOARD_ERR_ARG);
     CHECK(strlen(outboard_last_error()) > 0);
