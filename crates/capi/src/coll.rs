@@ -95,7 +95,7 @@ fn start_on_node(
 ) -> Result<Option<Kind>, Error> {
     let Some(node) = g.node_path() else { return Ok(None) };
     let Some(ticket) = g.run_on_node(node, begin)? else { return Ok(None) };
-    Ok(Some(Kind::Node { node: node.clone(), ticket, out, len, _open: NodeOpen::new(&g.shared) }))
+    Ok(Some(Kind::Node { node: node.clone(), ticket, out, len, _open: NodeOpen::new(&g.shared, node) }))
 }
 
 /// Starts a barrier.

@@ -4,7 +4,8 @@
 
 use std::ffi::c_int;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
 
 use outboard_host::{CollRequest, Completion, HostBuf, HostError, OpError, PortIo, Request};
 use outboard_runtime::node_coll::{NodeColl, Ticket};
@@ -37,13 +38,19 @@ pub(crate) enum Kind {
     Node { node: Arc<Mutex<NodeColl>>, ticket: Ticket, out: *mut u8, len: usize, _open: NodeOpen },
 }
 
+/// Longest an idle step waits on a group's shared memory: the caller may
+/// be waiting on other requests too.
+const NODE_IDLE_MAX: Duration = Duration::from_micros(200);
+
 /// Counts a collective in shared memory among the world's open ones
 /// ([`Shared::node_open`]) for as long as its request lives.
 pub(crate) struct NodeOpen(Arc<Shared>);
 
 impl NodeOpen {
-    pub(crate) fn new(shared: &Arc<Shared>) -> NodeOpen {
+    /// Counts one on `node`'s group.
+    pub(crate) fn new(shared: &Arc<Shared>, node: &Arc<Mutex<NodeColl>>) -> NodeOpen {
         shared.node_open.fetch_add(1, Ordering::AcqRel);
+        *shared.node_last.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(Arc::downgrade(node));
         NodeOpen(shared.clone())
     }
 }
@@ -283,9 +290,18 @@ pub unsafe extern "C" fn outboard_idle(world: *const outboard_world, may_block: 
         // SAFETY: `world` is a handle from `outboard_init*` or null.
         let w = unsafe { world.as_ref() }.ok_or_else(|| Error::arg("world is null"))?;
         let _waiting = w.shared.waiting();
-        // Nothing from the engine ends a collective in shared memory.
-        if may_block == 0 || w.shared.contended() || w.shared.node_open.load(Ordering::Acquire) > 0 {
+        if may_block == 0 || w.shared.contended() {
             std::thread::yield_now();
+            return Ok(());
+        }
+        // Nothing from the engine ends a collective in shared memory: wait
+        // on its group instead, briefly (the caller may await others).
+        if w.shared.node_open.load(Ordering::Acquire) > 0 {
+            let last = w.shared.node_last.lock().ok().and_then(|l| l.as_ref().and_then(Weak::upgrade));
+            match last.as_ref().map(|n| n.try_lock()) {
+                Some(Ok(mut nc)) => nc.idle(NODE_IDLE_MAX),
+                _ => std::thread::yield_now(),
+            }
             return Ok(());
         }
         w.shared.with(|w| {

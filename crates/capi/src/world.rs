@@ -6,9 +6,10 @@
 use std::ffi::{c_char, c_int, c_void};
 use std::net::{IpAddr, Ipv4Addr, ToSocketAddrs};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
 
 use outboard_runtime::bootstrap::ExchangeBootstrap;
+use outboard_runtime::node_coll::NodeColl;
 use outboard_runtime::{Options, World};
 
 use crate::error::{deref, guard, put, Error, OUTBOARD_ERR_STATE};
@@ -30,6 +31,9 @@ pub(crate) struct Shared {
     /// Split-phase collectives under way in a group's shared memory: no
     /// engine event ends them, so an idle step must not park for one.
     pub(crate) node_open: AtomicUsize,
+    /// The group of the split-phase collective in shared memory started
+    /// last: what an idle step waits on while any is open.
+    pub(crate) node_last: Mutex<Option<Weak<Mutex<NodeColl>>>>,
 }
 
 /// A thread's presence in a blocking wait ([`Shared::waiting`]).
@@ -80,7 +84,7 @@ impl Shared {
 }
 
 fn hand_out(world: World, out: *mut *mut outboard_world) -> Result<(), Error> {
-    let h = Box::new(outboard_world { shared: Arc::new(Shared { world: Mutex::new(Some(world)), gone: AtomicBool::new(false), waiters: AtomicUsize::new(0), node_open: AtomicUsize::new(0) }) });
+    let h = Box::new(outboard_world { shared: Arc::new(Shared { world: Mutex::new(Some(world)), gone: AtomicBool::new(false), waiters: AtomicUsize::new(0), node_open: AtomicUsize::new(0), node_last: Mutex::new(None) }) });
     // SAFETY: `out` checked non-null by `put`; on failure the box is dropped.
     unsafe { put(out, Box::into_raw(h), "out") }
 }

@@ -573,6 +573,21 @@ impl NodeColl {
         }
     }
 
+    /// One idle step for a caller that waits on several things, this
+    /// group's split-phase collectives among them (an MPI library's wait
+    /// loop): finishes what it can, then waits at most `max` for what the
+    /// oldest round waits for, sleeping (not spinning) once its spins and
+    /// yields are spent. A member found gone is noted for the next test.
+    pub fn idle(&mut self, max: std::time::Duration) {
+        self.progress();
+        let Some(p) = self.pending.front() else { return };
+        if let Some((word, target, j)) = self.blocker(p) {
+            if wait::wait_until(word, target, self.pids[j], self.spins, self.region.sleepers(), Some(Instant::now() + max)).is_err() {
+                self.dead = Some(j);
+            }
+        }
+    }
+
     /// Until round `s` (and every round before it) finished: progress,
     /// and between tries wait for what the oldest round waits for.
     fn settle(&mut self, s: u64) {

@@ -30,9 +30,15 @@ pub struct Gone;
 /// `sleepers` counts the waiters asleep on the region's words, so that a
 /// publisher ([`publish`]) makes the wake-up call only when one is.
 pub fn wait_for(word: &AtomicU64, target: u64, pid: u32, spins: u32, sleepers: &AtomicU64) -> Result<(), Gone> {
+    wait_until(word, target, pid, spins, sleepers, None).map(|_| ())
+}
+
+/// [`wait_for`], giving up at `deadline` if there is one: `Ok(true)` once
+/// `word` reached `target`, `Ok(false)` at the deadline.
+pub fn wait_until(word: &AtomicU64, target: u64, pid: u32, spins: u32, sleepers: &AtomicU64, deadline: Option<Instant>) -> Result<bool, Gone> {
     for _ in 0..spins {
         if word.load(Ordering::Acquire) >= target {
-            return Ok(());
+            return Ok(true);
         }
         std::hint::spin_loop();
     }
@@ -40,28 +46,33 @@ pub fn wait_for(word: &AtomicU64, target: u64, pid: u32, spins: u32, sleepers: &
     // it over sooner than a sleep and a wake-up would.
     for _ in 0..YIELDS {
         if word.load(Ordering::Acquire) >= target {
-            return Ok(());
+            return Ok(true);
         }
         std::thread::yield_now();
     }
     let mut last_check = Instant::now();
     loop {
+        let now = Instant::now();
+        if deadline.is_some_and(|d| now >= d) {
+            return Ok(false);
+        }
+        let nap = deadline.map_or(CHECK_EVERY, |d| (d - now).min(CHECK_EVERY));
         // Announced before the last look, so that a publisher storing
         // after that look sees the sleeper (both sequentially consistent).
         sleepers.fetch_add(1, Ordering::SeqCst);
         let seen = word.load(Ordering::SeqCst);
         if seen < target {
-            futex::wait(word, seen, CHECK_EVERY);
+            futex::wait(word, seen, nap);
         }
         sleepers.fetch_sub(1, Ordering::SeqCst);
         if word.load(Ordering::Acquire) >= target {
-            return Ok(());
+            return Ok(true);
         }
         if last_check.elapsed() >= CHECK_EVERY {
             last_check = Instant::now();
             if !alive(pid) {
                 // It may have published and then exited.
-                return if word.load(Ordering::Acquire) >= target { Ok(()) } else { Err(Gone) };
+                return if word.load(Ordering::Acquire) >= target { Ok(true) } else { Err(Gone) };
             }
         }
     }
@@ -113,6 +124,20 @@ mod tests {
             std::thread::sleep(Duration::from_millis(5));
         }
         child.wait().unwrap();
+    }
+
+    #[test]
+    fn a_waiter_with_a_deadline_gives_up_at_it_and_not_before() {
+        let w = AtomicU64::new(0);
+        let sleepers = AtomicU64::new(0);
+        let me = std::process::id();
+        let t = Instant::now();
+        let deadline = t + Duration::from_millis(3);
+        assert_eq!(wait_until(&w, 1, me, 100, &sleepers, Some(deadline)), Ok(false));
+        assert!(Instant::now() >= deadline && t.elapsed() < Duration::from_secs(1), "{:?}", t.elapsed());
+        w.store(1, Ordering::Release);
+        assert_eq!(wait_until(&w, 1, me, 100, &sleepers, Some(Instant::now())), Ok(true));
+        assert_eq!(sleepers.load(Ordering::SeqCst), 0);
     }
 
     #[test]
