@@ -85,8 +85,9 @@ enum RecvState {
     Posted,
     /// A value arrived: for a broadcast, forwarded to `next` children so
     /// far with `pending` sends unconfirmed, copied out once `consumed`;
-    /// for a reduce, held until its epoch's accumulator takes it.
-    Full { epoch: u32, root: u32, len: u32, next: u32, pending: u32, consumed: bool },
+    /// for a reduce, held until its epoch's accumulator takes it (in its
+    /// turn: `from`, the sender's group rank, says which child it is).
+    Full { epoch: u32, root: u32, len: u32, next: u32, pending: u32, consumed: bool, from: u32 },
 }
 
 #[derive(Debug)]
@@ -114,6 +115,13 @@ struct SendSlot {
     buf: HostBuf,
     local: Vec<u8>,
     state: SendState,
+    /// A reduce's children's contributions taken out of their receive
+    /// slots as they arrive, child `k` (in folding order) at `k * len`,
+    /// so that slots never stay full waiting for an earlier child; sized
+    /// by the call, so that handlers allocate nothing.
+    held: Vec<u8>,
+    /// Which children's contributions `held` has.
+    have: Vec<bool>,
 }
 
 pub(crate) struct Core<P: PortIo> {
@@ -124,7 +132,6 @@ pub(crate) struct Core<P: PortIo> {
     pub flag: HostBuf,
     recvs: Vec<RecvSlot>,
     sends: Vec<SendSlot>,
-    scratch: Vec<u8>,
     next_op: u64,
     pub bcast_epoch: u32,
     pub reduce_epoch: u32,
@@ -143,7 +150,6 @@ impl<P: PortIo> Core<P> {
             flag,
             recvs: Vec::with_capacity(4 * slots),
             sends: Vec::with_capacity(2 * slots),
-            scratch: vec![0; MAX_LEN as usize],
             next_op: 0,
             bcast_epoch: 0,
             reduce_epoch: 0,
@@ -177,7 +183,7 @@ impl<P: PortIo> Core<P> {
 
     fn add_send(&mut self) -> Result<usize, HostError> {
         let buf = self.port.buffer(MAX_LEN)?;
-        self.sends.push(SendSlot { buf, local: vec![0; MAX_LEN as usize], state: SendState::Free });
+        self.sends.push(SendSlot { buf, local: vec![0; MAX_LEN as usize], state: SendState::Free, held: Vec::new(), have: Vec::new() });
         Ok(self.sends.len() - 1)
     }
 
@@ -244,10 +250,11 @@ impl<P: PortIo> Core<P> {
             return;
         }
         match e.result {
-            Ok(Completion::Received { tag, len, .. }) => {
+            Ok(Completion::Received { tag, len, src }) => {
                 let (epoch, root) = decode(tag);
+                let from = self.members.iter().position(|m| m.node == src.node && m.port == src.port).map_or(u32::MAX, |i| i as u32);
                 let r = &mut self.recvs[slot];
-                r.state = RecvState::Full { epoch, root, len, next: 0, pending: 0, consumed: false };
+                r.state = RecvState::Full { epoch, root, len, next: 0, pending: 0, consumed: false, from };
                 if r.kind == Kind::Bcast {
                     self.stats.received += 1;
                 }
@@ -282,7 +289,7 @@ impl<P: PortIo> Core<P> {
                         Err(e) => self.fail(e.into()),
                     }
                 }
-                RecvState::Full { epoch, root, len, next, pending, consumed } if r.kind == Kind::Bcast => {
+                RecvState::Full { epoch, root, len, next, pending, consumed, from } if r.kind == Kind::Bcast => {
                     let kids = binomial_children(n, root, me).count() as u32;
                     if next < kids {
                         let child = binomial_children(n, root, me).rev().nth(next as usize).expect("counted");
@@ -291,7 +298,7 @@ impl<P: PortIo> Core<P> {
                         let op = self.op(false, true, i);
                         if self.post_send(op, child, t, buf, root) {
                             self.stats.forwarded += 1;
-                            self.recvs[i].state = RecvState::Full { epoch, root, len, next: next + 1, pending: pending + 1, consumed };
+                            self.recvs[i].state = RecvState::Full { epoch, root, len, next: next + 1, pending: pending + 1, consumed, from };
                             changed = true;
                         }
                     } else if consumed && pending == 0 {
@@ -322,30 +329,47 @@ impl<P: PortIo> Core<P> {
                 }
                 SendState::Acc { epoch, root, red, len, children, folded, sent, pending } => {
                     let mut folded = folded;
-                    if folded < children {
-                        // Fold the children's contributions held so far.
-                        for j in 0..self.recvs.len() {
-                            let r = &self.recvs[j];
-                            let RecvState::Full { epoch: e, root: ro, len: l, .. } = r.state else { continue };
-                            if r.kind != Kind::Reduce || e != epoch & EPOCH_MASK || ro != root {
-                                continue;
-                            }
-                            let l = l as usize;
-                            if l != len as usize {
-                                self.fail(HostError::Coll(crate::CollectiveError::Engine(outboard_engine::CollError::LengthMismatch { expected: len, got: l as u32 })));
-                            } else if self.port.io_ref().read(r.buf.addr, &mut self.scratch[..l]).is_ok() {
-                                let s = &mut self.sends[i];
-                                if let Err(e) = red.fold(&mut s.local[..l], &self.scratch[..l], false) {
-                                    self.error.get_or_insert(HostError::Coll(crate::CollectiveError::Engine(e)));
-                                }
-                                self.stats.combined += 1;
-                            }
-                            folded += 1;
-                            self.recvs[j].state = RecvState::Idle;
-                            changed = true;
+                    // Take the children's contributions that arrived out
+                    // of their slots, then fold them each in its turn:
+                    // nearest child first, as every reduction of the host
+                    // library folds (`Tree::children`), so floating-point
+                    // results do not depend on arrival order.
+                    for j in 0..self.recvs.len() {
+                        let r = &self.recvs[j];
+                        let RecvState::Full { epoch: e, root: ro, len: l, from, .. } = r.state else { continue };
+                        if r.kind != Kind::Reduce || e != epoch & EPOCH_MASK || ro != root {
+                            continue;
                         }
-                        self.sends[i].state = SendState::Acc { epoch, root, red, len, children, folded, sent, pending };
+                        let addr = r.buf.addr;
+                        self.recvs[j].state = RecvState::Idle;
+                        changed = true;
+                        let k = binomial_children(n, root, me).position(|c| c == from);
+                        match k {
+                            Some(k) if l == len => {
+                                let at = k * len as usize..(k + 1) * len as usize;
+                                let s = &mut self.sends[i];
+                                match self.port.io_ref().read(addr, &mut s.held[at]) {
+                                    Ok(()) => s.have[k] = true,
+                                    Err(e) => self.fail(HostError::from(e)),
+                                }
+                            }
+                            Some(_) => self.fail(HostError::Coll(crate::CollectiveError::Engine(outboard_engine::CollError::LengthMismatch { expected: len, got: l }))),
+                            None => self.fail(HostError::Coll(crate::CollectiveError::Engine(outboard_engine::CollError::Malformed("a reduce contribution from a rank that is not a child")))),
+                        }
                     }
+                    while folded < children && self.sends[i].have[folded as usize] {
+                        let s = &mut self.sends[i];
+                        let l = len as usize;
+                        let at = folded as usize * l;
+                        let (local, held) = (&mut s.local[..l], &s.held[at..at + l]);
+                        if let Err(e) = red.fold(local, held, false) {
+                            self.error.get_or_insert(HostError::Coll(crate::CollectiveError::Engine(e)));
+                        }
+                        self.stats.combined += 1;
+                        folded += 1;
+                        changed = true;
+                    }
+                    self.sends[i].state = SendState::Acc { epoch, root, red, len, children, folded, sent, pending };
                     if folded == children && !sent {
                         if let Some(parent) = binomial_parent(n, root, me) {
                             let buf = HostBuf { addr: self.sends[i].buf.addr, len };
@@ -505,7 +529,13 @@ impl<P: PortIo> Core<P> {
         self.reduce_epoch = self.reduce_epoch.wrapping_add(1);
         let children = binomial_children(self.n(), root, self.rank).count() as u32;
         let i = self.free_send()?;
-        self.sends[i].local[..data.len()].copy_from_slice(data);
+        let s = &mut self.sends[i];
+        s.local[..data.len()].copy_from_slice(data);
+        // Room for every child's contribution, made here, not in a handler.
+        s.held.clear();
+        s.held.resize(children as usize * data.len(), 0);
+        s.have.clear();
+        s.have.resize(children as usize, false);
         self.sends[i].state = SendState::Acc { epoch, root, red, len: data.len() as u32, children, folded: 0, sent: false, pending: 0 };
         if self.rank != root {
             // The rest - the children's contributions, the send up - is the

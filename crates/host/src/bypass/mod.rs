@@ -12,7 +12,11 @@
 //! slot until the application's [`Bypass::bcast`] copies it out, and folds
 //! a reduce's children into the accumulator once this member's own
 //! contribution is known (a non-root's [`Bypass::reduce`] returns as soon
-//! as its contribution is copied; the rest happens in handlers).
+//! as its contribution is copied; the rest happens in handlers). Children
+//! fold nearest first, whatever order they arrive in - the order of every
+//! reduction of the host library, so a float sum is the same from run to
+//! run and as the other modes give; a contribution that arrives ahead of
+//! its turn leaves its receive slot for room the call set aside.
 //!
 //! # The lock and the flag (6.2.3)
 //!

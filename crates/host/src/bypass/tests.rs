@@ -162,3 +162,57 @@ fn values_above_the_eager_limit_and_bad_roots_are_refused() {
     assert_eq!(bs[0].bcast(0, &mut big), Err(BypassError::TooLong { len: MAX_LEN as usize + 1, max: MAX_LEN }));
     assert_eq!(bs[0].bcast(2, &mut [0; 4]), Err(BypassError::BadRoot(2)));
 }
+
+/// Floats fold in the tree's fixed order (nearest child first, as every
+/// reduction of the host library folds), whatever order the children's
+/// values arrive in: with these values any other order gives another sum.
+#[test]
+fn a_reduce_folds_in_tree_order_whatever_the_arrival_order() {
+    let n = 8u32;
+    let (net, bs) = job(n, LinkConfig::default(), 3);
+    let stop = Arc::new(AtomicBool::new(false));
+    let irq = interrupter(net.clone(), bs.clone(), stop.clone());
+    let red = Reduction::new(ReduceOp::Sum, Datatype::F64).unwrap();
+    let value = |r: u32, i: u32| [1.0, 1e16, -1e16, 3.0, 1e16, 5.0, -1e16, 7.0][((r + i) % 8) as usize] * f64::from(1 + i % 3);
+    // The fold of `rank`'s subtree: its own value, then each child's
+    // subtree, nearest child first.
+    fn subtree(n: u32, rank: u32, i: u32, value: &dyn Fn(u32, u32) -> f64) -> f64 {
+        let mut acc = value(rank, i);
+        for c in crate::coll::tree::binomial_children(n, 0, rank) {
+            acc += subtree(n, c, i, value);
+        }
+        acc
+    }
+    let rounds = 40u32;
+    let threads: Vec<_> = (0..n)
+        .map(|r| {
+            let b = bs[r as usize].clone();
+            std::thread::spawn(move || {
+                let mut rng = 0x2545_F491_4F6C_DD1Du64 ^ u64::from(r) << 7;
+                let mut got = Vec::new();
+                for i in 0..rounds {
+                    rng ^= rng << 13;
+                    rng ^= rng >> 7;
+                    rng ^= rng << 17;
+                    // Skew, so children arrive in a different order each round.
+                    for _ in 0..rng % 200 {
+                        std::thread::yield_now();
+                    }
+                    let mut out = [0u8; 8];
+                    b.reduce(0, red, &value(r, i).to_ne_bytes(), &mut out).unwrap();
+                    got.push(f64::from_ne_bytes(out));
+                }
+                b.barrier().unwrap();
+                b.quiesce().unwrap();
+                got
+            })
+        })
+        .collect();
+    let got: Vec<Vec<f64>> = threads.into_iter().map(|t| t.join().unwrap()).collect();
+    stop.store(true, Ordering::SeqCst);
+    irq.join().unwrap();
+    for i in 0..rounds {
+        let want = subtree(n, 0, i, &value);
+        assert_eq!(got[0][i as usize].to_bits(), want.to_bits(), "round {i}: {} against {want}", got[0][i as usize]);
+    }
+}
