@@ -520,10 +520,12 @@ impl NodeColl {
     /// What the oldest round waits for: a member's done (before its
     /// record may be written), a member's arrival, or (a member's round
     /// through the leader) the leader's release; `None` when it can
-    /// finish now.
+    /// finish now. A round not out yet never finishes: when the member
+    /// it waited for has read on meanwhile, it waits for nothing (this
+    /// member's own done, reached) until the next publish puts it out.
     fn blocker(&self, p: &Pending) -> Option<(&std::sync::atomic::AtomicU64, u64, usize)> {
         if !p.published {
-            return self.lagging(p.s).map(|j| (self.region.done(j), p.s - RECORDS, j));
+            return Some(self.lagging(p.s).map_or((self.region.done(self.me), 0, self.me), |j| (self.region.done(j), p.s - RECORDS, j)));
         }
         if p.finish.through_leader() && !self.leader() {
             let release = self.region.release();
@@ -539,6 +541,12 @@ impl NodeColl {
     fn progress(&mut self) {
         self.publish_ready();
         while let Some(p) = self.pending.front() {
+            if !p.published && self.lagging(p.s).is_none() {
+                // Its record came free since the last look (done words
+                // only grow, so the publish cannot fail to put it out).
+                self.publish_ready();
+                continue;
+            }
             let s = p.s;
             let Some((_, _, j)) = self.blocker(p) else {
                 let p = self.pending.pop_front().expect("looked at above");
