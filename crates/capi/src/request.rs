@@ -42,6 +42,10 @@ pub(crate) enum Kind {
 /// be waiting on other requests too.
 const NODE_IDLE_MAX: Duration = Duration::from_micros(200);
 
+/// Longest one wait step of [`outboard_wait`] on a group's shared memory
+/// before it tests again (it wakes as soon as what it waits for comes).
+const NODE_WAIT_STEP: Duration = Duration::from_millis(10);
+
 /// Counts a collective in shared memory among the world's open ones
 /// ([`Shared::node_open`]) for as long as its request lives.
 pub(crate) struct NodeOpen(Arc<Shared>);
@@ -228,8 +232,23 @@ pub unsafe extern "C" fn outboard_wait(req: *mut *mut outboard_request, status: 
         Some(r) => r.shared.clone(),
         None => return unsafe { outboard_test(req, &mut done, status) },
     };
-    if let Some(rc) = unsafe { wait_on_node(req, status) } {
-        return rc;
+    // A collective in a group's shared memory: tests and waits on the
+    // group alone, never the world's lock.
+    if let Some(Kind::Node { node, .. }) = unsafe { (*req).as_ref() }.map(|r| &r.kind) {
+        let node = node.clone();
+        loop {
+            let rc = unsafe { outboard_test(req, &mut done, status) };
+            if rc != OUTBOARD_OK || done != 0 {
+                return rc;
+            }
+            let idle = guard(|| {
+                lock_node(&node)?.idle(NODE_WAIT_STEP);
+                Ok(())
+            });
+            if idle != OUTBOARD_OK {
+                return idle;
+            }
+        }
     }
     let _waiting = shared.waiting();
     loop {
@@ -251,30 +270,6 @@ pub unsafe extern "C" fn outboard_wait(req: *mut *mut outboard_request, status: 
             return idle;
         }
     }
-}
-
-/// [`outboard_wait`] for a collective in a group's shared memory: waits
-/// on the group alone (see `node_coll::wait`), then finishes as
-/// [`outboard_test`] does. `None` for any other request.
-unsafe fn wait_on_node(req: *mut *mut outboard_request, status: *mut outboard_status) -> Option<c_int> {
-    // SAFETY: the caller checked `req` for null; `*req` is a handle from
-    // this library or null.
-    let r = unsafe { (*req).as_ref() }?;
-    if !matches!(r.kind, Kind::Node { .. }) {
-        return None;
-    }
-    Some(guard(|| {
-        // SAFETY: `*req` is the box handed out; it is taken once, here.
-        let r = unsafe { Box::from_raw(*req) };
-        unsafe { *req = std::ptr::null_mut() };
-        let Kind::Node { node, ticket, out, len, _open } = r.kind else { unreachable!("matched above") };
-        let (res, mut st) = node_done(lock_node(&node)?.wait(ticket), out, len);
-        st.error = res.as_ref().map_or_else(|e| e.code, |()| OUTBOARD_OK);
-        if !status.is_null() {
-            unsafe { status.write(st) };
-        }
-        res
-    }))
 }
 
 /// One idle step of the world's waiting policy, for a program that runs its

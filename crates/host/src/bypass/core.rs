@@ -531,9 +531,12 @@ impl<P: PortIo> Core<P> {
         let i = self.free_send()?;
         let s = &mut self.sends[i];
         s.local[..data.len()].copy_from_slice(data);
-        // Room for every child's contribution, made here, not in a handler.
-        s.held.clear();
-        s.held.resize(children as usize * data.len(), 0);
+        // Room for every child's contribution, made here, not in a
+        // handler (grown only: what it held before is overwritten).
+        let room = children as usize * data.len();
+        if s.held.len() < room {
+            s.held.resize(room, 0);
+        }
         s.have.clear();
         s.have.resize(children as usize, false);
         self.sends[i].state = SendState::Acc { epoch, root, red, len: data.len() as u32, children, folded: 0, sent: false, pending: 0 };

@@ -414,12 +414,8 @@ impl NodeColl {
             if self.leader() {
                 self.acc[..c].copy_from_slice(bufs.contribution(r.clone()));
                 let s = self.gather(call)?;
-                let n = self.n();
-                let (acc, tmp) = (&mut self.acc[..c], &mut self.tmp[..c]);
-                for j in 1..n {
-                    self.region.read(self.region.slot(j), tmp);
-                    red.fold(acc, tmp, false)?;
-                }
+                let acc = &mut self.acc[..c];
+                fold_slots(&self.region, self.members.len(), acc, &mut self.tmp[..c], red)?;
                 if others_get {
                     self.region.write(self.region.result_slot(), acc);
                 }
@@ -480,15 +476,18 @@ impl NodeColl {
     fn start(&mut self, call: Call, data: Option<&[u8]>, finish: Finish) -> Ticket {
         self.seq += 1;
         let s = self.seq;
-        // Flat and out at once when nothing waits before it and its
-        // record is free (the usual case); else kept until it can go.
-        let now = !finish.through_leader() && self.pending.back().is_none_or(|p| p.published) && self.lagging(s).is_none();
+        let lead = finish.through_leader();
+        // Out at once when it may go (the usual case: nothing before it
+        // waits, its record is free); else its data is kept until it can.
+        let may = if lead { self.pending.is_empty() } else { self.pending.back().is_none_or(|p| p.published) };
+        let now = may && self.lagging(s).is_none();
         if now {
-            self.write_record(s, call, data, true);
+            self.write_record(s, call, if lead && self.leader() { None } else { data }, !lead);
         }
-        let data = if now { None } else { data.map(<[u8]>::to_vec) };
+        // The leader folds its own data into the round's result later.
+        let keep = !now || (lead && self.leader());
+        let data = data.filter(|_| keep).map(<[u8]>::to_vec);
         self.pending.push_back(Pending { s, call, data, published: now, finish });
-        self.publish_ready();
         Ticket(s)
     }
 
@@ -552,7 +551,7 @@ impl NodeColl {
                 let p = self.pending.pop_front().expect("looked at above");
                 let r = match p.finish {
                     f if !f.through_leader() => self.finish_flat(&p),
-                    _ if self.leader() => self.lead_round(&p),
+                    _ if self.leader() => self.lead_round(p),
                     _ => self.member_round(&p),
                 };
                 self.finished.insert(s, r);
@@ -656,17 +655,17 @@ impl NodeColl {
     /// The leader's split-phase round through the leader, every record
     /// in: checks the calls, does the round's work into the result slot
     /// and releases it.
-    fn lead_round(&mut self, p: &Pending) -> Result<Vec<u8>, NodeCollError> {
+    fn lead_round(&mut self, p: Pending) -> Result<Vec<u8>, NodeCollError> {
         let (s, call, len) = (p.s, p.call, p.call.len as usize);
         let disagree = (1..self.n()).map(|j| (j, self.published(j, s))).find(|(_, c)| *c != Some(call));
         if let Some((j, theirs)) = disagree {
             self.release_mismatch(s, call, j, theirs);
             return Err(mismatch(call, theirs));
         }
-        let own = p.data.as_deref().unwrap_or_default();
+        let own = p.data.unwrap_or_default();
         let r = match p.finish {
             Finish::LeadBcast { root: 0 } => {
-                self.region.write(self.region.result_slot(), own);
+                self.region.write(self.region.result_slot(), &own);
                 Ok(Vec::new())
             }
             Finish::LeadBcast { root } => {
@@ -676,16 +675,12 @@ impl NodeColl {
                 Ok(v)
             }
             Finish::LeadFold { red, gets, others } => {
-                let mut acc = own.to_vec();
-                let folded = (1..self.n()).try_for_each(|j| {
-                    let tmp = &mut self.tmp[..len];
-                    self.region.read(self.region.slot(j), tmp);
-                    red.fold(&mut acc, tmp, false)
-                });
+                let mut acc = own;
+                let folded = fold_slots(&self.region, self.members.len(), &mut acc, &mut self.tmp[..len], red);
                 if others {
                     self.region.write(self.region.result_slot(), &acc);
                 }
-                folded.map(|()| if gets { acc } else { Vec::new() }).map_err(NodeCollError::from)
+                folded.map(|()| if gets { acc } else { Vec::new() })
             }
             _ => unreachable!("a flat round is finished by finish_flat"),
         };
@@ -829,6 +824,16 @@ impl NodeColl {
 
 fn mismatch(ours: Call, theirs: Option<Call>) -> NodeCollError {
     NodeCollError::Mismatch { ours: ours.describe(), theirs: theirs.map_or_else(|| "a call this version does not know".into(), Call::describe) }
+}
+
+/// Folds the slots of members `1..n` into `acc` (`tmp` as long), in
+/// group-rank order: the leader's work in a round through it.
+fn fold_slots(region: &Region, n: usize, acc: &mut [u8], tmp: &mut [u8], red: Reduction) -> Result<(), NodeCollError> {
+    for j in 1..n {
+        region.read(region.slot(j), tmp);
+        red.fold(acc, tmp, false)?;
+    }
+    Ok(())
 }
 
 /// The rounds of `len` bytes: slot-sized ranges (whole elements of
