@@ -19,7 +19,10 @@
 # Usage: bash scripts/bench-cluster.sh [iterations=100] [largest-bytes=1048576]
 # Needs Open MPI's mpicc and mpirun. The outboard command and
 # liboutboard_capi.so come from this checkout's release build, or from
-# the directory OUTBOARD_BIN names (a machine without Rust). Latency in us
+# the directory OUTBOARD_BIN names (a machine without Rust); where that
+# directory also holds liboutboard_mpi_openmpi.so and mpi_bench, built
+# elsewhere against the same Open MPI, no C compiler is needed either
+# (a machine with Open MPI's runtime alone). Latency in us
 # (the largest mean over the ranks), overlap in %.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -33,14 +36,19 @@ else
     cargo build -q --release -p outboard-cli -p outboard-capi
     bin=$PWD/target/release
 fi
-mpicc=$(command -v mpicc.openmpi || command -v mpicc)
 mpirun=$(command -v mpirun.openmpi || command -v mpirun)
 tmp=$(mktemp -d -t outboard-bench-cluster.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-"$bin/outboard" mpi-lib --mpicc "$mpicc" --out "$tmp" > /dev/null
-lib=$(ls "$tmp"/liboutboard_mpi_*.so)
-"$mpicc" -O2 bindings/mpi/bench/mpi_bench.c -o "$tmp/bench"
+if [ -f "$bin/liboutboard_mpi_openmpi.so" ] && [ -x "$bin/mpi_bench" ]; then
+    lib=$bin/liboutboard_mpi_openmpi.so
+    cp "$bin/mpi_bench" "$tmp/bench"
+else
+    mpicc=$(command -v mpicc.openmpi || command -v mpicc)
+    "$bin/outboard" mpi-lib --mpicc "$mpicc" --out "$tmp" > /dev/null
+    lib=$(ls "$tmp"/liboutboard_mpi_*.so)
+    "$mpicc" -O2 bindings/mpi/bench/mpi_bench.c -o "$tmp/bench"
+fi
 # Each rank names its node (ranks 3k..3k+2 on node k) before the program
 # starts, and the core its node's engine takes: the machine's last cores,
 # one per node, while the ranks are bound to the first ones.

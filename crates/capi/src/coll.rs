@@ -125,7 +125,7 @@ pub unsafe extern "C" fn outboard_bcast_start(group: *const outboard_group, buf:
         start(group, req, |g| {
             if root < g.size {
                 let out = if g.rank == root { std::ptr::null_mut() } else { buf.cast() };
-                if let Some(k) = start_on_node(g, out, len, |nc| Ok(nc.bcast_start(data, root)))? {
+                if let Some(k) = start_on_node(g, out, len, |nc| Ok(Some(nc.bcast_start(data, root))))? {
                     return Ok(k);
                 }
             }
@@ -169,7 +169,7 @@ pub unsafe extern "C" fn outboard_reduce_start(
                 let src = if sendbuf.is_null() { recvbuf.cast_const() } else { sendbuf };
                 let data = bytes(src, len, "sendbuf")?;
                 let out = if at_root { recvbuf.cast() } else { std::ptr::null_mut() };
-                if let Some(k) = start_on_node(g, out, len, |nc| nc.reduce_start(data, red, root))? {
+                if let Some(k) = start_on_node(g, out, len, |nc| nc.reduce_start(data, red, root).map(Some))? {
                     return Ok(k);
                 }
             }
@@ -212,7 +212,7 @@ pub unsafe extern "C" fn outboard_allreduce_start(
         start(group, req, |g| {
             let src = if sendbuf.is_null() { recvbuf.cast_const() } else { sendbuf };
             let data = bytes(src, len, "sendbuf")?;
-            if let Some(k) = start_on_node(g, recvbuf.cast(), len, |nc| nc.allreduce_start(data, red))? {
+            if let Some(k) = start_on_node(g, recvbuf.cast(), len, |nc| nc.allreduce_start(data, red).map(Some))? {
                 return Ok(k);
             }
             let r = g.with(|g, w| {

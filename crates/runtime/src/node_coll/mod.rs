@@ -13,30 +13,33 @@
 //!
 //! Every collective is one or more rounds, numbered alike at every member
 //! (MPI's rule that members call a group's collectives in one order). In
-//! round `s` each member writes its data, if any, to its slot, publishes
-//! its call ([`op::Call`]) and stores `s` as its arrival (Release). The
-//! leader (group rank 0) waits for every arrival, checks that the calls
-//! agree, does the round's work (folds the slots in group-rank order, or
-//! copies the broadcast root's slot) into the result slot, and stores `s`
-//! as its release; members wait for it and copy the result out.
-//!
-//! That one leader checks every call is what turns an erroneous program
-//! (members calling different collectives at the same place) into an
-//! error at every member instead of a hang. No slot needs double
-//! buffering: a member writes its slot for round `s + 1` only after seeing
-//! release `s`, after which the leader never reads it again, and the
-//! leader writes the result slot for round `s + 1` only after every member
-//! arrived at it, which each does only after copying result `s` out.
+//! round `s` each member writes its data, if any, publishes its call
+//! ([`op::Call`]) and stores `s` as its arrival (Release), then reads
+//! every other member's record. Every member checks every call against
+//! its own: members that called different collectives at the same place
+//! all read the same records, so all of them fail the round, with an
+//! error that names both calls, instead of hanging.
 //!
 //! Short calls (data of at most [`region::FLAT_DATA`] bytes, up to
-//! [`FLAT_MAX_MEMBERS`] members) go flat instead: every member publishes
-//! its call and data (in one cache line up to [`region::INLINE`] bytes,
-//! else beside it) and reads every other's, so a round costs one
-//! transfer each way, in parallel, and every member
-//! checks the calls itself. Data longer than a slot ([`region::SLOT`])
-//! goes in rounds of a slot each. Waiting members check every
-//! millisecond that the member they wait for still runs ([`wait`]): a
-//! killed rank fails its group's collective at every survivor.
+//! [`FLAT_MAX_MEMBERS`] members) go flat: each member's data lies beside
+//! its record (in its cache line up to [`region::INLINE`] bytes) and
+//! every member that gets a result reads every other's, so a round costs
+//! one transfer each way, in parallel.
+//!
+//! Longer calls go through the slots, one slot of data
+//! ([`region::SLOT`]) per round: each member writes its data to its
+//! slot. A broadcast's members read the root's slot. A reduction's
+//! members each fold their share (an `n`th of the elements) of every
+//! slot, in group-rank order, into the result slot and publish that they
+//! did; those that get the result read it once every share is in. So the
+//! fold of a large reduction is spread over the members, as the copies
+//! are, and the result is the same `((r0 op r1) op r2) ...` wherever it
+//! is computed. Slots are single: a round through them is published only
+//! once every member finished every round before it (its *done* word).
+//!
+//! Waiting members check every millisecond that the member they wait for
+//! still runs ([`wait`]): a killed rank fails its group's collective at
+//! every survivor.
 //!
 //! # Split-phase calls
 //!
@@ -45,16 +48,14 @@
 //! collectives do: the start publishes the member's record, the test
 //! reads the others'. A member has a ring of [`region::RECORDS`] records
 //! and writes one again only after every member has finished reading the
-//! round it held (each member's *done* word), so a start whose record is
-//! still being read is queued and published by a later test or wait
-//! instead of waiting: a start never waits for another member, because a
-//! program may start a collective and only then send the message another
-//! member waits for before it starts its own. Calls longer than a flat
-//! one but within a slot start split-phase too, as one round through the
-//! leader; such a round is published only once every round before it
-//! finished at this member (slots and the result slot are single).
-//! Rounds finish in order at each member; a blocking call finishes every
-//! round started before it.
+//! round it held, so a start whose record is still being read (or whose
+//! slots are) is queued and published by a later test or wait instead of
+//! waiting: a start never waits for another member, because a program
+//! may start a collective and only then send the message another member
+//! waits for before it starts its own. A call longer than a slot is
+//! queued as one round per slot. Rounds finish in order at each member;
+//! a blocking call finishes every round started before it, then runs its
+//! own rounds without a copy of its data.
 
 mod futex;
 pub mod op;
@@ -147,6 +148,7 @@ impl NodeLocal {
             finished: HashMap::new(),
             dead: None,
             last_check: Instant::now(),
+            cut_short: HashMap::new(),
         }))
     }
 }
@@ -189,19 +191,18 @@ impl Buffers<'_> {
 }
 
 /// Most members of a group whose short calls go flat: beyond, each
-/// member's reading every other's record costs more than two transfers
-/// through the leader.
+/// member's reading every other's record costs more than a round through
+/// the slots.
 const FLAT_MAX_MEMBERS: usize = 16;
 
-/// Status words of a release.
-const RELEASED: u64 = 0;
-const MISMATCH: u64 = 1;
-const DIED: u64 = 2;
-
 /// A split-phase collective under way at this member (from a `*_start`
-/// call), finished by [`NodeColl::test`] or [`NodeColl::wait`].
+/// call), finished by [`NodeColl::test`] or [`NodeColl::wait`]: the rounds
+/// `first..=last` it took (a call longer than a slot takes one per slot).
 #[derive(Debug, PartialEq, Eq)]
-pub struct Ticket(u64);
+pub struct Ticket {
+    first: u64,
+    last: u64,
+}
 
 /// How a started round finishes, and what it gives this member.
 #[derive(Debug, Clone, Copy)]
@@ -212,17 +213,18 @@ enum Finish {
     Root(usize),
     /// Flat, every member's data folded in group-rank order.
     Fold(Reduction),
-    /// Through the leader, one slot of data: a broadcast from `root`.
-    LeadBcast { root: usize },
-    /// Through the leader, one slot of data: a reduction, folded by the
-    /// leader; `gets` whether this member gets the result, `others` whether
-    /// any member but the leader does.
-    LeadFold { red: Reduction, gets: bool, others: bool },
+    /// Through the slots: a broadcast from `root`, whose slot the others
+    /// read.
+    Bcast { root: usize },
+    /// Through the slots: a reduction; every member folds its share of
+    /// the elements into the result slot, and reads the whole result when
+    /// it `gets` one.
+    Combine { red: Reduction, gets: bool },
 }
 
 impl Finish {
-    fn through_leader(self) -> bool {
-        matches!(self, Finish::LeadBcast { .. } | Finish::LeadFold { .. })
+    fn in_slots(self) -> bool {
+        matches!(self, Finish::Bcast { .. } | Finish::Combine { .. })
     }
 }
 
@@ -230,12 +232,20 @@ impl Finish {
 struct Pending {
     s: u64,
     call: Call,
-    /// This member's data, if it has any: kept while its record waits to
-    /// be published, and by the leader until it folds.
+    /// The bytes this round moves: the call's, or one slot's share of a
+    /// call longer than a slot.
+    len: usize,
+    /// The first and last rounds of the call this round belongs to.
+    first: u64,
+    last: u64,
+    /// This member's data, if it has any, while its record waits to be
+    /// published.
     data: Option<Vec<u8>>,
-    /// Whether its record is out (it waits while the record it goes to
-    /// holds a round some member has not finished reading).
+    /// Whether its record is out.
     published: bool,
+    /// Whether this member folded its share (a reduction through the
+    /// slots).
+    folded: bool,
     finish: Finish,
 }
 
@@ -249,7 +259,7 @@ pub struct NodeColl {
     spins: u32,
     acc: Vec<u8>,
     tmp: Vec<u8>,
-    /// Flat rounds started and not finished, in round order.
+    /// Rounds started and not finished, in round order.
     pending: VecDeque<Pending>,
     /// Results of rounds finished before their caller asked.
     finished: HashMap<u64, Result<Vec<u8>, NodeCollError>>,
@@ -257,6 +267,10 @@ pub struct NodeColl {
     dead: Option<usize>,
     /// When split-phase progress last asked whether a member lives.
     last_check: Instant,
+    /// Calls of several rounds that failed before their last, by first
+    /// round: the round that failed (the rest were given up, and their
+    /// numbers given back).
+    cut_short: HashMap<u64, u64>,
 }
 
 impl NodeColl {
@@ -264,14 +278,11 @@ impl NodeColl {
         self.members.len()
     }
 
-    fn leader(&self) -> bool {
-        self.me == 0
-    }
-
     /// Whether a call of `len` bytes goes flat: every member publishes its
     /// data in its record and reads every other's (one cache line each
-    /// way, in parallel), rather than through the leader (two transfers in
-    /// a row). Decided from what every member agrees on.
+    /// way, in parallel), rather than through the slots (a copy in, a
+    /// fold, a copy out, with a meeting between each). Decided from what
+    /// every member agrees on.
     fn flat(&self, len: usize) -> bool {
         len <= FLAT_DATA && self.n() <= FLAT_MAX_MEMBERS
     }
@@ -284,54 +295,50 @@ impl NodeColl {
 
     /// Starts a barrier: this member's arrival is out when this returns.
     pub fn barrier_start(&mut self) -> Ticket {
-        self.start(Call { op: Op::Barrier, len: 0 }, None, Finish::Nothing)
+        self.start_call(Call { op: Op::Barrier, len: 0 }, None, 1, Finish::Nothing)
     }
 
-    /// Starts a broadcast of `len` bytes from group rank `root` (checked
-    /// by the caller to be a member), `data` at the root (ignored
-    /// elsewhere): the root's data is out when this returns, and the
-    /// others get it from [`Self::test`] or [`Self::wait`]. `None` when
-    /// the call is longer than a slot (then the caller takes another
-    /// path, which every member takes alike).
-    pub fn bcast_start(&mut self, data: &[u8], root: u32) -> Option<Ticket> {
+    /// Starts a broadcast of `data.len()` bytes from group rank `root`
+    /// (checked by the caller to be a member), `data` at the root
+    /// (ignored elsewhere): the others get it from [`Self::test`] or
+    /// [`Self::wait`].
+    pub fn bcast_start(&mut self, data: &[u8], root: u32) -> Ticket {
         let len = data.len();
         let call = Call { op: Op::Bcast { root }, len: len as u64 };
         let root = root as usize;
         let mine = (self.me == root).then_some(data);
-        if self.flat(len) {
-            return Some(self.start(call, mine, if mine.is_some() { Finish::Nothing } else { Finish::Root(root) }));
-        }
-        (len <= SLOT as usize).then(|| self.start(call, mine, Finish::LeadBcast { root }))
+        let finish = match (self.flat(len), mine.is_some()) {
+            (true, true) => Finish::Nothing,
+            (true, false) => Finish::Root(root),
+            (false, _) => Finish::Bcast { root },
+        };
+        self.start_call(call, mine, 1, finish)
     }
 
     /// Starts a reduction with `red` of `contribution` to group rank
     /// `root`; the root gets the result from [`Self::test`] or
-    /// [`Self::wait`]. `Ok(None)` when the call is longer than a slot.
-    pub fn reduce_start(&mut self, contribution: &[u8], red: Reduction, root: u32) -> Result<Option<Ticket>, NodeCollError> {
+    /// [`Self::wait`].
+    pub fn reduce_start(&mut self, contribution: &[u8], red: Reduction, root: u32) -> Result<Ticket, NodeCollError> {
         let gets = self.me == root as usize;
         self.combine_start(contribution, red, Op::Reduce { root, red }, gets)
     }
 
     /// Starts an allreduce with `red` of `contribution`; every member
-    /// gets the result from [`Self::test`] or [`Self::wait`]. `Ok(None)`
-    /// when the call is longer than a slot.
-    pub fn allreduce_start(&mut self, contribution: &[u8], red: Reduction) -> Result<Option<Ticket>, NodeCollError> {
+    /// gets the result from [`Self::test`] or [`Self::wait`].
+    pub fn allreduce_start(&mut self, contribution: &[u8], red: Reduction) -> Result<Ticket, NodeCollError> {
         self.combine_start(contribution, red, Op::Allreduce { red }, true)
     }
 
-    fn combine_start(&mut self, contribution: &[u8], red: Reduction, op: Op, gets: bool) -> Result<Option<Ticket>, NodeCollError> {
+    fn combine_start(&mut self, contribution: &[u8], red: Reduction, op: Op, gets: bool) -> Result<Ticket, NodeCollError> {
         let len = contribution.len();
         red.check_len(len)?;
         let call = Call { op, len: len as u64 };
-        if self.flat(len) {
-            return Ok(Some(self.start(call, Some(contribution), if gets { Finish::Fold(red) } else { Finish::Nothing })));
-        }
-        // Whether a member other than the leader gets the result.
-        let others = match op {
-            Op::Reduce { root, .. } => root != 0,
-            _ => true,
+        let finish = match (self.flat(len), gets) {
+            (true, true) => Finish::Fold(red),
+            (true, false) => Finish::Nothing,
+            (false, _) => Finish::Combine { red, gets },
         };
-        Ok((len <= SLOT as usize).then(|| self.start(call, Some(contribution), Finish::LeadFold { red, gets, others })))
+        Ok(self.start_call(call, Some(contribution), red.dtype.size(), finish))
     }
 
     /// Whether the collective of `t` finished, and if so its result: the
@@ -340,101 +347,150 @@ impl NodeColl {
     /// (rounds finish in order), never waits. After `Some`, the ticket is
     /// spent.
     pub fn test(&mut self, t: &Ticket) -> Option<Result<Vec<u8>, NodeCollError>> {
-        if let Some(r) = self.finished.remove(&t.0) {
-            return Some(r);
+        if !self.over(t) {
+            self.progress();
         }
-        self.progress();
-        self.finished.remove(&t.0)
+        self.over(t).then(|| self.collect(t))
+    }
+
+    /// Whether every round of `t`'s call finished (or the call failed).
+    fn over(&self, t: &Ticket) -> bool {
+        self.cut_short.contains_key(&t.first) || self.finished.contains_key(&t.last)
     }
 
     /// Waits for the collective of `t` (see [`Self::test`]).
     pub fn wait(&mut self, t: Ticket) -> Result<Vec<u8>, NodeCollError> {
-        self.settle(t.0);
-        // A ticket is only made by a start and spent by one test or wait.
-        self.finished.remove(&t.0).unwrap_or_else(|| Ok(Vec::new()))
+        self.settle(t.last);
+        self.collect(&t)
+    }
+
+    /// The result of a call whose rounds all finished: what its rounds
+    /// gave, in order, or the first error.
+    fn collect(&mut self, t: &Ticket) -> Result<Vec<u8>, NodeCollError> {
+        let last = self.cut_short.remove(&t.first).unwrap_or(t.last);
+        if t.first == last {
+            // A ticket is only made by a start and spent by one test or wait.
+            return self.finished.remove(&t.first).unwrap_or_else(|| Ok(Vec::new()));
+        }
+        let mut out = Vec::new();
+        let mut failed = None;
+        for s in t.first..=last {
+            match self.finished.remove(&s) {
+                Some(Ok(v)) => out.extend_from_slice(&v),
+                Some(Err(e)) => failed = failed.or(Some(e)),
+                None => {}
+            }
+        }
+        failed.map_or(Ok(out), Err)
     }
 
     /// A broadcast of `buf` from group rank `root` (checked by the caller
     /// to be a member).
     pub fn bcast(&mut self, buf: &mut [u8], root: u32) -> Result<(), NodeCollError> {
-        let call = Call { op: Op::Bcast { root }, len: buf.len() as u64 };
-        if let Some(t) = self.bcast_start(buf, root) {
+        let len = buf.len();
+        if self.flat(len) {
+            let t = self.bcast_start(buf, root);
             let data = self.wait(t)?;
             if !data.is_empty() {
                 buf.copy_from_slice(&data);
             }
             return Ok(());
         }
-        let root = root as usize;
-        for r in rounds(buf.len(), 1) {
-            if self.leader() {
-                let s = self.gather(call)?;
-                if root != 0 {
-                    self.region.read(self.region.slot(root), &mut buf[r.clone()]);
-                }
-                self.region.write(self.region.result_slot(), &buf[r]);
-                self.release(s);
-            } else if self.me == root {
-                self.arrive(call, Some(&buf[r]))?;
-            } else {
-                self.arrive(call, None)?;
-                self.region.read(self.region.result_slot(), &mut buf[r]);
-            }
+        let call = Call { op: Op::Bcast { root }, len: len as u64 };
+        let finish = Finish::Bcast { root: root as usize };
+        let at_root = self.me == root as usize;
+        for r in rounds(len, 1) {
+            let s = self.enter_now(call, at_root.then_some(&buf[r.clone()]), r.len(), finish)?;
+            self.leave_now(s, finish, &mut buf[r])?;
         }
         Ok(())
     }
 
     /// A reduction with `red` to group rank `root`.
     pub fn reduce(&mut self, bufs: Buffers<'_>, red: Reduction, root: u32) -> Result<(), NodeCollError> {
-        self.combine(bufs, red, Op::Reduce { root, red }, Some(root as usize))
+        self.combine(bufs, red, Op::Reduce { root, red }, self.me == root as usize)
     }
 
     /// An allreduce with `red`.
     pub fn allreduce(&mut self, bufs: Buffers<'_>, red: Reduction) -> Result<(), NodeCollError> {
-        self.combine(bufs, red, Op::Allreduce { red }, None)
+        self.combine(bufs, red, Op::Allreduce { red }, true)
     }
 
-    /// A reduce (`root` given) or an allreduce, folded in group-rank order,
+    /// A reduce or an allreduce, folded in group-rank order,
     /// `((r0 op r1) op r2) ...`: flat, by every member that gets the
-    /// result, or by the leader, round by round.
-    fn combine(&mut self, mut bufs: Buffers<'_>, red: Reduction, op: Op, root: Option<usize>) -> Result<(), NodeCollError> {
+    /// result, or through the slots, each member folding its share.
+    fn combine(&mut self, mut bufs: Buffers<'_>, red: Reduction, op: Op, gets: bool) -> Result<(), NodeCollError> {
         let len = bufs.len();
-        let call = Call { op, len: len as u64 };
-        let gets = |i: usize| root.is_none_or(|r| r == i);
-        if let Some(t) = self.combine_start(bufs.contribution(0..len), red, op, gets(self.me))? {
+        if self.flat(len) {
+            let t = self.combine_start(bufs.contribution(0..len), red, op, gets)?;
             let result = self.wait(t)?;
-            if let Some(out) = bufs.result(0..len).filter(|_| gets(self.me)) {
+            if let Some(out) = bufs.result(0..len).filter(|_| gets) {
                 out.copy_from_slice(&result);
             }
             return Ok(());
         }
-        let others_get = (1..self.n()).any(gets);
+        red.check_len(len)?;
+        let call = Call { op, len: len as u64 };
+        let finish = Finish::Combine { red, gets };
         for r in rounds(len, red.dtype.size()) {
-            let c = r.len();
-            if self.leader() {
-                self.acc[..c].copy_from_slice(bufs.contribution(r.clone()));
-                let s = self.gather(call)?;
-                let acc = &mut self.acc[..c];
-                fold_slots(&self.region, self.members.len(), acc, &mut self.tmp[..c], red)?;
-                if others_get {
-                    self.region.write(self.region.result_slot(), acc);
-                }
-                if gets(0) {
-                    if let Some(out) = bufs.result(r) {
-                        out.copy_from_slice(acc);
-                    }
-                }
-                self.release(s);
-            } else {
-                self.arrive(call, Some(bufs.contribution(r.clone())))?;
-                if gets(self.me) {
-                    if let Some(out) = bufs.result(r) {
-                        self.region.read(self.region.result_slot(), out);
-                    }
-                }
+            let s = self.enter_now(call, Some(bufs.contribution(r.clone())), r.len(), finish)?;
+            match bufs.result(r).filter(|_| gets) {
+                Some(out) => self.leave_now(s, finish, out)?,
+                None => self.leave_now(s, finish, &mut [])?,
             }
         }
         Ok(())
+    }
+
+    /// A blocking round through the slots, up to what it gives this
+    /// member: every round started before it finished, its slots free,
+    /// its record out, every member's in and agreeing, and this member's
+    /// share folded. [`Self::leave_now`] finishes it.
+    fn enter_now(&mut self, call: Call, data: Option<&[u8]>, len: usize, finish: Finish) -> Result<u64, NodeCollError> {
+        self.settle(self.seq);
+        self.seq += 1;
+        let s = self.seq;
+        while let Some(j) = self.lagging(s, true) {
+            self.wait_word(self.region.done(j), s - 1, j).map_err(|j| self.gone(j))?;
+        }
+        self.write_record(s, call, data, false);
+        while let Some(j) = self.missing(s) {
+            self.wait_word(self.region.arrival(j, s), s, j).map_err(|j| self.gone(j))?;
+        }
+        let entered = self.check_calls(s, call).and_then(|()| match finish {
+            Finish::Combine { red, .. } => self.fold_share(s, len, red),
+            _ => Ok(()),
+        });
+        if entered.is_err() {
+            self.done(s);
+        }
+        entered.map(|()| s)
+    }
+
+    /// Finishes blocking round `s`: what it gives this member to `out`
+    /// (the whole result, once every member folded its share; a
+    /// broadcast's data from the root's slot), then this member's done.
+    fn leave_now(&mut self, s: u64, finish: Finish, out: &mut [u8]) -> Result<(), NodeCollError> {
+        if let Finish::Combine { gets: true, .. } = finish {
+            while let Some(j) = self.unfolded(s) {
+                self.wait_word(self.region.folded(j), s, j).map_err(|j| self.gone(j))?;
+            }
+        }
+        let read = self.read_result(s, finish, out);
+        self.done(s);
+        read
+    }
+
+    /// Waits until `word` reaches `target` while member `j` lives; `j`
+    /// when it is gone.
+    fn wait_word(&self, word: &std::sync::atomic::AtomicU64, target: u64, j: usize) -> Result<(), usize> {
+        wait::wait_for(word, target, self.pids[j], self.spins, self.region.sleepers()).map_err(|_| j)
+    }
+
+    /// Notes member `j` gone: every round that waits for anyone fails.
+    fn gone(&mut self, j: usize) -> NodeCollError {
+        self.dead = Some(j);
+        self.died(j)
     }
 
     /// Writes this member's record of round `s`: its data (in the record
@@ -451,11 +507,23 @@ impl NodeColl {
         wait::publish(self.region.arrival(self.me, s), s, self.region.sleepers());
     }
 
-    /// A member that has not finished reading the round whose record
-    /// round `s` reuses; `None` when the record is free.
-    fn lagging(&self, s: u64) -> Option<usize> {
-        let before = s.checked_sub(RECORDS).filter(|&b| b > 0)?;
-        (0..self.n()).find(|&j| self.region.done(j).load(Ordering::Acquire) < before)
+    /// A member (this one included) that has not finished reading what
+    /// round `s` would overwrite: the round its records held before
+    /// (`s - RECORDS`), or, for a round through the slots, any round
+    /// before it (slots are single). `None` when it may go.
+    fn lagging(&self, s: u64, slots: bool) -> Option<usize> {
+        let before = if slots { s - 1 } else { s.checked_sub(RECORDS)? };
+        (before > 0).then(|| (0..self.n()).find(|&j| self.region.done(j).load(Ordering::Acquire) < before))?
+    }
+
+    /// The round that must be finished everywhere before round `s` may
+    /// be published (see [`Self::lagging`]).
+    fn free_after(s: u64, slots: bool) -> u64 {
+        if slots {
+            s - 1
+        } else {
+            s.saturating_sub(RECORDS)
+        }
     }
 
     /// A member whose record of round `s` is not in yet.
@@ -463,32 +531,50 @@ impl NodeColl {
         (0..self.n()).filter(|&j| j != self.me).find(|&j| self.region.arrival(j, s).load(Ordering::Acquire) < s)
     }
 
-    /// Notes that this member finished reading the records of round `s`.
+    /// A member that has not folded its share of round `s` yet.
+    fn unfolded(&self, s: u64) -> Option<usize> {
+        (0..self.n()).filter(|&j| j != self.me).find(|&j| self.region.folded(j).load(Ordering::Acquire) < s)
+    }
+
+    /// Notes that this member finished reading round `s` (its records and
+    /// slots).
     fn done(&self, s: u64) {
         wait::publish(self.region.done(self.me), s, self.region.sleepers());
     }
 
-    /// Starts a round: queued, and published at once if it may be (else
-    /// by a later test or wait: a start never waits). A flat round may
-    /// when its record is free; one through the leader only once every
-    /// round before it finished here, because its slot and the result
-    /// slot are single.
-    fn start(&mut self, call: Call, data: Option<&[u8]>, finish: Finish) -> Ticket {
+    /// Starts the rounds of a call: one when it goes flat, else one per
+    /// slot of its data (whole elements of `elem` bytes).
+    fn start_call(&mut self, call: Call, data: Option<&[u8]>, elem: usize, finish: Finish) -> Ticket {
+        let first = self.seq + 1;
+        let len = call.len as usize;
+        if !finish.in_slots() {
+            self.start(call, data, len, (first, first), finish);
+        } else {
+            let last = first + rounds(len, elem).count() as u64 - 1;
+            for r in rounds(len, elem) {
+                let chunk = data.map(|d| &d[r.clone()]);
+                self.start(call, chunk, r.len(), (first, last), finish);
+            }
+        }
+        Ticket { first, last: self.seq }
+    }
+
+    /// Starts a round: published at once if it may be (see
+    /// [`Self::lagging`]), else queued with a copy of its data and
+    /// published by a later test or wait. A round through the slots may go
+    /// only once every round before it finished at every member.
+    fn start(&mut self, call: Call, data: Option<&[u8]>, len: usize, (first, last): (u64, u64), finish: Finish) {
         self.seq += 1;
         let s = self.seq;
-        let lead = finish.through_leader();
+        let slots = finish.in_slots();
         // Out at once when it may go (the usual case: nothing before it
         // waits, its record is free); else its data is kept until it can.
-        let may = if lead { self.pending.is_empty() } else { self.pending.back().is_none_or(|p| p.published) };
-        let now = may && self.lagging(s).is_none();
+        let now = self.pending.back().is_none_or(|p| p.published) && self.lagging(s, slots).is_none();
         if now {
-            self.write_record(s, call, if lead && self.leader() { None } else { data }, !lead);
+            self.write_record(s, call, data, !slots);
         }
-        // The leader folds its own data into the round's result later.
-        let keep = !now || (lead && self.leader());
-        let data = data.filter(|_| keep).map(<[u8]>::to_vec);
-        self.pending.push_back(Pending { s, call, data, published: now, finish });
-        Ticket(s)
+        let data = data.filter(|_| !now).map(<[u8]>::to_vec);
+        self.pending.push_back(Pending { s, call, len, first, last, data, published: now, folded: false, finish });
     }
 
     /// Publishes queued rounds, in order, while they may go (see
@@ -499,63 +585,45 @@ impl NodeColl {
             if p.published {
                 continue;
             }
-            let lead = p.finish.through_leader();
-            if self.lagging(p.s).is_some() || (lead && i > 0) {
+            let slots = p.finish.in_slots();
+            if self.lagging(p.s, slots).is_some() {
                 break;
             }
-            // Through the leader a member's data goes to its slot; the
-            // leader keeps its own until it folds.
-            let data = if lead && self.leader() { None } else { p.data.as_deref() };
-            self.write_record(p.s, p.call, data, !lead);
-            let keep = lead && self.leader();
+            self.write_record(p.s, p.call, p.data.as_deref(), !slots);
             let p = &mut self.pending[i];
             p.published = true;
-            if !keep {
-                p.data = None;
-            }
+            p.data = None;
         }
     }
 
     /// What the oldest round waits for: a member's done (before its
-    /// record may be written), a member's arrival, or (a member's round
-    /// through the leader) the leader's release; `None` when it can
-    /// finish now. A round not out yet never finishes: when the member
-    /// it waited for has read on meanwhile, it waits for nothing (this
-    /// member's own done, reached) until the next publish puts it out.
+    /// record may be written), a member's arrival, or (a reduction's
+    /// result through the slots) a member's folding of its share; `None`
+    /// when it can take its next step.
     fn blocker(&self, p: &Pending) -> Option<(&std::sync::atomic::AtomicU64, u64, usize)> {
         if !p.published {
-            return Some(self.lagging(p.s).map_or((self.region.done(self.me), 0, self.me), |j| (self.region.done(j), p.s - RECORDS, j)));
+            let slots = p.finish.in_slots();
+            return self.lagging(p.s, slots).map(|j| (self.region.done(j), Self::free_after(p.s, slots), j));
         }
-        if p.finish.through_leader() && !self.leader() {
-            let release = self.region.release();
-            return (release.load(Ordering::Acquire) < p.s).then_some((release, p.s, 0));
+        if let Some(j) = self.missing(p.s) {
+            return Some((self.region.arrival(j, p.s), p.s, j));
         }
-        self.missing(p.s).map(|j| (self.region.arrival(j, p.s), p.s, j))
+        match p.finish {
+            Finish::Combine { gets: true, .. } if p.folded => self.unfolded(p.s).map(|j| (self.region.folded(j), p.s, j)),
+            _ => None,
+        }
     }
 
-    /// Publishes what it can and finishes, in order, the flat rounds whose
-    /// records are all in; fails the oldest with [`NodeCollError::Died`]
-    /// once a member it waits for is found gone (asked at most every
-    /// millisecond).
+    /// Publishes what it can and takes the oldest rounds, in order, as far
+    /// as they can go without waiting; fails the oldest with
+    /// [`NodeCollError::Died`] once a member it waits for is found gone
+    /// (asked at most every millisecond).
     fn progress(&mut self) {
         self.publish_ready();
         while let Some(p) = self.pending.front() {
-            if !p.published && self.lagging(p.s).is_none() {
-                // Its record came free since the last look (done words
-                // only grow, so the publish cannot fail to put it out).
-                self.publish_ready();
-                continue;
-            }
             let s = p.s;
             let Some((_, _, j)) = self.blocker(p) else {
-                let p = self.pending.pop_front().expect("looked at above");
-                let r = match p.finish {
-                    f if !f.through_leader() => self.finish_flat(&p),
-                    _ if self.leader() => self.lead_round(p),
-                    _ => self.member_round(&p),
-                };
-                self.finished.insert(s, r);
-                self.publish_ready();
+                self.step();
                 continue;
             };
             if self.dead.is_none() && self.last_check.elapsed() >= wait::CHECK_EVERY {
@@ -568,16 +636,134 @@ impl NodeColl {
                 // It may have published and then exited.
                 Some(d) if self.blocker(p).is_some() => {
                     self.pending.pop_front();
-                    if self.leader() {
-                        self.region.release_detail(5).store(d as u64, Ordering::Relaxed);
-                        self.finish(s, DIED);
-                    }
+                    self.done(s);
                     self.finished.insert(s, Err(self.died(d)));
                 }
                 Some(_) => continue,
                 None => return,
             }
         }
+    }
+
+    /// Takes the oldest round, whose blocker is gone, its next step: puts
+    /// its record out; or checks every member's call and folds this
+    /// member's share (a reduction through the slots); or finishes it.
+    fn step(&mut self) {
+        let p = self.pending.front().expect("the caller looked");
+        let (s, call, len, finish) = (p.s, p.call, p.len, p.finish);
+        if !p.published {
+            self.publish_ready();
+            return;
+        }
+        let checked = match finish {
+            Finish::Combine { red, gets } if !p.folded => {
+                let folded = self.check_calls(s, call).and_then(|()| self.fold_share(s, len, red));
+                if folded.is_ok() && gets {
+                    self.pending[0].folded = true;
+                    return;
+                }
+                folded
+            }
+            Finish::Combine { .. } => Ok(()),
+            _ => self.check_calls(s, call),
+        };
+        let p = self.pending.pop_front().expect("looked at above");
+        let r = checked.and_then(|()| {
+            let mut v = vec![0; if self.gives(finish) { len } else { 0 }];
+            self.read_result(s, finish, &mut v).map(|()| v)
+        });
+        self.done(s);
+        if r.is_err() && p.last > s {
+            self.cut_short(&p);
+        }
+        self.finished.insert(s, r);
+        self.publish_ready();
+    }
+
+    /// Gives up the rounds of `p`'s call after it, which failed: none of
+    /// them is out (a round through the slots goes only once the one
+    /// before it finished everywhere), and every member failed this round
+    /// alike (they read the same records), so none waits for them. Their
+    /// numbers are given back, so that every member numbers its next call
+    /// alike, whatever length each gave this one; where the program
+    /// started calls after this one, they keep theirs (the members may
+    /// then disagree about every later call: the program was in error).
+    fn cut_short(&mut self, p: &Pending) {
+        self.pending.retain(|q| q.s > p.last);
+        self.cut_short.insert(p.first, p.s);
+        if self.seq == p.last {
+            self.seq = p.s;
+        }
+    }
+
+    /// Whether a round that finishes so gives this member data.
+    fn gives(&self, finish: Finish) -> bool {
+        match finish {
+            Finish::Nothing => false,
+            Finish::Root(_) | Finish::Fold(_) => true,
+            Finish::Bcast { root } => root != self.me,
+            Finish::Combine { gets, .. } => gets,
+        }
+    }
+
+    /// Every other member's call in round `s` (all in) against this
+    /// one's: every member reads the same records, so every one fails a
+    /// round alike, whatever path each took for its own call.
+    fn check_calls(&self, s: u64, call: Call) -> Result<(), NodeCollError> {
+        match (0..self.n()).filter(|&j| j != self.me).map(|j| self.published(j, s)).find(|c| *c != Some(call)) {
+            Some(theirs) => Err(mismatch(call, theirs)),
+            None => Ok(()),
+        }
+    }
+
+    /// Folds this member's share of round `s`'s `len` bytes (see
+    /// [`share`]): those elements of every member's slot, in group-rank
+    /// order, into the result slot; then publishes that it did, also when
+    /// the fold failed, so that nobody waits for it.
+    fn fold_share(&mut self, s: u64, len: usize, red: Reduction) -> Result<(), NodeCollError> {
+        let n = self.n();
+        let r = share(len, red.dtype.size(), self.me, n);
+        let (acc, tmp) = (&mut self.acc[..r.len()], &mut self.tmp[..r.len()]);
+        let at = r.start as u64;
+        self.region.read(self.region.slot(0) + at, acc);
+        let mut folded = Ok(());
+        for j in 1..n {
+            self.region.read(self.region.slot(j) + at, tmp);
+            if let Err(e) = red.fold(acc, tmp, false) {
+                folded = Err(e.into());
+                break;
+            }
+        }
+        if folded.is_ok() {
+            self.region.write(self.region.result_slot() + at, acc);
+        }
+        wait::publish(self.region.folded(self.me), s, self.region.sleepers());
+        folded
+    }
+
+    /// Copies what a round that finishes so gives this member to `out`
+    /// (empty where it gives nothing), every record in (and, for a
+    /// reduction through the slots, every share folded).
+    fn read_result(&mut self, s: u64, finish: Finish, out: &mut [u8]) -> Result<(), NodeCollError> {
+        if out.is_empty() || !self.gives(finish) {
+            return Ok(());
+        }
+        let len = out.len();
+        match finish {
+            Finish::Nothing => {}
+            Finish::Root(r) => self.region.read(self.region.flat_data(r, s, len), out),
+            Finish::Fold(red) => {
+                self.region.read(self.region.flat_data(0, s, len), out);
+                for j in 1..self.n() {
+                    let tmp = &mut self.tmp[..len];
+                    self.region.read(self.region.flat_data(j, s, len), tmp);
+                    red.fold(out, tmp, false)?;
+                }
+            }
+            Finish::Bcast { root } => self.region.read(self.region.slot(root), out),
+            Finish::Combine { .. } => self.region.read(self.region.result_slot(), out),
+        }
+        Ok(())
     }
 
     /// One idle step for a caller that waits on several things, this
@@ -609,209 +795,6 @@ impl NodeColl {
         }
     }
 
-    /// Finishes flat round `p`, whose records are all in: checks every
-    /// member's call against this one's (the leader releases the round
-    /// with the disagreement, for a member that took the call for a long
-    /// one), then reads what this member gets.
-    fn finish_flat(&mut self, p: &Pending) -> Result<Vec<u8>, NodeCollError> {
-        let (s, call) = (p.s, p.call);
-        let disagree = (0..self.n()).filter(|&j| j != self.me).map(|j| (j, self.published(j, s))).find(|(_, c)| *c != Some(call));
-        let r = match disagree {
-            Some((j, theirs)) => {
-                if self.leader() {
-                    self.release_mismatch(s, call, j, theirs);
-                }
-                Err(mismatch(call, theirs))
-            }
-            None => self.flat_result(p),
-        };
-        self.done(s);
-        r
-    }
-
-    fn flat_result(&mut self, p: &Pending) -> Result<Vec<u8>, NodeCollError> {
-        let len = p.call.len as usize;
-        let s = p.s;
-        match p.finish {
-            Finish::Nothing | Finish::LeadBcast { .. } | Finish::LeadFold { .. } => Ok(Vec::new()),
-            Finish::Root(r) => {
-                let mut v = vec![0; len];
-                self.region.read(self.region.flat_data(r, s, len), &mut v);
-                Ok(v)
-            }
-            Finish::Fold(red) => {
-                let mut acc = vec![0; len];
-                self.region.read(self.region.flat_data(0, s, len), &mut acc);
-                for j in 1..self.n() {
-                    let tmp = &mut self.tmp[..len];
-                    self.region.read(self.region.flat_data(j, s, len), tmp);
-                    red.fold(&mut acc, tmp, false)?;
-                }
-                Ok(acc)
-            }
-        }
-    }
-
-    /// The leader's split-phase round through the leader, every record
-    /// in: checks the calls, does the round's work into the result slot
-    /// and releases it.
-    fn lead_round(&mut self, p: Pending) -> Result<Vec<u8>, NodeCollError> {
-        let (s, call, len) = (p.s, p.call, p.call.len as usize);
-        let disagree = (1..self.n()).map(|j| (j, self.published(j, s))).find(|(_, c)| *c != Some(call));
-        if let Some((j, theirs)) = disagree {
-            self.release_mismatch(s, call, j, theirs);
-            return Err(mismatch(call, theirs));
-        }
-        let own = p.data.unwrap_or_default();
-        let r = match p.finish {
-            Finish::LeadBcast { root: 0 } => {
-                self.region.write(self.region.result_slot(), &own);
-                Ok(Vec::new())
-            }
-            Finish::LeadBcast { root } => {
-                let mut v = vec![0; len];
-                self.region.read(self.region.slot(root), &mut v);
-                self.region.write(self.region.result_slot(), &v);
-                Ok(v)
-            }
-            Finish::LeadFold { red, gets, others } => {
-                let mut acc = own;
-                let folded = fold_slots(&self.region, self.members.len(), &mut acc, &mut self.tmp[..len], red);
-                if others {
-                    self.region.write(self.region.result_slot(), &acc);
-                }
-                folded.map(|()| if gets { acc } else { Vec::new() })
-            }
-            _ => unreachable!("a flat round is finished by finish_flat"),
-        };
-        self.release(s);
-        r
-    }
-
-    /// A member's split-phase round through the leader, released: what
-    /// the release says, and the result where this member gets one.
-    fn member_round(&mut self, p: &Pending) -> Result<Vec<u8>, NodeCollError> {
-        let r = self.released(p.call).map(|()| {
-            let gets = match p.finish {
-                Finish::LeadBcast { root } => root != self.me,
-                Finish::LeadFold { gets, .. } => gets,
-                _ => false,
-            };
-            let mut v = vec![0; if gets { p.call.len as usize } else { 0 }];
-            self.region.read(self.region.result_slot(), &mut v);
-            v
-        });
-        self.done(p.s);
-        r
-    }
-
-    /// Starts a round through the leader (a blocking call): finishes every
-    /// flat round started before, waits until its record is free, then
-    /// publishes its record (data in its slot).
-    fn publish(&mut self, call: Call, data: Option<&[u8]>) -> Result<u64, NodeCollError> {
-        self.settle(self.seq);
-        self.seq += 1;
-        let s = self.seq;
-        while let Some(j) = self.lagging(s) {
-            if wait::wait_for(self.region.done(j), s - RECORDS, self.pids[j], self.spins, self.region.sleepers()).is_err() {
-                return Err(self.died(j));
-            }
-        }
-        self.write_record(s, call, data, false);
-        Ok(s)
-    }
-
-    /// Every other member's record of round `s` awaited and its call
-    /// checked against `call`. The leader releases the round with any
-    /// error, so that a member waiting for its release fails alike (in a
-    /// flat round only one that took a mismatched call for a long one
-    /// waits so).
-    fn await_others(&mut self, s: u64, call: Call) -> Result<u64, NodeCollError> {
-        let mut disagree: Option<(usize, Option<Call>)> = None;
-        for j in (0..self.n()).filter(|&j| j != self.me) {
-            if wait::wait_for(self.region.arrival(j, s), s, self.pids[j], self.spins, self.region.sleepers()).is_err() {
-                if self.leader() {
-                    self.region.release_detail(5).store(j as u64, Ordering::Relaxed);
-                    self.finish(s, DIED);
-                }
-                return Err(self.died(j));
-            }
-            let theirs = self.published(j, s);
-            if disagree.is_none() && theirs != Some(call) {
-                disagree = Some((j, theirs));
-            }
-        }
-        match disagree {
-            None => Ok(s),
-            Some((j, theirs)) => {
-                if self.leader() {
-                    self.release_mismatch(s, call, j, theirs);
-                }
-                Err(mismatch(call, theirs))
-            }
-        }
-    }
-
-    /// A member's round through the leader: its data to its slot, its
-    /// record published, then the leader's release awaited and read.
-    fn arrive(&mut self, call: Call, data: Option<&[u8]>) -> Result<u64, NodeCollError> {
-        let s = self.publish(call, data)?;
-        if wait::wait_for(self.region.release(), s, self.pids[0], self.spins, self.region.sleepers()).is_err() {
-            return Err(self.died(0));
-        }
-        self.done(s);
-        self.released(call).map(|()| s)
-    }
-
-    /// What the leader's release of the round this member waited for
-    /// says: released, or the member that died, or the disagreeing calls.
-    fn released(&self, call: Call) -> Result<(), NodeCollError> {
-        match self.region.release_detail(0).load(Ordering::Acquire) {
-            RELEASED => Ok(()),
-            DIED => Err(self.died(self.region.release_detail(5).load(Ordering::Acquire) as usize)),
-            _ => {
-                // The leader's call as it stood in this round (it may be
-                // a round ahead by now).
-                let d = |k| self.region.release_detail(k).load(Ordering::Acquire);
-                let leaders = Call::decode([d(1), d(2)]);
-                let theirs = if leaders != Some(call) { leaders } else { Call::decode([d(3), d(4)]) };
-                Err(mismatch(call, theirs))
-            }
-        }
-    }
-
-    /// The leader's round: its record published (members that took the
-    /// call for a flat one wait for it), every member's awaited and
-    /// checked; the round's work and release follow.
-    fn gather(&mut self, call: Call) -> Result<u64, NodeCollError> {
-        let s = self.publish(call, None)?;
-        self.await_others(s, call)
-    }
-
-    /// Releases round `s` with the leader's call and member `j`'s, which
-    /// differ.
-    fn release_mismatch(&mut self, s: u64, ours: Call, j: usize, theirs: Option<Call>) {
-        let [a, b] = ours.encode();
-        let [x, y] = theirs.map_or([0, 0], Call::encode);
-        for (k, w) in [(1, a), (2, b), (3, x), (4, y), (5, j as u64)] {
-            self.region.release_detail(k).store(w, Ordering::Relaxed);
-        }
-        self.finish(s, MISMATCH);
-    }
-
-    /// Ends the leader's round `s` without error.
-    fn release(&mut self, s: u64) {
-        self.finish(s, RELEASED);
-    }
-
-    /// Releases round `s` with `status`; the leader has finished reading
-    /// its records.
-    fn finish(&mut self, s: u64, status: u64) {
-        self.region.release_detail(0).store(status, Ordering::Relaxed);
-        wait::publish(self.region.release(), s, self.region.sleepers());
-        self.done(s);
-    }
-
     /// The call member `i` published for round `s`.
     fn published(&self, i: usize, s: u64) -> Option<Call> {
         Call::decode([self.region.call_word(i, s, 0).load(Ordering::Relaxed), self.region.call_word(i, s, 1).load(Ordering::Relaxed)])
@@ -826,14 +809,12 @@ fn mismatch(ours: Call, theirs: Option<Call>) -> NodeCollError {
     NodeCollError::Mismatch { ours: ours.describe(), theirs: theirs.map_or_else(|| "a call this version does not know".into(), Call::describe) }
 }
 
-/// Folds the slots of members `1..n` into `acc` (`tmp` as long), in
-/// group-rank order: the leader's work in a round through it.
-fn fold_slots(region: &Region, n: usize, acc: &mut [u8], tmp: &mut [u8], red: Reduction) -> Result<(), NodeCollError> {
-    for j in 1..n {
-        region.read(region.slot(j), tmp);
-        red.fold(acc, tmp, false)?;
-    }
-    Ok(())
+/// Member `i`'s share of a reduction of `len` bytes among `n` members:
+/// an `n`th of the elements (of `elem` bytes), so that the members fold
+/// a round's slots in parallel, each reading every slot's share once.
+fn share(len: usize, elem: usize, i: usize, n: usize) -> std::ops::Range<usize> {
+    let elems = len / elem;
+    (i * elems / n) * elem..((i + 1) * elems / n) * elem
 }
 
 /// The rounds of `len` bytes: slot-sized ranges (whole elements of

@@ -5,17 +5,17 @@
 //! LINE * (1 + Ri + k)    member i's record for rounds s with s % R = k
 //!                        (R = RECORDS): arrival, call (2 words), then
 //!                        INLINE bytes of data
-//! LINE * (1 + Rn)        the leader's release: sequence, status, detail
-//! LINE * (2 + Rn + i)    member i's done: the last round it finished
-//!                        reading
+//! LINE * (1 + Rn + i)    member i's done (the last round it finished
+//!                        reading) and folded (the last round whose
+//!                        share of a reduction it folded)
 //! data                   the result slot, then one slot per member
 //! flat                   member i's ring of RECORDS flat data areas
 //!                        (FLAT_DATA bytes each), for flat calls too long
 //!                        for a record
 //! ```
 //!
-//! Each line is written by one process only (a member its records, the
-//! leader the release) and is a cache line pair of its own, so that
+//! Each line is written by one process only (a member its records and
+//! its done line) and is a cache line pair of its own, so that
 //! waiting on one never bounces another's. A record holds its round's
 //! arrival, call and a short contribution in one cache line: one transfer
 //! tells a waiting member all it needs. Each member has a ring of
@@ -122,7 +122,7 @@ impl Region {
     /// removes its name.
     pub fn attach(name: &RegionName) -> io::Result<Region> {
         let n = name.members.len() as u64;
-        let len = (LINE * (2 + (RECORDS + 1) * n) + SLOT * (1 + n) + FLAT_DATA as u64 * RECORDS * n).next_multiple_of(page_size() as u64);
+        let len = (LINE * (1 + (RECORDS + 1) * n) + SLOT * (1 + n) + FLAT_DATA as u64 * RECORDS * n).next_multiple_of(page_size() as u64);
         let path = name.path();
         // Never truncated: another member may be using it already.
         let file = OpenOptions::new().read(true).write(true).create(true).truncate(false).mode(0o600).open(&path)?;
@@ -174,26 +174,20 @@ impl Region {
         self.record(i, round) + RECORD_DATA
     }
 
-    /// The leader's release: the sequence number of the round it finished.
-    pub fn release(&self) -> &AtomicU64 {
-        self.word(LINE * (1 + RECORDS * self.n))
-    }
-
-    /// Member `i`'s done: the last round whose records it has finished
-    /// reading (rounds finish in order at each member).
+    /// Member `i`'s done: the last round whose records and slots it has
+    /// finished reading (rounds finish in order at each member).
     pub fn done(&self, i: usize) -> &AtomicU64 {
-        self.word(LINE * (2 + RECORDS * self.n + i as u64))
+        self.word(LINE * (1 + RECORDS * self.n + i as u64))
     }
 
-    /// The words beside the release: `k` = 0 its status; when members
-    /// disagreed, 1 and 2 the leader's call, 3 and 4 a disagreeing call;
-    /// 5 the member that disagreed or died.
-    pub fn release_detail(&self, k: u64) -> &AtomicU64 {
-        self.word(LINE * (1 + RECORDS * self.n) + 8 * (1 + k))
+    /// Member `i`'s folded: the last round through the slots whose share
+    /// of a reduction it folded into the result slot.
+    pub fn folded(&self, i: usize) -> &AtomicU64 {
+        self.word(LINE * (1 + RECORDS * self.n + i as u64) + 8)
     }
 
     fn data(&self) -> u64 {
-        LINE * (2 + (RECORDS + 1) * self.n)
+        LINE * (1 + (RECORDS + 1) * self.n)
     }
 
     /// The result slot's offset.
