@@ -90,7 +90,7 @@ pub(crate) unsafe fn hand_out(shared: Arc<Shared>, kind: Kind, out: *mut *mut ou
 type Finished = (Result<(), Error>, outboard_status);
 
 /// The result of a collective in shared memory, `v`, copied to `out`.
-fn node_done(v: Result<Vec<u8>, outboard_runtime::node_coll::NodeCollError>, out: *mut u8, len: usize) -> Finished {
+fn node_done(nc: &mut NodeColl, v: Result<Vec<u8>, outboard_runtime::node_coll::NodeCollError>, out: *mut u8, len: usize) -> Finished {
     let st = outboard_status { source: -1, ..Default::default() };
     match v {
         Ok(v) => {
@@ -99,6 +99,7 @@ fn node_done(v: Result<Vec<u8>, outboard_runtime::node_coll::NodeCollError>, out
                 // `out` until completion.
                 unsafe { std::ptr::copy_nonoverlapping(v.as_ptr(), out, v.len().min(len)) };
             }
+            nc.recycle(v);
             (Ok(()), st)
         }
         Err(e) => (Err(Error::from(e)), st),
@@ -109,7 +110,8 @@ fn node_done(v: Result<Vec<u8>, outboard_runtime::node_coll::NodeCollError>, out
 fn poll(r: &mut outboard_request) -> Result<Option<Finished>, Error> {
     if let Kind::Node { node, ticket, out, len, .. } = &r.kind {
         // Never the world's lock: the group's own is enough.
-        return Ok(lock_node(node)?.test(ticket).map(|v| node_done(v, *out, *len)));
+        let mut nc = lock_node(node)?;
+        return Ok(nc.test(ticket).map(|v| node_done(&mut nc, v, *out, *len)));
     }
     let mut st = outboard_status { source: -1, ..Default::default() };
     r.shared.with(|w| {

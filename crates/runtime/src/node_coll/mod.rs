@@ -146,6 +146,10 @@ impl NodeLocal {
             tmp: vec![0; SLOT as usize],
             pending: VecDeque::new(),
             finished: HashMap::new(),
+            outputs: HashMap::new(),
+            spare: Vec::new(),
+            inputs: HashMap::new(),
+            spare_in: Vec::new(),
             dead: None,
             last_check: Instant::now(),
             cut_short: HashMap::new(),
@@ -238,9 +242,14 @@ struct Pending {
     /// The first and last rounds of the call this round belongs to.
     first: u64,
     last: u64,
-    /// This member's data, if it has any, while its record waits to be
-    /// published.
+    /// Where this round's data lies in the call's.
+    at: usize,
+    /// This member's data for a flat round, if it has any, while its
+    /// record waits to be published.
     data: Option<Vec<u8>>,
+    /// Whether this member's data for a round through the slots waits
+    /// among the call's kept input ([`NodeColl::inputs`]).
+    kept: bool,
     /// Whether its record is out.
     published: bool,
     /// Whether this member folded its share (a reduction through the
@@ -261,8 +270,21 @@ pub struct NodeColl {
     tmp: Vec<u8>,
     /// Rounds started and not finished, in round order.
     pending: VecDeque<Pending>,
-    /// Results of rounds finished before their caller asked.
-    finished: HashMap<u64, Result<Vec<u8>, NodeCollError>>,
+    /// Rounds finished before their caller asked, and how.
+    finished: HashMap<u64, Result<(), NodeCollError>>,
+    /// What split-phase calls give this member, by first round, filled
+    /// round by round.
+    outputs: HashMap<u64, Vec<u8>>,
+    /// A spent output given back ([`Self::recycle`]), whose memory the
+    /// next call's output takes instead of fresh pages.
+    spare: Vec<u8>,
+    /// The data of split-phase calls through the slots whose rounds wait
+    /// to be published, by first round: one copy of a call's data,
+    /// whatever its number of rounds.
+    inputs: HashMap<u64, Vec<u8>>,
+    /// The last input given up, whose memory the next one takes (a fresh
+    /// megabyte costs more in page faults than its copy).
+    spare_in: Vec<u8>,
     /// A member found gone: every round that waits for anyone fails.
     dead: Option<usize>,
     /// When split-phase progress last asked whether a member lives.
@@ -365,23 +387,40 @@ impl NodeColl {
     }
 
     /// The result of a call whose rounds all finished: what its rounds
-    /// gave, in order, or the first error.
+    /// gave, or the first error.
     fn collect(&mut self, t: &Ticket) -> Result<Vec<u8>, NodeCollError> {
         let last = self.cut_short.remove(&t.first).unwrap_or(t.last);
-        if t.first == last {
-            // A ticket is only made by a start and spent by one test or wait.
-            return self.finished.remove(&t.first).unwrap_or_else(|| Ok(Vec::new()));
-        }
-        let mut out = Vec::new();
         let mut failed = None;
         for s in t.first..=last {
-            match self.finished.remove(&s) {
-                Some(Ok(v)) => out.extend_from_slice(&v),
-                Some(Err(e)) => failed = failed.or(Some(e)),
-                None => {}
+            if let Some(Err(e)) = self.finished.remove(&s) {
+                failed = failed.or(Some(e));
             }
         }
-        failed.map_or(Ok(out), Err)
+        let out = self.outputs.remove(&t.first).unwrap_or_default();
+        match failed {
+            Some(e) => {
+                self.recycle(out);
+                Err(e)
+            }
+            None => Ok(out),
+        }
+    }
+
+    /// Gives back a result the caller has copied out, so that a later
+    /// call reuses its memory (a large call's output then costs no fresh
+    /// pages).
+    pub fn recycle(&mut self, spent: Vec<u8>) {
+        if spent.capacity() > self.spare.capacity() {
+            self.spare = spent;
+        }
+    }
+
+    /// Room for the output of a call of `len` bytes.
+    fn output(&mut self, len: usize) -> Vec<u8> {
+        let mut v = if self.spare.capacity() >= len { std::mem::take(&mut self.spare) } else { Vec::with_capacity(len) };
+        v.clear();
+        v.resize(len, 0);
+        v
     }
 
     /// A broadcast of `buf` from group rank `root` (checked by the caller
@@ -548,33 +587,58 @@ impl NodeColl {
         let first = self.seq + 1;
         let len = call.len as usize;
         if !finish.in_slots() {
-            self.start(call, data, len, (first, first), finish);
+            self.start(call, data, (0, len), (first, first), finish);
         } else {
             let last = first + rounds(len, elem).count() as u64 - 1;
             for r in rounds(len, elem) {
-                let chunk = data.map(|d| &d[r.clone()]);
-                self.start(call, chunk, r.len(), (first, last), finish);
+                self.start(call, data, (r.start, r.len()), (first, last), finish);
             }
         }
         Ticket { first, last: self.seq }
     }
 
-    /// Starts a round: published at once if it may be (see
+    /// Starts the round of a call (whose data is `data`) that moves its
+    /// `len` bytes at `at`: published at once if it may be (see
     /// [`Self::lagging`]), else queued with a copy of its data and
     /// published by a later test or wait. A round through the slots may go
     /// only once every round before it finished at every member.
-    fn start(&mut self, call: Call, data: Option<&[u8]>, len: usize, (first, last): (u64, u64), finish: Finish) {
+    fn start(&mut self, call: Call, data: Option<&[u8]>, (at, len): (usize, usize), (first, last): (u64, u64), finish: Finish) {
         self.seq += 1;
         let s = self.seq;
         let slots = finish.in_slots();
+        let mine = data.map(|d| &d[at..at + len]);
         // Out at once when it may go (the usual case: nothing before it
         // waits, its record is free); else its data is kept until it can.
         let now = self.pending.back().is_none_or(|p| p.published) && self.lagging(s, slots).is_none();
         if now {
-            self.write_record(s, call, data, !slots);
+            self.write_record(s, call, mine, !slots);
         }
-        let data = data.filter(|_| !now).map(<[u8]>::to_vec);
-        self.pending.push_back(Pending { s, call, len, first, last, data, published: now, folded: false, finish });
+        let kept = !now && slots && data.is_some();
+        if let (true, Some(d)) = (kept, data) {
+            self.keep_input(first, d);
+        }
+        let data = mine.filter(|_| !now && !slots).map(<[u8]>::to_vec);
+        self.pending.push_back(Pending { s, call, len, first, last, at, data, kept, published: now, folded: false, finish });
+    }
+
+    /// Keeps a copy of the data of the call that began at round `first`,
+    /// once, for its rounds that wait.
+    fn keep_input(&mut self, first: u64, data: &[u8]) {
+        if !self.inputs.contains_key(&first) {
+            let mut v = std::mem::take(&mut self.spare_in);
+            v.clear();
+            v.extend_from_slice(data);
+            self.inputs.insert(first, v);
+        }
+    }
+
+    /// Gives up the kept data of the call that began at round `first`.
+    fn release_input(&mut self, first: u64) {
+        if let Some(v) = self.inputs.remove(&first) {
+            if v.capacity() > self.spare_in.capacity() {
+                self.spare_in = v;
+            }
+        }
     }
 
     /// Publishes queued rounds, in order, while they may go (see
@@ -589,10 +653,17 @@ impl NodeColl {
             if self.lagging(p.s, slots).is_some() {
                 break;
             }
-            self.write_record(p.s, p.call, p.data.as_deref(), !slots);
+            let data = if p.kept { self.inputs.get(&p.first).map(|d| &d[p.at..p.at + p.len]) } else { p.data.as_deref() };
+            self.write_record(p.s, p.call, data, !slots);
+            // Once one round of a call waits, every later one does: the
+            // last one out gives its call's input up.
+            let spent = (p.kept && p.s == p.last).then_some(p.first);
             let p = &mut self.pending[i];
             p.published = true;
             p.data = None;
+            if let Some(first) = spent {
+                self.release_input(first);
+            }
         }
     }
 
@@ -635,7 +706,11 @@ impl NodeColl {
             match self.dead {
                 // It may have published and then exited.
                 Some(d) if self.blocker(p).is_some() => {
+                    let first = p.first;
                     self.pending.pop_front();
+                    if self.pending.front().is_none_or(|q| q.first != first) {
+                        self.release_input(first);
+                    }
                     self.done(s);
                     self.finished.insert(s, Err(self.died(d)));
                 }
@@ -669,8 +744,16 @@ impl NodeColl {
         };
         let p = self.pending.pop_front().expect("looked at above");
         let r = checked.and_then(|()| {
-            let mut v = vec![0; if self.gives(finish) { len } else { 0 }];
-            self.read_result(s, finish, &mut v).map(|()| v)
+            if len == 0 || !self.gives(finish) {
+                return Ok(());
+            }
+            let mut out = match self.outputs.remove(&p.first) {
+                Some(v) => v,
+                None => self.output(call.len as usize),
+            };
+            let read = self.read_result(s, finish, &mut out[p.at..p.at + len]);
+            self.outputs.insert(p.first, out);
+            read
         });
         self.done(s);
         if r.is_err() && p.last > s {
@@ -690,6 +773,7 @@ impl NodeColl {
     /// then disagree about every later call: the program was in error).
     fn cut_short(&mut self, p: &Pending) {
         self.pending.retain(|q| q.s > p.last);
+        self.release_input(p.first);
         self.cut_short.insert(p.first, p.s);
         if self.seq == p.last {
             self.seq = p.s;
