@@ -123,7 +123,10 @@ fn a_c_programs_errors_name_the_killed_rank() {
     compile(&repo().join("crates/capi/c/killed_test.c"), &exe, &direct_flags());
     for (n, launcher, said) in [(3, &[][..], "rank 2 is unreachable"), (4, &["--ranks-per-node", "2"][..], "rank 3 closed its port")] {
         let o = Command::new(OUTBOARD)
-            .args(["run", "-n", &n.to_string(), "--timeout", "120"])
+            // A long grace: under a loaded CI machine the survivors may
+            // take more than the default 5 s to learn of the death and
+            // print, and the launcher would kill them first.
+            .args(["run", "-n", &n.to_string(), "--timeout", "120", "--grace", "60"])
             .args(launcher)
             .arg("--")
             .arg(&exe)
