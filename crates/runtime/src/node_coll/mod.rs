@@ -418,8 +418,13 @@ impl NodeColl {
     /// Room for the output of a call of `len` bytes.
     fn output(&mut self, len: usize) -> Vec<u8> {
         let mut v = if self.spare.capacity() >= len { std::mem::take(&mut self.spare) } else { Vec::with_capacity(len) };
-        v.clear();
-        v.resize(len, 0);
+        // Its rounds overwrite every byte: a spare long enough is only
+        // cut to length, never cleared.
+        if v.len() >= len {
+            v.truncate(len);
+        } else {
+            v.resize(len, 0);
+        }
         v
     }
 
