@@ -194,6 +194,11 @@ impl Buffers<'_> {
     }
 }
 
+/// The largest buffer a group keeps for reuse ([`NodeColl::recycle`]):
+/// enough for calls of many slots, without holding a huge call's memory
+/// for the group's lifetime.
+const SPARE_MAX: usize = 16 << 20;
+
 /// Most members of a group whose short calls go flat: beyond, each
 /// member's reading every other's record costs more than a round through
 /// the slots.
@@ -410,7 +415,7 @@ impl NodeColl {
     /// call reuses its memory (a large call's output then costs no fresh
     /// pages).
     pub fn recycle(&mut self, spent: Vec<u8>) {
-        if spent.capacity() > self.spare.capacity() {
+        if spent.capacity() > self.spare.capacity() && spent.capacity() <= SPARE_MAX {
             self.spare = spent;
         }
     }
@@ -640,7 +645,7 @@ impl NodeColl {
     /// Gives up the kept data of the call that began at round `first`.
     fn release_input(&mut self, first: u64) {
         if let Some(v) = self.inputs.remove(&first) {
-            if v.capacity() > self.spare_in.capacity() {
+            if v.capacity() > self.spare_in.capacity() && v.capacity() <= SPARE_MAX {
                 self.spare_in = v;
             }
         }
