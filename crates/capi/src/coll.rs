@@ -85,16 +85,17 @@ unsafe fn start(group: *const outboard_group, out: *mut *mut outboard_request, k
 }
 
 /// A split-phase collective in the group's shared memory, when the group
-/// takes that path ([`outboard_group::node_path`]) and `begin` starts the
-/// call there (a short one); what it gives this rank goes to `out`.
+/// takes that path ([`outboard_group::node_path`]): `begin` starts it
+/// there; what it gives this rank goes to `out`. `None` sends the call to
+/// the engine.
 fn start_on_node(
     g: &outboard_group,
     out: *mut u8,
     len: usize,
-    begin: impl FnOnce(&mut NodeColl) -> Result<Option<Ticket>, NodeCollError>,
+    begin: impl FnOnce(&mut NodeColl) -> Result<Ticket, NodeCollError>,
 ) -> Result<Option<Kind>, Error> {
     let Some(node) = g.node_path() else { return Ok(None) };
-    let Some(ticket) = g.run_on_node(node, begin)? else { return Ok(None) };
+    let ticket = g.run_on_node(node, begin)?;
     Ok(Some(Kind::Node { node: node.clone(), ticket, out, len, _open: NodeOpen::new(&g.shared, node) }))
 }
 
@@ -103,7 +104,7 @@ fn start_on_node(
 pub unsafe extern "C" fn outboard_barrier_start(group: *const outboard_group, req: *mut *mut outboard_request) -> c_int {
     guard(|| unsafe {
         start(group, req, |g| {
-            if let Some(k) = start_on_node(g, std::ptr::null_mut(), 0, |nc| Ok(Some(nc.barrier_start())))? {
+            if let Some(k) = start_on_node(g, std::ptr::null_mut(), 0, |nc| Ok(nc.barrier_start()))? {
                 return Ok(k);
             }
             let r = g.with(|g, w| {
@@ -125,7 +126,7 @@ pub unsafe extern "C" fn outboard_bcast_start(group: *const outboard_group, buf:
         start(group, req, |g| {
             if root < g.size {
                 let out = if g.rank == root { std::ptr::null_mut() } else { buf.cast() };
-                if let Some(k) = start_on_node(g, out, len, |nc| Ok(Some(nc.bcast_start(data, root))))? {
+                if let Some(k) = start_on_node(g, out, len, |nc| Ok(nc.bcast_start(data, root)))? {
                     return Ok(k);
                 }
             }
@@ -169,7 +170,7 @@ pub unsafe extern "C" fn outboard_reduce_start(
                 let src = if sendbuf.is_null() { recvbuf.cast_const() } else { sendbuf };
                 let data = bytes(src, len, "sendbuf")?;
                 let out = if at_root { recvbuf.cast() } else { std::ptr::null_mut() };
-                if let Some(k) = start_on_node(g, out, len, |nc| nc.reduce_start(data, red, root).map(Some))? {
+                if let Some(k) = start_on_node(g, out, len, |nc| nc.reduce_start(data, red, root))? {
                     return Ok(k);
                 }
             }
@@ -212,7 +213,7 @@ pub unsafe extern "C" fn outboard_allreduce_start(
         start(group, req, |g| {
             let src = if sendbuf.is_null() { recvbuf.cast_const() } else { sendbuf };
             let data = bytes(src, len, "sendbuf")?;
-            if let Some(k) = start_on_node(g, recvbuf.cast(), len, |nc| nc.allreduce_start(data, red).map(Some))? {
+            if let Some(k) = start_on_node(g, recvbuf.cast(), len, |nc| nc.allreduce_start(data, red))? {
                 return Ok(k);
             }
             let r = g.with(|g, w| {

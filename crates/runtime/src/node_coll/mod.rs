@@ -443,6 +443,9 @@ impl NodeColl {
             if !data.is_empty() {
                 buf.copy_from_slice(&data);
             }
+            // Given back, or the next call's output would take the spare
+            // and a large split-phase call after it would find none.
+            self.recycle(data);
             return Ok(());
         }
         let call = Call { op: Op::Bcast { root }, len: len as u64 };
@@ -476,6 +479,7 @@ impl NodeColl {
             if let Some(out) = bufs.result(0..len).filter(|_| gets) {
                 out.copy_from_slice(&result);
             }
+            self.recycle(result);
             return Ok(());
         }
         red.check_len(len)?;
@@ -561,7 +565,7 @@ impl NodeColl {
     /// (`s - RECORDS`), or, for a round through the slots, any round
     /// before it (slots are single). `None` when it may go.
     fn lagging(&self, s: u64, slots: bool) -> Option<usize> {
-        let before = if slots { s - 1 } else { s.checked_sub(RECORDS)? };
+        let before = Self::free_after(s, slots);
         (before > 0).then(|| (0..self.n()).find(|&j| self.region.done(j).load(Ordering::Acquire) < before))?
     }
 
