@@ -2,7 +2,11 @@
  * `outboard run -n 3` (engines per process) and `-n 4 --ranks-per-node 2`
  * (node engines): after a barrier the last rank kills itself; every other
  * rank waits to receive from it, and prints the error it gets, which must
- * name the dead rank (or its node's ranks) - never an engine's node id. */
+ * name the dead rank (or its node's ranks) - never an engine's node id.
+ * The victim dies only once every other rank told it it left the barrier:
+ * a barrier completes at a rank as soon as its own steps are done, so the
+ * victim's last packet could otherwise die with it and fail the others'
+ * barrier instead of their receive. */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,8 +26,20 @@ int main(void) {
         return 1;
     }
     uint32_t victim = size - 1;
-    if (rank == victim) raise(SIGKILL);
-    char buf[8];
+    char buf[8] = {0};
+    if (rank == victim) {
+        for (uint32_t k = 0; k + 1 < size; k++) {
+            if (outboard_recv(w, OUTBOARD_ANY_SOURCE, 4, UINT64_MAX, buf, sizeof buf, NULL) != OUTBOARD_OK) {
+                fprintf(stderr, "victim's receive: %s\n", outboard_last_error());
+                return 1;
+            }
+        }
+        raise(SIGKILL);
+    }
+    if (outboard_send(w, victim, 4, buf, sizeof buf) != OUTBOARD_OK) {
+        fprintf(stderr, "send: %s\n", outboard_last_error());
+        return 1;
+    }
     int rc = outboard_recv(w, (int32_t)victim, 5, UINT64_MAX, buf, sizeof buf, NULL);
     printf("rank %u: receive from rank %u: %s: %s\n", rank, victim, outboard_strerror(rc), outboard_last_error());
     fflush(stdout);

@@ -336,3 +336,82 @@ fn a_member_port_that_closes_fails_its_groups_collectives_on_every_node() {
         assert_eq!(result_of(&mut net, c.node, OpId(20)), Ok(Completion::Received { src: a, tag: 3, len: 8 }), "seed {seed}");
     }
 }
+
+/// A loop of broadcasts whose root only sends, with a leaf's port closed
+/// after the first: the closed member will never take part again, so
+/// every survivor's broadcast fails within a few rounds, naming it (the
+/// root too, though nothing it waits for is missing; before, the root
+/// and the members below it went on succeeding while the closed leaf's
+/// node-mate failed, and the job hung once a survivor stopped calling).
+/// Members: rank 0 the root (node 1), rank 1 on node 0 forwarding to
+/// rank 3 (node 1), rank 2 the leaf that leaves (node 0).
+#[test]
+fn after_a_member_leaves_every_survivor_fails_the_groups_collectives_even_the_root_that_only_sends() {
+    for seed in 0..8 {
+        let link = if seed % 2 == 0 { LinkConfig::default() } else { LinkConfig::lossy(0.2, 0.1, 0.0) };
+        let mut net = Network::new(2, link, seed, cfg);
+        let root = net.open_port(NodeId(1), P0).unwrap();
+        let mid = net.open_port(NodeId(0), P0).unwrap();
+        let gone = net.open_port(NodeId(0), PortId(1)).unwrap();
+        let below = net.open_port(NodeId(1), PortId(1)).unwrap();
+        let members = [root, mid, gone, below];
+        let g = GroupId(6);
+        let bcast = ScheduleId(3);
+        for (rank, ep) in members.iter().enumerate() {
+            let m = net.memory(ep.node).alloc_with(&MemberList::from_endpoints(members).encode());
+            net.command(ep.node, ep.port, Command::CreateGroup { op: OpId(1), group: g, rank: rank as u32, members: m }).unwrap();
+            let (parent, children) = common::binomial(rank as u32, 4);
+            let mut steps: Vec<Step> = parent.map(|p| Step::recv([p], Fold::Replace)).into_iter().collect();
+            steps.push(Step::send(children));
+            let s = net.memory(ep.node).alloc_with(&Schedule::new(steps).encode());
+            net.command(ep.node, ep.port, Command::SetSchedule { op: OpId(2), group: g, schedule: bcast, buf: s }).unwrap();
+        }
+        for n in 0..2 {
+            assert!(net.take_events(NodeId(n)).iter().all(|e| e.result.is_ok()));
+        }
+        // One broadcast of 8 bytes; `op` numbers the round.
+        let start = |net: &mut Network, ep: Endpoint, op: u64| {
+            let send = net.memory(ep.node).alloc_with(&op.to_le_bytes());
+            let recv = net.memory(ep.node).alloc(8);
+            let cmd = Command::Collective { op: OpId(op), group: g, schedule: bcast, reduction: None, send, recv };
+            net.command(ep.node, ep.port, cmd).unwrap();
+        };
+        let mut alive: Vec<Endpoint> = members.to_vec();
+        let mut failed: BTreeMap<Endpoint, (u64, Result<Completion, OpError>)> = BTreeMap::new();
+        for round in 10..60u64 {
+            for &ep in &alive {
+                start(&mut net, ep, round);
+            }
+            let mut done = BTreeMap::new();
+            net.run_until("every caller's broadcast", |n| {
+                for &ep in &alive {
+                    for e in n.take_events(ep.node).into_iter() {
+                        let who = members.iter().copied().find(|m| m.node == ep.node && m.port == e.port).unwrap();
+                        assert!(done.insert(who, e.result).is_none(), "one completion per broadcast");
+                    }
+                }
+                alive.iter().all(|ep| done.contains_key(ep))
+            })
+            .unwrap_or_else(|e| panic!("seed {seed}, round {round}: {e}"));
+            if round == 10 {
+                assert!(done.values().all(|r| r.is_ok()), "seed {seed}: {done:?}");
+                net.close_port(gone.node, gone.port);
+                alive.retain(|&ep| ep != gone);
+                continue;
+            }
+            for (ep, r) in done {
+                if r.is_err() {
+                    failed.insert(ep, (round, r));
+                    alive.retain(|&a| a != ep);
+                }
+            }
+            if alive.is_empty() {
+                break;
+            }
+        }
+        assert!(alive.is_empty(), "seed {seed}: these survivors never failed: {alive:?} ({failed:?})");
+        for (ep, (round, r)) in &failed {
+            assert_eq!(*r, Err(OpError::SourceClosed(gone)), "seed {seed}: {ep:?} in round {round}");
+        }
+    }
+}

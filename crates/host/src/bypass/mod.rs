@@ -234,9 +234,11 @@ impl<P: PortIo> Bypass<P> {
         let t0 = g.port.io_ref().now();
         g.progress();
         let t1 = g.port.io_ref().now();
-        drop(g);
+        // Counted before the lock goes: `stats` takes it, so a caller
+        // that sees what this run did sees the run counted too.
         self.handler_runs.fetch_add(1, Ordering::Relaxed);
         self.handler_ns.fetch_add((t1 - t0).as_nanos() as u64, Ordering::Relaxed);
+        drop(g);
     }
 
     /// Opens a library call that a driver which cannot block (the

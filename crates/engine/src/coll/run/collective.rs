@@ -51,6 +51,11 @@ pub(crate) struct Running {
     /// that every member waiting for them completes; this is the outcome
     /// at the end.
     pub failed: Option<CollError>,
+    /// It started after its group lost a member (or waits for one known
+    /// gone): it fails with this, but runs its steps hurried first, its
+    /// packets flagged failed, so that the members they reach fail too
+    /// rather than wait for packets that will not come.
+    pub lost: Option<OpError>,
 }
 
 /// Packets a collective's step sends, before they become
@@ -94,6 +99,7 @@ impl Running {
             last: false,
             lazy: None,
             failed: None,
+            lost: None,
         }
     }
 
@@ -116,7 +122,11 @@ impl Running {
         let steps = &sched.schedule.steps;
         loop {
             if self.step == steps.len() {
-                self.outcome = Some(self.failed.map_or(Ok(()), |e| Err(e.into())));
+                self.outcome = Some(match (self.lost, self.failed) {
+                    (Some(e), _) => Err(e),
+                    (None, Some(e)) => Err(e.into()),
+                    (None, None) => Ok(()),
+                });
                 return false;
             }
             let st = &steps[self.step];
@@ -130,7 +140,7 @@ impl Running {
                 let len = self.lazy.as_ref().map_or(self.value.len(), |l| l.buf.len as usize);
                 room.held += st.send_to.len() * (len + OUT_OVERHEAD);
                 if !st.send_to.is_empty() {
-                    let flag = if self.failed.is_some() { outboard_wire::COLL_ROUND_FAILED } else { 0 };
+                    let flag = if self.failed.is_some() || self.lost.is_some() { outboard_wire::COLL_ROUND_FAILED } else { 0 };
                     let to = st.send_to.iter().copied().zip(sched.send_round[self.step].iter().map(|r| r | flag)).collect();
                     let data = match &self.lazy {
                         Some(l) => OutData::Host(l.clone()),
@@ -159,7 +169,7 @@ impl Running {
                 let round = sched.recv_round[self.step][self.next_recv];
                 let Some(i) = self.arrived.iter().position(|a| a.src_rank == src && a.round == round) else { break };
                 let a = self.arrived.swap_remove(i);
-                if self.failed.is_some() {
+                if self.failed.is_some() || self.lost.is_some() {
                     // Nothing more is combined; the steps go on.
                 } else if a.failed {
                     self.failed = Some(CollError::FailedUpstream { rank: src });
@@ -245,7 +255,8 @@ impl Running {
     /// failed here still waits: its peers run the same schedule and send
     /// everything).
     fn hurried(&self) -> bool {
-        matches!(self.failed, Some(CollError::ScheduleMismatch { .. } | CollError::FailedUpstream { .. }))
+        self.lost.is_some()
+            || matches!(self.failed, Some(CollError::ScheduleMismatch { .. } | CollError::FailedUpstream { .. }))
     }
 
     /// Whether it still waits for its steps (it has neither finished nor

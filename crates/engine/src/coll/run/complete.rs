@@ -47,12 +47,13 @@ impl<D: Dma> Engine<D> {
                     Err(_) => Err(OpError::DmaFault),
                 },
             };
-            let flagged = matches!(
-                result,
-                Err(OpError::Collective(
-                    CollError::ModuleFailed { .. } | CollError::FailedUpstream { .. } | CollError::ScheduleMismatch { .. }
-                ))
-            );
+            let flagged = r.lost.is_some()
+                || matches!(
+                    result,
+                    Err(OpError::Collective(
+                        CollError::ModuleFailed { .. } | CollError::FailedUpstream { .. } | CollError::ScheduleMismatch { .. }
+                    ))
+                );
             if result.is_err() && !flagged {
                 // Its packets still in flight are of no use any more (those
                 // flagged failed are: they tell the members waiting for
@@ -97,7 +98,8 @@ impl<D: Dma> Engine<D> {
     }
 
     /// Peer `node` is gone: every collective of a group with a member there
-    /// fails (the group can no longer complete anything). Groups complete
+    /// fails, those under way and those started later (the group can no
+    /// longer complete anything: see `Group::lost`). Groups complete
     /// in (port, group id) order, the same on every run.
     pub(crate) fn coll_peer_failed(&mut self, node: NodeId) {
         let err = OpError::PeerUnreachable(node);
@@ -106,6 +108,7 @@ impl<D: Dma> Engine<D> {
             if !g.members.has_node(node) {
                 continue;
             }
+            g.lost.get_or_insert(err);
             for r in g.running.iter_mut().filter(|r| r.is_waiting()) {
                 r.outcome = Some(Err(err));
             }
@@ -119,8 +122,9 @@ impl<D: Dma> Engine<D> {
 
     /// Member `closed` left while its node lives on (its process ended, or
     /// gave the job up, on a node engine): every collective of a group it
-    /// belongs to fails naming it, as a dead node's would, since it will
-    /// never contribute again. Its node's other ports go on.
+    /// belongs to fails naming it, under way or started later, as a dead
+    /// node's would, since it will never contribute again. Its node's
+    /// other ports go on.
     pub(crate) fn coll_member_closed(&mut self, closed: Endpoint) {
         let err = OpError::SourceClosed(closed);
         let mut touched = Vec::new();
@@ -128,6 +132,7 @@ impl<D: Dma> Engine<D> {
             if g.members.rank_of(closed).is_none() {
                 continue;
             }
+            g.lost.get_or_insert(err);
             for r in g.running.iter_mut().filter(|r| r.is_waiting()) {
                 r.outcome = Some(Err(err));
             }

@@ -79,6 +79,13 @@ pub(crate) struct Group {
     pub running: VecDeque<Running>,
     /// The earlier pieces of the multi-piece command now completing.
     pub partial: Option<Partial>,
+    /// Why the group can complete nothing any more: a member's port
+    /// closed, or its node died. Every collective started from then on
+    /// fails with it (see [`Running::lost`]), not only those that wait
+    /// for the lost member: a root that only sends would otherwise go on
+    /// succeeding while the members that stopped calling leave the others
+    /// waiting.
+    pub lost: Option<OpError>,
 }
 
 impl<D: Dma> Engine<D> {
@@ -138,6 +145,7 @@ impl<D: Dma> Engine<D> {
                 host_epoch: 0,
                 running: VecDeque::new(),
                 partial: None,
+                lost: None,
             }),
         );
         Ok(Completion::GroupCreated)

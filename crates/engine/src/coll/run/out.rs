@@ -144,7 +144,13 @@ impl<D: Dma> Engine<D> {
         let Some(o) = self.coll.out.get_mut(&key) else { return };
         o.attempt = o.attempt.wrapping_add(1);
         o.retry_at = None;
-        let (node, attempt) = (o.dest.node, o.attempt);
+        let (dest, attempt) = (o.dest, o.attempt);
+        let node = dest.node;
+        if self.coll_member_is_closed(dest) {
+            // Its receiver left: nothing would take the packet.
+            self.coll_fail_packet(key, OpError::SourceClosed(dest));
+            return;
+        }
         let ci = self.conn_for(node, now);
         if self.conns[ci].dead {
             self.coll_fail_packet(key, OpError::PeerUnreachable(node));

@@ -103,7 +103,9 @@ impl<D: Dma> Engine<D> {
     /// if it cannot start anything. Then does the same for packets already
     /// pooled for the collectives after it.
     pub(super) fn coll_start_early(&mut self, now: Instant, port: PortId, group: GroupId, a: Arrival) -> Result<(), Arrival> {
-        let Some(g) = self.coll.groups.get(&(port, group)) else { return Err(a) };
+        // A group that lost a member starts nothing without its host: the
+        // host's command fails it (and tells the members below).
+        let Some(g) = self.coll.groups.get(&(port, group)).filter(|g| g.lost.is_none()) else { return Err(a) };
         let Some(sched) = g.schedules.get(&a.schedule).filter(|c| c.starts_on(a.src_rank, a.round)).cloned() else {
             return Err(a);
         };
@@ -124,7 +126,7 @@ impl<D: Dma> Engine<D> {
     /// schedule they name was installed.
     pub(crate) fn coll_start_pooled(&mut self, now: Instant, port: PortId, group: GroupId) {
         let mut started = false;
-        while let Some(g) = self.coll.groups.get(&(port, group)) {
+        while let Some(g) = self.coll.groups.get(&(port, group)).filter(|g| g.lost.is_none()) {
             let next = g.next_epoch;
             let Some(pooled) = self.coll.pool.get_mut(&(port, group, next)) else { break };
             let starter = pooled.iter().position(|p| g.schedules.get(&p.schedule).is_some_and(|c| c.starts_on(p.src_rank, p.round)));

@@ -88,20 +88,24 @@ impl<D: Dma> Engine<D> {
         // From here on the collective takes its epoch whatever happens, so
         // this member stays in step with its peers.
         let mut outcome = None;
-        // A member it must hear from may already be known dead: no packet
+        // The group may have lost a member already, or (a group created
+        // since) a member it must hear from may be known dead: no packet
         // would ever tell this collective so.
         let awaited: Vec<Endpoint> =
             sched.schedule.steps.iter().flat_map(|s| s.recv_from.iter().map(|&r| g.members.get(r).expect("validated rank"))).collect();
-        if let Some(ep) = awaited.iter().find(|ep| self.conn_index.get(&ep.node).is_some_and(|&ci| self.conns[ci].dead)) {
-            outcome = Some(Err(OpError::PeerUnreachable(ep.node)));
-        } else if let Some(&ep) = awaited.iter().find(|&&ep| self.coll_member_is_closed(ep)) {
-            // Or a member whose port closed on a node that lives on.
-            outcome = Some(Err(OpError::SourceClosed(ep)));
+        let mut lost = g.lost;
+        if lost.is_none() {
+            if let Some(ep) = awaited.iter().find(|ep| self.conn_index.get(&ep.node).is_some_and(|&ci| self.conns[ci].dead)) {
+                lost = Some(OpError::PeerUnreachable(ep.node));
+            } else if let Some(&ep) = awaited.iter().find(|&&ep| self.coll_member_is_closed(ep)) {
+                // Or a member whose port closed on a node that lives on.
+                lost = Some(OpError::SourceClosed(ep));
+            }
         }
         // A piece sent unchanged is read per packet as it goes out; a value
         // the first packet replaces is never read at all.
-        let lazy = (multi && sched.sends_host_value && send.len > 0 && outcome.is_none()).then(|| Lazy::new(send));
-        let value = if outcome.is_some() || lazy.is_some() || sched.forwards_alone {
+        let lazy = (multi && sched.sends_host_value && send.len > 0 && lost.is_none()).then(|| Lazy::new(send));
+        let value = if lost.is_some() || lazy.is_some() || sched.forwards_alone {
             Vec::new()
         } else {
             self.read_host(port, send).unwrap_or_else(|e| {
@@ -125,6 +129,7 @@ impl<D: Dma> Engine<D> {
             last,
             lazy,
             failed,
+            lost,
             ..Running::new(epoch, sched, arrived)
         });
         self.coll_advance(now, port, group);
