@@ -12,7 +12,8 @@ use outboard_host::{Datatype, ReduceOp, Reduction};
 use outboard_runtime::node_coll::{Buffers, NodeColl, NodeCollError, Ticket};
 
 use crate::error::{bytes, bytes_mut, deref, guard, Error};
-use crate::group::outboard_group;
+use crate::group::{outboard_group, SpanPath};
+use crate::span;
 use crate::request::{finish, hand_out, outboard_request, Kind, NodeOpen};
 
 /// 32-bit signed integers (`int32_t`).
@@ -243,6 +244,30 @@ where
     Some(guard(|| g.run_on_node(node, run)))
 }
 
+/// Runs a blocking collective node by node (`crate::span`) when the group
+/// spans nodes and takes that path ([`outboard_group::span_path`]) and
+/// `prepare` finds the call's arguments sound; `None` sends the call to
+/// the engine's path, which reports unsound arguments.
+unsafe fn on_span<F>(group: *const outboard_group, prepare: impl FnOnce(&outboard_group) -> Option<F>) -> Option<c_int>
+where
+    F: FnOnce(&outboard_group, &SpanPath) -> Result<(), Error>,
+{
+    // SAFETY: the caller passes a handle from `outboard_group_*` or null.
+    let g = unsafe { group.as_ref() }?;
+    let sp = g.span_path()?;
+    let run = prepare(g)?;
+    Some(guard(|| run(g, sp)))
+}
+
+/// A reduction's contribution at this rank, copied when it is to be
+/// replaced by the result (in place: `sendbuf` null or `recvbuf`).
+unsafe fn contribution<'a>(sendbuf: *const c_void, recvbuf: *mut c_void, len: usize) -> Option<std::borrow::Cow<'a, [u8]>> {
+    if sendbuf.is_null() || sendbuf == recvbuf.cast_const() {
+        return Some(std::borrow::Cow::Owned(unsafe { bytes(recvbuf, len, "recvbuf") }.ok()?.to_vec()));
+    }
+    Some(std::borrow::Cow::Borrowed(unsafe { bytes(sendbuf, len, "sendbuf") }.ok()?))
+}
+
 /// A reduction's buffers at this rank: in place when `sendbuf` is null or
 /// `recvbuf`; `None` when a buffer this rank needs is null.
 unsafe fn reduce_buffers<'a>(sendbuf: *const c_void, recvbuf: *mut c_void, len: usize, gets: bool) -> Option<Buffers<'a>> {
@@ -260,6 +285,9 @@ pub unsafe extern "C" fn outboard_barrier(group: *const outboard_group) -> c_int
     if let Some(rc) = unsafe { on_node(group, |_| Some(|nc: &mut NodeColl| nc.barrier())) } {
         return rc;
     }
+    if let Some(rc) = unsafe { on_span(group, |_| Some(span::barrier)) } {
+        return rc;
+    }
     let mut r = std::ptr::null_mut();
     unsafe { finish(outboard_barrier_start(group, &mut r), r) }
 }
@@ -272,6 +300,13 @@ pub unsafe extern "C" fn outboard_bcast(group: *const outboard_group, buf: *mut 
         Some(move |nc: &mut NodeColl| nc.bcast(data, root))
     };
     if let Some(rc) = unsafe { on_node(group, node) } {
+        return rc;
+    }
+    let spanning = |g: &outboard_group| {
+        let data = unsafe { bytes_mut(buf, len, "buf") }.ok().filter(|_| root < g.size)?;
+        Some(move |g: &outboard_group, sp: &SpanPath| span::bcast(g, sp, data, root))
+    };
+    if let Some(rc) = unsafe { on_span(group, spanning) } {
         return rc;
     }
     let mut r = std::ptr::null_mut();
@@ -298,6 +333,17 @@ pub unsafe extern "C" fn outboard_reduce(
     if let Some(rc) = unsafe { on_node(group, node) } {
         return rc;
     }
+    let spanning = |g: &outboard_group| {
+        let red = reduction(dtype, op).ok()?;
+        let len = count.checked_mul(red.dtype.size())?;
+        let at_root = g.rank == root;
+        let mine = unsafe { contribution(sendbuf, recvbuf, len) }.filter(|_| root < g.size && outboard_runtime::node_coll::span::carries_status(red))?;
+        let result = if at_root { Some(unsafe { bytes_mut(recvbuf, len, "recvbuf") }.ok()?) } else { None };
+        Some(move |g: &outboard_group, sp: &SpanPath| span::reduce(g, sp, &mine, result, red, root))
+    };
+    if let Some(rc) = unsafe { on_span(group, spanning) } {
+        return rc;
+    }
     let mut r = std::ptr::null_mut();
     unsafe { finish(outboard_reduce_start(group, sendbuf, recvbuf, count, dtype, op, root, &mut r), r) }
 }
@@ -319,6 +365,16 @@ pub unsafe extern "C" fn outboard_allreduce(
         Some(move |nc: &mut NodeColl| nc.allreduce(bufs, red))
     };
     if let Some(rc) = unsafe { on_node(group, node) } {
+        return rc;
+    }
+    let spanning = |_: &outboard_group| {
+        let red = reduction(dtype, op).ok()?;
+        let len = count.checked_mul(red.dtype.size())?;
+        let mine = unsafe { contribution(sendbuf, recvbuf, len) }.filter(|_| outboard_runtime::node_coll::span::carries_status(red))?;
+        let result = unsafe { bytes_mut(recvbuf, len, "recvbuf") }.ok()?;
+        Some(move |g: &outboard_group, sp: &SpanPath| span::allreduce(g, sp, &mine, result, red))
+    };
+    if let Some(rc) = unsafe { on_span(group, spanning) } {
         return rc;
     }
     let mut r = std::ptr::null_mut();

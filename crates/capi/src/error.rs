@@ -96,6 +96,18 @@ impl Error {
     pub fn arg(msg: impl Into<String>) -> Error {
         Error::new(OUTBOARD_ERR_ARG, msg)
     }
+
+    /// The error an exported function just returned as `code`, with the
+    /// message it left ([`outboard_last_error`]).
+    pub fn last(code: c_int) -> Error {
+        let msg = LAST.with(|l| l.borrow().to_string_lossy().into_owned());
+        if msg.is_empty() {
+            // SAFETY: `outboard_strerror` returns a static C string.
+            let what = unsafe { std::ffi::CStr::from_ptr(outboard_strerror(code)) };
+            return Error::new(code, what.to_string_lossy().into_owned());
+        }
+        Error::new(code, msg)
+    }
 }
 
 impl From<HostError> for Error {

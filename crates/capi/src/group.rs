@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex};
 use outboard_host::coll::UNDEFINED;
 use outboard_host::{Group, Mode};
 
+use outboard_runtime::node_coll::span::Span;
 use outboard_runtime::node_coll::{NodeColl, NodeCollError};
 
 use crate::error::{deref, guard, put, Error, OUTBOARD_ERR_RESOURCE, OUTBOARD_ERR_STATE};
@@ -20,6 +21,9 @@ pub struct outboard_group {
     /// Its collectives through shared memory, when every member runs on
     /// this node (`outboard_runtime::node_coll`).
     node: Option<Arc<Mutex<NodeColl>>>,
+    /// The group cut node by node, when it spans nodes
+    /// (`outboard_runtime::node_coll::span`).
+    pub(crate) span: Option<SpanPath>,
     /// This rank's rank and the number of members, which never change:
     /// read without locks.
     pub(crate) rank: u32,
@@ -52,6 +56,13 @@ impl outboard_group {
         self.node.as_ref().filter(|_| self.offloaded.load(Ordering::Acquire))
     }
 
+    /// The group cut node by node, when it has that and runs its
+    /// collectives offloaded; `None` when a blocking call must go to the
+    /// engine as a whole.
+    pub(crate) fn span_path(&self) -> Option<&SpanPath> {
+        self.span.as_ref().filter(|_| self.offloaded.load(Ordering::Acquire))
+    }
+
     /// Runs `f` on the group's node collectives (from [`Self::node_path`]).
     pub(crate) fn run_on_node<R>(&self, node: &Mutex<NodeColl>, f: impl FnOnce(&mut NodeColl) -> Result<R, NodeCollError>) -> Result<R, Error> {
         self.shared.live()?;
@@ -64,11 +75,40 @@ pub(crate) fn lock_node(node: &Mutex<NodeColl>) -> Result<std::sync::MutexGuard<
     node.lock().map_err(|_| Error::new(OUTBOARD_ERR_STATE, "an earlier call panicked with the group in use"))
 }
 
+/// A group cut node by node ([`Span`]), its parts locked apart.
+pub(crate) struct SpanPath {
+    /// Per group rank, its node's index (its leader's rank among the
+    /// leaders), and its index among its node's members.
+    pub node_of: Vec<u32>,
+    pub local_rank: Vec<u32>,
+    /// This member's node.
+    pub my_node: u32,
+    /// This node's members in shared memory (two or more).
+    pub local: Option<Mutex<NodeColl>>,
+    /// The leaders' group, at a leader.
+    pub leaders: Option<Mutex<Group>>,
+}
+
+impl SpanPath {
+    fn new(s: Span) -> SpanPath {
+        SpanPath { node_of: s.node_of, local_rank: s.local_rank, my_node: s.my_node, local: s.local.map(Mutex::new), leaders: s.leaders_group.map(Mutex::new) }
+    }
+}
+
+/// What a group's collectives have beside the engine: its members' shared
+/// memory when they all run on this node, or its cut node by node.
+type Beside = (Group, Option<NodeColl>, Option<Span>);
+
 /// A group's node collectives, asked for by every member as it makes the
-/// group (see `World::node_coll`); on failure the group is freed again.
-fn with_node(w: &mut outboard_runtime::World, g: Group) -> Result<(Group, Option<NodeColl>), Error> {
-    match w.node_coll(&g) {
-        Ok(nc) => Ok((g, nc)),
+/// group (see `World::node_coll` and `World::span`); on failure the group
+/// is freed again.
+fn with_node(w: &mut outboard_runtime::World, g: Group) -> Result<Beside, Error> {
+    let made = w.node_coll(&g).and_then(|nc| match nc {
+        Some(nc) => Ok((Some(nc), None)),
+        None => w.span(&g).map(|s| (None, s)),
+    });
+    match made {
+        Ok((nc, span)) => Ok((g, nc, span)),
         Err(e) => {
             let _ = w.port().free_group(g);
             Err(Error::new(
@@ -79,9 +119,10 @@ fn with_node(w: &mut outboard_runtime::World, g: Group) -> Result<(Group, Option
     }
 }
 
-fn hand_out(shared: Arc<Shared>, (g, node): (Group, Option<NodeColl>), out: *mut *mut outboard_group) -> Result<(), Error> {
+fn hand_out(shared: Arc<Shared>, (g, node, span): Beside, out: *mut *mut outboard_group) -> Result<(), Error> {
     let (rank, size, offloaded) = (g.rank(), g.size(), AtomicBool::new(g.defaults().mode == Mode::Offloaded));
-    let h = Box::into_raw(Box::new(outboard_group { shared, group: Mutex::new(g), node: node.map(|n| Arc::new(Mutex::new(n))), rank, size, offloaded }));
+    let span = span.map(SpanPath::new);
+    let h = Box::into_raw(Box::new(outboard_group { shared, group: Mutex::new(g), node: node.map(|n| Arc::new(Mutex::new(n))), span, rank, size, offloaded }));
     // SAFETY: checked by `put`.
     unsafe { put(out, h, "out") }.inspect_err(|_| drop(unsafe { Box::from_raw(h) }))
 }
@@ -131,8 +172,20 @@ pub unsafe extern "C" fn outboard_group_free(group: *mut outboard_group) -> c_in
         }
         // SAFETY: a handle from this module, freed only here.
         let h = unsafe { Box::from_raw(group) };
-        let g = h.group.into_inner().map_err(|_| Error::new(OUTBOARD_ERR_STATE, "an earlier call panicked with the group in use"))?;
-        h.shared.with(|w| Ok(w.port().free_group(g)?))
+        let poisoned = || Error::new(OUTBOARD_ERR_STATE, "an earlier call panicked with the group in use");
+        let g = h.group.into_inner().map_err(|_| poisoned())?;
+        // The leaders' group goes too, if it can: a failure there must not
+        // keep the group's own id and engine installation.
+        let leaders = h.span.and_then(|s| s.leaders).map(|l| l.into_inner().map_err(|_| poisoned()));
+        h.shared.with(|w| {
+            let first = match leaders {
+                Some(Ok(l)) => w.port().free_group(l).map_err(Error::from),
+                Some(Err(e)) => Err(e),
+                None => Ok(()),
+            };
+            w.port().free_group(g)?;
+            first
+        })
     })
 }
 

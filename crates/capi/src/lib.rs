@@ -36,6 +36,7 @@ mod mem;
 mod p2p;
 mod request;
 mod settings;
+mod span;
 mod world;
 
 pub use atomic::*;

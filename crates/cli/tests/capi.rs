@@ -194,3 +194,44 @@ fn the_c_example_builds_with_pkg_config_and_sums_the_ranks() {
     }
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// A rank killed between two collectives of a loop, with node engines
+/// (2 nodes of 2 ranks), where blocking collectives go node by node: no
+/// survivor hangs (the launcher's grace would kill it, and its line would
+/// be missing), and each names a rank - the dead one, or one that gave
+/// up because of it (a broadcast's root's node hears of the death from
+/// nobody else, and goes on until that one leaves). Before, a
+/// broadcast's root could go on succeeding while the others waited.
+#[test]
+fn a_death_in_a_loop_of_collectives_fails_every_survivor() {
+    if !gcc("a_death_in_a_loop_of_collectives_fails_every_survivor") {
+        return;
+    }
+    let dir = scratch("death-loop");
+    let exe = dir.join("death_in_a_loop");
+    compile(&repo().join("crates/capi/c/death_in_a_loop.c"), &exe, &direct_flags());
+    // Rank 1 is its node's second member, rank 2 the other node's leader.
+    // One element goes through a node's lines, 4096 through its slots.
+    for (victim, count) in [(1u32, "1"), (2, "1"), (1, "4096"), (2, "4096")] {
+        for op in ["barrier", "bcast", "reduce", "allreduce"] {
+            let o = Command::new(OUTBOARD)
+                .args(["run", "-n", "4", "--ranks-per-node", "2", "--timeout", "120", "--grace", "60", "--"])
+                .arg(&exe)
+                .args([&victim.to_string(), op, count])
+                .env("LD_LIBRARY_PATH", common::capi_lib_dir())
+                .env("OUTBOARD_PEER_TIMEOUT_MS", "500")
+                .output()
+                .unwrap();
+            let (so, se) = (String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+            for r in (0..4).filter(|&r| r != victim) {
+                let line = so
+                    .lines()
+                    .find(|l| l.starts_with(&format!("[{r}] rank {r}: {op} failed after")))
+                    .unwrap_or_else(|| panic!("victim {victim}, {op} of {count}: rank {r} never failed:\n{so}\n{se}"));
+                let names_a_rank = (0..4).any(|n| line.contains(&format!("rank {n} died")) || line.contains(&format!("rank {n} closed its port")));
+                assert!(names_a_rank && !line.contains("NodeId"), "victim {victim}, {op} of {count}: {line}");
+            }
+        }
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}

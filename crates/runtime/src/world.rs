@@ -23,6 +23,7 @@ use crate::bootstrap::{Bootstrap, BootstrapError, LaunchEnv, Launcher, Singleton
 use crate::driver::TransportStats;
 use crate::engine_handle::EngineHandle;
 use crate::node::{bind_udp, random_u64, Node, NodeError};
+use crate::node_coll::span::Span;
 use crate::node_coll::{NodeColl, NodeLocal};
 use crate::port::RtPort;
 use crate::progress::Progress;
@@ -339,6 +340,25 @@ impl World {
             (Some(local), Some(members)) => local.open(g.id().0, g.rank() as usize, members),
             _ => Ok(None),
         }
+    }
+
+    /// `g` cut node by node ([`Span`]): its node's members in shared
+    /// memory and, at a node's leader, the leaders' group. `None` unless
+    /// node collectives are on (under node engines, `OUTBOARD_SHM_COLL`)
+    /// and `g` spans two or more nodes, one of them with two or more of
+    /// its members. Every member must ask, once per group it makes, in
+    /// the same order as the others.
+    pub fn span(&mut self, g: &Group) -> std::io::Result<Option<Span>> {
+        let Some((node_of, local_rank, leaders)) = self.node_local.as_ref().and_then(|_| Span::layout(g)) else { return Ok(None) };
+        let my_node = node_of[g.rank() as usize];
+        let members: Option<Vec<u32>> = (0..g.size()).filter(|&r| node_of[r as usize] == my_node).map(|r| g.member(r).and_then(|ep| self.rank_of(ep))).collect();
+        let Some(members) = members else { return Ok(None) };
+        let local = match &mut self.node_local {
+            Some(n) => n.open(g.id().0, local_rank[g.rank() as usize] as usize, members)?,
+            None => None,
+        };
+        let leaders_group = self.port.leaders_group(g).map_err(std::io::Error::other)?;
+        Ok(Some(Span { node_of, local_rank, leaders, my_node, local, leaders_group }))
     }
 
     /// This rank.

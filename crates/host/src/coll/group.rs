@@ -17,6 +17,14 @@ use super::{CollectiveError, Tree};
 /// so the two never collide. The id also goes into host-based message tags
 /// (23 bits there), which bounds both ranges.
 pub const APP_GROUP_ID_LIMIT: u64 = 1 << 20;
+/// The group of a group's node leaders ([`Group::node_leaders`],
+/// [`crate::Port::leaders_group`]) has this plus the group's id: above
+/// every application and split id, within the 23 bits a host-based tag
+/// carries.
+pub const LEADERS_GROUP_FIRST: u64 = 1 << 21;
+const _: () = assert!(APP_GROUP_ID_LIMIT + SPLIT_GROUP_IDS as u64 <= LEADERS_GROUP_FIRST);
+const _: () = assert!(2 * LEADERS_GROUP_FIRST <= 1 << 23);
+
 /// How many ids `split` can hand out at one port at a time (MPICH keeps a
 /// bit mask of free context ids the same way).
 pub const SPLIT_GROUP_IDS: u32 = 4096;
@@ -224,6 +232,14 @@ impl Group {
     /// The member at `rank`.
     pub fn member(&self, rank: u32) -> Option<Endpoint> {
         self.members.get(rank)
+    }
+
+    /// Each node's leader, the lowest group rank among the members its
+    /// engine serves, in group-rank order: the members of the group's
+    /// network part when collectives go node by node.
+    pub fn node_leaders(&self) -> Vec<u32> {
+        let mut seen = std::collections::HashSet::new();
+        (0..self.size()).filter(|&r| seen.insert(self.members.get(r).expect("rank below size").node)).collect()
     }
 
     /// The default mode and algorithms (used by `split`, and for callers that

@@ -4,11 +4,11 @@
 //! waiting, collecting those installations, and freeing a group.
 
 use outboard_engine::{
-    CollError, Command, Endpoint, GroupId, HostBuf, OpId, ScheduleId,
+    CollError, Command, Endpoint, GroupId, HostBuf, MemberList, OpId, ScheduleId,
 };
 
 use super::api::Registered;
-use super::group::ScheduleKey;
+use super::group::{ScheduleKey, LEADERS_GROUP_FIRST};
 use super::{CollectiveError, Group};
 use crate::{HostError, Port, PortIo};
 
@@ -24,6 +24,20 @@ impl<P: PortIo> Port<P> {
         let g = Group::new(id, rank, members)?;
         self.register_group(&g)?;
         Ok(g)
+    }
+
+    /// The group of `g`'s node leaders ([`Group::node_leaders`]) when this
+    /// port is one, else `None`: id [`LEADERS_GROUP_FIRST`] plus `g`'s,
+    /// `g`'s defaults. Local, like [`Self::new_group`]: every leader
+    /// makes the same group from the same `g`.
+    pub fn leaders_group(&mut self, g: &Group) -> Result<Option<Group>, HostError> {
+        let leaders = g.node_leaders();
+        let Some(me) = leaders.iter().position(|&r| r == g.rank()) else { return Ok(None) };
+        let members: Vec<Endpoint> = leaders.iter().map(|&r| g.member(r).expect("a member's rank")).collect();
+        let mut lg = Group::build(GroupId(LEADERS_GROUP_FIRST + g.id().0), me as u32, MemberList::from_endpoints(members))?;
+        lg.set_defaults(g.defaults());
+        self.register_group(&lg)?;
+        Ok(Some(lg))
     }
 
     /// Removes a group: destroys it at the engine if it was installed there

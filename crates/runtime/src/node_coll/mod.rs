@@ -60,6 +60,7 @@
 mod futex;
 pub mod op;
 pub mod region;
+pub mod span;
 pub mod wait;
 
 use std::collections::{HashMap, VecDeque};

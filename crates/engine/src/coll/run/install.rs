@@ -188,7 +188,15 @@ impl<D: Dma> Engine<D> {
         Ok(Completion::ScheduleSet)
     }
 
-    /// The port closed: its groups, pooled packets and outgoing packets go.
+    /// The port closed: its groups and pooled packets go, and the outgoing
+    /// packets of its collectives still under way. Those of collectives
+    /// its host completed (or whose group it freed since) go on, as an
+    /// eager send's do: the host took the result and left, and they reach
+    /// their members before the close notice does, so a member that
+    /// needed nothing else from the closed port completes (one still
+    /// waiting for others then fails with the notice, see
+    /// `coll_member_closed`). They stay charged to the slot until
+    /// confirmed.
     pub(crate) fn coll_port_closed(&mut self, port: PortId) {
         let held: usize = self
             .coll
@@ -198,10 +206,16 @@ impl<D: Dma> Engine<D> {
             .flat_map(|(_, g)| g.running.iter().map(|r| r.held))
             .sum();
         self.coll.pool_bytes -= held;
+        let groups = &self.coll.groups;
+        let under_way = |o: &super::CollOut| {
+            groups.get(&(o.port, o.group)).is_some_and(|g| g.running.iter().any(|r| r.epoch == o.epoch))
+        };
+        let gone: Vec<u32> = self.coll.out.iter().filter(|(_, o)| o.port == port && under_way(o)).map(|(&k, _)| k).collect();
+        for k in gone {
+            self.coll_out_remove(k);
+        }
         self.coll.groups.retain(|(p, _), _| *p != port);
         self.coll_pool_forget(|p, _| p == port);
-        self.coll_out_retain(|o| o.port != port);
-        self.coll.out_bytes.remove(&port);
         self.coll.blocked.retain(|(p, _)| *p != port);
     }
 }
