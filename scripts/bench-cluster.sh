@@ -14,7 +14,9 @@
 # (node engines named per rank with OUTBOARD_NODE_NAME), beside Open MPI
 # over TCP alone - what it would use between real nodes - and in its
 # normal configuration, which between these emulated nodes uses shared
-# memory that real nodes do not have.
+# memory that real nodes do not have; Outboard both as it runs by default
+# (blocking calls node by node: shared memory within a node, the leaders
+# through the engines) and with every call through the engines.
 #
 # Usage: bash scripts/bench-cluster.sh [iterations=100] [largest-bytes=1048576]
 # Needs Open MPI's mpicc and mpirun. The outboard command and
@@ -94,6 +96,7 @@ if [ "$(nproc)" -ge 16 ]; then
     mpirun -np 12 --mca btl self,tcp "$tmp/bench" "$iters" "$largest" > "$tmp/openmpi-tcp"
     mpirun -np 12 "$tmp/bench" "$iters" "$largest" > "$tmp/openmpi-shm"
     mpirun -np 12 -x LD_PRELOAD="$lib" -x OUTBOARD_ENGINE=node -x RANKS_PER_NODE=3 "$tmp/on_node" "$tmp/bench" "$iters" "$largest" > "$tmp/node4x3"
-    echo "# 4 nodes x 3 ranks on one machine: Open MPI over TCP (as between nodes), Open MPI with shared memory between all 12, +Outboard node engines (UDP between the 4)"
-    table openmpi-tcp openmpi-shm node4x3
+    mpirun -np 12 -x LD_PRELOAD="$lib" -x OUTBOARD_ENGINE=node -x OUTBOARD_SHM_COLL=off -x RANKS_PER_NODE=3 "$tmp/on_node" "$tmp/bench" "$iters" "$largest" > "$tmp/engines4x3"
+    echo "# 4 nodes x 3 ranks on one machine: Open MPI over TCP (as between nodes), Open MPI with shared memory between all 12, +Outboard node engines (UDP between the 4; blocking calls node by node), +Outboard with every call through the engines (OUTBOARD_SHM_COLL=off)"
+    table openmpi-tcp openmpi-shm node4x3 engines4x3
 fi
