@@ -16,7 +16,9 @@
 # normal configuration, which between these emulated nodes uses shared
 # memory that real nodes do not have; Outboard both as it runs by default
 # (blocking calls node by node: shared memory within a node, the leaders
-# through the engines) and with every call through the engines.
+# through the engines) and with every call through the engines; then, by
+# bindings/mpi/bench/mpi_sweep.c, where Open MPI over TCP and Outboard
+# cross, size by size from 1 KiB to 1 MiB.
 #
 # Usage: bash scripts/bench-cluster.sh [iterations=100] [largest-bytes=1048576]
 # Needs Open MPI's mpicc and mpirun. The outboard command and
@@ -42,14 +44,16 @@ mpirun=$(command -v mpirun.openmpi || command -v mpirun)
 tmp=$(mktemp -d -t outboard-bench-cluster.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-if [ -f "$bin/liboutboard_mpi_openmpi.so" ] && [ -x "$bin/mpi_bench" ]; then
+if [ -f "$bin/liboutboard_mpi_openmpi.so" ] && [ -x "$bin/mpi_bench" ] && [ -x "$bin/mpi_sweep" ]; then
     lib=$bin/liboutboard_mpi_openmpi.so
     cp "$bin/mpi_bench" "$tmp/bench"
+    cp "$bin/mpi_sweep" "$tmp/sweep"
 else
     mpicc=$(command -v mpicc.openmpi || command -v mpicc)
     "$bin/outboard" mpi-lib --mpicc "$mpicc" --out "$tmp" > /dev/null
     lib=$(ls "$tmp"/liboutboard_mpi_*.so)
     "$mpicc" -O2 bindings/mpi/bench/mpi_bench.c -o "$tmp/bench"
+    "$mpicc" -O2 bindings/mpi/bench/mpi_sweep.c -o "$tmp/sweep"
 fi
 # Each rank names its node (ranks 3k..3k+2 on node k) before the program
 # starts, and the core its node's engine takes: the machine's last cores,
@@ -83,10 +87,14 @@ table() {
 # that the figures compare the libraries, not the scheduler's placement;
 # a node engine takes one of the cores left.
 mpirun() { "$mpirun" --oversubscribe --map-by core --bind-to core "$@"; }
+# Outboard's own path at every size: by default the library passes calls
+# between nodes (engines) above its thresholds through to the MPI, which
+# here, between emulated nodes, would use shared memory.
+all=(-x OUTBOARD_MPI_BCAST_MAX_BYTES_BETWEEN_NODES=1M -x OUTBOARD_MPI_REDUCE_MAX_BYTES_BETWEEN_NODES=1M -x OUTBOARD_MPI_ALLREDUCE_MAX_BYTES_BETWEEN_NODES=1M)
 for n in 2 4 8; do
     [ "$n" -lt "$(nproc)" ] || continue
     mpirun -np "$n" "$tmp/bench" "$iters" "$largest" > "$tmp/openmpi"
-    mpirun -np "$n" -x LD_PRELOAD="$lib" -x OUTBOARD_ENGINE=process "$tmp/bench" "$iters" "$largest" > "$tmp/process"
+    mpirun -np "$n" -x LD_PRELOAD="$lib" -x OUTBOARD_ENGINE=process "${all[@]}" "$tmp/bench" "$iters" "$largest" > "$tmp/process"
     mpirun -np "$n" -x LD_PRELOAD="$lib" -x OUTBOARD_ENGINE=node "$tmp/bench" "$iters" "$largest" > "$tmp/node"
     echo "# 1 node x $n ranks: Open MPI (shared memory), +Outboard engine per process, +Outboard node engine"
     table openmpi process node
@@ -95,8 +103,14 @@ done
 if [ "$(nproc)" -ge 16 ]; then
     mpirun -np 12 --mca btl self,tcp "$tmp/bench" "$iters" "$largest" > "$tmp/openmpi-tcp"
     mpirun -np 12 "$tmp/bench" "$iters" "$largest" > "$tmp/openmpi-shm"
-    mpirun -np 12 -x LD_PRELOAD="$lib" -x OUTBOARD_ENGINE=node -x RANKS_PER_NODE=3 "$tmp/on_node" "$tmp/bench" "$iters" "$largest" > "$tmp/node4x3"
-    mpirun -np 12 -x LD_PRELOAD="$lib" -x OUTBOARD_ENGINE=node -x OUTBOARD_SHM_COLL=off -x RANKS_PER_NODE=3 "$tmp/on_node" "$tmp/bench" "$iters" "$largest" > "$tmp/engines4x3"
+    mpirun -np 12 -x LD_PRELOAD="$lib" -x OUTBOARD_ENGINE=node "${all[@]}" -x RANKS_PER_NODE=3 "$tmp/on_node" "$tmp/bench" "$iters" "$largest" > "$tmp/node4x3"
+    mpirun -np 12 -x LD_PRELOAD="$lib" -x OUTBOARD_ENGINE=node -x OUTBOARD_SHM_COLL=off "${all[@]}" -x RANKS_PER_NODE=3 "$tmp/on_node" "$tmp/bench" "$iters" "$largest" > "$tmp/engines4x3"
     echo "# 4 nodes x 3 ranks on one machine: Open MPI over TCP (as between nodes), Open MPI with shared memory between all 12, +Outboard node engines (UDP between the 4; blocking calls node by node), +Outboard with every call through the engines (OUTBOARD_SHM_COLL=off)"
     table openmpi-tcp openmpi-shm node4x3 engines4x3
+    # Where they cross: every power of two from 1 KiB to 1 MiB.
+    mpirun -np 12 --mca btl self,tcp "$tmp/sweep" "$iters" > "$tmp/sweep-tcp"
+    mpirun -np 12 -x LD_PRELOAD="$lib" -x OUTBOARD_ENGINE=node "${all[@]}" -x RANKS_PER_NODE=3 "$tmp/on_node" "$tmp/sweep" "$iters" > "$tmp/sweep-node"
+    echo "# 4 nodes x 3 ranks, blocking calls on doubles by size: Open MPI over TCP, +Outboard node engines taking every size"
+    printf '%-11s %8s %11s %11s\n' op bytes openmpi-tcp node4x3
+    paste -d' ' "$tmp/sweep-tcp" "$tmp/sweep-node" | awk '{ printf "%-11s %8s %11s %11s\n", $1, $2, $3, $6 }'
 fi

@@ -10,9 +10,9 @@
 
 #include "internal.h"
 
-/* The group to run collective `k` on, or NULL (the reason printed in
- * verbose mode). */
-static outboard_group *take(MPI_Comm comm, enum coll k, int nb, enum why w, struct comm **cp) {
+/* The group to run collective `k` of `bytes` on, or NULL (the reason
+ * printed in verbose mode). */
+static outboard_group *take(MPI_Comm comm, enum coll k, int nb, enum why w, long long bytes, struct comm **cp) {
     if (!ob.up || comm == MPI_COMM_NULL) return NULL;
     struct comm *c = ob_lookup(comm);
     if (cp) *cp = c;
@@ -22,6 +22,7 @@ static outboard_group *take(MPI_Comm comm, enum coll k, int nb, enum why w, stru
         PMPI_Comm_test_inter(comm, &inter);
         w = inter ? W_INTER : W_UNMAPPED;
     } else if (w == W_TAKEN && !c->group[nb]) w = c->broken;
+    else if (w == W_TAKEN && c->nodes > 1 && bytes > ob.max_bytes_between_nodes[k]) w = W_SIZE_NODES;
     ob_say(comm, c, k, nb, w);
     if (w != W_TAKEN) return NULL;
     outboard_group_set_mode(c->group[nb], ob.how[k] == H_HOST ? OUTBOARD_MODE_HOST_BASED : OUTBOARD_MODE_OFFLOADED);
@@ -73,7 +74,7 @@ static int done(MPI_Comm comm, enum coll k, int rc) {
 }
 
 int MPI_Barrier(MPI_Comm comm) {
-    outboard_group *g = take(comm, C_BARRIER, L_BLOCKING, W_TAKEN, NULL);
+    outboard_group *g = take(comm, C_BARRIER, L_BLOCKING, W_TAKEN, 0, NULL);
     if (!g) return PMPI_Barrier(comm);
     return done(comm, C_BARRIER, outboard_barrier(g));
 }
@@ -83,7 +84,7 @@ int MPI_Bcast(void *buf, int count, MPI_Datatype dt, int root, MPI_Comm comm) {
     struct layout l;
     long long bytes = 0;
     enum why w = message(count, dt, C_BCAST, &l, &bytes);
-    outboard_group *g = take(comm, C_BCAST, L_BLOCKING, w, NULL);
+    outboard_group *g = take(comm, C_BCAST, L_BLOCKING, w, bytes, NULL);
     if (!g) return PMPI_Bcast(buf, count, dt, root, comm);
     if (bad_root(g, root, comm)) return MPI_ERR_ROOT;
     if (l.contiguous) return done(comm, C_BCAST, outboard_bcast(g, buf, (size_t)bytes, (uint32_t)root));
@@ -104,7 +105,7 @@ int MPI_Reduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype dt, M
     long long bytes = 0;
     int obop = 0;
     enum why w = reduction(count, dt, op, C_REDUCE, &l, &bytes, &obop);
-    outboard_group *g = take(comm, C_REDUCE, L_BLOCKING, w, NULL);
+    outboard_group *g = take(comm, C_REDUCE, L_BLOCKING, w, bytes, NULL);
     if (!g) return PMPI_Reduce(sendbuf, recvbuf, count, dt, op, root, comm);
     if (bad_root(g, root, comm)) return MPI_ERR_ROOT;
     const void *src = sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf;
@@ -117,7 +118,7 @@ int MPI_Allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype dt
     long long bytes = 0;
     int obop = 0;
     enum why w = reduction(count, dt, op, C_ALLREDUCE, &l, &bytes, &obop);
-    outboard_group *g = take(comm, C_ALLREDUCE, L_BLOCKING, w, NULL);
+    outboard_group *g = take(comm, C_ALLREDUCE, L_BLOCKING, w, bytes, NULL);
     if (!g) return PMPI_Allreduce(sendbuf, recvbuf, count, dt, op, comm);
     const void *src = sendbuf == MPI_IN_PLACE ? NULL : sendbuf;
     return done(comm, C_ALLREDUCE, outboard_allreduce(g, src, recvbuf, (size_t)count, l.base, obop));
@@ -128,7 +129,7 @@ int MPI_Allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype dt
 
 int MPI_Ibarrier(MPI_Comm comm, MPI_Request *req) {
     struct comm *c = NULL;
-    outboard_group *g = take(comm, C_BARRIER, L_NONBLOCKING, W_TAKEN, &c);
+    outboard_group *g = take(comm, C_BARRIER, L_NONBLOCKING, W_TAKEN, 0, &c);
     if (!g) return PMPI_Ibarrier(comm, req);
     outboard_request *r = NULL;
     int rc = outboard_barrier_start(g, &r);
@@ -141,7 +142,7 @@ int MPI_Ibcast(void *buf, int count, MPI_Datatype dt, int root, MPI_Comm comm, M
     long long bytes = 0;
     struct comm *c = NULL;
     enum why w = message(count, dt, C_BCAST, &l, &bytes);
-    outboard_group *g = take(comm, C_BCAST, L_NONBLOCKING, w, &c);
+    outboard_group *g = take(comm, C_BCAST, L_NONBLOCKING, w, bytes, &c);
     if (!g) return PMPI_Ibcast(buf, count, dt, root, comm, req);
     if (bad_root(g, root, comm)) return MPI_ERR_ROOT;
     outboard_request *r = NULL;
@@ -168,7 +169,7 @@ int MPI_Ireduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype dt, 
     int obop = 0;
     struct comm *c = NULL;
     enum why w = reduction(count, dt, op, C_REDUCE, &l, &bytes, &obop);
-    outboard_group *g = take(comm, C_REDUCE, L_NONBLOCKING, w, &c);
+    outboard_group *g = take(comm, C_REDUCE, L_NONBLOCKING, w, bytes, &c);
     if (!g) return PMPI_Ireduce(sendbuf, recvbuf, count, dt, op, root, comm, req);
     if (bad_root(g, root, comm)) return MPI_ERR_ROOT;
     const void *src = sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf;
@@ -184,7 +185,7 @@ int MPI_Iallreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype d
     int obop = 0;
     struct comm *c = NULL;
     enum why w = reduction(count, dt, op, C_ALLREDUCE, &l, &bytes, &obop);
-    outboard_group *g = take(comm, C_ALLREDUCE, L_NONBLOCKING, w, &c);
+    outboard_group *g = take(comm, C_ALLREDUCE, L_NONBLOCKING, w, bytes, &c);
     if (!g) return PMPI_Iallreduce(sendbuf, recvbuf, count, dt, op, comm, req);
     const void *src = sendbuf == MPI_IN_PLACE ? NULL : sendbuf;
     outboard_request *r = NULL;

@@ -161,6 +161,8 @@ static void map(MPI_Comm comm) {
     /* Every member must agree to use the groups. */
     int every = 0;
     PMPI_Allreduce(&made, &every, 1, MPI_INT, MPI_LAND, comm);
+    /* The same at every member: the group's member list is. */
+    if (every) outboard_group_nodes(c->group[L_BLOCKING], &c->nodes);
     pthread_mutex_lock(&ob.lock);
     if (!every) {
         free_groups(c);

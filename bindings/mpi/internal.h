@@ -14,7 +14,7 @@ enum how { H_OFF, H_OFFLOAD, H_HOST };
 
 /* Why a call was not taken over (verbose mode prints each once per
  * communicator and collective). */
-enum why { W_TAKEN, W_OFF, W_DATATYPE, W_OP, W_SIZE, W_INTER, W_NOGROUP, W_UNMAPPED, W_COUNT };
+enum why { W_TAKEN, W_OFF, W_DATATYPE, W_OP, W_SIZE, W_SIZE_NODES, W_INTER, W_NOGROUP, W_UNMAPPED, W_COUNT };
 
 /* Blocking and non-blocking collectives of one communicator run on two
  * Outboard groups, so each kind keeps its own order, as in Open MPI and
@@ -28,6 +28,7 @@ extern struct ob_state {
     int rank;               /* in MPI_COMM_WORLD */
     enum how how[C_COUNT];
     long long max_bytes[C_COUNT]; /* per collective; barrier's unused */
+    long long max_bytes_between_nodes[C_COUNT]; /* the same, on communicators spanning engines */
     outboard_world *world;
     MPI_Comm boot;          /* private duplicate of MPI_COMM_WORLD for the bootstrap */
     pthread_mutex_t lock;   /* guards the group ids and the pending list */
@@ -38,6 +39,7 @@ struct comm {
     outboard_group *group[L_COUNT]; /* NULL: every collective passes through */
     uint32_t id[L_COUNT];
     enum why broken;        /* why group is NULL */
+    uint32_t nodes;         /* engines (machines) its ranks use; 0 or 1: one */
     unsigned said[C_COUNT]; /* bit per `enum why` already printed (+16: non-blocking) */
     int pending;            /* non-blocking collectives under way (under ob.lock) */
     int freed;              /* the communicator was freed while some were (under ob.lock) */

@@ -27,6 +27,9 @@
  *   OUTBOARD_MPI_MAX_BYTES=SIZE          larger messages pass through (default 1M)
  *   OUTBOARD_MPI_BCAST_MAX_BYTES / _REDUCE_MAX_BYTES / _ALLREDUCE_MAX_BYTES=SIZE
  *                                        the same per collective, overriding the above
+ *   OUTBOARD_MPI_BCAST_MAX_BYTES_BETWEEN_NODES (128K) / _REDUCE_... (16K) / _ALLREDUCE_... (16K)
+ *                                        the same on communicators spanning nodes (engines),
+ *                                        where the smaller of the two applies
  *   OUTBOARD_MPI_VERBOSE=on|off          print, per communicator and collective,
  *                                        what was taken over and why not
  */
@@ -54,11 +57,14 @@ const char *const ob_coll_name[C_COUNT] = {"MPI_Barrier", "MPI_Bcast", "MPI_Redu
 const char *const ob_icoll_name[C_COUNT] = {"MPI_Ibarrier", "MPI_Ibcast", "MPI_Ireduce", "MPI_Iallreduce"};
 static const char *const coll_env[C_COUNT] = {"OUTBOARD_MPI_BARRIER", "OUTBOARD_MPI_BCAST", "OUTBOARD_MPI_REDUCE", "OUTBOARD_MPI_ALLREDUCE"};
 static const char *const max_env[C_COUNT] = {NULL, "OUTBOARD_MPI_BCAST_MAX_BYTES", "OUTBOARD_MPI_REDUCE_MAX_BYTES", "OUTBOARD_MPI_ALLREDUCE_MAX_BYTES"};
+static const char *const between_env[C_COUNT] = {NULL, "OUTBOARD_MPI_BCAST_MAX_BYTES_BETWEEN_NODES", "OUTBOARD_MPI_REDUCE_MAX_BYTES_BETWEEN_NODES",
+                                                 "OUTBOARD_MPI_ALLREDUCE_MAX_BYTES_BETWEEN_NODES"};
 static const char *const how_name[] = {"off", "offload", "host"};
 
 static const char *const why_text[W_COUNT] = {
     "taken over", "pass-through by configuration", "datatype not offloadable",
     "operation not offloadable for this datatype", "message beyond the size threshold",
+    "message beyond the size threshold between nodes",
     "inter-communicator", "no Outboard group (set-up failed at some rank)",
     "communicator not mapped (made by a call the library does not wrap, such as MPI_Comm_idup)"};
 
@@ -75,6 +81,9 @@ void ob_say(MPI_Comm comm, struct comm *c, enum coll k, int nb, enum why w) {
     char limit[160] = "";
     if (w == W_SIZE)
         snprintf(limit, sizeof limit, " (%lld bytes, %s or OUTBOARD_MPI_MAX_BYTES)", ob.max_bytes[k], max_env[k] ? max_env[k] : "");
+    if (w == W_SIZE_NODES)
+        snprintf(limit, sizeof limit, " (%lld bytes on a communicator spanning %u nodes, %s)", ob.max_bytes_between_nodes[k], c ? c->nodes : 0,
+                 between_env[k] ? between_env[k] : "");
     fprintf(stderr, "outboard_mpi: rank %d: %s on %s: %s%s%s\n", ob.rank, nb ? ob_icoll_name[k] : ob_coll_name[k], len ? name : "a communicator",
             why_text[w], w == W_TAKEN ? mode : "", limit);
 }
@@ -193,6 +202,8 @@ static int read_config(void) {
         if (!max_env[k]) continue;
         if (!setting(max_env[k], v, sizeof v)) return 0;
         ob.max_bytes[k] = strtoll(v, NULL, 10);
+        if (!setting(between_env[k], v, sizeof v)) return 0;
+        ob.max_bytes_between_nodes[k] = strtoll(v, NULL, 10);
     }
     if (!setting("OUTBOARD_MPI_VERBOSE", v, sizeof v)) return 0;
     ob.verbose = !strcmp(v, "1");
@@ -263,9 +274,10 @@ static int start_outboard(void) {
     ob_comms_start();
     if (ob.verbose && ob.rank == 0)
         fprintf(stderr, "outboard_mpi: Outboard up on %d ranks (%d on this host); barrier %s, bcast %s, reduce %s, allreduce %s; "
-                "max bytes bcast %lld, reduce %lld, allreduce %lld\n",
+                "max bytes bcast %lld, reduce %lld, allreduce %lld (between nodes %lld, %lld, %lld)\n",
                 size, local_size, how_name[ob.how[0]], how_name[ob.how[1]], how_name[ob.how[2]], how_name[ob.how[3]],
-                ob.max_bytes[C_BCAST], ob.max_bytes[C_REDUCE], ob.max_bytes[C_ALLREDUCE]);
+                ob.max_bytes[C_BCAST], ob.max_bytes[C_REDUCE], ob.max_bytes[C_ALLREDUCE], ob.max_bytes_between_nodes[C_BCAST],
+                ob.max_bytes_between_nodes[C_REDUCE], ob.max_bytes_between_nodes[C_ALLREDUCE]);
     if (ob.verbose) {
         char engine[512];
         if (outboard_describe(ob.world, engine, sizeof engine) == OUTBOARD_OK)

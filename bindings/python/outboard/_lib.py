@@ -165,6 +165,7 @@ SIGNATURES = {
     "outboard_group_free": [P],
     "outboard_group_rank": [P, PU32],
     "outboard_group_size": [P, PU32],
+    "outboard_group_nodes": [P, PU32],
     "outboard_group_set_mode": [P, CINT],
     "outboard_group_create": [P, U64, U32, PU32, PP],
     "outboard_send_start": [P, U32, U64, P, SZ, PP],

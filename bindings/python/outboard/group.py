@@ -52,6 +52,15 @@ class Group(Handle):
         return self._size
 
     @property
+    def nodes(self) -> int:
+        """How many node engines the group's members use: 1 when they all
+        share one machine's, more when the group spans machines (or each
+        rank runs an engine of its own)."""
+        n = ctypes.c_uint32()
+        errors.check(_lib.lib().outboard_group_nodes(self._p(), ctypes.byref(n)))
+        return n.value
+
+    @property
     def mode(self) -> Mode:
         """Where the group's collectives run (set at every member alike)."""
         self._p()

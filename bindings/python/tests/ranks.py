@@ -306,6 +306,8 @@ def main():
     with outboard.World() as w:
         rank = w.rank
         check(rank == int(os.environ["OUTBOARD_RANK"]) and w.size == int(os.environ["OUTBOARD_SIZE"]) and w.size >= 2)
+        # One node engine per machine, or one per rank: the world spans 1..size.
+        check(1 <= w.group.nodes <= w.size)
         collectives(w.group, "world offloaded")
         with w.new_group(Mode.HOST_BASED) as hb:
             check(hb.mode == Mode.HOST_BASED)

@@ -365,6 +365,12 @@ int outboard_group_rank(const outboard_group *group, uint32_t *rank);
 // The number of ranks in the group.
 int outboard_group_size(const outboard_group *group, uint32_t *size);
 
+// How many engines (nodes) the group's members use: 1 when they all
+// share a machine's node engine, more when the group spans machines (or
+// each rank runs an engine of its own). The PMPI library picks its size
+// thresholds by it.
+int outboard_group_nodes(const outboard_group *group, uint32_t *nodes);
+
 // Where the group's collectives run: [`OUTBOARD_MODE_OFFLOADED`] or
 // [`OUTBOARD_MODE_HOST_BASED`]. Every member must choose the same.
 int outboard_group_set_mode(const outboard_group *group, int mode);

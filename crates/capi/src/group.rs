@@ -207,6 +207,19 @@ pub unsafe extern "C" fn outboard_group_size(group: *const outboard_group, size:
     })
 }
 
+/// How many engines (nodes) the group's members use: 1 when they all
+/// share a machine's node engine, more when the group spans machines (or
+/// each rank runs an engine of its own). The PMPI library picks its size
+/// thresholds by it.
+#[no_mangle]
+pub unsafe extern "C" fn outboard_group_nodes(group: *const outboard_group, nodes: *mut u32) -> c_int {
+    guard(|| {
+        let g = unsafe { deref(group, "group") }?;
+        let n = g.with(|gr, _| Ok(gr.node_leaders().len() as u32))?;
+        unsafe { put(nodes, n, "nodes") }
+    })
+}
+
 /// Where the group's collectives run: [`OUTBOARD_MODE_OFFLOADED`] or
 /// [`OUTBOARD_MODE_HOST_BASED`]. Every member must choose the same.
 #[no_mangle]

@@ -99,12 +99,28 @@ impl Mpi {
                 c.args(["-env", k, v]);
             }
         }
-        c.env("LD_LIBRARY_PATH", &ld).arg(prog).args(args);
+        c.env("LD_LIBRARY_PATH", &ld);
+        if let Some((_, per_node)) = env.iter().find(|(k, _)| *k == EMULATED_NODES) {
+            // Each rank names its node before the program starts (rank /
+            // ranks per node), as on a cluster of that many machines.
+            let script = self.dir.join("on_node.sh");
+            let text = format!(
+                "#!/bin/sh\nr=${{OMPI_COMM_WORLD_RANK:-${{PMI_RANK:-0}}}}\nOUTBOARD_NODE_NAME=node$((r / {per_node})) exec \"$@\"\n"
+            );
+            std::fs::write(&script, text).unwrap();
+            c.arg("sh").arg(&script);
+        }
+        c.arg(prog).args(args);
         let o = c.output().unwrap();
         let (so, se) = (String::from_utf8_lossy(&o.stdout).into_owned(), String::from_utf8_lossy(&o.stderr).into_owned());
         (o, so, se)
     }
 }
+
+/// Not a variable of Outboard's (the ranks would refuse one): the test
+/// runner's own, the ranks per emulated node, each node named from the
+/// rank before the program starts.
+const EMULATED_NODES: &str = "EMULATED_RANKS_PER_NODE";
 
 impl Drop for Mpi {
     fn drop(&mut self) {
@@ -114,7 +130,7 @@ impl Drop for Mpi {
 
 /// Runs and checks one configuration: every rank compared equal, and the
 /// verbose lines say what was taken over (`mode`) and what passed through.
-fn check(mpi: &Mpi, n: u32, mode: &str, env: &[(&str, &str)], args: &[&str]) {
+fn check(mpi: &Mpi, n: u32, mode: &str, env: &[(&str, &str)], args: &[&str]) -> String {
     let (o, so, se) = mpi.run(n, env, args);
     let ctx = format!("{} with {n} ranks ({mode}):\nstdout:\n{so}\nstderr:\n{se}", mpi.name);
     assert!(o.status.success(), "{ctx}");
@@ -132,6 +148,9 @@ fn check(mpi: &Mpi, n: u32, mode: &str, env: &[(&str, &str)], args: &[&str]) {
     };
     for r in 0..n {
         assert!(se.lines().any(|l| l.contains(&format!("rank {r}: engine: ")) && l.contains(path)), "rank {r} did not say \"{path}\": {ctx}");
+    }
+    if set(EMULATED_NODES).is_some() {
+        assert!(se.contains("engine: node 1's engine process"), "no second node: {ctx}");
     }
     for comm in ["MPI_COMM_WORLD", "dup", "split", "reversed"] {
         for call in ["MPI_Barrier", "MPI_Bcast", "MPI_Reduce", "MPI_Allreduce", "MPI_Ibarrier", "MPI_Ibcast", "MPI_Ireduce", "MPI_Iallreduce"] {
@@ -157,6 +176,7 @@ fn check(mpi: &Mpi, n: u32, mode: &str, env: &[(&str, &str)], args: &[&str]) {
         let why = format!("{call} on MPI_COMM_WORLD: message beyond the size threshold ({limit} bytes, {var} or OUTBOARD_MPI_MAX_BYTES)");
         assert!(se.contains(&why), "no \"{why}\": {ctx}");
     }
+    se
 }
 
 fn mpi_or_skip(test: &str, name: &'static str, cc: &'static str) -> Option<Mpi> {
@@ -204,11 +224,55 @@ fn through_the_node_engine_or_engines_per_process_every_taken_over_collective_eq
     let engine = [("OUTBOARD_SHM_COLL", "off")];
     if let Some(mpi) = mpi_or_skip(test, "openmpi", "mpicc.openmpi") {
         check(&mpi, 4, "offloaded", &engine, &["140000", "quick"]);
-        check(&mpi, 2, "offloaded", &[("OUTBOARD_ENGINE", "process")], &["140000", "quick"]);
+        // Each rank's engine is a node of its own: every size taken over
+        // still, not only what the thresholds between nodes let through.
+        let process = [
+            ("OUTBOARD_ENGINE", "process"),
+            ("OUTBOARD_MPI_BCAST_MAX_BYTES_BETWEEN_NODES", "1M"),
+            ("OUTBOARD_MPI_REDUCE_MAX_BYTES_BETWEEN_NODES", "1M"),
+            ("OUTBOARD_MPI_ALLREDUCE_MAX_BYTES_BETWEEN_NODES", "1M"),
+        ];
+        check(&mpi, 2, "offloaded", &process, &["140000", "quick"]);
         check(&mpi, 2, "host-based", &[("OUTBOARD_MPI", "host")], &["140000", "quick"]);
     }
     if let Some(mpi) = mpi_or_skip(test, "mpich", "mpicc.mpich") {
         check(&mpi, 4, "offloaded", &engine, &["140000", "quick"]);
+    }
+}
+
+/// A communicator spanning machines (2 emulated nodes of 2 ranks, each
+/// with its node engine) runs its blocking collectives node by node: the
+/// same results as PMPI, under both MPIs, and the same through the
+/// engines alone.
+#[test]
+fn across_emulated_nodes_every_taken_over_collective_equals_pmpi() {
+    let test = "across_emulated_nodes_every_taken_over_collective_equals_pmpi";
+    // Every size up to 1 MiB taken over, not only what the thresholds
+    // between nodes let through by default.
+    let all = [
+        (EMULATED_NODES, "2"),
+        ("OUTBOARD_MPI_BCAST_MAX_BYTES_BETWEEN_NODES", "1M"),
+        ("OUTBOARD_MPI_REDUCE_MAX_BYTES_BETWEEN_NODES", "1M"),
+        ("OUTBOARD_MPI_ALLREDUCE_MAX_BYTES_BETWEEN_NODES", "1M"),
+    ];
+    let mut engines = all.to_vec();
+    engines.push(("OUTBOARD_SHM_COLL", "off"));
+    if let Some(mpi) = mpi_or_skip(test, "openmpi", "mpicc.openmpi") {
+        check(&mpi, 4, "offloaded", &all, &["140000", "quick"]);
+        check(&mpi, 4, "offloaded", &engines, &["140000", "quick"]);
+        // By default, larger calls between nodes pass through, saying so.
+        let se = check(&mpi, 4, "offloaded", &[(EMULATED_NODES, "2")], &["140000", "quick"]);
+        for (call, limit, var) in [
+            ("MPI_Bcast", 131072, "OUTBOARD_MPI_BCAST_MAX_BYTES_BETWEEN_NODES"),
+            ("MPI_Reduce", 16384, "OUTBOARD_MPI_REDUCE_MAX_BYTES_BETWEEN_NODES"),
+            ("MPI_Iallreduce", 16384, "OUTBOARD_MPI_ALLREDUCE_MAX_BYTES_BETWEEN_NODES"),
+        ] {
+            let why = format!("{call} on MPI_COMM_WORLD: message beyond the size threshold between nodes ({limit} bytes on a communicator spanning 2 nodes, {var})");
+            assert!(se.contains(&why), "no \"{why}\":\n{se}");
+        }
+    }
+    if let Some(mpi) = mpi_or_skip(test, "mpich", "mpicc.mpich") {
+        check(&mpi, 4, "offloaded", &all, &["140000", "quick"]);
     }
 }
 

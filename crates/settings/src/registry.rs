@@ -312,6 +312,37 @@ pub static MPI_ALLREDUCE_MAX_BYTES: Var<Size> = Var {
     default: Fallback::Follows(&MPI_MAX_BYTES),
 };
 
+/// Broadcasts between machines on more bytes pass through: above this,
+/// Open MPI over TCP was faster on 4 emulated nodes of 3 ranks of a
+/// 16-core machine (docs/performance.md).
+pub static MPI_BCAST_MAX_BYTES_BETWEEN_NODES: Var<Size> = Var {
+    name: "OUTBOARD_MPI_BCAST_MAX_BYTES_BETWEEN_NODES",
+    doc: "On communicators whose ranks use more than one engine (machines), MPI_Bcast and MPI_Ibcast on more bytes than this pass through to the MPI; the smaller of this and OUTBOARD_MPI_BCAST_MAX_BYTES applies.",
+    group: Group::Mpi,
+    kind: MPI_BYTES,
+    default: Fallback::Value(128 << 10),
+};
+
+/// Reductions between machines on more bytes pass through (measured as
+/// for broadcasts).
+pub static MPI_REDUCE_MAX_BYTES_BETWEEN_NODES: Var<Size> = Var {
+    name: "OUTBOARD_MPI_REDUCE_MAX_BYTES_BETWEEN_NODES",
+    doc: "On communicators whose ranks use more than one engine (machines), MPI_Reduce and MPI_Ireduce on more bytes than this pass through to the MPI; the smaller of this and OUTBOARD_MPI_REDUCE_MAX_BYTES applies.",
+    group: Group::Mpi,
+    kind: MPI_BYTES,
+    default: Fallback::Value(16 << 10),
+};
+
+/// Allreductions between machines on more bytes pass through (measured
+/// as for broadcasts).
+pub static MPI_ALLREDUCE_MAX_BYTES_BETWEEN_NODES: Var<Size> = Var {
+    name: "OUTBOARD_MPI_ALLREDUCE_MAX_BYTES_BETWEEN_NODES",
+    doc: "On communicators whose ranks use more than one engine (machines), MPI_Allreduce and MPI_Iallreduce on more bytes than this pass through to the MPI; the smaller of this and OUTBOARD_MPI_ALLREDUCE_MAX_BYTES applies.",
+    group: Group::Mpi,
+    kind: MPI_BYTES,
+    default: Fallback::Value(16 << 10),
+};
+
 /// What the PMPI library took over, and why not.
 pub static MPI_VERBOSE: Var<Flag> = Var {
     name: "OUTBOARD_MPI_VERBOSE",
@@ -430,6 +461,9 @@ pub static ALL: &[&dyn Setting] = &[
     &MPI_BCAST_MAX_BYTES,
     &MPI_REDUCE_MAX_BYTES,
     &MPI_ALLREDUCE_MAX_BYTES,
+    &MPI_BCAST_MAX_BYTES_BETWEEN_NODES,
+    &MPI_REDUCE_MAX_BYTES_BETWEEN_NODES,
+    &MPI_ALLREDUCE_MAX_BYTES_BETWEEN_NODES,
     &MPI_VERBOSE,
     &LIB,
     &SKIP_LOG,
