@@ -147,6 +147,7 @@ impl<D: Dma> Engine<D> {
             Body::ReadResponse(h, payload) => self.on_read_response(from, h, payload),
             Body::PeerFailed(n) => self.on_peer_failed_notice(now, from, n),
             Body::PortClosed(n) => self.on_port_closed_notice(from, n),
+            Body::CollResume(r) => self.on_coll_resume(now, from, r),
             Body::AtomicRequest(r) => self.on_atomic_request(now, from, r),
             Body::AtomicReply(r) => self.on_atomic_reply(now, from, r),
             Body::Abort(a) => match a.what {

@@ -81,6 +81,11 @@ pub struct Stats {
     pub coll_unexpected: u64,
     /// Collective packets refused because the unexpected pool was full.
     pub coll_refused: u64,
+    /// Notices to peers whose packets the full pool refused that it has
+    /// room again (`wire::CollResume`).
+    pub coll_resumes_sent: u64,
+    /// Such notices received: refused packets relaunched at once.
+    pub coll_resumes_received: u64,
     /// Collective packets no schedule step expected (dropped).
     pub coll_unmatched: u64,
     /// Collective packets that failed (peer gone, refused too long) after
@@ -116,7 +121,7 @@ pub struct Stats {
 
 
 /// How many counters [`Stats::to_words`] gives.
-pub const STATS_WORDS: usize = 38;
+pub const STATS_WORDS: usize = 40;
 
 impl Stats {
     /// The counters as words, in declaration order (`first_failed` apart),
@@ -152,6 +157,8 @@ impl Stats {
             self.unexpected_bytes_copied,
             self.coll_unexpected,
             self.coll_refused,
+            self.coll_resumes_sent,
+            self.coll_resumes_received,
             self.coll_unmatched,
             self.coll_abandoned,
             self.coll_deferred,
@@ -201,6 +208,8 @@ impl Stats {
             unexpected_bytes_copied: w.next()?,
             coll_unexpected: w.next()?,
             coll_refused: w.next()?,
+            coll_resumes_sent: w.next()?,
+            coll_resumes_received: w.next()?,
             coll_unmatched: w.next()?,
             coll_abandoned: w.next()?,
             coll_deferred: w.next()?,

@@ -226,6 +226,15 @@ pub struct PortClosed {
     pub gen: u32,
 }
 
+/// Body of a [`Kind::CollResume`]: the bytes of collective packets the
+/// sender's pool can take now, which the receiver's refused packets to it
+/// may use. Four bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct CollResume {
+    /// Room in bytes (payload and bookkeeping).
+    pub room: u32,
+}
+
 /// A parsed body, borrowing its payload.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Body<'a> {
@@ -257,6 +266,8 @@ pub enum Body<'a> {
     NicColl(NicCollHeader),
     /// A port-closure notice.
     PortClosed(PortClosed),
+    /// Room again for refused collective packets.
+    CollResume(CollResume),
 }
 
 /// The fixed part of a body, without payload: what the sender writes before
@@ -291,6 +302,8 @@ pub enum BodyRepr {
     NicColl(NicCollHeader),
     /// See [`Kind::PortClosed`].
     PortClosed(PortClosed),
+    /// See [`Kind::CollResume`].
+    CollResume(CollResume),
 }
 
 const DATA_LEN: usize = DATA_FIXED_LEN;
@@ -315,6 +328,7 @@ pub const COLL_FIXED_LEN: usize = 42;
 pub const COLL_ROUND_FAILED: u16 = 0x8000;
 const PEER_FAILED_LEN: usize = 16;
 const PORT_CLOSED_LEN: usize = 8;
+const COLL_RESUME_LEN: usize = 4;
 /// `PeerFailed` flag: the `boot` field is meaningful.
 const PEER_FAILED_BOOT_KNOWN: u8 = 1;
 
@@ -459,6 +473,10 @@ impl<'a> Body<'a> {
                 }
                 Body::PortClosed(PortClosed { port: b[0], gen: be32(b, 4..8) })
             }
+            Kind::CollResume => {
+                exact(COLL_RESUME_LEN)?;
+                Body::CollResume(CollResume { room: be32(b, 0..4) })
+            }
         })
     }
 
@@ -479,6 +497,7 @@ impl<'a> Body<'a> {
             Body::Nicvm(h, _) => BodyRepr::Nicvm(h),
             Body::NicColl(h) => BodyRepr::NicColl(h),
             Body::PortClosed(c) => BodyRepr::PortClosed(c),
+            Body::CollResume(c) => BodyRepr::CollResume(c),
         }
     }
 
@@ -522,6 +541,7 @@ impl BodyRepr {
             BodyRepr::Nicvm(_) => Kind::Nicvm,
             BodyRepr::NicColl(_) => Kind::NicColl,
             BodyRepr::PortClosed(_) => Kind::PortClosed,
+            BodyRepr::CollResume(_) => Kind::CollResume,
         }
     }
 
@@ -541,6 +561,7 @@ impl BodyRepr {
             BodyRepr::Nicvm(_) => NICVM_FIXED_LEN,
             BodyRepr::NicColl(_) => NIC_COLL_LEN,
             BodyRepr::PortClosed(_) => PORT_CLOSED_LEN,
+            BodyRepr::CollResume(_) => COLL_RESUME_LEN,
         }
     }
 
@@ -641,6 +662,7 @@ impl BodyRepr {
                 b[1..4].copy_from_slice(&[0; 3]);
                 b[4..8].copy_from_slice(&c.gen.to_be_bytes());
             }
+            BodyRepr::CollResume(c) => b[0..4].copy_from_slice(&c.room.to_be_bytes()),
         }
     }
 }

@@ -83,6 +83,11 @@ pub enum Kind {
     /// An engine that does not know this kind drops the datagram as
     /// malformed (see the engine's `port_closed` module).
     PortClosed = 14,
+    /// The sender's early-packet pool has room again for collective
+    /// packets it refused ([`crate::CollResume`]): relaunch them now, up to
+    /// the room given, instead of when their retry timer fires. Sent
+    /// reliably on the connection.
+    CollResume = 15,
 }
 
 impl Kind {
@@ -102,6 +107,7 @@ impl Kind {
             12 => Kind::Nicvm,
             13 => Kind::NicColl,
             14 => Kind::PortClosed,
+            15 => Kind::CollResume,
             found => return Err(WireError::UnknownKind { found }),
         })
     }
@@ -130,6 +136,7 @@ impl Kind {
             Kind::Nicvm => "nicvm",
             Kind::NicColl => "nic-coll",
             Kind::PortClosed => "port-closed",
+            Kind::CollResume => "coll-resume",
         }
     }
 }

@@ -73,6 +73,7 @@ fn arb_body() -> impl Strategy<Value = (BodyRepr, Vec<u8>)> {
         (crate::nicvm::tests::arb_header(), proptest::collection::vec(any::<u8>(), 0..600)).prop_map(|(h, p)| (BodyRepr::Nicvm(h), p)),
         crate::nic_coll::tests::arb_header().prop_map(|h| (BodyRepr::NicColl(h), vec![])),
         any::<(u8, u32)>().prop_map(|(port, gen)| (BodyRepr::PortClosed(PortClosed { port, gen }), vec![])),
+        any::<u32>().prop_map(|room| (BodyRepr::CollResume(CollResume { room }), vec![])),
     ]
 }
 
@@ -92,6 +93,7 @@ fn body_of<'a>(repr: BodyRepr, payload: &'a [u8]) -> Body<'a> {
         BodyRepr::Nicvm(h) => Body::Nicvm(h, payload),
         BodyRepr::NicColl(h) => Body::NicColl(h),
         BodyRepr::PortClosed(c) => Body::PortClosed(c),
+        BodyRepr::CollResume(c) => Body::CollResume(c),
     }
 }
 
@@ -248,6 +250,12 @@ fn sealed_raw(kind: u8, body: &[u8]) -> Vec<u8> {
 #[test]
 fn port_closed_is_eight_exact_bytes_with_zero_reserved_ones() {
     let good = [7, 0, 0, 0, 0, 0, 1, 2];
+    let resume = sealed_raw(Kind::CollResume as u8, &[0, 1, 0, 2]);
+    assert_eq!(Packet::parse(&resume, &key()).unwrap().body, Body::CollResume(CollResume { room: 0x10002 }));
+    assert!(matches!(
+        Packet::parse(&sealed_raw(Kind::CollResume as u8, &[0; 5]), &key()),
+        Err(WireError::MalformedBody { kind: "coll-resume", .. })
+    ));
     let raw = sealed_raw(Kind::PortClosed as u8, &good);
     assert_eq!(Packet::parse(&raw, &key()).unwrap().body, Body::PortClosed(PortClosed { port: 7, gen: 0x102 }));
     for bad in [&good[..7], &[7, 0, 0, 0, 0, 0, 1, 2, 0][..], &[7, 0, 1, 0, 0, 0, 1, 2][..], &[7, 0x80, 0, 0, 0, 0, 1, 2][..]] {
@@ -260,9 +268,9 @@ fn port_closed_is_eight_exact_bytes_with_zero_reserved_ones() {
 
 #[test]
 fn a_kind_this_build_does_not_know_is_an_error_not_a_panic() {
-    // What an engine built before `PortClosed` (14) does with one: the
+    // What an engine built before `CollResume` (15) does with one: the
     // parser refuses the kind and the engine drops the datagram.
-    for kind in [0u8, 15, 200, 255] {
+    for kind in [0u8, 16, 200, 255] {
         assert_eq!(Packet::parse(&sealed_raw(kind, &[0; 8]), &key()), Err(WireError::UnknownKind { found: kind }));
     }
 }

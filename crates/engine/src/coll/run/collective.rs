@@ -259,6 +259,18 @@ impl Running {
             || matches!(self.failed, Some(CollError::ScheduleMismatch { .. } | CollError::FailedUpstream { .. }))
     }
 
+    /// The ranks whose packets its remaining steps still wait for.
+    pub(super) fn awaited_ranks(&self) -> impl Iterator<Item = u32> + '_ {
+        let steps = &self.sched.schedule.steps;
+        steps.iter().enumerate().skip(self.step).flat_map(move |(i, st)| {
+            let from = if i == self.step { self.next_recv } else { 0 };
+            st.recv_from.iter().enumerate().skip(from).filter_map(move |(j, &src)| {
+                let round = self.sched.recv_round[i][j];
+                (!self.arrived.iter().any(|a| a.src_rank == src && a.round == round)).then_some(src)
+            })
+        })
+    }
+
     /// Whether it still waits for its steps (it has neither finished nor
     /// failed).
     pub(super) fn is_waiting(&self) -> bool {

@@ -34,7 +34,7 @@ mod step;
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::GroupId;
-use crate::{Dma, Engine, PortId};
+use crate::{Dma, Engine, NodeId, PortId};
 
 pub(crate) use collective::Running;
 pub(crate) use install::{Compiled, Group};
@@ -69,6 +69,27 @@ pub(crate) struct CollState {
     pub blocked: BTreeSet<(PortId, GroupId)>,
     /// Whether packets left `out` since blocked groups were last looked at.
     pub drain_due: bool,
+    /// Per peer, the packets the full pool refused that have not come
+    /// again (by key), and whether the peer was told of room since the
+    /// last refusal (`wire::CollResume`).
+    pub refused: BTreeMap<NodeId, Refused>,
+    /// Refused peers that a collective a host started since waits for:
+    /// the packets it needs may be among those refused, and a running
+    /// collective takes its packets whatever the pool holds, so they are
+    /// told at once.
+    pub resume_now: BTreeSet<NodeId>,
+    /// Pool bytes promised to refused packets by the last notices: packets
+    /// sent for the first time may not take them.
+    pub promised: usize,
+}
+
+/// A peer's packets that the pool refused and that have not come again.
+#[derive(Debug, Default)]
+pub(crate) struct Refused {
+    pub keys: BTreeSet<u32>,
+    /// Told of room since the last refusal: it relaunches what fits, so it
+    /// is told again only on a new refusal or a host's start.
+    pub told: bool,
 }
 
 /// Whether epoch `a` comes before epoch `b` (epochs wrap).

@@ -101,6 +101,7 @@ impl<D: Dma> Engine<D> {
                 self.coll_advance(now, port, group);
             }
         }
+        self.coll_resume_refused(now);
     }
 
     /// Turns the packets a group's steps send into outgoing packets, each

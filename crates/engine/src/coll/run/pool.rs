@@ -15,6 +15,7 @@ use outboard_wire::{self as wire, RejectReason};
 use super::super::{CollError, GroupId};
 use super::install::Compiled;
 use super::Running;
+use crate::conn::TxRecord;
 use crate::{Dma, Engine, Instant, NodeId, PortId};
 
 /// Pool bookkeeping charged per unexpected packet.
@@ -42,17 +43,71 @@ impl Arrival {
 impl<D: Dma> Engine<D> {
     /// Keeps packet `a` (for `epoch` of the group, not started here) until
     /// its collective starts, or refuses it when the pool is full.
-    pub(super) fn coll_pool_arrival(&mut self, now: Instant, from: NodeId, h: &wire::CollHeader, a: Arrival) {
+    /// `relaunched`: it was refused before, and the room promised for
+    /// such packets may take it; a packet sent for the first time finds
+    /// that room taken, so refused packets are not overtaken by the later
+    /// ones of the same runaway sender.
+    pub(super) fn coll_pool_arrival(&mut self, now: Instant, from: NodeId, h: &wire::CollHeader, a: Arrival, relaunched: bool) {
         let (port, group) = (PortId(h.dst_port), GroupId(h.group));
         let cost = a.cost();
-        if self.coll.pool_bytes + cost > self.cfg.coll_unexpected_bytes {
+        let reserved = if relaunched { 0 } else { self.coll.promised };
+        if self.coll.pool_bytes + reserved + cost > self.cfg.coll_unexpected_bytes {
             self.stats.coll_refused += 1;
+            let r = self.coll.refused.entry(from).or_default();
+            r.keys.insert(h.msg_id);
+            r.told = false;
             self.reject(now, from, h.src_port, h.src_gen, h.msg_id, RejectReason::NotReady);
             return;
         }
         self.coll.pool_bytes += cost;
+        if relaunched {
+            self.coll.promised = self.coll.promised.saturating_sub(cost);
+        }
+        if self.coll.refused.is_empty() {
+            self.coll.promised = 0;
+        }
         self.stats.coll_unexpected += 1;
         self.coll.pool.entry((port, group, h.epoch)).or_default().push(a);
+    }
+
+    /// Tells the peers whose packets the pool refused that it has room
+    /// again, once it has an eighth of its bound free (or a packet's worth,
+    /// if more), or that a host started a collective (which takes its
+    /// packets whatever the pool holds): each may relaunch its refused
+    /// packets up to its share of the room (its oldest one at least) at once, rather than retry blindly on a timer and be
+    /// refused again (flow control between a collective's members: the
+    /// ones that only send run ahead of the ones that combine by whole
+    /// calls). Runs at the end of an engine input.
+    pub(crate) fn coll_resume_refused(&mut self, now: Instant) {
+        let now_due = std::mem::take(&mut self.coll.resume_now);
+        if self.coll.refused.is_empty() {
+            return;
+        }
+        let bound = self.cfg.coll_unexpected_bytes;
+        let room = bound.saturating_sub(self.coll.pool_bytes);
+        let roomy = room >= (bound / 8).max(self.max_collective_len() as usize + ARRIVAL_OVERHEAD);
+        let peers: Vec<NodeId> =
+            self.coll.refused.iter().filter(|(n, r)| now_due.contains(n) || (roomy && !r.told)).map(|(&n, _)| n).collect();
+        if peers.is_empty() {
+            return;
+        }
+        // What is promised is kept for the refused packets (see
+        // `coll_pool_arrival`).
+        let room = room.saturating_sub(self.coll.promised);
+        let share = u32::try_from(room / peers.len()).unwrap_or(u32::MAX);
+        self.coll.promised += room;
+        for node in peers {
+            if let Some(r) = self.coll.refused.get_mut(&node) {
+                r.told = true;
+            }
+            let ci = self.conn_for(node, now);
+            if self.conns[ci].dead {
+                continue;
+            }
+            self.conns[ci].push(TxRecord::Control(wire::BodyRepr::CollResume(wire::CollResume { room: share })), now);
+            self.stats.coll_resumes_sent += 1;
+            self.mark_ready(ci);
+        }
     }
 
     /// Drops the pooled packets of the groups `gone` names, returning their

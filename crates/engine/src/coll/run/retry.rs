@@ -5,6 +5,12 @@ use outboard_wire::{self as wire, RejectReason};
 
 use crate::{Dma, Engine, Instant, NodeId, OpError};
 
+/// A packet refused as not ready is retried after this many retry
+/// intervals if no `CollResume` came first: blind retries of a full
+/// pool's refusals are mostly refused again, and overtake the resumed
+/// ones.
+const RESUME_FALLBACK: u32 = 4;
+
 impl<D: Dma> Engine<D> {
     /// A receiver refused collective packet `key`.
     pub(crate) fn on_coll_reject(&mut self, now: Instant, from: NodeId, r: wire::Reject) {
@@ -18,7 +24,10 @@ impl<D: Dma> Engine<D> {
                 if now.saturating_since(since) >= self.cfg.retry_timeout {
                     OpError::NotReadyTimeout
                 } else {
-                    o.retry_at = Some(now + self.cfg.retry_interval);
+                    // A receiver whose pool was full says when it has room
+                    // again (`on_coll_resume`); the timer only backs that up
+                    // (and serves a port that was not open yet).
+                    o.retry_at = Some(now + self.cfg.retry_interval * RESUME_FALLBACK);
                     self.coll.parked.insert(r.msg_id);
                     return;
                 }
@@ -28,6 +37,25 @@ impl<D: Dma> Engine<D> {
             RejectReason::BadKey | RejectReason::OutOfBounds => OpError::PortGone,
         };
         self.coll_fail_packet(r.msg_id, err);
+    }
+
+    /// `from`'s pool has `room` bytes for the packets it refused: the
+    /// oldest of those parked for it go again now (at least one), in the
+    /// order they were first sent, the others keep their timers.
+    pub(crate) fn on_coll_resume(&mut self, now: Instant, from: NodeId, r: wire::CollResume) {
+        self.stats.coll_resumes_received += 1;
+        let mut budget = r.room as usize;
+        let waiting: Vec<u32> = self.coll.parked.iter().copied().filter(|k| self.coll.out.get(k).is_some_and(|o| o.dest.node == from)).collect();
+        for (i, k) in waiting.into_iter().enumerate() {
+            let cost = self.coll.out.get(&k).map_or(0, |o| o.cost());
+            if i > 0 && cost > budget {
+                break;
+            }
+            budget = budget.saturating_sub(cost);
+            self.coll.parked.remove(&k);
+            self.stats.retries += 1;
+            self.coll_launch(now, k);
+        }
     }
 
     /// The next retry deadline of a refused collective packet.

@@ -133,6 +133,20 @@ impl<D: Dma> Engine<D> {
             ..Running::new(epoch, sched, arrived)
         });
         self.coll_advance(now, port, group);
+        // Still waiting for packets, some of which the full pool may have
+        // refused: the refused peers are told at once (a running
+        // collective takes its packets whatever the pool holds).
+        if !self.coll.refused.is_empty() {
+            if let Some(g) = self.coll.groups.get(&(port, group)) {
+                if let Some(r) = g.running.iter().find(|r| r.epoch == epoch && r.is_waiting()) {
+                    for node in r.awaited_ranks().filter_map(|rank| g.members.get(rank)).map(|m| m.node) {
+                        if self.coll.refused.contains_key(&node) {
+                            self.coll.resume_now.insert(node);
+                        }
+                    }
+                }
+            }
+        }
         // Packets pooled for the next epochs may start them now.
         self.coll_start_pooled(now, port, group);
     }

@@ -26,6 +26,19 @@ impl<D: Dma> Engine<D> {
             self.reject(now, from, h.src_port, h.src_gen, h.msg_id, reason);
             return;
         }
+        // A packet refused before comes again: whatever becomes of it now
+        // (a new refusal records it again).
+        let mut relaunched = false;
+        if let Some(r) = self.coll.refused.get_mut(&from) {
+            if r.keys.remove(&h.msg_id) {
+                relaunched = true;
+                // It used the room it was told of: tell it of more.
+                r.told = false;
+                if r.keys.is_empty() {
+                    self.coll.refused.remove(&from);
+                }
+            }
+        }
         let port = PortId(h.dst_port);
         let group = GroupId(h.group);
         let arrival = Arrival { src_rank: h.src_rank, round: h.round, schedule: h.schedule, data: payload.to_vec(), failed };
@@ -68,7 +81,7 @@ impl<D: Dma> Engine<D> {
         } else {
             arrival
         };
-        self.coll_pool_arrival(now, from, &h, arrival);
+        self.coll_pool_arrival(now, from, &h, arrival, relaunched);
     }
 
     /// Runs every collective of the group as far as its arrivals allow,
