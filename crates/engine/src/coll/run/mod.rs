@@ -78,8 +78,9 @@ pub(crate) struct CollState {
     /// collective takes its packets whatever the pool holds, so they are
     /// told at once.
     pub resume_now: BTreeSet<NodeId>,
-    /// Pool bytes promised to refused packets by the last notices: packets
-    /// sent for the first time may not take them.
+    /// Pool bytes promised to refused packets by the last notices (less
+    /// what those took since): packets sent for the first time may not
+    /// take them.
     pub promised: usize,
 }
 

@@ -91,11 +91,12 @@ impl<D: Dma> Engine<D> {
         if peers.is_empty() {
             return;
         }
-        // What is promised is kept for the refused packets (see
-        // `coll_pool_arrival`).
-        let room = room.saturating_sub(self.coll.promised);
+        // The room handed out is kept for the refused packets (see
+        // `coll_pool_arrival`); it replaces what was promised before, so a
+        // promise a sender did not use (it had fewer packets waiting, or
+        // dropped them) lasts only until the next notice.
         let share = u32::try_from(room / peers.len()).unwrap_or(u32::MAX);
-        self.coll.promised += room;
+        self.coll.promised = room;
         for node in peers {
             if let Some(r) = self.coll.refused.get_mut(&node) {
                 r.told = true;
