@@ -101,7 +101,7 @@ fn heard_error(h: Heard) -> Option<Error> {
 
 /// A leader's last word to its node: the outcome it reports.
 fn tell_node(g: &outboard_group, sp: &SpanPath, verdict: &Result<(), Error>) -> Result<(), Error> {
-    let mut b = vec![0u8; VERDICT];
+    let mut b = [0u8; VERDICT];
     if let Err(e) = verdict {
         let msg = e.msg.as_bytes();
         let n = msg.len().min(VERDICT - 8);
@@ -128,7 +128,7 @@ fn give_up(g: &outboard_group, sp: &SpanPath, e: Error, fault: Fault) -> Result<
 
 /// A member's hearing of its leader's verdict.
 fn hear_leader(g: &outboard_group, sp: &SpanPath) -> Result<(), Error> {
-    let mut b = vec![0u8; VERDICT];
+    let mut b = [0u8; VERDICT];
     on_local(g, sp, |nc| nc.bcast(&mut b, 0))?;
     let code = i32::from_le_bytes(b[..4].try_into().expect("4 bytes"));
     if code == OUTBOARD_OK {
@@ -186,8 +186,8 @@ pub(crate) fn bcast(g: &outboard_group, sp: &SpanPath, buf: &mut [u8], root: u32
         let mine = node_part(g, sp, |nc| nc.bcast(buf, local_root));
         let mut data = buf.to_vec();
         data.extend_from_slice(&span::bcast_status(mine.as_ref().err().map(|(_, f)| *f)));
-        let mut out = vec![0; data.len()];
-        let leaders = leaders_bcast(data, &mut out);
+        // The root's node has the data: nothing to take back.
+        let leaders = leaders_bcast(data, &mut []);
         if let Err((e, fault)) = mine {
             return give_up(g, sp, e, fault);
         }

@@ -111,6 +111,8 @@ fn a_full_pool_says_when_it_has_room_and_a_reduction_loop_keeps_the_roots_pace()
         let r = run(n, bytes, calls, delay, Duration::from_millis(50));
         let refused: u64 = r.stats.iter().map(|s| s.coll_refused).sum();
         let resumes: u64 = r.stats.iter().map(|s| s.coll_resumes_sent).sum();
+        // The figure docs/performance.md quotes (`-- --nocapture`).
+        eprintln!("{calls} reductions of {bytes} bytes, root {delay:?} between calls: {:?} ({refused} refused, {resumes} notices)", r.took);
         assert!(refused > 0 && resumes > 0, "{bytes} bytes: the pool never filled ({refused} refused, {resumes} notices)");
         // The root's pace: its delay per call, plus a little for the last
         // call's packets.

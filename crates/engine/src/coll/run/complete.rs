@@ -103,7 +103,7 @@ impl<D: Dma> Engine<D> {
     /// in (port, group id) order, the same on every run.
     pub(crate) fn coll_peer_failed(&mut self, node: NodeId) {
         let err = OpError::PeerUnreachable(node);
-        self.coll.refused.remove(&node);
+        self.coll_forget_refused(node, None);
         let mut touched = Vec::new();
         for (&(port, group), g) in self.coll.groups.iter_mut() {
             if !g.members.has_node(node) {

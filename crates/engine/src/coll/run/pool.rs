@@ -63,9 +63,6 @@ impl<D: Dma> Engine<D> {
         if relaunched {
             self.coll.promised = self.coll.promised.saturating_sub(cost);
         }
-        if self.coll.refused.is_empty() {
-            self.coll.promised = 0;
-        }
         self.stats.coll_unexpected += 1;
         self.coll.pool.entry((port, group, h.epoch)).or_default().push(a);
     }
@@ -74,10 +71,11 @@ impl<D: Dma> Engine<D> {
     /// again, once it has an eighth of its bound free (or a packet's worth,
     /// if more), or that a host started a collective (which takes its
     /// packets whatever the pool holds): each may relaunch its refused
-    /// packets up to its share of the room (its oldest one at least) at once, rather than retry blindly on a timer and be
-    /// refused again (flow control between a collective's members: the
-    /// ones that only send run ahead of the ones that combine by whole
-    /// calls). Runs at the end of an engine input.
+    /// packets up to its share of the room (its oldest one at least) at
+    /// once, rather than retry blindly on a timer and be refused again
+    /// (flow control between a collective's members: the ones that only
+    /// send run ahead of the ones that combine by whole calls). Runs at
+    /// the end of an engine input.
     pub(crate) fn coll_resume_refused(&mut self, now: Instant) {
         let now_due = std::mem::take(&mut self.coll.resume_now);
         if self.coll.refused.is_empty() {
@@ -109,6 +107,26 @@ impl<D: Dma> Engine<D> {
             self.stats.coll_resumes_sent += 1;
             self.mark_ready(ci);
         }
+    }
+
+    /// Forgets what `node`'s packets were refused (they came again, or it
+    /// died); with nothing refused any more, nothing is promised either.
+    pub(super) fn coll_forget_refused(&mut self, node: NodeId, key: Option<u32>) -> bool {
+        let mut came_again = false;
+        if let Some(r) = self.coll.refused.get_mut(&node) {
+            came_again = key.is_some_and(|k| r.keys.remove(&k));
+            if came_again {
+                // It used the room it was told of: tell it of more.
+                r.told = false;
+            }
+            if key.is_none() || r.keys.is_empty() {
+                self.coll.refused.remove(&node);
+            }
+        }
+        if self.coll.refused.is_empty() {
+            self.coll.promised = 0;
+        }
+        came_again
     }
 
     /// Drops the pooled packets of the groups `gone` names, returning their

@@ -28,17 +28,7 @@ impl<D: Dma> Engine<D> {
         }
         // A packet refused before comes again: whatever becomes of it now
         // (a new refusal records it again).
-        let mut relaunched = false;
-        if let Some(r) = self.coll.refused.get_mut(&from) {
-            if r.keys.remove(&h.msg_id) {
-                relaunched = true;
-                // It used the room it was told of: tell it of more.
-                r.told = false;
-                if r.keys.is_empty() {
-                    self.coll.refused.remove(&from);
-                }
-            }
-        }
+        let relaunched = !self.coll.refused.is_empty() && self.coll_forget_refused(from, Some(h.msg_id));
         let port = PortId(h.dst_port);
         let group = GroupId(h.group);
         let arrival = Arrival { src_rank: h.src_rank, round: h.round, schedule: h.schedule, data: payload.to_vec(), failed };
