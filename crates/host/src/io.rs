@@ -113,6 +113,12 @@ pub trait PortIo {
     fn max_message(&self) -> u32 {
         u32::MAX
     }
+    /// Shared memory to the other ports of this node, where the transport
+    /// has it (module `local`); `None`: every message goes through the
+    /// engine.
+    fn local_link(&mut self) -> Option<&mut dyn crate::local::LocalLink> {
+        None
+    }
 }
 
 /// [`PortIo::coll_max_len`] for the engine's default configuration.

@@ -19,6 +19,7 @@ pub mod atomic_server;
 pub mod bypass;
 pub mod coll;
 mod io;
+pub mod local;
 pub mod lock;
 mod multisend;
 pub mod nicvm;

@@ -72,6 +72,9 @@ pub struct Port<P: PortIo> {
     pub(crate) coll: CollState<P>,
     /// Large messages by RDMA read (module `rendezvous`).
     pub(crate) rndv: crate::rendezvous::Rendezvous,
+    /// Messages to and from the node's other ports through shared memory
+    /// (module `local`).
+    pub(crate) local: crate::local::LocalState,
 }
 
 impl<P: PortIo> Port<P> {
@@ -86,6 +89,7 @@ impl<P: PortIo> Port<P> {
             pending: FxHashMap::default(),
             coll: CollState::default(),
             rndv,
+            local: Default::default(),
         }
     }
 
@@ -135,16 +139,20 @@ impl<P: PortIo> Port<P> {
         op
     }
 
-    /// Starts sending `buf` to `dest` with `tag`: eagerly, or by
-    /// rendezvous when it is longer than the port's threshold
-    /// ([`Port::set_rendezvous`]). Either way the request completes when
-    /// `buf` may be reused.
+    /// Starts sending `buf` to `dest` with `tag`: through shared memory
+    /// to another port of this node when the transport links them (module
+    /// `local`), else eagerly, or by rendezvous when it is longer than the
+    /// port's threshold ([`Port::set_rendezvous`]). Either way the request
+    /// completes when `buf` may be reused.
     pub fn start_send(
         &mut self,
         dest: Endpoint,
         tag: u64,
         buf: HostBuf,
     ) -> Result<Request, HostError> {
+        if self.local_sends_to(dest, tag) {
+            return self.local_send(dest, tag, buf);
+        }
         if self.by_rendezvous(buf.len) {
             return self.start_rendezvous_send(dest, tag, buf);
         }
@@ -152,8 +160,18 @@ impl<P: PortIo> Port<P> {
     }
 
     /// Starts a receive into `buf`. It takes eager and rendezvous messages
-    /// alike; a rendezvous message's bytes are read straight into `buf`.
+    /// alike; a rendezvous message's bytes are read straight into `buf`,
+    /// and so are a message's from another port of this node through
+    /// shared memory.
     pub fn start_recv(&mut self, matching: RecvMatch, buf: HostBuf) -> Result<Request, HostError> {
+        if let Some(r) = self.local_recv(matching, buf)? {
+            return Ok(r);
+        }
+        self.start_engine_recv(matching, buf)
+    }
+
+    /// Posts a receive to the engine.
+    pub(crate) fn start_engine_recv(&mut self, matching: RecvMatch, buf: HostBuf) -> Result<Request, HostError> {
         let r = self.start(|op| Command::Recv { op, matching, buf })?;
         self.rndv_watch_recv(r.0, buf);
         Ok(r)
@@ -219,6 +237,9 @@ impl<P: PortIo> Port<P> {
     /// A receive that took a rendezvous announcement and is reading its
     /// data can no longer be cancelled.
     pub fn cancel(&mut self, req: Request) -> Result<(), HostError> {
+        if let Some(r) = self.local_cancel(req) {
+            return r;
+        }
         if let Some(r) = self.rndv_cancel(req) {
             return r;
         }
@@ -236,6 +257,7 @@ impl<P: PortIo> Port<P> {
     pub fn progress(&mut self) {
         self.rndv_retry();
         self.poll_events();
+        self.local_progress();
         self.coll_advance();
     }
 

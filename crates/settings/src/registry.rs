@@ -137,6 +137,15 @@ pub static SHM_COLL: Var<Flag> = Var {
     default: Fallback::Value(true),
 };
 
+/// Messages between one node's processes through shared memory.
+pub static SHM_P2P: Var<Flag> = Var {
+    name: "OUTBOARD_SHM_P2P",
+    doc: "With OUTBOARD_ENGINE=node: tagged messages between processes of one node go through shared memory (/dev/shm), matched by the receiving library, instead of through the node engine; off sends them through the engine. Tags with the top bit set always go through the engine.",
+    group: Group::Runtime,
+    kind: Flag,
+    default: Fallback::Value(true),
+};
+
 /// The engine counters at the end of a world.
 pub static STATS: Var<Choice> = Var {
     name: "OUTBOARD_STATS",
@@ -445,6 +454,7 @@ pub static ALL: &[&dyn Setting] = &[
     &RNDV,
     &UDP_GSO,
     &SHM_COLL,
+    &SHM_P2P,
     &STATS,
     &RANK,
     &SIZE,
