@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Point-to-point between two ranks of one machine: Outboard's path (both
-# ranks on one node, attached to its node engine; and as two nodes, an
-# engine each, UDP over loopback between them) beside Open MPI and MPICH
+# Point-to-point between two ranks of one machine: Outboard's paths (both
+# ranks on one node, through shared memory, and through the node engine
+# they attach to, OUTBOARD_SHM_P2P=off; and as two nodes, an engine each,
+# UDP over loopback between them) beside Open MPI and MPICH
 # in their normal configuration (shared memory within the node), in one
 # run and with the same plan (`outboard bench pingpong` and
 # bindings/mpi/bench/mpi_pingpong.c): one-way latency in us, streaming
@@ -21,8 +22,9 @@ tidy() {
          /^[0-9]/ { s = $1; if (s ~ /K$/) s *= 1024; else if (s ~ /M$/) s *= 1048576; print k, s + 0, $2 }'
 }
 "$outboard" bench pingpong --ranks-per-node 2 --max-size "$largest" | tidy > "$tmp/node"
+OUTBOARD_SHM_P2P=off "$outboard" bench pingpong --ranks-per-node 2 --max-size "$largest" | tidy > "$tmp/engine"
 "$outboard" bench pingpong --ranks-per-node 1 --max-size "$largest" | tidy > "$tmp/nodes"
-cols=(node nodes)
+cols=(node engine nodes)
 for mpi in openmpi mpich; do
     command -v "mpicc.$mpi" > /dev/null || { echo "# $mpi: mpicc.$mpi not found, skipped"; continue; }
     "mpicc.$mpi" -O2 bindings/mpi/bench/mpi_pingpong.c -o "$tmp/pp_$mpi"
@@ -34,7 +36,7 @@ for mpi in openmpi mpich; do
     cols+=("$mpi")
 done
 echo "# point-to-point between 2 ranks on one machine ($(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')); median of 5 rounds"
-echo "# node: Outboard, both ranks on one node engine; nodes: Outboard, two node engines over loopback UDP; the MPIs in their normal configuration (shared memory)"
+echo "# node: Outboard, both ranks on one node, through shared memory; engine: the same through the node engine (OUTBOARD_SHM_P2P=off); nodes: Outboard, two node engines over loopback UDP; the MPIs in their normal configuration (shared memory)"
 files=()
 for c in "${cols[@]}"; do files+=("$tmp/$c"); done
 printf '%-10s %8s' what bytes

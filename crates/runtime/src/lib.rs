@@ -68,6 +68,7 @@ mod port;
 mod progress;
 pub mod ring;
 pub mod node_coll;
+pub mod node_p2p;
 pub mod shm;
 mod stats_table;
 mod udp_batch;

@@ -292,6 +292,14 @@ impl RtPort {
         }
     }
 
+    /// The node engine's port underneath, if that is what this is.
+    pub(crate) fn remote_mut(&mut self) -> Option<&mut RemotePort> {
+        match &mut self.0 {
+            Kind::Remote(p) => Some(p),
+            Kind::Local(_) => None,
+        }
+    }
+
     /// Where this port's interrupts go (`None`: nowhere). Interrupts need
     /// an engine in this process; a node engine's ports have none.
     pub(crate) fn set_irq(&self, t: Option<crate::interrupt::Target>) -> bool {
@@ -374,5 +382,8 @@ impl PortIo for RtPort {
     }
     fn atomic(&mut self, addr: u64, width: AtomicWidth, op: AtomicOp) -> Result<u64, MemoryError> {
         self.io_mut().atomic(addr, width, op)
+    }
+    fn local_link(&mut self) -> Option<&mut dyn outboard_host::local::LocalLink> {
+        self.io_mut().local_link()
     }
 }

@@ -20,6 +20,7 @@ use thiserror::Error;
 use super::protocol::{AttachRequest, EngineStatus, Message, NodeSetup, PEERS_PER_MESSAGE, PROTOCOL_VERSION};
 use super::socket::Conn;
 use super::{CONTROL_BYTES, ENGINE_SLEEPING, HOST_WAITING};
+use crate::node_p2p::NodeP2p;
 use crate::clock::Clock;
 use crate::node_settings::NodeSettings;
 use crate::outstanding::Outstanding;
@@ -254,6 +255,13 @@ pub struct RemotePort {
     outstanding: Outstanding,
     /// Why the engine is gone, once it is.
     lost: Option<String>,
+    /// Shared memory to the node's other processes, once the job agreed
+    /// to use it (`OUTBOARD_SHM_P2P`).
+    p2p: Option<NodeP2p>,
+    /// [`NodeP2p::moved`] when a wait last looked.
+    p2p_moved: u64,
+    /// Where this process's buffers lie in its segment.
+    buffers: std::ops::Range<u64>,
     cmd_slot: [u8; COMMAND_BYTES],
     ev_slot: [u8; EVENT_BYTES],
     idle_since: Option<Instant>,
@@ -305,6 +313,9 @@ impl RemotePort {
             tokens: TokenMirror::new(&config),
             outstanding: Outstanding::default(),
             lost: None,
+            p2p: None,
+            p2p_moved: 0,
+            buffers: mem_off..len,
             cmd_slot: [0; COMMAND_BYTES],
             ev_slot: [0; EVENT_BYTES],
             idle_since: None,
@@ -316,6 +327,23 @@ impl RemotePort {
     /// The policy a waiting thread follows.
     pub fn progress(&self) -> Progress {
         self.progress
+    }
+
+    /// Attaches this process, local rank `me` of `n`, to its node's
+    /// shared-memory link; it carries messages once
+    /// [`RemotePort::enable_p2p`] names the peers.
+    pub fn attach_p2p(&mut self, job_key: u64, boot: u64, node: u32, n: u64, me: u64) -> std::io::Result<()> {
+        self.p2p = Some(NodeP2p::attach(job_key, boot, node, n, me, self.seg.clone(), self.buffers.clone())?);
+        Ok(())
+    }
+
+    /// Starts using the link with these peers (by local rank), or drops
+    /// it (`None`: a rank of the node could not attach).
+    pub fn enable_p2p(&mut self, peers: Option<(Vec<Endpoint>, Vec<u32>)>) {
+        match (peers, &mut self.p2p) {
+            (Some((eps, pids)), Some(p)) => p.set_peers(eps, pids),
+            _ => self.p2p = None,
+        }
     }
 
     /// Why the engine is gone, if it is.
@@ -367,13 +395,23 @@ impl RemotePort {
             w.store(1, Ordering::SeqCst);
         }
         fence(Ordering::SeqCst);
-        if !self.events.has_pending() {
+        if let Some(p) = &self.p2p {
+            p.set_asleep(true);
+        }
+        if !self.events.has_pending() && !self.p2p.as_ref().is_some_and(|p| p.has_work()) {
             use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
-            let mut fds = [PollFd::new(self.wake.as_fd(), PollFlags::POLLIN), PollFd::new(self.conn.as_fd(), PollFlags::POLLIN)];
+            let mut fds = vec![PollFd::new(self.wake.as_fd(), PollFlags::POLLIN), PollFd::new(self.conn.as_fd(), PollFlags::POLLIN)];
+            if let Some(p) = &self.p2p {
+                fds.push(PollFd::new(p.wake_fd(), PollFlags::POLLIN));
+            }
             let _ = poll(&mut fds, PollTimeout::from(BLOCK_MAX.as_millis() as u16));
             if fds[1].revents().is_some_and(|r| !r.is_empty()) {
                 self.check_engine();
             }
+        }
+        if let Some(p) = &self.p2p {
+            p.set_asleep(false);
+            p.drain_wakes();
         }
         if let Some(w) = self.word(HOST_WAITING) {
             w.store(0, Ordering::SeqCst);
@@ -482,6 +520,14 @@ impl PortIo for RemotePort {
             }
             Progress::SpinThenBlock { spin } | Progress::HostAssisted { spin, .. } => {
                 let now = self.clock.now();
+                if let Some(p) = &self.p2p {
+                    // Fragments moving through the node's link are work,
+                    // as the engine's events are.
+                    if p.moved() != self.p2p_moved {
+                        self.p2p_moved = p.moved();
+                        self.idle_since = None;
+                    }
+                }
                 let since = *self.idle_since.get_or_insert(now);
                 if now - since < spin {
                     std::thread::yield_now();
@@ -495,6 +541,13 @@ impl PortIo for RemotePort {
     fn block(&mut self) {
         if self.lost.is_none() {
             self.block_on_engine();
+        }
+    }
+
+    fn local_link(&mut self) -> Option<&mut dyn outboard_host::local::LocalLink> {
+        match &mut self.p2p {
+            Some(p) if p.enabled() => Some(p),
+            _ => None,
         }
     }
 

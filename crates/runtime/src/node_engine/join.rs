@@ -12,7 +12,7 @@
 
 use std::net::IpAddr;
 
-use outboard_engine::EngineConfig;
+use outboard_engine::{Endpoint, EngineConfig};
 use outboard_host::Port;
 use outboard_settings::{registry as settings, ProcessEnv};
 
@@ -66,6 +66,7 @@ pub(crate) fn init_node(opts: Options, mut env: LaunchEnv, mut boot: JobBootstra
     b.put("node", node_name()?.as_bytes())?;
     b.put("pid", &std::process::id().to_be_bytes())?;
     let shm_coll = settings::SHM_COLL.get(&ProcessEnv)?;
+    let shm_p2p = settings::SHM_P2P.get(&ProcessEnv)?;
     publish_job(b, env.rank, &opts)?;
     b.fence()?;
     let names = (0..env.size).map(|r| b.get(r, "node")).collect::<Result<Vec<_>, _>>()?;
@@ -153,13 +154,44 @@ pub(crate) fn init_node(opts: Options, mut env: LaunchEnv, mut boot: JobBootstra
         }
     };
     let mut port = Port::new(RtPort::remote(remote));
+    // The node's ranks use their shared-memory link only if every one of
+    // them attached to it: a message put for a rank that never reads the
+    // link would be lost. Each says so in the endpoint exchange's round.
+    let p2p_attached = shm_p2p && local_size >= 2 && {
+        let remote = port.io().remote_mut().expect("a node engine's port");
+        remote.attach_p2p(job.job_key, job.min_peer_boot(), me, u64::from(local_size), u64::from(local_rank)).is_ok()
+    };
+    boot.get().put("p2p", if p2p_attached { b"1" } else { b"0" })?;
     let endpoints = exchange_endpoints(boot.get(), &mut port, &nodes)?;
+    if p2p_attached {
+        let peers = p2p_peers(boot.get(), &nodes, &local, me, &endpoints)?;
+        port.io().remote_mut().expect("a node engine's port").enable_p2p(peers);
+    }
     let local = if shm_coll { Some(node_local(boot.get(), &job, &nodes, me)?) } else { None };
     let mut world = World::assemble(port, EngineHandle::Node { link, progress, peer_timeout }, boot, env, endpoints, peers, reason)?;
     if let Some(l) = local {
         world.set_node_local(l);
     }
     Ok(world)
+}
+
+/// The endpoints and process ids of this node's ranks, by local rank,
+/// when every one of them attached to the node's link.
+fn p2p_peers(b: &mut dyn crate::bootstrap::Bootstrap, nodes: &[u32], local: &[u32], me: u32, endpoints: &[Endpoint]) -> Result<Option<(Vec<Endpoint>, Vec<u32>)>, InitError> {
+    let mine: Vec<usize> = (0..nodes.len()).filter(|&r| nodes[r] == me).collect();
+    let mut eps = vec![None; mine.len()];
+    let mut pids = vec![0u32; mine.len()];
+    for &r in &mine {
+        if b.get(r as u32, "p2p")? != b"1" {
+            return Ok(None);
+        }
+        let v = b.get(r as u32, "pid")?;
+        let pid = <[u8; 4]>::try_from(v.as_slice()).map_err(|_| crate::bootstrap::BootstrapError::Protocol(format!("rank {r} published a bad process id")))?;
+        let i = local[r] as usize;
+        pids[i] = u32::from_be_bytes(pid);
+        eps[i] = Some(endpoints[r]);
+    }
+    Ok(eps.into_iter().collect::<Option<Vec<_>>>().map(|e| (e, pids)))
 }
 
 /// This node's ranks' process ids, as they published them, for the

@@ -226,6 +226,24 @@ impl Segment {
         Ok(())
     }
 
+    /// Copies `len` bytes at `off` to `dst_off` of `dst` (another mapping,
+    /// or this one with ranges that do not overlap): one copy between two
+    /// shared mappings, with both ranges checked.
+    pub fn copy_to(&self, off: u64, dst: &Segment, dst_off: u64, len: usize) -> Result<(), OutOfRange> {
+        let src = self.range(off, len)?;
+        let to = dst.range(dst_off, len)?;
+        if std::ptr::eq(self, dst) && (src as usize) < (to as usize) + len && (to as usize) < (src as usize) + len {
+            return Err(OutOfRange { off: dst_off, len });
+        }
+        // SAFETY: both ranges lie inside their mappings (checked), which
+        // live as long as the borrows, and do not overlap (checked when the
+        // mappings are one; two mappings of one file are the callers'
+        // protocol, where racing writers yield unspecified bytes, the DMA
+        // model).
+        unsafe { std::ptr::copy_nonoverlapping(src, to, len) };
+        Ok(())
+    }
+
     /// Fills `off..off+len` with `byte`.
     pub fn fill(&self, off: u64, len: usize, byte: u8) -> Result<(), OutOfRange> {
         let dst = self.range(off, len)?;
