@@ -671,14 +671,19 @@ fn node_engines_carry_messages_rdma_atomics_and_locks_for_two_nodes_of_two_ranks
 #[test]
 fn the_ranks_of_one_node_exchange_messages_without_a_datagram() {
     let _serial = serial();
-    let (out, _) = outboard_run_nodes(2, 2, "alltoall", &[("OUTBOARD_STATS", "stderr")]);
-    let (so, se) = text(&out);
-    assert!(out.status.success(), "stdout:\n{so}\nstderr:\n{se}");
-    assert!(so.contains("[1] rank 1: all 3 messages intact (Outboard)"), "{so}\n{se}");
-    let line = se.lines().find(|l| l.contains("outboard node engine 0:") && l.contains("datagrams in")).unwrap_or_else(|| panic!("no engine line:\n{se}"));
-    assert!(line.contains(": 0 datagrams in, 0 out, "), "{line}");
-    let local: u64 = line.split(" out, ").nth(1).unwrap().split(' ').next().unwrap().parse().unwrap();
-    assert!(local > 0, "{line}");
+    // Through shared memory (the default), and through the node engine's
+    // same-engine path: no datagram either way, and the engine carries the
+    // messages only in the second.
+    for (shm, engine_carries) in [("on", false), ("off", true)] {
+        let (out, _) = outboard_run_nodes(2, 2, "alltoall", &[("OUTBOARD_STATS", "stderr"), ("OUTBOARD_SHM_P2P", shm)]);
+        let (so, se) = text(&out);
+        assert!(out.status.success(), "stdout:\n{so}\nstderr:\n{se}");
+        assert!(so.contains("[1] rank 1: all 3 messages intact (Outboard)"), "{so}\n{se}");
+        let line = se.lines().find(|l| l.contains("outboard node engine 0:") && l.contains("datagrams in")).unwrap_or_else(|| panic!("no engine line:\n{se}"));
+        assert!(line.contains(": 0 datagrams in, 0 out, "), "{line}");
+        let local: u64 = line.split(" out, ").nth(1).unwrap().split(' ').next().unwrap().parse().unwrap();
+        assert_eq!(local > 0, engine_carries, "OUTBOARD_SHM_P2P={shm}: {line}");
+    }
 }
 
 #[test]

@@ -90,7 +90,15 @@ pub struct NodeP2p {
     moved: u64,
     /// The queues that were full at the last push.
     refused: Vec<bool>,
+    /// When each peer's process was last seen alive, and which are dead.
+    seen_alive: Vec<Option<std::time::Instant>>,
+    dead: Vec<bool>,
 }
+
+/// How long a peer's process seen alive is taken to live: a message
+/// started within this of its death is put in its queue and lost with it,
+/// as one its port took just before its death is.
+const ALIVE_FOR: std::time::Duration = std::time::Duration::from_millis(1);
 
 fn wake_name(job_key: u64, boot: u64, node: u32, local: u64) -> io::Result<SocketAddr> {
     let prefix = RegionName::job_prefix(job_key, boot, node);
@@ -140,6 +148,8 @@ impl NodeP2p {
             wake_names,
             moved: 0,
             refused: vec![false; n as usize],
+            seen_alive: vec![None; n as usize],
+            dead: vec![false; n as usize],
         };
         // Counts survive from nothing: a fresh file starts at zero, and a
         // rank attaches before any fragment is put for it.
@@ -161,6 +171,24 @@ impl NodeP2p {
         if self.word(self.rank_line(i) + 8).load(Ordering::SeqCst) != 0 {
             let _ = self.wake.send_to_addr(&[1], &self.wake_names[i as usize]);
         }
+    }
+
+    /// Whether local rank `i`'s process is gone: looked up at most every
+    /// [`ALIVE_FOR`].
+    fn is_dead(&mut self, i: u64) -> bool {
+        let i = i as usize;
+        if self.dead[i] {
+            return true;
+        }
+        let now = std::time::Instant::now();
+        if self.seen_alive[i].is_some_and(|t| now.duration_since(t) < ALIVE_FOR) {
+            return false;
+        }
+        match self.pids.get(i) {
+            Some(&pid) if pid != 0 && !alive(pid) => self.dead[i] = true,
+            _ => self.seen_alive[i] = Some(now),
+        }
+        self.dead[i]
     }
 
     /// Whether the peers are known (the link carries messages).
@@ -258,7 +286,7 @@ impl LocalLink for NodeP2p {
             return Err(LinkError::Corrupt);
         }
         self.check_buffer(from.addr, from.len)?;
-        if self.word(self.rank_line(to)).load(Ordering::Acquire) != 0 {
+        if self.word(self.rank_line(to)).load(Ordering::Acquire) != 0 || (offset == 0 && self.is_dead(to)) {
             return Err(LinkError::PeerGone);
         }
         let ring = self.ring(self.me, to);
@@ -345,9 +373,10 @@ impl LocalLink for NodeP2p {
         if self.word(self.rank_line(i)).load(Ordering::Acquire) != 0 {
             return PeerState::Closed;
         }
-        match self.pids.get(i as usize) {
-            Some(&pid) if pid != 0 && !alive(pid) => PeerState::Dead,
-            _ => PeerState::Open,
+        if self.is_dead(i) {
+            PeerState::Dead
+        } else {
+            PeerState::Open
         }
     }
 }
