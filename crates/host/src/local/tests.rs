@@ -276,3 +276,130 @@ fn a_receive_waiting_on_a_closed_peer_fails_naming_it_and_a_send_to_it_fails() {
     assert_eq!(b.wait(s), Err(HostError::Op(OpError::PortGone)));
     drop(a);
 }
+
+/// One step of a random mix at the receiving port's side.
+#[derive(Debug, Clone)]
+enum Step {
+    /// The linked port sends `len` bytes with `tag` (through the link).
+    SendLinked { tag: u64, len: usize },
+    /// The engine-only port sends (through the engines).
+    SendEngine { tag: u64, len: usize },
+    /// The receiving port posts a receive: `tag` (None: any tag, which
+    /// also accepts the library's tags and so goes to both paths) from
+    /// `src` (None: any source; 0 the linked port, 2 the engine-only one).
+    Recv { tag: Option<u64>, src: Option<u32> },
+}
+
+fn step() -> impl proptest::strategy::Strategy<Value = Step> {
+    use proptest::prelude::*;
+    prop_oneof![
+        (1u64..4, 2usize..60).prop_map(|(tag, len)| Step::SendLinked { tag, len }),
+        (1u64..4, 2usize..60).prop_map(|(tag, len)| Step::SendEngine { tag, len }),
+        (proptest::option::of(1u64..4), proptest::option::of(prop_oneof![Just(0u32), Just(2u32)])).prop_map(|(tag, src)| Step::Recv { tag, src }),
+    ]
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig { cases: 48, ..Default::default() })]
+
+    /// Whatever the mix of link and engine messages and of receives that
+    /// wait on one path or both: every message is received exactly once,
+    /// intact, and a receive never takes a sender's later message while an
+    /// earlier one it accepts went to a receive posted after it.
+    #[test]
+    fn every_message_is_taken_once_intact_and_in_order(steps in proptest::collection::vec(step(), 1..40)) {
+        let (mut a, mut b, mut c, _) = three();
+        let eb = b.endpoint();
+        let eps = [a.endpoint(), b.endpoint(), c.endpoint()];
+        // Messages: (sender node, seq) -> (tag, bytes); the bytes start with
+        // the sender and its sequence number.
+        let mut sent: Vec<(u32, u8, u64, Vec<u8>)> = Vec::new();
+        let mut sends = Vec::new();
+        let mut recvs: Vec<(Request, RecvMatch, HostBuf)> = Vec::new();
+        for s in &steps {
+            match *s {
+                Step::SendLinked { tag, len } | Step::SendEngine { tag, len } => {
+                    let from = if matches!(s, Step::SendLinked { .. }) { 0 } else { 2 };
+                    let seq = sent.iter().filter(|m| m.0 == from).count() as u8;
+                    let mut m = bytes(len, seq);
+                    (m[0], m[1]) = (from as u8, seq);
+                    if from == 0 {
+                        let sb = a.buffer_from(&m).unwrap();
+                        sends.push(a.start_send(eb, tag, sb).unwrap());
+                    } else {
+                        c.send(eb, tag, &m).unwrap();
+                    }
+                    sent.push((from, seq, tag, m));
+                }
+                Step::Recv { tag, src } => {
+                    let mut m = match tag { Some(t) => RecvMatch::tag(t), None => RecvMatch::any() };
+                    m.source = src.map(|n| (eps[n as usize].node, eps[n as usize].port));
+                    let buf = b.buffer(64).unwrap();
+                    recvs.push((b.start_recv(m, buf).unwrap(), m, buf));
+                }
+            }
+            a.progress();
+            b.progress();
+        }
+        for s in sends {
+            proptest::prop_assert_eq!(wait_both(&mut a, s, &mut b).unwrap(), Completion::Sent);
+        }
+        // Let everything land, withdraw the receives nothing can satisfy,
+        // then take the rest with receives from anyone.
+        for _ in 0..2000 {
+            b.progress();
+            b.io().idle();
+        }
+        let mut got: Vec<(usize, Endpoint, u64, Vec<u8>)> = Vec::new();
+        for (i, (r, _, buf)) in recvs.iter().enumerate() {
+            let done = match b.test(*r) {
+                Some(x) => Some(x),
+                None => match b.cancel(*r) {
+                    Ok(()) => None,
+                    Err(_) => Some(b.wait(*r)),
+                },
+            };
+            let _ = b.test(*r);
+            if let Some(x) = done {
+                let Completion::Received { src, tag, len } = x.unwrap() else { panic!() };
+                got.push((i, src, tag, b.read_buffer(*buf).unwrap()[..len as usize].to_vec()));
+            }
+        }
+        while got.len() < sent.len() {
+            let buf = b.buffer(64).unwrap();
+            let r = b.start_recv(RecvMatch::any(), buf).unwrap();
+            let mut done = None;
+            for _ in 0..100_000 {
+                done = b.test(r);
+                if done.is_some() {
+                    break;
+                }
+                b.io().idle();
+            }
+            let Some(Ok(Completion::Received { src, tag, len })) = done else {
+                return Err(proptest::test_runner::TestCaseError::fail(format!("{} of {} messages received, then {done:?}", got.len(), sent.len())));
+            };
+            got.push((usize::MAX, src, tag, b.read_buffer(buf).unwrap()[..len as usize].to_vec()));
+        }
+        // Exactly once, intact.
+        let mut seen: Vec<(u8, u8)> = got.iter().map(|g| (g.3[0], g.3[1])).collect();
+        seen.sort_unstable();
+        let mut want: Vec<(u8, u8)> = sent.iter().map(|m| (m.0 as u8, m.1)).collect();
+        want.sort_unstable();
+        proptest::prop_assert_eq!(seen, want);
+        for (_, src, tag, data) in &got {
+            let m = sent.iter().find(|m| m.0 as u8 == data[0] && m.1 == data[1]).unwrap();
+            proptest::prop_assert_eq!((src.node.0, *tag, data), (m.0, m.2, &m.3));
+        }
+        // Non-overtaking: receive i took message (s, k); an earlier message
+        // (s, j < k) that receive i accepts went to a receive posted later.
+        for (i, src, _, data) in got.iter().filter(|g| g.0 != usize::MAX) {
+            let matching = recvs[*i].1;
+            for (i2, _, tag2, data2) in &got {
+                if data2[0] == data[0] && data2[1] < data[1] && *i2 > *i && matching.accepts(*src, *tag2) {
+                    proptest::prop_assert!(false, "receive {} took message {:?} while receive {} posted later took the earlier {:?}", i, (data[0], data[1]), i2, (data2[0], data2[1]));
+                }
+            }
+        }
+    }
+}
