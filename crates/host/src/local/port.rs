@@ -385,6 +385,11 @@ impl<P: PortIo> Port<P> {
             let link = self.io.local_link().expect("checked by the caller");
             let mut v: Vec<Endpoint> = waiting.filter_map(|(n, p)| link.peer(n, p)).collect();
             v.extend(self.local.outbox.iter().map(|o| o.dest));
+            // Messages part-way into a receive (one from any source too).
+            v.extend(self.local.current.values().filter_map(|t| match t {
+                Target::Posted { src, .. } => Some(*src),
+                Target::Unexpected(_) => None,
+            }));
             v.sort_unstable_by_key(|e| (e.node.0, e.port.0));
             v.dedup();
             v

@@ -277,6 +277,22 @@ fn a_receive_waiting_on_a_closed_peer_fails_naming_it_and_a_send_to_it_fails() {
     drop(a);
 }
 
+#[test]
+fn a_sender_that_closes_mid_message_fails_the_receive_from_any_source_it_was_filling() {
+    let (mut a, mut b, _c, wires) = three();
+    let (ea, eb) = (a.endpoint(), b.endpoint());
+    let rbuf = b.buffer(128).unwrap();
+    let r = b.start_recv(RecvMatch::tag(5), rbuf).unwrap();
+    let sb = a.buffer_from(&bytes(100, 0)).unwrap();
+    // 4 of its 7 fragments fit the queue; the receive takes them.
+    let _s = a.start_send(eb, 5, sb).unwrap();
+    for _ in 0..10 {
+        b.progress();
+    }
+    wires.lock().unwrap().closed.push(ea.node.0);
+    assert_eq!(b.wait(r), Err(HostError::Op(OpError::SenderAborted)));
+}
+
 /// One step of a random mix at the receiving port's side.
 #[derive(Debug, Clone)]
 enum Step {
