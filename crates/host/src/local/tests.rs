@@ -16,11 +16,14 @@ use crate::*;
 const FRAGMENT: u32 = 16;
 const QUEUE: usize = 4;
 
+/// Fragments with their bytes, in order.
+type Queue = VecDeque<(Fragment, Vec<u8>)>;
+
 /// Queues between linked ports: (from, to) -> fragments with their bytes;
 /// and the ports that closed.
 #[derive(Default)]
 struct Wires {
-    queues: HashMap<(u32, u32), VecDeque<(Fragment, Vec<u8>)>>,
+    queues: HashMap<(u32, u32), Queue>,
     closed: Vec<u32>,
     pushed: u64,
 }

@@ -339,9 +339,9 @@ impl RemotePort {
 
     /// Starts using the link with these peers (by local rank), or drops
     /// it (`None`: a rank of the node could not attach).
-    pub fn enable_p2p(&mut self, peers: Option<(Vec<Endpoint>, Vec<u32>)>) {
+    pub fn enable_p2p(&mut self, peers: Option<crate::node_p2p::NodePeers>) {
         match (peers, &mut self.p2p) {
-            (Some((eps, pids)), Some(p)) => p.set_peers(eps, pids),
+            (Some(peers), Some(p)) => p.set_peers(peers.endpoints, peers.pids),
             _ => self.p2p = None,
         }
     }

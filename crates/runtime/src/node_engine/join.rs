@@ -17,6 +17,7 @@ use outboard_host::Port;
 use outboard_settings::{registry as settings, ProcessEnv};
 
 use super::client::{engine_program, spawn_engine, NodeLink, RemotePort};
+use crate::node_p2p::NodePeers;
 use super::protocol::NodeSetup;
 use super::socket::engine_name;
 use crate::bootstrap::LaunchEnv;
@@ -177,7 +178,7 @@ pub(crate) fn init_node(opts: Options, mut env: LaunchEnv, mut boot: JobBootstra
 
 /// The endpoints and process ids of this node's ranks, by local rank,
 /// when every one of them attached to the node's link.
-fn p2p_peers(b: &mut dyn crate::bootstrap::Bootstrap, nodes: &[u32], local: &[u32], me: u32, endpoints: &[Endpoint]) -> Result<Option<(Vec<Endpoint>, Vec<u32>)>, InitError> {
+fn p2p_peers(b: &mut dyn crate::bootstrap::Bootstrap, nodes: &[u32], local: &[u32], me: u32, endpoints: &[Endpoint]) -> Result<Option<NodePeers>, InitError> {
     let mine: Vec<usize> = (0..nodes.len()).filter(|&r| nodes[r] == me).collect();
     let mut eps = vec![None; mine.len()];
     let mut pids = vec![0u32; mine.len()];
@@ -191,7 +192,7 @@ fn p2p_peers(b: &mut dyn crate::bootstrap::Bootstrap, nodes: &[u32], local: &[u3
         pids[i] = u32::from_be_bytes(pid);
         eps[i] = Some(endpoints[r]);
     }
-    Ok(eps.into_iter().collect::<Option<Vec<_>>>().map(|e| (e, pids)))
+    Ok(eps.into_iter().collect::<Option<Vec<_>>>().map(|endpoints| NodePeers { endpoints, pids }))
 }
 
 /// This node's ranks' process ids, as they published them, for the

@@ -63,6 +63,15 @@ fn slots_for(n: u64) -> u64 {
     }
 }
 
+/// The node's ranks, by local rank: their endpoints and process ids.
+#[derive(Debug, Clone)]
+pub struct NodePeers {
+    /// Endpoints.
+    pub endpoints: Vec<Endpoint>,
+    /// Process ids (0: unknown).
+    pub pids: Vec<u32>,
+}
+
 /// One process's view of its node's link.
 pub struct NodeP2p {
     region: Segment,
