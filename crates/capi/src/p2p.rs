@@ -71,7 +71,7 @@ pub unsafe extern "C" fn outboard_recv_start(
                 s => return Err(Error::arg(format!("source {s} outside a world of {}", w.size()))),
             };
             let port = w.port();
-            let b = port.buffer(cap32)?;
+            let b = port.buffer_unzeroed(cap32)?;
             match port.start_recv(RecvMatch { source, tag, tag_mask }, b) {
                 Ok(r) => Ok(Kind::Recv { req: r, buf: b, out: buf.cast(), cap }),
                 Err(e) => {

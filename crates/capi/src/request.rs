@@ -169,10 +169,13 @@ fn poll(r: &mut outboard_request) -> Result<Option<Finished>, Error> {
                         st.tag = tag;
                         st.len = u64::from(len);
                         let n = (len as usize).min(*cap);
-                        let mut v = vec![0u8; n];
-                        port.io_ref().read(buf.addr, &mut v).map_err(|e| Error::from(HostError::from(e)))?;
-                        // SAFETY: the program promised `cap` writable bytes.
-                        unsafe { std::ptr::copy_nonoverlapping(v.as_ptr(), *out, n) };
+                        if n > 0 {
+                            // SAFETY: the program promised `cap` writable bytes
+                            // at `out` (not null when `cap` > 0) until the
+                            // receive completes, which is now.
+                            let into = unsafe { std::slice::from_raw_parts_mut(*out, n) };
+                            port.io_ref().read(buf.addr, into).map_err(|e| Error::from(HostError::from(e)))?;
+                        }
                     }
                     let _ = port.free(*buf);
                     res

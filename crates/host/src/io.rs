@@ -63,6 +63,13 @@ pub trait PortIo {
     }
     /// Allocates a buffer the engine can reach by DMA.
     fn alloc(&mut self, len: u32) -> Result<HostBuf, MemoryError>;
+    /// Allocates a buffer like [`PortIo::alloc`] whose bytes are left as
+    /// they are (the previous contents of this process's memory), for data
+    /// about to be written or received over it: zeroing a megabyte costs
+    /// more than the message. The default zeroes.
+    fn alloc_unzeroed(&mut self, len: u32) -> Result<HostBuf, MemoryError> {
+        self.alloc(len)
+    }
     /// Frees a buffer from [`PortIo::alloc`].
     fn free(&mut self, buf: HostBuf) -> Result<(), MemoryError>;
     /// Copies `out.len()` bytes at `addr` out of host memory.

@@ -319,7 +319,7 @@ impl<P: PortIo> Port<P> {
     pub fn buffer_from(&mut self, data: &[u8]) -> Result<HostBuf, HostError> {
         let len =
             u32::try_from(data.len()).map_err(|_| MemoryError::Exhausted { len: u32::MAX })?;
-        let b = self.io.alloc(len)?;
+        let b = self.io.alloc_unzeroed(len)?;
         self.io.write(b.addr, data)?;
         Ok(b)
     }
@@ -327,6 +327,12 @@ impl<P: PortIo> Port<P> {
     /// Allocates a zeroed DMA-reachable buffer.
     pub fn buffer(&mut self, len: u32) -> Result<HostBuf, HostError> {
         Ok(self.io.alloc(len)?)
+    }
+
+    /// Allocates a DMA-reachable buffer whose bytes are unspecified until
+    /// written: for a receive whose message is read out up to its length.
+    pub fn buffer_unzeroed(&mut self, len: u32) -> Result<HostBuf, HostError> {
+        Ok(self.io.alloc_unzeroed(len)?)
     }
 
     /// Copies a buffer's contents out.

@@ -371,6 +371,9 @@ impl PortIo for RtPort {
     fn alloc(&mut self, len: u32) -> Result<HostBuf, MemoryError> {
         self.io_mut().alloc(len)
     }
+    fn alloc_unzeroed(&mut self, len: u32) -> Result<HostBuf, MemoryError> {
+        self.io_mut().alloc_unzeroed(len)
+    }
     fn free(&mut self, buf: HostBuf) -> Result<(), MemoryError> {
         self.io_mut().free(buf)
     }

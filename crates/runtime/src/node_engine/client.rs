@@ -559,6 +559,10 @@ impl PortIo for RemotePort {
         Ok(HostBuf { addr, len })
     }
 
+    fn alloc_unzeroed(&mut self, len: u32) -> Result<HostBuf, MemoryError> {
+        Ok(HostBuf { addr: self.heap.alloc(len)?, len })
+    }
+
     fn free(&mut self, buf: HostBuf) -> Result<(), MemoryError> {
         self.heap.check(buf.addr, buf.len as usize)?;
         match self.heap.free(buf.addr)? {
