@@ -47,6 +47,7 @@ fn rank_program() {
         "lock-hb" => lock(world, true),
         "killed_port" => killed_port(world),
         "engine_killed" => engine_killed(world),
+        "storm" => storm(world),
         other => panic!("unknown scenario {other}"),
     }
 }
@@ -91,6 +92,79 @@ fn alltoall(mut world: outboard_runtime::World) {
         assert!(world.port().read_buffer(buf).unwrap() == payload(src, me, i, len), "payload from {src} damaged");
     }
     println!("rank {me}: all {} messages intact ({:?})", (n - 1) * sizes.len() as u32, world.launcher());
+    world.finalize().unwrap();
+}
+
+/// Messages of every size class (one byte over a shared-memory fragment,
+/// longer than a node's queue) between every pair, taken by receives from
+/// one sender posted before and after the sends, and by receives from any
+/// sender: all intact, exactly once, a pair's messages of one tag in order.
+fn storm(mut world: outboard_runtime::World) {
+    const PER_PEER: u32 = 12;
+    const ANY: u64 = 7;
+    let (me, n) = (world.rank(), world.size());
+    let sizes = [8usize, 100, 16_320, 16_321, 70_000, 300_000];
+    let len_of = |src: u32, dst: u32, k: u32| sizes[((src * 5 + dst * 3 + k * 7) % 6) as usize];
+    let tag = |k: u32| u64::from(k % 3);
+    let message = |src: u32, dst: u32, k: u32| {
+        let mut v = payload(src, dst, k, len_of(src, dst, k));
+        v[..4].copy_from_slice(&src.to_le_bytes());
+        v[4..8].copy_from_slice(&k.to_le_bytes());
+        v
+    };
+    let others: Vec<u32> = (1..n).map(|d| (me + d) % n).collect();
+    let mut recvs = Vec::new();
+    let post = |world: &mut outboard_runtime::World, src: u32, k: u32| {
+        let ep = world.endpoint(src);
+        let buf = world.port().buffer(len_of(src, me, k) as u32).unwrap();
+        (src, k, buf, world.port().start_recv(RecvMatch::from(ep.node, ep.port, tag(k)), buf).unwrap())
+    };
+    for &src in &others {
+        for k in 0..PER_PEER / 2 {
+            recvs.push(post(&mut world, src, k));
+        }
+    }
+    let wild: Vec<_> = others.iter().map(|_| {
+        let buf = world.port().buffer(16).unwrap();
+        (buf, world.port().start_recv(RecvMatch::tag(ANY), buf).unwrap())
+    }).collect();
+    let mut sends = Vec::new();
+    for &dst in &others {
+        let ep = world.endpoint(dst);
+        for k in 0..PER_PEER {
+            let buf = world.port().buffer_from(&message(me, dst, k)).unwrap();
+            sends.push(world.port().start_send(ep, tag(k), buf).unwrap());
+        }
+        let buf = world.port().buffer_from(&me.to_le_bytes()).unwrap();
+        sends.push(world.port().start_send(ep, ANY, buf).unwrap());
+    }
+    for &src in &others {
+        for k in PER_PEER / 2..PER_PEER {
+            recvs.push(post(&mut world, src, k));
+        }
+    }
+    for s in sends {
+        assert_eq!(world.port().wait(s).unwrap(), Completion::Sent);
+    }
+    for (src, k, buf, r) in recvs {
+        let want = message(src, me, k);
+        assert_eq!(world.port().wait(r).unwrap(), Completion::Received { src: world.endpoint(src), tag: tag(k), len: want.len() as u32 }, "rank {me}: message {k} from {src}");
+        assert!(world.port().read_buffer(buf).unwrap() == want, "rank {me}: message {k} from {src} damaged or out of order");
+    }
+    let mut from: Vec<u32> = wild
+        .into_iter()
+        .map(|(buf, r)| {
+            let Completion::Received { src, len: 4, .. } = world.port().wait(r).unwrap() else { panic!("rank {me}: a receive from any source") };
+            let sender = u32::from_le_bytes(world.port().read_buffer(buf).unwrap()[..4].try_into().unwrap());
+            assert_eq!(world.endpoint(sender), src, "rank {me}");
+            sender
+        })
+        .collect();
+    from.sort_unstable();
+    let mut want = others.clone();
+    want.sort_unstable();
+    assert_eq!(from, want, "rank {me}: one message from any source from each peer");
+    println!("rank {me}: {} messages intact, each once and in order", others.len() as u32 * (PER_PEER + 1));
     world.finalize().unwrap();
 }
 
@@ -683,6 +757,29 @@ fn the_ranks_of_one_node_exchange_messages_without_a_datagram() {
         assert!(line.contains(": 0 datagrams in, 0 out, "), "{line}");
         let local: u64 = line.split(" out, ").nth(1).unwrap().split(' ').next().unwrap().parse().unwrap();
         assert_eq!(local > 0, engine_carries, "OUTBOARD_SHM_P2P={shm}: {line}");
+    }
+}
+
+#[test]
+fn a_storm_of_messages_between_ranks_of_one_node_and_of_two_arrives_whole_once_and_in_order() {
+    let _serial = serial();
+    // One node of four (every pair through shared memory), the same
+    // through the node engine, two nodes of two (node-mates through shared
+    // memory, the rest through the engines), and an engine per process.
+    // The messages above the eager threshold go by rendezvous wherever they
+    // cross an engine, and must not be overtaken by the later eager ones.
+    for (per_node, shm) in [(Some(4), "on"), (Some(4), "off"), (Some(2), "on"), (None, "on")] {
+        let env = [("OUTBOARD_SHM_P2P", shm)];
+        let (out, _) = match per_node {
+            Some(p) => outboard_run_nodes(4, p, "storm", &env),
+            None => outboard_run(4, "storm", &env),
+        };
+        let (so, se) = text(&out);
+        let what = format!("{per_node:?} ranks per node, OUTBOARD_SHM_P2P={shm}");
+        assert!(out.status.success(), "{what}: stdout:\n{so}\nstderr:\n{se}");
+        for r in 0..4 {
+            assert!(so.contains(&format!("[{r}] rank {r}: 39 messages intact, each once and in order")), "{what}:\n{so}\n{se}");
+        }
     }
 }
 

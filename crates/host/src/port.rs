@@ -112,6 +112,10 @@ impl<P: PortIo> Port<P> {
         &mut self,
         make: impl FnOnce(OpId) -> Command,
     ) -> Result<Request, HostError> {
+        // The library's own commands that wait for a token go first: a
+        // rendezvous announcement queued there must not be overtaken by a
+        // later send.
+        self.rndv_retry();
         let op = OpId(self.next_op);
         let cmd = make(op);
         loop {

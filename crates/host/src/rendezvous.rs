@@ -435,10 +435,20 @@ impl<P: PortIo> Port<P> {
             None => {
                 self.rndv.stats.cache_misses += 1;
                 self.post_lib_or_queue(Command::Register { op: OpId(0), buf }, LibOp::Register(to));
-                // An engine that registers on the spot (the simulator's,
-                // the test network's) has answered already: send the
-                // announcement now rather than at the next progress.
-                self.poll_events();
+                // The announcement goes to the engine before this call
+                // returns: a later send to the same destination, posted at
+                // once, must not overtake it (MPI's non-overtaking rule).
+                // The engine answers a registration without the network;
+                // one that registers on the spot (the simulator's, the
+                // test network's) has answered already.
+                loop {
+                    self.poll_events();
+                    if self.rndv.sends.get(&user).is_none_or(|s| s.rts_op.is_some()) {
+                        break;
+                    }
+                    self.rndv_retry();
+                    self.io.idle();
+                }
             }
         }
         Ok(Request(user))
