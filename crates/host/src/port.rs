@@ -112,12 +112,13 @@ impl<P: PortIo> Port<P> {
         &mut self,
         make: impl FnOnce(OpId) -> Command,
     ) -> Result<Request, HostError> {
-        // The library's own commands that wait for a token go first: a
-        // rendezvous announcement queued there must not be overtaken by a
-        // later send.
-        self.rndv_retry();
         let op = OpId(self.next_op);
         let cmd = make(op);
+        if self.hold_behind_earlier_sends(cmd) {
+            self.next_op += 1;
+            self.pending.insert(op, None);
+            return Ok(Request(op));
+        }
         loop {
             match self.io.post(cmd) {
                 Ok(()) => break,
@@ -243,6 +244,9 @@ impl<P: PortIo> Port<P> {
     pub fn cancel(&mut self, req: Request) -> Result<(), HostError> {
         if let Some(r) = self.local_cancel(req) {
             return r;
+        }
+        if self.cancel_held(req.0).is_some() {
+            return Ok(());
         }
         if let Some(r) = self.rndv_cancel(req) {
             return r;

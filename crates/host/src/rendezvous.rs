@@ -209,6 +209,9 @@ struct SendState {
     fin_done: bool,
     /// The first failure, reported once both halves are in.
     error: Option<OpError>,
+    /// Where its bytes lie (key, offset) once registered, while its
+    /// announcement is held back.
+    ready: Option<(u64, u64)>,
 }
 
 /// A receive that took an announcement and is reading the payload.
@@ -246,6 +249,22 @@ struct SendTo {
     tag: u64,
     buf: HostBuf,
     cookie: u32,
+}
+
+/// A send held back in [`Rendezvous::held`].
+#[derive(Debug, Clone, Copy)]
+enum Held {
+    /// An application's command, its request already handed out.
+    Command(Command),
+    /// A rendezvous send's announcement, sent once its buffer is
+    /// registered.
+    Announce(SendTo),
+}
+
+/// Whether a command sends a tagged message (the commands whose order
+/// the non-overtaking rule is about).
+fn sends_message(cmd: &Command) -> bool {
+    matches!(cmd, Command::Send { .. } | Command::SendMarked { .. } | Command::Announce { .. } | Command::MultiSend { .. })
 }
 
 /// What an engine operation of the library's own is for.
@@ -286,6 +305,13 @@ pub(crate) struct Rendezvous {
     lib: FxHashMap<OpId, LibOp>,
     /// Library commands refused for want of a token, with what they serve.
     retry: VecDeque<(Command, LibOp)>,
+    /// The application's sends held back, in the order it started them,
+    /// behind a rendezvous announcement that waits for its buffer's
+    /// registration (or behind library commands waiting for a token): a
+    /// later send must not overtake an earlier one that a receive could
+    /// take too (MPI's non-overtaking rule), and the engine sends in the
+    /// order it is given.
+    held: VecDeque<Held>,
     /// The write protocol's sends and receives.
     w: write::WriteState,
 }
@@ -385,6 +411,62 @@ impl<P: PortIo> Port<P> {
     }
 
     /// Retries library commands that found no token.
+    /// Sends what was held back, in order, as far as announcements are
+    /// registered and no library command waits for a token before it.
+    pub(crate) fn release_held(&mut self) {
+        while let Some(&front) = self.rndv.held.front() {
+            if !self.rndv.retry.is_empty() {
+                return;
+            }
+            match front {
+                Held::Announce(to) => match self.rndv.sends.get(&to.user).map(|s| s.ready) {
+                    Some(None) => return,
+                    Some(Some((key, offset))) => {
+                        self.rndv.held.pop_front();
+                        self.announce(to, key, offset);
+                    }
+                    // Abandoned (its registration failed).
+                    None => {
+                        self.rndv.held.pop_front();
+                    }
+                },
+                Held::Command(cmd) => match self.io.post(cmd) {
+                    Ok(()) => {
+                        self.rndv.held.pop_front();
+                    }
+                    Err(CommandError::NoSendToken | CommandError::NoRecvToken) => return,
+                    Err(e) => {
+                        self.rndv.held.pop_front();
+                        if let Some(slot) = self.pending.get_mut(&cmd.op()) {
+                            *slot = Some(Err(OpError::Refused(e)));
+                        }
+                    }
+                },
+            }
+        }
+    }
+
+    /// Holds an application's command back behind earlier sends that wait
+    /// (see [`Rendezvous::held`]); `false`: nothing waits, post it.
+    pub(crate) fn hold_behind_earlier_sends(&mut self, cmd: Command) -> bool {
+        if !sends_message(&cmd) || (self.rndv.held.is_empty() && self.rndv.retry.is_empty()) {
+            return false;
+        }
+        self.rndv.held.push_back(Held::Command(cmd));
+        true
+    }
+
+    /// Cancels an application's send still held back: `None` when `op`
+    /// is not one.
+    pub(crate) fn cancel_held(&mut self, op: OpId) -> Option<()> {
+        let i = self.rndv.held.iter().position(|h| matches!(h, Held::Command(c) if c.op() == op))?;
+        self.rndv.held.remove(i);
+        if let Some(slot) = self.pending.get_mut(&op) {
+            *slot = Some(Err(OpError::Cancelled));
+        }
+        Some(())
+    }
+
     pub(crate) fn rndv_retry(&mut self) {
         for _ in 0..self.rndv.retry.len() {
             let Some((cmd, what)) = self.rndv.retry.pop_front() else { break };
@@ -398,6 +480,7 @@ impl<P: PortIo> Port<P> {
                 Err(e) => self.lib_event(what, Err(OpError::Refused(e))),
             }
         }
+        self.release_held();
     }
 
     /// Starts a rendezvous send of `buf` to `dest` with `tag`. Nothing
@@ -422,7 +505,7 @@ impl<P: PortIo> Port<P> {
         let user = self.fresh_op();
         let cookie = self.rndv.next_cookie;
         self.rndv.next_cookie = cookie.wrapping_add(1);
-        let state = SendState { rts_op: None, fin_op: None, rts_buf, fin_buf, key: None, rts_done: false, fin_done: false, error: None };
+        let state = SendState { rts_op: None, fin_op: None, rts_buf, fin_buf, key: None, rts_done: false, fin_done: false, error: None, ready: None };
         self.rndv.sends.insert(user, state);
         self.pending.insert(user, None);
         self.rndv.stats.sends += 1;
@@ -430,25 +513,23 @@ impl<P: PortIo> Port<P> {
         match self.rndv.cache.acquire(buf) {
             Some((key, offset)) => {
                 self.rndv.stats.cache_hits += 1;
-                self.announce(to, key, offset);
+                if self.rndv.held.is_empty() {
+                    self.announce(to, key, offset);
+                } else {
+                    self.rndv.sends.get_mut(&user).expect("inserted above").ready = Some((key, offset));
+                    self.rndv.held.push_back(Held::Announce(to));
+                }
             }
             None => {
                 self.rndv.stats.cache_misses += 1;
+                // The announcement waits for the registration, and every
+                // later send to anyone waits behind it.
+                self.rndv.held.push_back(Held::Announce(to));
                 self.post_lib_or_queue(Command::Register { op: OpId(0), buf }, LibOp::Register(to));
-                // The announcement goes to the engine before this call
-                // returns: a later send to the same destination, posted at
-                // once, must not overtake it (MPI's non-overtaking rule).
-                // The engine answers a registration without the network;
-                // one that registers on the spot (the simulator's, the
-                // test network's) has answered already.
-                loop {
-                    self.poll_events();
-                    if self.rndv.sends.get(&user).is_none_or(|s| s.rts_op.is_some()) {
-                        break;
-                    }
-                    self.rndv_retry();
-                    self.io.idle();
-                }
+                // An engine that registers on the spot (the simulator's,
+                // the test network's) has answered already: send the
+                // announcement now rather than at the next progress.
+                self.poll_events();
             }
         }
         Ok(Request(user))
@@ -646,14 +727,19 @@ impl<P: PortIo> Port<P> {
 
     fn lib_event(&mut self, what: LibOp, result: Result<Completion, OpError>) {
         match what {
-            LibOp::Register(to) => match result {
-                Ok(Completion::Registered { key }) => {
-                    self.rndv.cache.insert(to.buf, key, false);
-                    self.announce(to, key, 0);
+            LibOp::Register(to) => {
+                match result {
+                    Ok(Completion::Registered { key }) => {
+                        self.rndv.cache.insert(to.buf, key, false);
+                        if let Some(s) = self.rndv.sends.get_mut(&to.user) {
+                            s.ready = Some((key, 0));
+                        }
+                    }
+                    Ok(other) => unreachable!("register completed as {other:?}"),
+                    Err(e) => self.abandon_send(to.user, e),
                 }
-                Ok(other) => unreachable!("register completed as {other:?}"),
-                Err(e) => self.abandon_send(to.user, e),
-            },
+                self.release_held();
+            }
             LibOp::Announce(user) => self.send_half_done(user, true, result),
             LibOp::Finish(user) => self.send_half_done(user, false, result),
             LibOp::Read(s) => self.read_done(s, result),
