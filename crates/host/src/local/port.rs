@@ -64,6 +64,8 @@ struct Unexpected {
 enum Target {
     Posted { op: OpId, buf: HostBuf, src: Endpoint, tag: u64, total: u32 },
     Unexpected(u64),
+    /// The rest of a message whose receive already failed.
+    Discard,
 }
 
 /// A receive's way to its message.
@@ -314,15 +316,19 @@ impl<P: PortIo> Port<P> {
                     }
                     if r.is_err() && !last {
                         // The rest of the message is dropped as it comes.
-                        self.local.current.insert(f.src.port, Target::Unexpected(u64::MAX));
+                        self.local.current.insert(f.src.port, Target::Discard);
                     }
                 } else {
                     self.local.current.insert(f.src.port, target);
                 }
             }
-            Target::Unexpected(id) => {
+            Target::Unexpected(_) | Target::Discard => {
                 let link = self.io.local_link().expect("peeked");
-                let kept = self.local.unexpected.iter_mut().find(|u| u.id == id);
+                let id = match target {
+                    Target::Unexpected(id) => Some(id),
+                    _ => None,
+                };
+                let kept = self.local.unexpected.iter_mut().find(|u| Some(u.id) == id);
                 let _ = match kept {
                     Some(u) => link.take(Sink::Append(&mut u.data)),
                     None => link.take(Sink::Append(&mut Vec::new())),
@@ -368,14 +374,9 @@ impl<P: PortIo> Port<P> {
             return false;
         }
         let Ok(c) = self.start(|op| Command::Cancel { op, target }) else { return false };
-        loop {
-            self.poll_events();
-            if !matches!(self.pending.get(&c.0), Some(None)) {
-                break;
-            }
-            self.io.idle();
-        }
-        let cancelled = matches!(self.pending.remove(&c.0), Some(Some(Ok(_))));
+        // Called from `local_progress`, which the wait's progress does not
+        // re-enter (`busy`).
+        let cancelled = self.wait(c).is_ok();
         if cancelled {
             // The engine completed the receive as cancelled; it is under way again.
             self.pending.insert(target, None);
@@ -395,7 +396,7 @@ impl<P: PortIo> Port<P> {
             // Messages part-way into a receive (one from any source too).
             v.extend(self.local.current.values().filter_map(|t| match t {
                 Target::Posted { src, .. } => Some(*src),
-                Target::Unexpected(_) => None,
+                Target::Unexpected(_) | Target::Discard => None,
             }));
             v.sort_unstable_by_key(|e| (e.node.0, e.port.0));
             v.dedup();

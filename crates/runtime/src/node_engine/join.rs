@@ -186,10 +186,8 @@ fn p2p_peers(b: &mut dyn crate::bootstrap::Bootstrap, nodes: &[u32], local: &[u3
         if b.get(r as u32, "p2p")? != b"1" {
             return Ok(None);
         }
-        let v = b.get(r as u32, "pid")?;
-        let pid = <[u8; 4]>::try_from(v.as_slice()).map_err(|_| crate::bootstrap::BootstrapError::Protocol(format!("rank {r} published a bad process id")))?;
         let i = local[r] as usize;
-        pids[i] = u32::from_be_bytes(pid);
+        pids[i] = published_pid(b, r)?;
         eps[i] = Some(endpoints[r]);
     }
     Ok(eps.into_iter().collect::<Option<Vec<_>>>().map(|endpoints| NodePeers { endpoints, pids }))
@@ -200,11 +198,16 @@ fn p2p_peers(b: &mut dyn crate::bootstrap::Bootstrap, nodes: &[u32], local: &[u3
 fn node_local(b: &mut dyn crate::bootstrap::Bootstrap, job: &JobIdentity, nodes: &[u32], me: u32) -> Result<NodeLocal, InitError> {
     let mut pids = vec![0u32; nodes.len()];
     for (r, _) in nodes.iter().enumerate().filter(|(_, &n)| n == me) {
-        let v = b.get(r as u32, "pid")?;
-        let pid = <[u8; 4]>::try_from(v.as_slice()).map_err(|_| crate::bootstrap::BootstrapError::Protocol(format!("rank {r} published a bad process id")))?;
-        pids[r] = u32::from_be_bytes(pid);
+        pids[r] = published_pid(b, r)?;
     }
     Ok(NodeLocal::new(job.job_key, job.min_peer_boot(), me, pids, crate::affinity::node_cores()))
+}
+
+/// The process id rank `r` published.
+fn published_pid(b: &dyn crate::bootstrap::Bootstrap, r: usize) -> Result<u32, InitError> {
+    let v = b.get(r as u32, "pid")?;
+    let pid = <[u8; 4]>::try_from(v.as_slice()).map_err(|_| crate::bootstrap::BootstrapError::Protocol(format!("rank {r} published a bad process id")))?;
+    Ok(u32::from_be_bytes(pid))
 }
 
 /// What a rank publishes in place of an address or endpoint when its part

@@ -83,7 +83,7 @@ fn a_sleeping_receiver_is_woken_and_a_closed_one_refuses() {
     let mut a2 = a;
     drop(b);
     assert_eq!(a2.push(ep(1), 1, 1, 0, HostBuf { addr: 4096, len: 1 }), Err(LinkError::PeerGone));
-    let _ = a2.peer_state(ep(1));
+    assert_eq!(a2.peer_state(ep(1)), PeerState::Closed);
 }
 
 #[test]
