@@ -388,7 +388,7 @@ fn engine_thread(shared: &NodeShared, mut poll: Poll) {
                     idle_turns = idle_turns.wrapping_add(1);
                     // On an oversubscribed machine let others run now and
                     // then; with a free core this costs well under 1 us.
-                    if idle_turns % 16 == 0 {
+                    if idle_turns % crate::progress::DEDICATED_YIELD_EVERY == 0 {
                         std::thread::yield_now();
                     } else {
                         std::hint::spin_loop();

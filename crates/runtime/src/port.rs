@@ -175,7 +175,7 @@ impl PortIo for LocalPort {
         self.idle_calls = self.idle_calls.wrapping_add(1);
         match self.node.progress {
             Progress::Dedicated => {
-                if self.idle_calls % 16 == 0 {
+                if self.idle_calls % crate::progress::DEDICATED_YIELD_EVERY == 0 {
                     std::thread::yield_now();
                 } else {
                     std::hint::spin_loop();

@@ -63,6 +63,12 @@ pub enum Progress {
     },
 }
 
+/// Under dedicated progress a thread with nothing to do yields its core
+/// once in this many idle turns, and spins otherwise: so that on a
+/// machine shared with other work (the policy is chosen from the cores
+/// it sees, not from the load on them) the others still get a turn.
+pub(crate) const DEDICATED_YIELD_EVERY: u32 = 16;
+
 /// `OUTBOARD_PROGRESS` held something else than a policy name.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 #[error("unknown progress policy {0:?}: expected dedicated, host-assisted or spin-then-block")]

@@ -512,7 +512,7 @@ impl PortIo for RemotePort {
         }
         match self.progress {
             Progress::Dedicated => {
-                if self.idle_calls % 16 == 0 {
+                if self.idle_calls % crate::progress::DEDICATED_YIELD_EVERY == 0 {
                     std::thread::yield_now();
                 } else {
                     std::hint::spin_loop();

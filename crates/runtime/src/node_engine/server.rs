@@ -246,7 +246,7 @@ impl Server {
                     Progress::Dedicated => {
                         if turns % 64 == 0 {
                             self.control(&mut events, Some(Duration::ZERO));
-                        } else if turns % 16 == 0 {
+                        } else if turns % u64::from(crate::progress::DEDICATED_YIELD_EVERY) == 0 {
                             std::thread::yield_now();
                         } else {
                             std::hint::spin_loop();
