@@ -132,6 +132,7 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
     };
     let (program, args) = a.command.split_first().expect("clap requires a program");
 
+    let placement = a.ranks_per_node.map(|r| emulated_placement(a.ranks, r));
     let mut children: Vec<Option<Child>> = Vec::new();
     let mut forwarders: Vec<JoinHandle<()>> = Vec::new();
     let me = std::env::current_exe().context("finding the outboard command for the node engines")?;
@@ -150,6 +151,9 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
                 cmd.env("OUTBOARD_ENGINE", "node")
                     .env("OUTBOARD_NODE_NAME", format!("node{}", rank / r))
                     .env("OUTBOARD_NODE_PROGRAM", &me);
+                if let Some(p) = &placement {
+                    p.apply(&mut cmd, rank / r);
+                }
                 r.min(a.ranks - rank / r * r)
             }
             None if a.netns => 1,
@@ -287,3 +291,48 @@ fn forward(rank: u32, from: impl Read + Send + 'static, to_stderr: bool) -> Join
         }
     })
 }
+
+/// How the node engines of nodes that share this machine are placed,
+/// unless the user chose (`OUTBOARD_ENGINE_CPU` or `OUTBOARD_PROGRESS`
+/// set): each node engine counts the machine's cores as its node's, so
+/// left alone every one would pin itself to the same last core and spin
+/// there.
+pub(crate) enum Placement {
+    /// The user's variables stand (or there is one node).
+    AsSet,
+    /// Node `k`'s engine polls core `cpus[k]`: the machine has a core for
+    /// every rank and engine.
+    OwnCores(Vec<usize>),
+    /// Fewer cores than ranks and engines: every thread spins briefly,
+    /// then blocks.
+    Shared,
+}
+
+impl Placement {
+    /// Sets node `node`'s variables on a rank's command.
+    pub(crate) fn apply(&self, cmd: &mut Command, node: u32) {
+        match self {
+            Placement::AsSet => {}
+            Placement::OwnCores(cpus) => {
+                cmd.env("OUTBOARD_ENGINE_CPU", cpus[node as usize].to_string());
+            }
+            Placement::Shared => {
+                cmd.env("OUTBOARD_PROGRESS", "spin-then-block");
+            }
+        }
+    }
+}
+
+/// The placement of `ranks` ranks in nodes of `per_node` on this machine.
+pub(crate) fn emulated_placement(ranks: u32, per_node: u32) -> Placement {
+    let nodes = ranks.div_ceil(per_node.max(1));
+    let chosen = ["OUTBOARD_ENGINE_CPU", "OUTBOARD_PROGRESS"].iter().any(|k| std::env::var_os(k).is_some());
+    if nodes < 2 || chosen {
+        return Placement::AsSet;
+    }
+    match outboard_runtime::affinity::emulated_engine_cpus(&outboard_runtime::affinity::node_cpus(), ranks as usize, nodes as usize) {
+        Some(cpus) => Placement::OwnCores(cpus),
+        None => Placement::Shared,
+    }
+}
+

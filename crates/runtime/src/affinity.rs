@@ -77,12 +77,24 @@ pub(crate) fn leave_rank_binding() {
     let _ = sched_setaffinity(Pid::from_raw(0), &set);
 }
 
+/// Several nodes emulated on one machine (`outboard run --ranks-per-node`
+/// with two or more nodes): the core each node's engine takes, the
+/// machine's last ones, node 0 on the last, when the machine has a core
+/// for every rank and every engine; `None` when it has not, and then no
+/// engine should spin on a core it thinks its own. Each node engine
+/// counts the machine's cores as its node's, so without this every one
+/// would pin itself to the same last core.
+pub fn emulated_engine_cpus(cpus: &[usize], ranks: usize, nodes: usize) -> Option<Vec<usize>> {
+    (cpus.len() >= ranks + nodes).then(|| cpus.iter().rev().take(nodes).copied().collect())
+}
+
 /// Where a node engine process runs: `cpu` when given
 /// (`OUTBOARD_ENGINE_CPU`), else the node's last core when the node has
 /// more cores than local ranks (launchers bind ranks from the first core
-/// up, so the last is the one left over), else anywhere but the binding
-/// of the rank that started it. Returns a sentence saying which.
-pub(crate) fn place_node_engine(cpu: Option<usize>, local_ranks: usize) -> String {
+/// up, so the last is the one left over) when it polls a core of its own
+/// (`dedicated`), else anywhere but the binding of the rank that started
+/// it. Returns a sentence saying which.
+pub(crate) fn place_node_engine(cpu: Option<usize>, local_ranks: usize, dedicated: bool) -> String {
     let cpus = node_cpus();
     let pin = |c: usize| {
         let mut set = CpuSet::new();
@@ -92,10 +104,11 @@ pub(crate) fn place_node_engine(cpu: Option<usize>, local_ranks: usize) -> Strin
         Some(c) if pin(c) => format!("pinned to cpu {c} (OUTBOARD_ENGINE_CPU)"),
         Some(c) => format!("cpu {c} (OUTBOARD_ENGINE_CPU) is not one this process may run on; left unpinned"),
         None => match cpus.last() {
-            Some(&last) if cpus.len() > local_ranks && pin(last) => format!("pinned to cpu {last}, the last of {} for {local_ranks} local ranks", cpus.len()),
+            Some(&last) if dedicated && cpus.len() > local_ranks && pin(last) => format!("pinned to cpu {last}, the last of {} for {local_ranks} local ranks", cpus.len()),
             _ => {
                 leave_rank_binding();
-                format!("unpinned: {} cores for {local_ranks} local ranks leave none to itself", cpus.len().max(1))
+                let why = if dedicated { "leave none to itself" } else { "and an engine that blocks when idle" };
+                format!("unpinned: {} cores for {local_ranks} local ranks {why}", cpus.len().max(1))
             }
         },
     }
@@ -104,6 +117,17 @@ pub(crate) fn place_node_engine(cpu: Option<usize>, local_ranks: usize) -> Strin
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn emulated_nodes_take_the_last_cores_only_when_every_thread_has_one() {
+        let cpus: Vec<usize> = (0..16).collect();
+        assert_eq!(emulated_engine_cpus(&cpus, 12, 4), Some(vec![15, 14, 13, 12]));
+        assert_eq!(emulated_engine_cpus(&cpus, 2, 2), Some(vec![15, 14]));
+        assert_eq!(emulated_engine_cpus(&cpus, 14, 2), Some(vec![15, 14]));
+        assert_eq!(emulated_engine_cpus(&cpus, 15, 2), None);
+        assert_eq!(emulated_engine_cpus(&[0, 1], 2, 2), None);
+        assert_eq!(emulated_engine_cpus(&[0, 2, 4, 6], 2, 2), Some(vec![6, 4]));
+    }
 
     #[test]
     fn cpu_lists_parse_as_the_kernel_writes_them() {

@@ -160,6 +160,17 @@ impl Progress {
     }
 }
 
+impl Progress {
+    /// `OUTBOARD_PROGRESS` if set, else [`Progress::for_node_engine`] for
+    /// this node's cores: the policy a node engine and its ranks share.
+    pub fn node_engine_from_env(local_ranks: usize) -> Result<(Progress, String), SettingError> {
+        match outboard_settings::registry::PROGRESS.get(&outboard_settings::ProcessEnv)? {
+            Some(name) => Ok((Progress::parse(name).unwrap_or(Progress::HOST_ASSISTED), "set by OUTBOARD_PROGRESS".to_string())),
+            None => Ok(Progress::for_node_engine(machine_cores(), local_ranks)),
+        }
+    }
+}
+
 /// Cores of the node this job may use: not the process's own binding
 /// (a launcher may bind each rank to one core, and the engine threads
 /// leave that binding: see [`crate::affinity`]).

@@ -57,7 +57,7 @@ pub static ENGINE_CPU: OptVar<Count> = OptVar {
     doc: "With OUTBOARD_ENGINE=node: the CPU the node engine process is pinned to.",
     group: Group::Runtime,
     kind: Count { min: 0, max: 65535 },
-    decided: "the node's last core when it has more cores than local ranks, else unpinned",
+    decided: "the node's last core when it has more cores than local ranks and the engine polls (`outboard run` with several nodes on one machine: the last cores, one per node, when every rank and engine has one), else unpinned",
 };
 
 /// How long a silent peer has before the operations that need it fail.

@@ -136,11 +136,13 @@ impl Job {
             };
             match spec.ranks_per_node {
                 // A node of node-engine ranks: the first spawns the engine.
-                Some(per) => c
-                    .env("OUTBOARD_ENGINE", "node")
-                    .env("OUTBOARD_NODE_NAME", format!("node{node}"))
-                    .env("OUTBOARD_NODE_PROGRAM", &me)
-                    .env(local_var, per.to_string()),
+                Some(per) => {
+                    crate::launch::emulated_placement(n, per).apply(&mut c, node);
+                    c.env("OUTBOARD_ENGINE", "node")
+                        .env("OUTBOARD_NODE_NAME", format!("node{node}"))
+                        .env("OUTBOARD_NODE_PROGRAM", &me)
+                        .env(local_var, per.to_string())
+                }
                 // All ranks share this machine's cores: the progress policy
                 // must know.
                 None => c.env(local_var, n.to_string()),

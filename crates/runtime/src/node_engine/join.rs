@@ -130,7 +130,7 @@ pub(crate) fn init_node(opts: Options, mut env: LaunchEnv, mut boot: JobBootstra
     let peers = leaders.iter().map(|&r| published_addr(b, r)).collect::<Result<Vec<_>, _>>()?;
     let (progress, reason) = match opts.progress {
         Some(p) => (p, "chosen by the program".to_string()),
-        None => Progress::for_node_engine(crate::affinity::node_cores(), local_size as usize),
+        None => Progress::node_engine_from_env(local_size as usize)?,
     };
     let attached = (|| {
         let link = match leader {

@@ -165,9 +165,9 @@ pub fn serve(opts: &ServeOptions) -> Result<(), ServeError> {
     if let Some(c) = server.clients.get(&id) {
         let _ = c.conn.send(&Message::Configured { udp: udp_addr }, &[]);
     }
-    let (progress, _) = Progress::for_node_engine(crate::affinity::node_cores(), setup.local_size as usize);
+    let (progress, _) = Progress::node_engine_from_env(setup.local_size as usize)?;
     let cpu = outboard_settings::registry::ENGINE_CPU.get(&outboard_settings::ProcessEnv)?.map(|c| c as usize);
-    let placed = crate::affinity::place_node_engine(cpu, setup.local_size as usize);
+    let placed = crate::affinity::place_node_engine(cpu, setup.local_size as usize, progress == Progress::Dedicated);
     if opts.print_stats {
         eprintln!("outboard node engine {}: {progress} progress, {placed}", setup.node);
     }
