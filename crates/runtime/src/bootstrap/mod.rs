@@ -349,9 +349,11 @@ impl LaunchEnv {
                     }
                     (Err(None), None) => return Err(no_rendezvous(" and the launcher offers neither PMIx nor PMI-1")),
                     (Err(Some(why)), None) => {
-                        return Err(no_rendezvous(&format!(
-                            " and the launcher's PMIx cannot be used: PMIX_RANK and PMIX_NAMESPACE are set but {why} (install PMIx, Debian: libpmix2)"
-                        )))
+                        let job = if size == 0 { format!("rank {rank} of a PMIx job") } else { format!("rank {rank} of {size}") };
+                        return Err(BootstrapError::Environment(format!(
+                            "launched by {launcher:?} as {job}, whose PMIx (PMIX_RANK and PMIX_NAMESPACE are set) cannot be used because {why}: \
+                             install PMIx (Debian: libpmix2), or set {ENV_RENDEZVOUS} to a host:port that rank 0 can bind and every rank can reach (e.g. mpirun -x {ENV_RENDEZVOUS}=host:29500)"
+                        )));
                     }
                 }
             }
