@@ -193,13 +193,13 @@ pub fn init_with(opts: Options) -> Result<World, InitError> {
         }
         Via::Pmi1 { fd } => JobBootstrap::Store(Box::new(Pmi1Bootstrap::from_fd(fd, env.rank, env.size)?)),
     };
-    if settings::STATS.get(&ProcessEnv)? == "stderr" || settings::MPI_VERBOSE.get(&ProcessEnv)? {
-        if let Some(why) = &env.passed_over {
-            eprintln!("outboard rank {}: {why}", env.rank);
-        }
-        if env.rank == 0 {
-            eprintln!("outboard: bootstrap: {} (launched by {:?}, {} ranks)", env.via.describe(), env.launcher, env.size);
-        }
+    // A fallback is worth a line whether asked or not (the launcher
+    // offered PMIx and its library is missing); once, from rank 0.
+    if let (0, Some(why)) = (env.rank, &env.passed_over) {
+        eprintln!("outboard: {why}");
+    }
+    if env.rank == 0 && (settings::STATS.get(&ProcessEnv)? == "stderr" || settings::MPI_VERBOSE.get(&ProcessEnv)?) {
+        eprintln!("outboard: bootstrap: {} (launched by {:?}, {} ranks)", env.via.describe(), env.launcher, env.size);
     }
     init_on(opts, env, boot)
 }
