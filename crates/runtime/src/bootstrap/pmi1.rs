@@ -150,7 +150,17 @@ impl Conn {
     /// Sends `line` and reads the answer, which must be `cmd=<expect>` and,
     /// where it carries an `rc`, `rc=0`.
     fn ask(&mut self, line: &str, expect: &str) -> Result<Fields, BootstrapError> {
-        let what = line.split(' ').next().unwrap_or(line).trim_end().to_string();
+        let fields = self.exchange(line, expect)?;
+        match refusal(&fields) {
+            None => Ok(fields),
+            Some(why) => Err(BootstrapError::Protocol(format!("PMI server refused {}: {why}", name_of(line)))),
+        }
+    }
+
+    /// Sends `line` and reads the answer, which must be `cmd=<expect>`,
+    /// whatever its `rc`.
+    fn exchange(&mut self, line: &str, expect: &str) -> Result<Fields, BootstrapError> {
+        let what = name_of(line);
         self.writer.write_all(line.as_bytes()).map_err(|e| io_error(&what, e))?;
         let mut answer = Vec::new();
         let n = (&mut self.reader).take(MAX_LINE as u64).read_until(b'\n', &mut answer).map_err(|e| io_error(&what, e))?;
@@ -165,14 +175,19 @@ impl Conn {
         if field(&fields, "cmd") != Some(expect) {
             return Err(BootstrapError::Protocol(format!("PMI server answered {what} with {:?}, not cmd={expect}", text.trim_end())));
         }
-        if let Some(rc) = field(&fields, "rc") {
-            if rc != "0" {
-                let msg = field(&fields, "msg").unwrap_or("no reason given");
-                return Err(BootstrapError::Protocol(format!("PMI server refused {what}: rc={rc} ({msg})")));
-            }
-        }
         Ok(fields)
     }
+}
+
+/// `cmd=<name>` of a request line, for messages.
+fn name_of(line: &str) -> String {
+    line.split(' ').next().unwrap_or(line).trim_end().to_string()
+}
+
+/// Why an answer says no (`rc` other than 0), if it does.
+fn refusal(fields: &Fields) -> Option<String> {
+    let rc = field(fields, "rc").filter(|rc| *rc != "0")?;
+    Some(format!("rc={rc} ({})", field(fields, "msg").unwrap_or("no reason given")))
 }
 
 fn io_error(what: &str, e: io::Error) -> BootstrapError {
@@ -216,6 +231,9 @@ impl Pmi1Bootstrap {
         // only user in the process (the PMPI library bootstraps through MPI,
         // not through PMI_FD), so taking ownership closes it exactly once.
         let stream = unsafe { UnixStream::from_raw_fd(fd) };
+        // Launched children (a node engine) must not hold the job's PMI
+        // connection open after this process closes it.
+        nix::fcntl::fcntl(&stream, nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::FD_CLOEXEC)).map_err(|e| io_error("init", e.into()))?;
         Self::over(stream, rank, size)
     }
 
@@ -256,12 +274,9 @@ impl Pmi1Bootstrap {
 
     fn get_key(&self, key: &str) -> Result<Option<String>, BootstrapError> {
         let line = command("get", &[("kvsname", &self.kvsname), ("key", key), ("srcid", "-1")]);
-        match self.conn.borrow_mut().ask(&line, "get_result") {
-            Ok(f) => Ok(Some(field(&f, "value").unwrap_or("").to_string())),
-            // A key nobody put: rc != 0.
-            Err(BootstrapError::Protocol(m)) if m.starts_with("PMI server refused") => Ok(None),
-            Err(e) => Err(e),
-        }
+        let f = self.conn.borrow_mut().exchange(&line, "get_result")?;
+        // A key nobody put is a refusal (Hydra: rc=-1).
+        Ok(refusal(&f).is_none().then(|| field(&f, "value").unwrap_or("").to_string()))
     }
 }
 
