@@ -28,6 +28,9 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
 #[ignore = "a rank's entry point, not a test: the tests of this file start it under a launcher with OB_SCENARIO set"]
 fn rank_program() {
     let Ok(scenario) = std::env::var("OB_SCENARIO") else { return };
+    if scenario == "store" {
+        return store();
+    }
     assert_eq!(scenario, "collectives");
     let mut world = outboard_runtime::init().expect("init");
     if world.rank() == 0 {
@@ -41,6 +44,40 @@ fn rank_program() {
         }
     }
     world.finalize().expect("finalize");
+}
+
+/// The launcher's store straight through the [`Bootstrap`] trait: values
+/// empty, short and long (many PMI-1 chunks, a large PMIx byte object)
+/// from every rank, read by every rank; a key nobody put is `Missing` at
+/// once (no wait on the server); a second round of puts.
+fn store() {
+    use outboard_runtime::bootstrap::{Bootstrap, BootstrapError, Pmi1Bootstrap, PmixBootstrap};
+    let mut b: Box<dyn Bootstrap> = match std::env::var("PMI_FD") {
+        Ok(fd) => {
+            let n = |k: &str| std::env::var(k).unwrap().parse().unwrap();
+            Box::new(Pmi1Bootstrap::from_fd(fd.parse().unwrap(), n("PMI_RANK"), n("PMI_SIZE")).expect("PMI-1"))
+        }
+        Err(_) => Box::new(PmixBootstrap::init().expect("PMIx")),
+    };
+    let (rank, size) = (b.rank(), b.size());
+    let long = |r: u32| -> Vec<u8> { (0..20_000u32).map(|i| (i * 7 + r) as u8).collect() };
+    b.put("empty", b"").unwrap();
+    b.put("short", format!("rank {rank}").as_bytes()).unwrap();
+    b.put("long", &long(rank)).unwrap();
+    b.fence().unwrap();
+    for r in 0..size {
+        assert_eq!(b.get(r, "empty").unwrap(), b"");
+        assert_eq!(b.get(r, "short").unwrap(), format!("rank {r}").as_bytes());
+        assert_eq!(b.get(r, "long").unwrap(), long(r));
+    }
+    let t = std::time::Instant::now();
+    assert!(matches!(b.get(size - 1, "nobody"), Err(BootstrapError::Missing { .. })));
+    assert!(t.elapsed() < std::time::Duration::from_secs(5), "a missing key took {:?}", t.elapsed());
+    b.put("second", &[rank as u8]).unwrap();
+    b.fence().unwrap();
+    assert_eq!((0..size).map(|r| b.get(r, "second").unwrap()[0]).collect::<Vec<_>>(), (0..size as u8).collect::<Vec<_>>());
+    b.fence().unwrap();
+    println!("rank {rank}: store intact");
 }
 
 /// Records that `test` did not run, and why (as the cli's tests do: the
@@ -65,7 +102,7 @@ fn installed(launcher: &str) -> bool {
 /// Runs `launcher` (its arguments before the program) over four ranks of
 /// this binary's `rank_program`, within a time only a hang exceeds, with
 /// every `OUTBOARD_*` variable removed from the environment.
-fn run_under(launcher: &[&str]) -> Output {
+fn run_under(launcher: &[&str], scenario: &str) -> Output {
     let mut c = Command::new("timeout");
     c.arg("240").args(launcher).arg(std::env::current_exe().unwrap());
     c.args(["rank_program", "--exact", "--ignored", "--nocapture", "--test-threads=1", "-q"]);
@@ -74,7 +111,7 @@ fn run_under(launcher: &[&str]) -> Output {
             c.env_remove(k);
         }
     }
-    c.env("OB_SCENARIO", "collectives").output().unwrap()
+    c.env("OB_SCENARIO", scenario).output().unwrap()
 }
 
 fn check(out: &Output, bootstrap: &str) {
@@ -97,8 +134,44 @@ fn collectives_under_open_mpi_mpirun_meet_through_pmix_without_outboard_variable
     if let Err(why) = outboard_runtime::bootstrap::pmix::available() {
         return skip(test, &format!("{why} (apt-get install -y libpmix2)"));
     }
-    let out = run_under(&["env", "OMPI_ALLOW_RUN_AS_ROOT=1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1", "mpirun.openmpi", "--oversubscribe", "--mca", "btl", "tcp,self", "-np", "4"]);
+    let out = run_under(&OPEN_MPI, "collectives");
     check(&out, "the launcher's PMIx");
+}
+
+const OPEN_MPI: [&str; 10] = ["env", "OMPI_ALLOW_RUN_AS_ROOT=1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1", "mpirun.openmpi", "--oversubscribe", "--mca", "btl", "tcp,self", "-np", "4"];
+// Hydra's fork launcher: no ssh on one machine.
+const MPICH: [&str; 5] = ["mpiexec.mpich", "-launcher", "fork", "-n", "4"];
+
+fn check_store(out: &Output) {
+    let so = String::from_utf8_lossy(&out.stdout);
+    let se = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "status {:?}\nstdout:\n{so}\nstderr:\n{se}", out.status);
+    for r in 0..4 {
+        assert!(so.contains(&format!("rank {r}: store intact")), "rank {r}\nstdout:\n{so}\nstderr:\n{se}");
+    }
+}
+
+#[test]
+fn open_mpis_pmix_store_carries_empty_short_and_long_values_and_says_missing_at_once() {
+    let test = "open_mpis_pmix_store_carries_empty_short_and_long_values_and_says_missing_at_once";
+    let _serial = serial();
+    if !installed("mpirun.openmpi") {
+        return skip(test, "mpirun.openmpi not found (apt-get install -y openmpi-bin)");
+    }
+    if let Err(why) = outboard_runtime::bootstrap::pmix::available() {
+        return skip(test, &format!("{why} (apt-get install -y libpmix2)"));
+    }
+    check_store(&run_under(&OPEN_MPI, "store"));
+}
+
+#[test]
+fn hydras_pmi1_store_carries_empty_short_and_long_values_and_says_missing_at_once() {
+    let test = "hydras_pmi1_store_carries_empty_short_and_long_values_and_says_missing_at_once";
+    let _serial = serial();
+    if !installed("mpiexec.mpich") {
+        return skip(test, "mpiexec.mpich not found (apt-get install -y mpich)");
+    }
+    check_store(&run_under(&MPICH, "store"));
 }
 
 #[test]
@@ -108,7 +181,6 @@ fn collectives_under_mpich_mpiexec_meet_through_pmi1_without_outboard_variables(
     if !installed("mpiexec.mpich") {
         return skip(test, "mpiexec.mpich not found (apt-get install -y mpich)");
     }
-    // Hydra's fork launcher: no ssh on one machine.
-    let out = run_under(&["mpiexec.mpich", "-launcher", "fork", "-n", "4"]);
+    let out = run_under(&MPICH, "collectives");
     check(&out, "the launcher's PMI-1");
 }
