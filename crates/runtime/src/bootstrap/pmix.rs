@@ -128,7 +128,7 @@ struct Lib {
     fence: unsafe extern "C" fn(*const Proc, usize, *const Info, usize) -> Status,
     get: unsafe extern "C" fn(*const Proc, *const c_char, *const Info, usize, *mut *mut Value) -> Status,
     error_string: unsafe extern "C" fn(Status) -> *const c_char,
-    /// Frees what a value points to (absent before PMIx 4: then a value
+    /// Frees what a value points to (absent from older releases: then a value
     /// `PMIx_Get` returned is left allocated, a few bytes per get).
     value_destruct: Option<unsafe extern "C" fn(*mut Value)>,
 }
