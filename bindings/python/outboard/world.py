@@ -36,8 +36,9 @@ def _abandon_open_worlds() -> None:
 
 
 class World(Handle):
-    """Joins the job the environment describes (``outboard run``, ``mpirun``,
-    Hydra, ``srun`` with ``OUTBOARD_RENDEZVOUS``; alone, a job of one), as
+    """Joins the job the environment describes (``outboard run``; ``mpirun``
+    and Hydra's ``mpiexec`` through their PMIx or PMI-1; ``srun`` with
+    ``--mpi=pmix`` or ``OUTBOARD_RENDEZVOUS``; alone, a job of one), as
     ``outboard_init`` does.
 
     Use it as a context manager: leaving the block leaves the job

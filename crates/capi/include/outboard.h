@@ -534,9 +534,9 @@ int outboard_setting(const char *name, char *value, size_t cap);
 // `OUTBOARD_ERR_INIT` and the same sentence.
 int outboard_settings_check(void);
 
-// Joins the job its environment describes (`outboard run`, Open MPI's
-// `mpirun`, MPICH's Hydra or Slurm's `srun` with `OUTBOARD_RENDEZVOUS`;
-// alone, a job of one). Settings from `OUTBOARD_*` variables as in the
+// Joins the job its environment describes (`outboard run`; Open MPI's
+// `mpirun` and MPICH's Hydra through their PMIx or PMI-1; Slurm's `srun`
+// with `--mpi=pmix` or `OUTBOARD_RENDEZVOUS`; alone, a job of one). Settings from `OUTBOARD_*` variables as in the
 // Rust `outboard_runtime::init`: a bad value, or an `OUTBOARD_*` variable
 // that is not a setting, fails with `OUTBOARD_ERR_INIT` and the sentence
 // `outboard_settings_check` gives.

@@ -89,9 +89,9 @@ fn hand_out(world: World, out: *mut *mut outboard_world) -> Result<(), Error> {
     unsafe { put(out, Box::into_raw(h), "out") }
 }
 
-/// Joins the job its environment describes (`outboard run`, Open MPI's
-/// `mpirun`, MPICH's Hydra or Slurm's `srun` with `OUTBOARD_RENDEZVOUS`;
-/// alone, a job of one). Settings from `OUTBOARD_*` variables as in the
+/// Joins the job its environment describes (`outboard run`; Open MPI's
+/// `mpirun` and MPICH's Hydra through their PMIx or PMI-1; Slurm's `srun`
+/// with `--mpi=pmix` or `OUTBOARD_RENDEZVOUS`; alone, a job of one). Settings from `OUTBOARD_*` variables as in the
 /// Rust `outboard_runtime::init`: a bad value, or an `OUTBOARD_*` variable
 /// that is not a setting, fails with `OUTBOARD_ERR_INIT` and the sentence
 /// `outboard_settings_check` gives.

@@ -44,9 +44,10 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 #![warn(missing_docs)]
-// Unsafe code is allowed in `ring`, `interrupt` (signals, eventfd) and
-// `shm::segment` (the shared mapping) and `node_engine::socket` (descriptors
-// received from another process) only, each with `#![allow(unsafe_code)]`
+// Unsafe code is allowed in `ring`, `interrupt` (signals, eventfd),
+// `bootstrap::pmix` (libpmix loaded at run time), `bootstrap::pmi1` (the
+// inherited PMI_FD), `shm::segment` (the shared mapping) and
+// `node_engine::socket` (descriptors received from another process) only, each with `#![allow(unsafe_code)]`
 // (and in the `shm::ring` test that adopts an fd inherited across exec).
 #![deny(unsafe_code)]
 

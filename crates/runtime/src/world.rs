@@ -9,7 +9,9 @@
 //! `OUTBOARD_JOB_SECRET` on every rank (what `outboard run` sets, or a user
 //! under mpirun/srun), so it never travels; without it, rank 0 draws one
 //! and hands it to the others through the bootstrap, before any engine
-//! traffic (as trusted as the rendezvous connection).
+//! traffic (as trusted as the rendezvous connection, or the launcher's
+//! PMIx or PMI-1 store: readable by the job's processes and the
+//! launcher's daemons).
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::{Duration, Instant as WallClock};
@@ -19,7 +21,7 @@ use outboard_host::{Group, GroupId, HostError, Port, PortIo};
 use outboard_settings::{registry as settings, ProcessEnv, SettingError};
 use thiserror::Error;
 
-use crate::bootstrap::{Bootstrap, BootstrapError, LaunchEnv, Launcher, SingletonBootstrap, TcpBootstrap};
+use crate::bootstrap::{Bootstrap, BootstrapError, LaunchEnv, Launcher, Pmi1Bootstrap, PmixBootstrap, SingletonBootstrap, TcpBootstrap, Via};
 use crate::driver::TransportStats;
 use crate::engine_handle::EngineHandle;
 use crate::node::{bind_udp, random_u64, Node, NodeError};
@@ -113,6 +115,8 @@ pub(crate) enum JobBootstrap {
     /// Supplied by the program ([`init_with_bootstrap`]), with the address
     /// to bind the engine to when `OUTBOARD_ADDR` does not name one.
     Custom(Box<dyn Bootstrap>, IpAddr),
+    /// The launcher's key-value store (PMIx or PMI-1), closed on drop.
+    Store(Box<dyn Bootstrap>),
 }
 
 impl JobBootstrap {
@@ -120,7 +124,7 @@ impl JobBootstrap {
         match self {
             JobBootstrap::Tcp(b) => b,
             JobBootstrap::Single(b) => b,
-            JobBootstrap::Custom(b, _) => b.as_mut(),
+            JobBootstrap::Custom(b, _) | JobBootstrap::Store(b) => b.as_mut(),
         }
     }
 }
@@ -169,18 +173,71 @@ pub fn init() -> Result<World, InitError> {
 /// or a name that is not a setting, stops it before anything starts.
 pub fn init_with(opts: Options) -> Result<World, InitError> {
     outboard_settings::check(&ProcessEnv)?;
-    let env = LaunchEnv::detect()?;
-    let boot = match env.rendezvous {
-        Some(addr) => {
-            let mut t = TcpBootstrap::connect(env.rank, env.size, addr, env.serve, opts.bootstrap_timeout)?;
+    let mut env = LaunchEnv::detect()?;
+    let boot = match env.via.clone() {
+        Via::Rendezvous { addr, serve } => {
+            let mut t = TcpBootstrap::connect(env.rank, env.size, addr, serve, opts.bootstrap_timeout)?;
             // A rendezvous that says nothing for as long as a dead peer
             // may is taken for dead too.
             t.set_silence_limit(opts.peer_timeout.unwrap_or_else(|| EngineConfig::new(NodeId(env.rank), 0, 0).peer_timeout))?;
             JobBootstrap::Tcp(t)
         }
-        None => JobBootstrap::Single(SingletonBootstrap::default()),
+        Via::Alone | Via::Program => JobBootstrap::Single(SingletonBootstrap::default()),
+        Via::Pmix => {
+            let b = PmixBootstrap::init()?;
+            adopt(&mut env, &b, "PMIx")?;
+            if env.launcher == Launcher::Pmix {
+                env.local_size = b.local_size().unwrap_or(1);
+            }
+            JobBootstrap::Store(Box::new(b))
+        }
+        Via::Pmi1 { fd } => JobBootstrap::Store(Box::new(Pmi1Bootstrap::from_fd(fd, env.rank, env.size)?)),
     };
+    // A fallback is worth a line whether asked or not (the launcher
+    // offered PMIx and its library is missing); once, from rank 0.
+    if let (0, Some(why)) = (env.rank, &env.passed_over) {
+        eprintln!("outboard: {why}");
+    }
+    if env.rank == 0 && (settings::STATS.get(&ProcessEnv)? == "stderr" || settings::MPI_VERBOSE.get(&ProcessEnv)?) {
+        eprintln!("outboard: bootstrap: {} (launched by {:?}, {} ranks)", env.via.describe(), env.launcher, env.size);
+    }
     init_on(opts, env, boot)
+}
+
+/// Takes rank and size from the launcher's store `b` when the environment
+/// did not name them, and refuses a store that disagrees with it.
+fn adopt(env: &mut LaunchEnv, b: &dyn Bootstrap, store: &str) -> Result<(), InitError> {
+    if env.size == 0 {
+        env.size = b.size();
+        env.rank = b.rank();
+    } else if (env.rank, env.size) != (b.rank(), b.size()) {
+        return Err(BootstrapError::Environment(format!(
+            "the launcher's variables say rank {} of {}, but {store} says rank {} of {}",
+            env.rank,
+            env.size,
+            b.rank(),
+            b.size()
+        ))
+        .into());
+    }
+    Ok(())
+}
+
+/// The address the engine binds under a launcher's store, which (unlike a
+/// rendezvous connection) shows no address of this host that the others
+/// reach: loopback when every rank is on this machine, else the first
+/// IPv4 address of an interface that is up and not loopback
+/// (`OUTBOARD_ADDR` chooses another).
+fn host_ip(all_local: bool) -> IpAddr {
+    let loopback = IpAddr::V4(Ipv4Addr::LOCALHOST);
+    if all_local {
+        return loopback;
+    }
+    let Ok(addrs) = nix::ifaddrs::getifaddrs() else { return loopback };
+    addrs
+        .filter(|a| a.flags.contains(nix::net::if_::InterfaceFlags::IFF_UP) && !a.flags.contains(nix::net::if_::InterfaceFlags::IFF_LOOPBACK))
+        .find_map(|a| a.address.and_then(|s| s.as_sockaddr_in().map(|v4| IpAddr::V4(v4.ip()))))
+        .unwrap_or(loopback)
 }
 
 /// Joins a job whose processes already talk through `boot` (an MPI job:
@@ -192,7 +249,7 @@ pub fn init_with(opts: Options) -> Result<World, InitError> {
 /// rule). The environment is checked as by [`init_with`].
 pub fn init_with_bootstrap(opts: Options, boot: Box<dyn Bootstrap>, local_size: u32, ip: IpAddr) -> Result<World, InitError> {
     outboard_settings::check(&ProcessEnv)?;
-    let env = LaunchEnv { launcher: Launcher::Program, rank: boot.rank(), size: boot.size(), local_size: local_size.max(1), rendezvous: None, serve: false };
+    let env = LaunchEnv { launcher: Launcher::Program, rank: boot.rank(), size: boot.size(), local_size: local_size.max(1), via: Via::Program, passed_over: None };
     init_on(opts, env, JobBootstrap::Custom(boot, ip))
 }
 
@@ -201,6 +258,7 @@ fn init_on(opts: Options, env: LaunchEnv, mut boot: JobBootstrap) -> Result<Worl
         JobBootstrap::Tcp(t) => t.local_ip().unwrap_or(IpAddr::V4(Ipv4Addr::LOCALHOST)),
         JobBootstrap::Single(_) => IpAddr::V4(Ipv4Addr::LOCALHOST),
         JobBootstrap::Custom(_, ip) => *ip,
+        JobBootstrap::Store(_) => host_ip(env.local_size >= env.size),
     });
     // An MPI program's library joins through its own bootstrap (a job of
     // several processes per node as a rule): it gets the node engine and
@@ -385,6 +443,11 @@ impl World {
     /// Who launched the job.
     pub fn launcher(&self) -> Launcher {
         self.env.launcher
+    }
+
+    /// How the ranks found each other.
+    pub fn bootstrap_via(&self) -> &Via {
+        &self.env.via
     }
 
     /// The port of `rank` (its node, port and incarnation).

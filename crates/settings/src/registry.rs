@@ -198,13 +198,24 @@ pub static LOCAL_SIZE: OptVar<Count> = OptVar {
     decided: "the launcher's own variable, else every rank under outboard run, else 1",
 };
 
+/// How the ranks find each other outside `outboard run`.
+pub static BOOTSTRAP: Var<Choice> = Var {
+    name: "OUTBOARD_BOOTSTRAP",
+    doc: "How the ranks exchange their addresses: auto (outboard run's own variables, else OUTBOARD_RENDEZVOUS if set, else the launcher's PMIx, else its PMI-1), or one forced: tcp (OUTBOARD_RENDEZVOUS), pmix (libpmix.so.2, under Open MPI's mpirun or srun --mpi=pmix), pmi (PMI-1 over PMI_FD, under MPICH's mpiexec).",
+    group: Group::Launch,
+    kind: Choice {
+        names: &[("auto", &[]), ("tcp", &["rendezvous"]), ("pmix", &[]), ("pmi", &["pmi1", "pmi-1"])],
+    },
+    default: Fallback::Value("auto"),
+};
+
 /// Where the rendezvous is.
 pub static RENDEZVOUS: OptVar<HostPort> = OptVar {
     name: "OUTBOARD_RENDEZVOUS",
     doc: "Where the ranks meet to exchange addresses: a host:port that rank 0 can bind and every rank can reach.",
     group: Group::Launch,
     kind: HostPort,
-    decided: "none: a job of one (outboard run sets its own)",
+    decided: "none: the launcher's PMIx or PMI-1, else a job of one (outboard run sets its own)",
 };
 
 /// The job key.
@@ -222,7 +233,7 @@ pub static JOB_SECRET: OptVar<Secret> = OptVar {
     doc: "The key of every datagram's MAC; when set, the same on every rank.",
     group: Group::Launch,
     kind: Secret,
-    decided: "drawn by rank 0 and handed to the others through the rendezvous",
+    decided: "drawn by rank 0 and handed to the others through the bootstrap (the rendezvous, or the launcher's PMIx or PMI-1 store)",
 };
 
 // ---- PMPI library ----
@@ -459,6 +470,7 @@ pub static ALL: &[&dyn Setting] = &[
     &RANK,
     &SIZE,
     &LOCAL_SIZE,
+    &BOOTSTRAP,
     &RENDEZVOUS,
     &JOB_KEY,
     &JOB_SECRET,

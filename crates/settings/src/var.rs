@@ -28,7 +28,7 @@ impl Group {
     pub fn title(self) -> &'static str {
         match self {
             Group::Runtime => "Engine and runtime",
-            Group::Launch => "Joining a job (outboard run sets these; set them yourself under mpirun, Hydra or srun)",
+            Group::Launch => "Joining a job (outboard run sets these; under mpirun, Hydra or srun the launcher's PMIx or PMI-1 stands in for most)",
             Group::Mpi => "PMPI library (liboutboard_mpi)",
             Group::Python => "Python package",
             Group::Tools => "Tests and tools",
