@@ -34,6 +34,9 @@ static struct op_slot {
 } slots[MAX_OPS];
 
 static pthread_mutex_t modules_lock = PTHREAD_MUTEX_INITIALIZER;
+/* Operator slots in use, read without the lock: a program without module
+ * operators pays one load per reduction for them. */
+static int slots_used;
 
 static struct module *find(const char *name) {
     for (int i = 0; i < nmodules; i++)
@@ -116,7 +119,10 @@ int MPIX_Outboard_op_create(const char *name, MPI_Op *op) {
     struct module *mod = find(name);
     int i = 0;
     while (i < MAX_OPS && slots[i].used) i++;
-    if (mod && i < MAX_OPS) slots[i].used = 1;
+    if (mod && i < MAX_OPS) {
+        slots[i].used = 1;
+        __atomic_add_fetch(&slots_used, 1, __ATOMIC_RELEASE);
+    }
     pthread_mutex_unlock(&modules_lock);
     char why[200];
     if (!mod) {
@@ -134,6 +140,7 @@ int MPIX_Outboard_op_create(const char *name, MPI_Op *op) {
         slots[i].mod = mod;
     } else {
         slots[i].used = 0;
+        __atomic_sub_fetch(&slots_used, 1, __ATOMIC_RELEASE);
     }
     pthread_mutex_unlock(&modules_lock);
     return rc;
@@ -145,7 +152,11 @@ int MPI_Op_free(MPI_Op *op) {
     if (op) {
         pthread_mutex_lock(&modules_lock);
         for (int i = 0; i < MAX_OPS; i++)
-            if (slots[i].used && slots[i].op == *op) slots[i].used = 0, slots[i].mod = NULL;
+            if (slots[i].used && slots[i].op == *op) {
+                slots[i].used = 0;
+                slots[i].mod = NULL;
+                __atomic_sub_fetch(&slots_used, 1, __ATOMIC_RELEASE);
+            }
         pthread_mutex_unlock(&modules_lock);
     }
     return PMPI_Op_free(op);
@@ -158,6 +169,7 @@ int MPI_Op_free(MPI_Op *op) {
 int ob_module_reduction(MPI_Comm comm, const struct layout *l, MPI_Op op, int *obop) {
     int found = 0, code = 0;
     uint32_t id = 0;
+    if (!__atomic_load_n(&slots_used, __ATOMIC_ACQUIRE)) return -1;
     pthread_mutex_lock(&modules_lock);
     for (int i = 0; i < MAX_OPS && !found; i++)
         if (slots[i].used && slots[i].op == op) {
@@ -184,5 +196,6 @@ void ob_modules_stop(void) {
     }
     nmodules = 0;
     memset(slots, 0, sizeof slots);
+    __atomic_store_n(&slots_used, 0, __ATOMIC_RELEASE);
     pthread_mutex_unlock(&modules_lock);
 }

@@ -184,8 +184,8 @@ class Module(Handle):
         return bool(failed.value)
 
     def recv(self, max_len: int = 65536) -> Delivery:
-        """Waits for the module's next delivery to this rank (at most
-        ``max_len`` bytes of it are kept)."""
+        """Waits for the module's next delivery to this rank; one longer
+        than ``max_len`` bytes raises ``TruncatedError``."""
         cap = uint(max_len, 32, "max_len")
         buf = ctypes.create_string_buffer(max(cap, 1))
         n, src, flags = ctypes.c_size_t(), ctypes.c_int32(), ctypes.c_int()

@@ -206,6 +206,11 @@ int main(void) {
     int flags = -1;
     OK(outboard_module_recv(pass, got, sizeof got, &got_len, &source, &flags));
     CHECK(got_len == strlen(msg) + 1 && !strcmp(got, msg) && flags == 0);
+    /* Longer than the buffer: its start, its full length, and an error. */
+    OK(outboard_module_send(all, pass, rank, rank, msg, strlen(msg) + 1, NULL));
+    memset(got, 0, sizeof got);
+    FAILS(outboard_module_recv(pass, got, 5, &got_len, NULL, NULL), OUTBOARD_ERR_TRUNCATED, "");
+    CHECK(got_len == strlen(msg) + 1 && !memcmp(got, msg, 5) && got[5] == 0);
     FAILS(outboard_module_send(all, pass, 0, size, msg, 1, NULL), OUTBOARD_ERR_ARG, "must be ranks of the group");
 
     /* Operators that fail: every rank learns it, naming the module, and

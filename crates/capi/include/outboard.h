@@ -592,11 +592,14 @@ int outboard_module_send(const outboard_group *group,
                          size_t len,
                          int *failed);
 
-// Receives the module's next delivery to this rank (blocking): at most
-// `cap` bytes into `buf`; `*len` its length, `*source` the world rank
-// it came from (the previous hop; -1 if not a rank of the job), `*flags`
-// [`OUTBOARD_DELIVERY_FAILED`] and [`OUTBOARD_DELIVERY_NEW`] bits. Any of
-// the three may be null.
+// Receives the module's next delivery to this rank (blocking, leaving
+// the world to other threads while it waits, as `outboard_recv` does):
+// at most `cap` bytes into `buf`; `*len` its full length, `*source` the
+// world rank it came from (the previous hop; -1 if not a rank of the
+// job), `*flags` [`OUTBOARD_DELIVERY_FAILED`] and
+// [`OUTBOARD_DELIVERY_NEW`] bits. Any of the three may be null. A longer
+// delivery is `OUTBOARD_ERR_TRUNCATED` with the three written and `buf`
+// holding its start.
 int outboard_module_recv(const outboard_module *module,
                          void *buf,
                          size_t cap,

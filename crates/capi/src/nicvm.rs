@@ -25,13 +25,15 @@ use std::collections::HashMap;
 use std::ffi::{c_char, c_int, c_void, CStr};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
-use outboard_engine::{Datatype, ModuleReport, NicvmError, NicvmLimits, ReduceOp, Reduction};
+use outboard_engine::{Datatype, ModuleReport, NicvmError, NicvmLimits, ReduceOp, Reduction, NICVM_TAG_FAILED, NICVM_TAG_NEW};
 use outboard_host::nicvm::{module_id, LoadOptions};
 use outboard_host::{HostError, NicModule, OpError};
 use outboard_nicvm::{builtins, ModuleInstance, NicServices, PacketType, Payload, ServiceError, VerifiedModule};
 
-use crate::error::{bytes, bytes_mut, deref, guard, put, Error, OUTBOARD_ERR_ARG, OUTBOARD_ERR_MODULE, OUTBOARD_ERR_STATE};
+use crate::error::{bytes, bytes_mut, deref, guard, put, Error, OUTBOARD_ERR_ARG, OUTBOARD_ERR_MODULE, OUTBOARD_ERR_STATE, OUTBOARD_ERR_TRUNCATED};
 use crate::group::outboard_group;
+use crate::request::{hand_out as hand_out_request, outboard_request, outboard_status, Kind};
+use crate::{outboard_wait, OUTBOARD_OK};
 use crate::world::{outboard_world, Shared};
 
 /// A NICVM module (opaque): compiled and verified here; loaded on this
@@ -497,11 +499,14 @@ fn loaded(m: &outboard_module) -> Result<NicModule, Error> {
     s.loaded.as_ref().map(|(_, l)| l.clone()).ok_or_else(|| Error::new(OUTBOARD_ERR_MODULE, format!("module '{}' is not loaded on this rank's engine", m.core.name)))
 }
 
-/// Receives the module's next delivery to this rank (blocking): at most
-/// `cap` bytes into `buf`; `*len` its length, `*source` the world rank
-/// it came from (the previous hop; -1 if not a rank of the job), `*flags`
-/// [`OUTBOARD_DELIVERY_FAILED`] and [`OUTBOARD_DELIVERY_NEW`] bits. Any of
-/// the three may be null.
+/// Receives the module's next delivery to this rank (blocking, leaving
+/// the world to other threads while it waits, as `outboard_recv` does):
+/// at most `cap` bytes into `buf`; `*len` its full length, `*source` the
+/// world rank it came from (the previous hop; -1 if not a rank of the
+/// job), `*flags` [`OUTBOARD_DELIVERY_FAILED`] and
+/// [`OUTBOARD_DELIVERY_NEW`] bits. Any of the three may be null. A longer
+/// delivery is `OUTBOARD_ERR_TRUNCATED` with the three written and `buf`
+/// holding its start.
 #[no_mangle]
 pub unsafe extern "C" fn outboard_module_recv(
     module: *const outboard_module,
@@ -511,38 +516,55 @@ pub unsafe extern "C" fn outboard_module_recv(
     source: *mut i32,
     flags: *mut c_int,
 ) -> c_int {
-    guard(|| {
+    let mut req: *mut outboard_request = std::ptr::null_mut();
+    let started = guard(|| {
         let m = unsafe { deref(module, "module") }?;
-        let out = unsafe { bytes_mut(buf, cap, "buf") }?;
-        let max = u32::try_from(cap).unwrap_or(u32::MAX);
+        if buf.is_null() && cap > 0 {
+            return Err(Error::arg("buf is null"));
+        }
+        let cap32 = u32::try_from(cap).map_err(|_| Error::arg("cap beyond 4 GiB"))?;
         let (shared, l) = {
             let s = m.core.lock()?;
             let (shared, l) = s.loaded.as_ref().ok_or_else(|| Error::new(OUTBOARD_ERR_MODULE, format!("module '{}' is not loaded on this rank's engine", m.core.name)))?;
             (shared.clone(), l.clone())
         };
-        let (d, src) = shared.with(|w| {
-            let d = w.port().nicvm_recv(&l, max).map_err(|e| engine_error(e, &m.core.name, "receiving from"))?;
-            let src = w.rank_of(d.src).map_or(-1, |r| r as i32);
-            Ok((d, src))
+        let kind = shared.with(|w| {
+            let port = w.port();
+            let b = port.buffer_unzeroed(cap32)?;
+            match port.start_nicvm_recv(&l, b) {
+                Ok(r) => Ok(Kind::Recv { req: r, buf: b, out: buf.cast(), cap }),
+                Err(e) => {
+                    let _ = port.free(b);
+                    Err(engine_error(e, &m.core.name, "receiving from"))
+                }
+            }
         })?;
-        let n = d.data.len().min(out.len());
-        out[..n].copy_from_slice(&d.data[..n]);
-        let bits = if d.failed { OUTBOARD_DELIVERY_FAILED } else { 0 } | if d.new { OUTBOARD_DELIVERY_NEW } else { 0 };
+        // SAFETY: `req` is a local the request is written to.
+        unsafe { hand_out_request(shared, kind, &mut req) }
+    });
+    if started != OUTBOARD_OK {
+        return started;
+    }
+    let mut st = outboard_status::default();
+    // SAFETY: a request just handed out, finished and freed by the wait.
+    let rc = unsafe { outboard_wait(&mut req, &mut st) };
+    if rc == OUTBOARD_OK || rc == OUTBOARD_ERR_TRUNCATED {
+        let bits = if st.tag & NICVM_TAG_FAILED != 0 { OUTBOARD_DELIVERY_FAILED } else { 0 } | if st.tag & NICVM_TAG_NEW != 0 { OUTBOARD_DELIVERY_NEW } else { 0 };
         // SAFETY (all three): each is written only if non-null, and the
         // caller promises it points at a writable value of its type.
         unsafe {
             if !len.is_null() {
-                len.write(d.data.len());
+                len.write(st.len as usize);
             }
             if !source.is_null() {
-                source.write(src);
+                source.write(st.source);
             }
             if !flags.is_null() {
                 flags.write(bits);
             }
         }
-        Ok(())
-    })
+    }
+    rc
 }
 
 fn info(r: &ModuleReport) -> outboard_module_info {
@@ -585,4 +607,71 @@ pub unsafe extern "C" fn outboard_module_list(world: *const outboard_world, info
         }
         unsafe { put(count, list.len(), "count") }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::outboard_last_error;
+
+    fn last() -> String {
+        // SAFETY: the library's per-thread message, NUL-terminated.
+        unsafe { CStr::from_ptr(outboard_last_error()) }.to_string_lossy().into_owned()
+    }
+
+    fn compile_c(name: &CStr, source: &CStr) -> (c_int, *mut outboard_module) {
+        let mut m = std::ptr::null_mut();
+        // SAFETY: both are NUL-terminated C strings.
+        let rc = unsafe { outboard_module_compile(name.as_ptr(), source.as_ptr(), &mut m) };
+        (rc, m)
+    }
+
+    const NEGATE_SUM: &CStr = c"func main()\n    acc_set_i64(0, acc_get_i64(0) - packet_get_i64(0));\n    return 0;\nend func;\n";
+
+    #[test]
+    fn bad_names_sources_and_bytecode_are_refused_naming_the_module() {
+        let (rc, m) = compile_c(c"two words", NEGATE_SUM);
+        assert_eq!((rc, m.is_null()), (OUTBOARD_ERR_ARG, true));
+        assert!(last().contains("module name \"two words\" is not 1 to 64 characters"), "{}", last());
+        let (rc, _) = compile_c(c"\xff", NEGATE_SUM);
+        assert_eq!(rc, OUTBOARD_ERR_ARG);
+        assert!(last().contains("not valid UTF-8"), "{}", last());
+        let (rc, _) = compile_c(c"bad", c"func main( end");
+        assert_eq!(rc, OUTBOARD_ERR_MODULE);
+        assert!(last().starts_with("module 'bad' does not compile: line 1, column "), "{}", last());
+        let mut m = std::ptr::null_mut();
+        // SAFETY: a NUL-terminated name and 3 readable bytes.
+        let rc = unsafe { outboard_module_from_bytecode(c"junk".as_ptr(), b"NVM".as_ptr().cast(), 3, &mut m) };
+        assert_eq!((rc, m.is_null()), (OUTBOARD_ERR_MODULE, true));
+        assert!(last().contains("the bytecode of module 'junk' does not decode"), "{}", last());
+    }
+
+    #[test]
+    fn a_module_runs_here_and_its_operator_code_outlives_its_handle_only_as_a_refusal() {
+        let (rc, m) = compile_c(c"negsum", NEGATE_SUM);
+        assert_eq!(rc, OUTBOARD_OK, "{}", last());
+        let mut acc = 10i64.to_le_bytes();
+        let other = 3i64.to_le_bytes();
+        // SAFETY: 8 bytes at each.
+        assert_eq!(unsafe { outboard_module_combine(m, acc.as_mut_ptr().cast(), other.as_ptr().cast(), 8) }, OUTBOARD_OK);
+        assert_eq!(i64::from_le_bytes(acc), 7);
+        let mut short = [0u8; 4];
+        // SAFETY: 4 bytes at each; the module reads 8 and traps.
+        assert_eq!(unsafe { outboard_module_combine(m, short.as_mut_ptr().cast(), other.as_ptr().cast(), 4) }, OUTBOARD_ERR_MODULE);
+        assert!(last().starts_with("module 'negsum' failed combining 4 bytes: "), "{}", last());
+        let mut op = 0;
+        // SAFETY: a live handle and a writable int.
+        assert_eq!(unsafe { outboard_op_from_module(m, &mut op) }, OUTBOARD_OK);
+        assert!(op >= OUTBOARD_OP_MODULE_FIRST);
+        let e = module_op(op, Datatype::I64).expect("a module's code").unwrap_err();
+        assert_eq!(e.code, OUTBOARD_ERR_MODULE);
+        assert!(e.msg.contains("module 'negsum' is not loaded on this rank's engine"), "{}", e.msg);
+        // SAFETY: freed once.
+        assert_eq!(unsafe { outboard_module_free(m) }, OUTBOARD_OK);
+        let e = module_op(op, Datatype::I64).expect("a module's code").unwrap_err();
+        assert_eq!(e.code, OUTBOARD_ERR_ARG);
+        assert!(e.msg.contains("names module 'negsum', whose handle was freed"), "{}", e.msg);
+        assert!(module_op(OUTBOARD_OP_MODULE_FIRST - 1, Datatype::I64).is_none());
+        assert_eq!(name_of(module_id("negsum").0).as_deref(), Some("negsum"));
+    }
 }
