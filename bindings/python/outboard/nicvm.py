@@ -141,7 +141,9 @@ class Module(Handle):
     def replace(self, group: "Group", source: str) -> None:
         """Replaces the loaded module with ``source`` (its variables start
         afresh; ``op`` then reduces with the new code). Collective, as the
-        load was. A source that does not compile changes nothing."""
+        load was. A source that does not compile changes nothing. Not for
+        ranks sharing a node engine (each would replace the shared copy
+        again): load new code under a new name there."""
         self._check(_lib.lib().outboard_module_replace(group._p(), self._p(), _source_bytes(source, self._name)))
 
     def purge(self) -> None:

@@ -306,7 +306,11 @@ pub unsafe extern "C" fn outboard_module_load(group: *const outboard_group, modu
 /// Replaces the loaded module with `source` compiled (its module-level
 /// variables start afresh; its operator code reduces with the new code).
 /// Collective over `group`, as the load was. A source that does not
-/// compile fails with `OUTBOARD_ERR_MODULE` and changes nothing.
+/// compile fails with `OUTBOARD_ERR_MODULE` and changes nothing. Ranks
+/// that share a node engine share one copy, which each replace would
+/// replace again, leaving the others' handles naming an older generation
+/// (their reductions then fail as stale): there, load new code under a
+/// new name instead.
 #[no_mangle]
 pub unsafe extern "C" fn outboard_module_replace(group: *const outboard_group, module: *const outboard_module, source: *const c_char) -> c_int {
     guard(|| {
