@@ -38,10 +38,13 @@ static enum why message(int count, MPI_Datatype dt, enum coll k, struct layout *
     return W_TAKEN;
 }
 
-static enum why reduction(int count, MPI_Datatype dt, MPI_Op op, enum coll k, struct layout *l, long long *bytes, int *obop) {
+/* Whether a reduction on `comm` is taken over, and with which operator:
+ * a module's (modules.c) when its engines have it, else a built-in one. */
+static enum why reduction(MPI_Comm comm, int count, MPI_Datatype dt, MPI_Op op, enum coll k, struct layout *l, long long *bytes, int *obop) {
     enum why w = message(count, dt, k, l, bytes);
     if (w == W_DATATYPE) return w;
-    enum why r = ob_reduction(l, op, obop);
+    int m = ob_module_reduction(comm, l, op, obop);
+    enum why r = m >= 0 ? (enum why)m : ob_reduction(l, op, obop);
     return r != W_TAKEN ? r : w;
 }
 
@@ -104,7 +107,7 @@ int MPI_Reduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype dt, M
     struct layout l;
     long long bytes = 0;
     int obop = 0;
-    enum why w = reduction(count, dt, op, C_REDUCE, &l, &bytes, &obop);
+    enum why w = reduction(comm, count, dt, op, C_REDUCE, &l, &bytes, &obop);
     outboard_group *g = take(comm, C_REDUCE, L_BLOCKING, w, bytes, NULL);
     if (!g) return PMPI_Reduce(sendbuf, recvbuf, count, dt, op, root, comm);
     if (bad_root(g, root, comm)) return MPI_ERR_ROOT;
@@ -117,7 +120,7 @@ int MPI_Allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype dt
     struct layout l;
     long long bytes = 0;
     int obop = 0;
-    enum why w = reduction(count, dt, op, C_ALLREDUCE, &l, &bytes, &obop);
+    enum why w = reduction(comm, count, dt, op, C_ALLREDUCE, &l, &bytes, &obop);
     outboard_group *g = take(comm, C_ALLREDUCE, L_BLOCKING, w, bytes, NULL);
     if (!g) return PMPI_Allreduce(sendbuf, recvbuf, count, dt, op, comm);
     const void *src = sendbuf == MPI_IN_PLACE ? NULL : sendbuf;
@@ -168,7 +171,7 @@ int MPI_Ireduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype dt, 
     long long bytes = 0;
     int obop = 0;
     struct comm *c = NULL;
-    enum why w = reduction(count, dt, op, C_REDUCE, &l, &bytes, &obop);
+    enum why w = reduction(comm, count, dt, op, C_REDUCE, &l, &bytes, &obop);
     outboard_group *g = take(comm, C_REDUCE, L_NONBLOCKING, w, bytes, &c);
     if (!g) return PMPI_Ireduce(sendbuf, recvbuf, count, dt, op, root, comm, req);
     if (bad_root(g, root, comm)) return MPI_ERR_ROOT;
@@ -184,7 +187,7 @@ int MPI_Iallreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype d
     long long bytes = 0;
     int obop = 0;
     struct comm *c = NULL;
-    enum why w = reduction(count, dt, op, C_ALLREDUCE, &l, &bytes, &obop);
+    enum why w = reduction(comm, count, dt, op, C_ALLREDUCE, &l, &bytes, &obop);
     outboard_group *g = take(comm, C_ALLREDUCE, L_NONBLOCKING, w, bytes, &c);
     if (!g) return PMPI_Iallreduce(sendbuf, recvbuf, count, dt, op, comm, req);
     const void *src = sendbuf == MPI_IN_PLACE ? NULL : sendbuf;

@@ -14,7 +14,7 @@ enum how { H_OFF, H_OFFLOAD, H_HOST };
 
 /* Why a call was not taken over (verbose mode prints each once per
  * communicator and collective). */
-enum why { W_TAKEN, W_OFF, W_DATATYPE, W_OP, W_SIZE, W_SIZE_NODES, W_INTER, W_NOGROUP, W_UNMAPPED, W_COUNT };
+enum why { W_TAKEN, W_OFF, W_DATATYPE, W_OP, W_SIZE, W_SIZE_NODES, W_INTER, W_NOGROUP, W_UNMAPPED, W_MODULE, W_COUNT };
 
 /* Blocking and non-blocking collectives of one communicator run on two
  * Outboard groups, so each kind keeps its own order, as in Open MPI and
@@ -72,10 +72,15 @@ int ob_wrap(MPI_Comm comm, struct comm *c, enum coll k, int rc, outboard_request
 struct staging *ob_staging(void *copy, void *buf, int count, MPI_Datatype dt, long long bytes, MPI_Comm comm, int unpack);
 void ob_drain(void);
 
+/* modules.c: NICVM modules as operators (outboard_mpi.h). */
+int ob_module_reduction(MPI_Comm comm, const struct layout *l, MPI_Op op, int *obop);
+void ob_modules_stop(void);
+
 /* outboard_mpi.c */
 void ob_say(MPI_Comm comm, struct comm *c, enum coll k, int nb, enum why w);
 int ob_failed(MPI_Comm comm, const char *call, int rc);
 int ob_error_code(int rc, const char *what);
+int ob_fail_msg(MPI_Comm comm, int class, const char *call, const char *why);
 extern const char *const ob_coll_name[C_COUNT];
 extern const char *const ob_icoll_name[C_COUNT];
 

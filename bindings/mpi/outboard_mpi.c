@@ -10,6 +10,7 @@
  * the verbose report and errors. The parts: types.c (what a datatype is to
  * Outboard), comms.c (communicators as groups), colls.c (the collectives),
  * requests.c (non-blocking requests and MPI's wait and test functions),
+ * modules.c (NICVM modules as reduction operators, outboard_mpi.h),
  * fortran.c (the Fortran entry points).
  *
  * MPI_Init / MPI_Init_thread call PMPI first, then bring Outboard up from
@@ -66,7 +67,8 @@ static const char *const why_text[W_COUNT] = {
     "operation not offloadable for this datatype", "message beyond the size threshold",
     "message beyond the size threshold between nodes",
     "inter-communicator", "no Outboard group (set-up failed at some rank)",
-    "communicator not mapped (made by a call the library does not wrap, such as MPI_Comm_idup)"};
+    "communicator not mapped (made by a call the library does not wrap, such as MPI_Comm_idup)",
+    "the operation's module is not loaded on this communicator's engines (MPI runs it on the hosts)"};
 
 void ob_say(MPI_Comm comm, struct comm *c, enum coll k, int nb, enum why w) {
     unsigned bit = 1u << (w + (nb ? 16 : 0));
@@ -128,10 +130,11 @@ static const char *what_failed(int rc) {
     return last && *last ? last : outboard_strerror(rc);
 }
 
-int ob_error_code(int rc, const char *what) {
-    int class = error_class(rc);
+/* An error code of `class` whose string says that `what` failed at this
+ * rank and why. */
+static int code_for(int class, const char *what, const char *why) {
     char msg[MPI_MAX_ERROR_STRING];
-    snprintf(msg, sizeof msg, "%s failed at rank %d: %s", what, ob.rank, what_failed(rc));
+    snprintf(msg, sizeof msg, "%s failed at rank %d: %s", what, ob.rank, why);
     pthread_mutex_lock(&codes_lock);
     int code = class;
     for (int i = 0; i < ncodes; i++)
@@ -150,6 +153,19 @@ int ob_error_code(int rc, const char *what) {
     }
 out:
     pthread_mutex_unlock(&codes_lock);
+    return code;
+}
+
+int ob_error_code(int rc, const char *what) {
+    return code_for(error_class(rc), what, what_failed(rc));
+}
+
+/* A failure the library found itself (not the C ABI): said on stderr and
+ * given to `comm`'s error handler, as ob_failed does. */
+int ob_fail_msg(MPI_Comm comm, int class, const char *call, const char *why) {
+    fprintf(stderr, "outboard_mpi: rank %d: %s failed: %s\n", ob.rank, call, why);
+    int code = code_for(class, call, why);
+    PMPI_Comm_call_errhandler(comm, code);
     return code;
 }
 
@@ -299,6 +315,7 @@ int MPI_Init_thread(int *argc, char ***argv, int required, int *provided) {
 }
 
 int MPI_Finalize(void) {
+    ob_modules_stop();
     if (ob.up) {
         ob_drain();
         ob_comms_stop();

@@ -16,6 +16,9 @@ holding it), else beside the ``outboard`` command on ``PATH`` (an
 cargo target directory (``CARGO_TARGET_DIR``, or the repository's
 ``target``); see ``_lib.candidates``. Every failed C call raises a subclass of
 ``OutboardError`` named for its status code.
+
+NICVM modules (``Module``) are compiled here, loaded on the engines and
+used as reduction operators: ``group.allreduce(values, op=module)``.
 """
 
 __version__ = "0.1.0"
@@ -28,6 +31,7 @@ from .errors import (
     EngineLostError,
     InitError,
     InternalError,
+    ModuleError,
     NotReadyTimeoutError,
     SourceClosedError,
     OperationError,
@@ -46,6 +50,7 @@ from ._lib import LibraryNotFoundError
 from .group import Group
 from .lock import Lock
 from .memory import Memory
+from .nicvm import Delivery, Module, ModuleInfo
 from .request import Request, Status, wait_all
 from .types import ALL_TAG_BITS, ANY_SOURCE, GROUP_ID_LIMIT, UNDEFINED, AtomicOp, DType, Mode, Op
 from .world import World
@@ -61,6 +66,7 @@ __all__ = [
     "CancelledError",
     "CollectiveError",
     "CollectiveMismatchError",
+    "Delivery",
     "DType",
     "EngineLostError",
     "Group",
@@ -71,6 +77,9 @@ __all__ = [
     "Lock",
     "Memory",
     "Mode",
+    "Module",
+    "ModuleError",
+    "ModuleInfo",
     "NotReadyTimeoutError",
     "Op",
     "OperationError",

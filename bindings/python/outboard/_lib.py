@@ -37,6 +37,23 @@ class CStatus(ctypes.Structure):
     ]
 
 
+class CModuleInfo(ctypes.Structure):
+    """``outboard_module_info``: a loaded module and its counters."""
+
+    _fields_ = [
+        ("name", ctypes.c_char * 65),
+        ("generation", ctypes.c_uint32),
+        ("persist", ctypes.c_int),
+        ("invocations", ctypes.c_uint64),
+        ("instructions", ctypes.c_uint64),
+        ("out_of_fuel", ctypes.c_uint64),
+        ("traps", ctypes.c_uint64),
+        ("bad_sends", ctypes.c_uint64),
+        ("send_failures", ctypes.c_uint64),
+        ("stale", ctypes.c_uint64),
+    ]
+
+
 def _places() -> List[Tuple[str, List[Path]]]:
     """Every place the library is looked for, in order, as (what it is,
     the files there that could be it)."""
@@ -150,6 +167,10 @@ PU32 = ctypes.POINTER(ctypes.c_uint32)
 PU64 = ctypes.POINTER(ctypes.c_uint64)
 PI = ctypes.POINTER(ctypes.c_int)
 PST = ctypes.POINTER(CStatus)
+STR = ctypes.c_char_p
+PSZ = ctypes.POINTER(ctypes.c_size_t)
+PI32 = ctypes.POINTER(ctypes.c_int32)
+PMI = ctypes.POINTER(CModuleInfo)
 
 # name: argument types (every function returns an int status code except
 # the two string functions).
@@ -199,6 +220,18 @@ SIGNATURES = {
     "outboard_lock_try": [P, PI],
     "outboard_lock_release": [P],
     "outboard_lock_free": [P],
+    "outboard_module_compile": [STR, STR, PP],
+    "outboard_module_from_bytecode": [STR, P, SZ, PP],
+    "outboard_module_bytecode": [P, P, SZ, PSZ],
+    "outboard_module_load": [P, P, CINT, U32],
+    "outboard_module_replace": [P, P, STR],
+    "outboard_module_purge": [P],
+    "outboard_module_free": [P],
+    "outboard_op_from_module": [P, PI],
+    "outboard_module_combine": [P, P, P, SZ],
+    "outboard_module_send": [P, P, U32, U32, P, SZ, PI],
+    "outboard_module_recv": [P, P, SZ, PSZ, PI32, PI],
+    "outboard_module_list": [P, PMI, SZ, PSZ],
 }
 
 

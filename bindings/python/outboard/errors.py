@@ -31,6 +31,7 @@ ERR_NOT_READY_TIMEOUT = 16
 ERR_SENDER_ABORTED = 17
 ERR_COLL_MISMATCH = 18
 ERR_ENGINE_LOST = 19
+ERR_MODULE = 20
 
 
 class OutboardError(Exception):
@@ -187,6 +188,16 @@ class EngineLostError(OutboardError):
     code = ERR_ENGINE_LOST
 
 
+class ModuleError(OutboardError):
+    """A NICVM module failed (``OUTBOARD_ERR_MODULE``): its source does not
+    compile, its bytecode does not verify, an engine refused it, or, as a
+    reduction's operator, it ran out of fuel, trapped or reported failure
+    (here or at another member). ``module`` is the module's name."""
+
+    code = ERR_MODULE
+    module: Optional[str] = None
+
+
 ERRORS: Dict[int, Type[OutboardError]] = {
     c.code: c  # type: ignore[misc]
     for c in (
@@ -209,6 +220,7 @@ ERRORS: Dict[int, Type[OutboardError]] = {
         SenderAbortedError,
         EngineLostError,
         CollectiveMismatchError,
+        ModuleError,
     )
 }
 
@@ -232,10 +244,14 @@ def from_code(code: int) -> OutboardError:
     return error_class(code)(description, detail, code)
 
 
-def check(code: int) -> None:
-    """Raises the typed exception for a nonzero status code."""
+def check(code: int, module: Optional[str] = None) -> None:
+    """Raises the typed exception for a nonzero status code; a
+    ``ModuleError`` of a call on ``module`` carries its name."""
     if code != OK:
-        raise from_code(code)
+        e = from_code(code)
+        if isinstance(e, ModuleError):
+            e.module = module
+        raise e
 
 
 def closed(what: str) -> StateError:

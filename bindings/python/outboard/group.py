@@ -7,15 +7,33 @@ from __future__ import annotations
 import ctypes
 import pickle
 import struct
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any, Optional, Tuple
 
 from . import _buffers, _lib, errors, reduction
 from .handle import Handle, made
+from .nicvm import OP_MODULE_FIRST, Module
 from .request import Request
 from .types import UNDEFINED, Mode, Op, uint
 
 if TYPE_CHECKING:
     from .lock import Lock
+
+
+def _operator(op: Any) -> Tuple[int, Optional[str]]:
+    """The C operator code of ``op`` (an ``Op``, its name, a ``Module`` or
+    its ``op`` code)
+    and, for a module, its name (which its failures carry)."""
+    if isinstance(op, Module):
+        return op.op, op.name
+    if isinstance(op, int) and not isinstance(op, bool) and op >= OP_MODULE_FIRST:
+        return op, None  # a Module.op: the library checks it
+    return int(Op.of(op)), None
+
+
+def _uses(group: "Group", op: Any) -> Tuple[Any, ...]:
+    """The handles a reduction with ``op`` uses: a module operator's may
+    not be closed until it finishes."""
+    return (group, op) if isinstance(op, Module) else (group,)
 
 
 class Group(Handle):
@@ -124,21 +142,22 @@ class Group(Handle):
     # --- reductions ------------------------------------------------------
 
     def allreduce(self, values: Any, op: Any = Op.SUM, dtype: Any = None) -> Any:
-        """Combines every member's ``values`` with ``op``; every member gets
-        the result in the shape it passed: a number, a list (for a
+        """Combines every member's ``values`` with ``op`` (an ``Op``, its
+        name, or a loaded ``Module``, run by the engines whatever the
+        group's mode); every member gets the result in the shape it passed: a number, a list (for a
         sequence) or an ``array.array`` (for a buffer). ``dtype`` defaults to
         INT64 for integers, DOUBLE for floats, and a typed buffer's own."""
         return self.iallreduce(values, op, dtype).wait()
 
     def iallreduce(self, values: Any, op: Any = Op.SUM, dtype: Any = None) -> Request:
         """Starts an allreduce (``values`` are copied at once)."""
-        o = Op.of(op)
+        o, m = _operator(op)
         data, count, d, shape = reduction.pack(values, dtype)
         out = reduction.result_buffer(count, d)
         p, _ = _buffers.writable(out, "result")
         req = ctypes.c_void_p()
-        errors.check(_lib.lib().outboard_allreduce_start(self._p(), data, p, count, int(d), int(o), ctypes.byref(req)))
-        return Request(req, self, keep=(p, out), finish=lambda _st: shape(bytes(out)), uses=(self,))
+        errors.check(_lib.lib().outboard_allreduce_start(self._p(), data, p, count, int(d), o, ctypes.byref(req)), module=m)
+        return Request(req, self, keep=(p, out), finish=lambda _st: shape(bytes(out)), uses=_uses(self, op), module=m)
 
     def allreduce_into(self, recvbuf: Any, sendbuf: Any = None, op: Any = Op.SUM, dtype: Any = None) -> Any:
         """Allreduce between buffers: ``sendbuf`` (same size as ``recvbuf``),
@@ -148,7 +167,7 @@ class Group(Handle):
 
     def iallreduce_into(self, recvbuf: Any, sendbuf: Any = None, op: Any = Op.SUM, dtype: Any = None) -> Request:
         """Starts an allreduce between buffers (see ``allreduce_into``)."""
-        o = Op.of(op)
+        o, m = _operator(op)
         mv, d = reduction.buffer_dtype(recvbuf, dtype, "recvbuf")
         p, n = _buffers.writable(mv, "recvbuf")
         src = None
@@ -158,8 +177,8 @@ class Group(Handle):
                 raise errors.ArgumentError("invalid argument", f"sendbuf has {smv.nbytes} bytes, recvbuf {n}")
             src, _ = _buffers.readable(smv, "sendbuf")
         req = ctypes.c_void_p()
-        errors.check(_lib.lib().outboard_allreduce_start(self._p(), src, p, n // d.itemsize, int(d), int(o), ctypes.byref(req)))
-        return Request(req, self, keep=(p, recvbuf), finish=lambda _st: recvbuf, uses=(self,))
+        errors.check(_lib.lib().outboard_allreduce_start(self._p(), src, p, n // d.itemsize, int(d), o, ctypes.byref(req)), module=m)
+        return Request(req, self, keep=(p, recvbuf), finish=lambda _st: recvbuf, uses=_uses(self, op), module=m)
 
     def reduce(self, values: Any, op: Any = Op.SUM, root: int = 0, dtype: Any = None) -> Any:
         """Combines every member's ``values`` with ``op`` at ``root`` (shapes
@@ -168,15 +187,15 @@ class Group(Handle):
 
     def ireduce(self, values: Any, op: Any = Op.SUM, root: int = 0, dtype: Any = None) -> Request:
         """Starts a reduce (``values`` are copied at once)."""
-        o = Op.of(op)
+        o, m = _operator(op)
         r = uint(root, 32, "root")
         data, count, d, shape = reduction.pack(values, dtype)
         out = reduction.result_buffer(count, d)
         p, _ = _buffers.writable(out, "result")
         at_root = r == self.rank
         req = ctypes.c_void_p()
-        errors.check(_lib.lib().outboard_reduce_start(self._p(), data, p, count, int(d), int(o), r, ctypes.byref(req)))
-        return Request(req, self, keep=(p, out), finish=lambda _st: shape(bytes(out)) if at_root else None, uses=(self,))
+        errors.check(_lib.lib().outboard_reduce_start(self._p(), data, p, count, int(d), o, r, ctypes.byref(req)), module=m)
+        return Request(req, self, keep=(p, out), finish=lambda _st: shape(bytes(out)) if at_root else None, uses=_uses(self, op), module=m)
 
     # --- lock ------------------------------------------------------------
 

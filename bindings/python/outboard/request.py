@@ -44,13 +44,14 @@ class Request:
     inside ``test``/``wait``.
     """
 
-    def __init__(self, ptr: ctypes.c_void_p, owner: Any, keep: Any = None, finish: Optional[Callable[[Status], Any]] = None, uses: Iterable[Any] = ()):
+    def __init__(self, ptr: ctypes.c_void_p, owner: Any, keep: Any = None, finish: Optional[Callable[[Status], Any]] = None, uses: Iterable[Any] = (), module: Optional[str] = None):
         for h in uses:  # handles that must not be closed before it finishes
             h._track(self)
         self._req = ptr
         self._owner = owner  # the world or group; keeps its handle alive
         self._keep = keep
         self._finish = finish
+        self._module = module  # the module that is its operator, if any
         self._lock = threading.Lock()
         self._result: Any = _PENDING
         self._error: Optional[BaseException] = None
@@ -68,6 +69,8 @@ class Request:
             e = errors.from_code(rc)
             if isinstance(e, errors.TruncatedError):
                 e.status = self.status
+            if isinstance(e, errors.ModuleError):
+                e.module = self._module
             self._error = e
         else:
             try:

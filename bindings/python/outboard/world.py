@@ -8,12 +8,14 @@ import ctypes
 import threading
 import warnings
 import weakref
-from typing import Any, Optional, Sequence, Tuple, cast
+from typing import Any, List, Optional, Sequence, Tuple, cast
 
 from . import _buffers, _lib, errors
 from .group import Group
 from .handle import Handle, made
 from .memory import Memory
+from .nicvm import ModuleInfo
+from .nicvm import modules as _modules
 from .request import Request, Status
 from .types import ALL_TAG_BITS, ANY_SOURCE, AtomicOp, Mode, Op, operand_bits, uint, word
 from .types import source as _source
@@ -179,6 +181,11 @@ class World(Handle):
         """``world.group.reduce()``."""
         self._p()
         return self.group.reduce(values, op, root, dtype)
+
+    def modules(self) -> List[ModuleInfo]:
+        """The job's NICVM modules on this rank's engine, with their
+        counters (see ``outboard.Module``)."""
+        return _modules(self)
 
     # --- point-to-point --------------------------------------------------
 

@@ -301,6 +301,74 @@ def rdma_and_atomics(w):
     print("rdma and atomics ok", flush=True)
 
 
+# Element-wise maximum of absolute values of i64s: not a built-in operator.
+ABSMAX = """
+func abs(v)
+    if v < 0 then return -v; end if;
+    return v;
+end func;
+func main()
+    var off = 0;
+    if packet_length() != acc_length() or packet_length() % 8 != 0 then
+        return NICVM_RESULT_FAILURE;
+    end if;
+    while off < packet_length() do
+        if abs(packet_get_i64(off)) > abs(acc_get_i64(off)) then
+            acc_set_i64(off, abs(packet_get_i64(off)));
+        else
+            acc_set_i64(off, abs(acc_get_i64(off)));
+        end if;
+        off = off + 8;
+    end while;
+    return NICVM_RESULT_PACKET_CONSUMED;
+end func;
+"""
+
+# Never finishes a combine step: out of fuel every time.
+SPIN = "func main()\n    while 1 do end while;\n    return 0;\nend func;\n"
+
+
+def modules(w):
+    """A module as a reduction operator: results equal to the reference
+    computed here, in both modes and split-phase, from source and from
+    bytecode; a failing module raises ModuleError naming it at every rank,
+    and the next collective runs."""
+    g = w.group
+    mine = [((i * 7919 + rank * 104729) % 1000003 - 500000) * (-1 if (i + rank) % 3 == 0 else 1) for i in range(29)]
+    every = [[((i * 7919 + r * 104729) % 1000003 - 500000) * (-1 if (i + r) % 3 == 0 else 1) for i in range(29)] for r in range(w.size)]
+    want = [max(abs(v[i]) for v in every) for i in range(29)]
+    with outboard.Module("absmax", ABSMAX) as m:
+        m.load(g)
+        check(g.allreduce(mine, m) == want, "allreduce with the module")
+        check(g.allreduce(mine, m.op) == want, "allreduce with its operator code")
+        check(g.iallreduce(mine, m).wait() == want, "iallreduce with the module")
+        got = g.reduce(mine, m, root=w.size - 1)
+        check(got == (want if rank == w.size - 1 else None), "reduce with the module")
+        buf = array.array("q", mine)
+        check(g.allreduce_into(buf, op=m).tolist() == want, "allreduce_into with the module")
+        with w.new_group(Mode.HOST_BASED) as hb:
+            check(hb.allreduce(mine, m) == want, "a module operator in a host-based group")
+        acc = array.array("q", mine)
+        for v in every:
+            acc = array.array("q", m.combine(acc, array.array("q", v)))
+        check(acc.tolist() == want, "the module run here")
+        info = [i for i in w.modules() if i.name == "absmax"]
+        check(len(info) == 1 and info[0].invocations > 0 and info[0].out_of_fuel == 0)
+        with outboard.Module("absmax_copy", bytecode=m.bytecode) as copy:
+            copy.load(g)
+            check(g.allreduce(mine, copy) == want, "the module from its bytecode")
+            g.barrier()
+            copy.purge()
+    with outboard.Module("spin", SPIN) as spin:
+        spin.load(g)
+        e = raises(outboard.ModuleError, g.allreduce, mine, spin, contains="module 'spin'")
+        check(e.module == "spin", f"the exception names the module: {e.module!r}")
+        print(f"allreduce with spin failed: {e}", flush=True)
+        g.barrier()
+    check(g.allreduce(rank, Op.SUM) == w.size * (w.size - 1) // 2, "a collective after the failure")
+    print("modules ok", flush=True)
+
+
 def main():
     global rank
     with outboard.World() as w:
@@ -332,6 +400,7 @@ def main():
         raises(outboard.ArgumentError, w.create_group, 6, [(rank + 1) % w.size], contains="not a member")
         messages(w)
         rdma_and_atomics(w)
+        modules(w)
         left_open = w.new_group()  # freed by the world's close
     check(left_open.closed and w.closed and w.group.closed)
     raises(outboard.StateError, getattr, w, "rank")

@@ -166,8 +166,8 @@ class Reductions(unittest.TestCase):
 
 class Errors(unittest.TestCase):
     def test_one_class_per_code(self):
-        classes = [errors.error_class(c) for c in range(1, 19)]
-        self.assertEqual(len(set(classes)), 18)
+        classes = [errors.error_class(c) for c in range(1, 21)]
+        self.assertEqual(len(set(classes)), 20)
         for code, cls in enumerate(classes, 1):
             self.assertTrue(issubclass(cls, outboard.OutboardError))
             self.assertEqual(cls.code, code)
@@ -183,6 +183,7 @@ class Errors(unittest.TestCase):
         self.assertIs(errors.error_class(17), outboard.SenderAbortedError)
         self.assertIs(errors.error_class(18), outboard.CollectiveMismatchError)
         self.assertTrue(issubclass(outboard.CollectiveMismatchError, outboard.CollectiveError))
+        self.assertIs(errors.error_class(20), outboard.ModuleError)
         e = outboard.PeerError("a peer is unreachable", "rank 3")
         self.assertEqual((str(e), e.code, e.detail), ("a peer is unreachable: rank 3", 3, "rank 3"))
 
@@ -201,8 +202,8 @@ class Errors(unittest.TestCase):
         e = errors.from_code(errors.ERR_COLL_MISMATCH)
         self.assertIsInstance(e, outboard.CollectiveMismatchError)
         self.assertEqual(e.description, "the group's members called different collectives")
-        descriptions = {errors.from_code(c).description for c in range(0, 19)}
-        self.assertEqual(len(descriptions), 19)
+        descriptions = {errors.from_code(c).description for c in range(0, 21)}
+        self.assertEqual(len(descriptions), 21)
         self.assertNotIn("unknown error code", descriptions)
 
 
@@ -338,6 +339,84 @@ class WorldOfOne(unittest.TestCase):
             self.assertEqual(m.read(12), bytes([9, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0]))
             self.assertRaises(outboard.RdmaError, self.w.fetch_add, 0, k, 16, 1)
             self.assertRaises(outboard.RdmaError, self.w.fetch_add, 0, k ^ 1, 0, 1)
+
+
+MAX_ABS = """
+func abs(v)
+    if v < 0 then return -v; end if;
+    return v;
+end func;
+func main()
+    var off = 0;
+    while off < packet_length() do
+        if abs(packet_get_i64(off)) > abs(acc_get_i64(off)) then
+            acc_set_i64(off, abs(packet_get_i64(off)));
+        else
+            acc_set_i64(off, abs(acc_get_i64(off)));
+        end if;
+        off = off + 8;
+    end while;
+    return NICVM_RESULT_PACKET_CONSUMED;
+end func;
+"""
+
+SPIN = "func main()\n    while 1 do end while;\n    return 0;\nend func;\n"
+
+
+@unittest.skipUnless(library_loads(), "liboutboard_capi.so not found")
+class Modules(unittest.TestCase):
+    """NICVM modules: compiled here, run here, and on the engine of a job
+    of one (a reduction of one member combines nothing: ranks.py reduces
+    with several)."""
+
+    def test_bad_names_and_sources_name_what_is_wrong(self):
+        with self.assertRaises(outboard.ArgumentError) as cm:
+            outboard.Module("bad name", SPIN)
+        self.assertIn("module name \"bad name\"", str(cm.exception))
+        self.assertRaises(outboard.ArgumentError, outboard.Module, "nul\0", SPIN)
+        self.assertRaises(outboard.ArgumentError, outboard.Module, "surrogate", "// \udc80")
+        self.assertRaises(TypeError, outboard.Module, "both", SPIN, bytecode=b"")
+        self.assertRaises(TypeError, outboard.Module, "neither")
+        with self.assertRaises(outboard.ModuleError) as cm:
+            outboard.Module("broken", "func main(\n  return 0;\nend func;\n")
+        self.assertEqual(cm.exception.module, "broken")
+        self.assertIn("module 'broken' does not compile: line 2", str(cm.exception))
+        with self.assertRaises(outboard.ModuleError) as cm:
+            outboard.Module("junk", bytecode=b"NVM?")
+        self.assertEqual(cm.exception.module, "junk")
+
+    def test_combine_here_and_from_bytecode(self):
+        with outboard.Module("maxabs", MAX_ABS) as m:
+            acc = array.array("q", [3, -9, 0])
+            got = array.array("q", m.combine(acc, array.array("q", [-4, 2, -1])))
+            self.assertEqual(got.tolist(), [4, 9, 1])
+            with outboard.Module("maxabs_copy", bytecode=m.bytecode) as copy:
+                self.assertEqual(copy.bytecode, m.bytecode)
+                self.assertEqual(copy.combine(acc, array.array("q", [-4, 2, -1])), bytes(got))
+            self.assertRaises(outboard.ArgumentError, m.combine, b"12345678", b"1234")
+        with outboard.Module("spin", SPIN) as spin:
+            with self.assertRaises(outboard.ModuleError) as cm:
+                spin.combine(bytes(8), bytes(8))
+            self.assertEqual(cm.exception.module, "spin")
+            self.assertIn("out of fuel", str(cm.exception))
+
+    def test_load_reduce_list_send_purge_in_a_job_of_one(self):
+        with outboard.World() as w, outboard.Module("maxabs1", MAX_ABS) as m, outboard.Module("pass1", "func main() return 0; end func;") as p:
+            self.assertRaises(outboard.ModuleError, w.allreduce, [1], m)
+            m.load(w.group)
+            self.assertEqual(w.allreduce([-5, 6], m), [-5, 6])
+            self.assertEqual(w.group.reduce([7], m, root=0), [7])
+            self.assertIn("maxabs1", [i.name for i in w.modules()])
+            p.load(w.group)
+            self.assertFalse(p.send(w.group, b"to myself", dest=0))
+            d = p.recv()
+            self.assertEqual((d.data, d.source, d.failed, d.new), (b"to myself", 0, False, False))
+            m.purge()
+            self.assertNotIn("maxabs1", [i.name for i in w.modules()])
+            with self.assertRaises(outboard.ModuleError) as cm:
+                w.allreduce([1], m)
+            self.assertEqual(cm.exception.module, "maxabs1")
+            self.assertIn("not loaded", str(cm.exception))
 
 
 @unittest.skipUnless(library_loads(), "liboutboard_capi.so not found")

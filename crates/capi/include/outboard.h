@@ -136,6 +136,12 @@
 // process died or detached this process); nothing more completes.
 #define OUTBOARD_ERR_ENGINE_LOST 19
 
+// A NICVM module failed: its source does not compile, its bytecode does
+// not verify, an engine refused it, or, as a reduction's operator, it ran
+// out of fuel, trapped or reported failure (the message names the
+// module).
+#define OUTBOARD_ERR_MODULE 20
+
 // Collectives run by the engines (the default).
 #define OUTBOARD_MODE_OFFLOADED 0
 
@@ -149,6 +155,26 @@
 // this (the ids above are taken by [`outboard_world_group`] and split).
 #define OUTBOARD_GROUP_ID_LIMIT (1 << 19)
 
+// Keep the module after the loading port closes, until the job's last
+// port on the engine closes or it is purged.
+#define OUTBOARD_MODULE_PERSIST 1
+
+// Operator codes of modules ([`outboard_op_from_module`]) are this and
+// above; the built-in operators are below.
+#define OUTBOARD_OP_MODULE_FIRST 65536
+
+// Room for a module's name in [`outboard_module_info`] (64 bytes and the
+// terminating NUL).
+#define OUTBOARD_MODULE_NAME_MAX 65
+
+// A module delivery's flag: a module on the way failed on the packet
+// (fuel, trap, bad send, stale generation), which took the default path.
+#define OUTBOARD_DELIVERY_FAILED 1
+
+// A module delivery's flag: new bytes the module made
+// (`nicvm_deliver_acc`), not the packet.
+#define OUTBOARD_DELIVERY_NEW 2
+
 // `source` of a receive that accepts any sender.
 #define OUTBOARD_ANY_SOURCE -1
 
@@ -161,12 +187,42 @@ typedef struct outboard_lock outboard_lock;
 // A buffer of registered (DMA-reachable) memory (opaque).
 typedef struct outboard_mem outboard_mem;
 
+// A NICVM module (opaque): compiled and verified here; loaded on this
+// rank's engine or not.
+typedef struct outboard_module outboard_module;
+
 // An operation under way (opaque); freed by the test or wait that
 // completes it.
 typedef struct outboard_request outboard_request;
 
 // This process's place in the job (opaque).
 typedef struct outboard_world outboard_world;
+
+// One loaded module and its counters on this rank's engine
+// ([`outboard_module_list`]).
+typedef struct {
+  // Its name, NUL-terminated.
+  char name[OUTBOARD_MODULE_NAME_MAX];
+  // The generation loaded (each replace adds one).
+  uint32_t generation;
+  // 1 if it outlives its loading port.
+  int persist;
+  // Packets and contributions it ran for.
+  uint64_t invocations;
+  // VM instructions it executed, failed runs included.
+  uint64_t instructions;
+  // Runs stopped for want of fuel.
+  uint64_t out_of_fuel;
+  // Runs stopped by any other trap, or that reported failure as an
+  // operator.
+  uint64_t traps;
+  // Runs stopped by a send to a rank outside the group.
+  uint64_t bad_sends;
+  // Module sends given up.
+  uint64_t send_failures;
+  // Packets or contributions that named another generation.
+  uint64_t stale;
+} outboard_module_info;
 
 // What a finished request reports.
 typedef struct {
@@ -441,6 +497,127 @@ int outboard_rdma_read(const outboard_world *world,
                        const outboard_mem *mem,
                        uint64_t local_offset,
                        size_t len);
+
+// Compiles and verifies the module `source` (NUL-terminated UTF-8) as
+// `name` (1 to 64 of `A-Z a-z 0-9 _ . -`, the same at every rank that
+// loads it). Local: no world needed. A source that does not compile
+// fails with `OUTBOARD_ERR_MODULE` and a message naming the module, the
+// line and the column.
+int outboard_module_compile(const char *name, const char *source, outboard_module **out);
+
+// Decodes and verifies `len` bytes of encoded bytecode (as
+// [`outboard_module_bytecode`] gives, or `outboard nicvm` tools make) as
+// module `name`. Local. Bytecode that does not decode or fails the
+// verifier fails with `OUTBOARD_ERR_MODULE`, naming the module and why.
+int outboard_module_from_bytecode(const char *name,
+                                  const void *code,
+                                  size_t len,
+                                  outboard_module **out);
+
+// Copies the module's encoded bytecode into `buf` (`cap` bytes) and its
+// length into `*len`; with `cap` too small (or `buf` null and `cap` 0)
+// only the length is written and `OUTBOARD_ERR_ARG` says how much is
+// needed.
+int outboard_module_bytecode(const outboard_module *module, void *buf, size_t cap, size_t *len);
+
+// Loads the module on this rank's engine for `group` (the engine
+// verifies it again). Collective: every member loads the same module
+// under the same name. `flags`: 0 or [`OUTBOARD_MODULE_PERSIST`];
+// `acc_len`: bytes of the accumulator the engine keeps for it (0 for an
+// operator: a reduction brings its own). Unless persistent, the engine
+// purges it when this rank's port closes. A module of that name already
+// loaded by this job fails with `OUTBOARD_ERR_MODULE` (replace it with
+// [`outboard_module_replace`]); ranks sharing a node engine share one
+// copy.
+int outboard_module_load(const outboard_group *group,
+                         const outboard_module *module,
+                         int flags,
+                         uint32_t acc_len);
+
+// Replaces the loaded module with `source` compiled (its module-level
+// variables start afresh; its operator code reduces with the new code).
+// Collective over `group`, as the load was. A source that does not
+// compile fails with `OUTBOARD_ERR_MODULE` and changes nothing. Ranks
+// that share a node engine share one copy, which each replace would
+// replace again, leaving the others' handles naming an older generation
+// (their reductions then fail as stale): there, load new code under a
+// new name instead.
+int outboard_module_replace(const outboard_group *group,
+                            const outboard_module *module,
+                            const char *source);
+
+// Removes the module from this rank's engine (at this rank only; each
+// rank purges its own). Ranks sharing a node engine share one copy, which
+// the first purge removes for all of them (so purge after the last
+// collective that uses it, e.g. after a barrier); a module already gone
+// from the engine counts as purged. The handle stays valid: it may be
+// loaded again, and still runs the module here.
+int outboard_module_purge(const outboard_module *module);
+
+// Frees the handle (the engine keeps a loaded module until this rank's
+// port closes, or, persistent, until it is purged); its operator code is
+// refused afterwards.
+int outboard_module_free(outboard_module *module);
+
+// The reduction operator whose combine step is the module, for
+// `outboard_reduce`, `outboard_allreduce` and their `_start` forms
+// (always run by the engines, whatever the group's mode, since only
+// engines run modules). The engine runs it once per contribution with
+// the contribution as the packet and the running value as the
+// accumulator (`acc = acc op packet`); the datatype only fixes where long
+// vectors are cut. A module that runs out of fuel, traps or returns
+// `NICVM_RESULT_FAILURE` fails the collective with `OUTBOARD_ERR_MODULE`,
+// the message naming the module; every member that waited on it fails
+// too. The same code is returned for the handle each time; it stays
+// valid until the handle is freed.
+int outboard_op_from_module(const outboard_module *module, int *op);
+
+// Runs the module here as an operator's combine step: `acc = acc op in`
+// over `len` bytes at each, with the engine's fuel budget, as rank 0 of
+// a group of 1 (`mpi_get_source()` 0). For a program that reduces
+// without the engine (the MPI library's fallback): the result is the
+// engine's for a module that does not depend on the ranks. A failure
+// (out of fuel, a trap, `NICVM_RESULT_FAILURE`) is `OUTBOARD_ERR_MODULE`
+// naming the module, with `acc` unchanged.
+int outboard_module_combine(const outboard_module *module,
+                            void *acc,
+                            const void *input,
+                            size_t len);
+
+// Hands `len` bytes at `data` to the module at group rank `dest` (this
+// rank: the local engine runs it) for an operation rooted at `root`; it
+// runs once the packet arrives. `*failed` (if not null) is 1 when the
+// local module failed on it (the packet then went to this host).
+int outboard_module_send(const outboard_group *group,
+                         const outboard_module *module,
+                         uint32_t root,
+                         uint32_t dest,
+                         const void *data,
+                         size_t len,
+                         int *failed);
+
+// Receives the module's next delivery to this rank (blocking, leaving
+// the world to other threads while it waits, as `outboard_recv` does):
+// at most `cap` bytes into `buf`; `*len` its full length, `*source` the
+// world rank it came from (the previous hop; -1 if not a rank of the
+// job), `*flags` [`OUTBOARD_DELIVERY_FAILED`] and
+// [`OUTBOARD_DELIVERY_NEW`] bits. Any of the three may be null. A longer
+// delivery is `OUTBOARD_ERR_TRUNCATED` with the three written and `buf`
+// holding its start.
+int outboard_module_recv(const outboard_module *module,
+                         void *buf,
+                         size_t cap,
+                         size_t *len,
+                         int32_t *source,
+                         int *flags);
+
+// The job's modules on this rank's engine, with their counters: up to
+// `cap` of them into `infos` (null when `cap` is 0), and how many there
+// are into `*count` (more than `cap` when some did not fit).
+int outboard_module_list(const outboard_world *world,
+                         outboard_module_info *infos,
+                         size_t cap,
+                         size_t *count);
 
 // Starts sending `len` bytes at `buf` (copied at once: `buf` may be reused
 // when this returns) to world rank `dest` with `tag`.

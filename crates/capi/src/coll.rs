@@ -8,11 +8,14 @@
 
 use std::ffi::{c_int, c_void};
 
-use outboard_host::{Datatype, ReduceOp, Reduction};
+use std::sync::Arc;
+
+use outboard_host::{Datatype, Mode, ReduceOp, Reduction};
 use outboard_runtime::node_coll::{Buffers, NodeColl, NodeCollError, Ticket};
 
 use crate::error::{bytes, bytes_mut, deref, guard, Error};
 use crate::group::{outboard_group, SpanPath};
+use crate::nicvm::{is_module, module_op};
 use crate::span;
 use crate::request::{finish, hand_out, outboard_request, Kind, NodeOpen};
 
@@ -50,6 +53,13 @@ pub const OUTBOARD_LOR: c_int = 9;
 pub const OUTBOARD_LXOR: c_int = 10;
 
 pub(crate) fn reduction(dtype: c_int, op: c_int) -> Result<Reduction, Error> {
+    operator(dtype, op).map(|(r, _)| r)
+}
+
+/// The reduction `dtype` and `op` name and, for a module's operator
+/// ([`crate::outboard_op_from_module`]), the module's name, which its
+/// failures are reported under.
+pub(crate) fn operator(dtype: c_int, op: c_int) -> Result<(Reduction, Option<Arc<str>>), Error> {
     let dtype = match dtype {
         OUTBOARD_INT32 => Datatype::I32,
         OUTBOARD_INT64 => Datatype::I64,
@@ -58,6 +68,9 @@ pub(crate) fn reduction(dtype: c_int, op: c_int) -> Result<Reduction, Error> {
         OUTBOARD_DOUBLE => Datatype::F64,
         _ => return Err(Error::arg(format!("unknown datatype {dtype}"))),
     };
+    if let Some(m) = module_op(op, dtype) {
+        return m.map(|(r, name)| (r, Some(name)));
+    }
     let op = match op {
         OUTBOARD_SUM => ReduceOp::Sum,
         OUTBOARD_MIN => ReduceOp::Min,
@@ -73,7 +86,23 @@ pub(crate) fn reduction(dtype: c_int, op: c_int) -> Result<Reduction, Error> {
     };
     let r = Reduction { op, dtype };
     r.validate().map_err(|e| Error::arg(format!("{} on {}: {e}", op.name(), dtype.name())))?;
-    Ok(r)
+    Ok((r, None))
+}
+
+/// A built-in reduction for the node's and the spanning paths, which do
+/// not run modules (`None` sends a module's operator to the engine).
+fn on_host(dtype: c_int, op: c_int) -> Option<Reduction> {
+    reduction(dtype, op).ok().filter(|r| !is_module(r))
+}
+
+/// The mode a collective with reduction `r` runs in: a module's operator
+/// only on the engines, whatever the group's mode.
+fn mode_for(r: &Reduction, group_mode: Mode) -> Mode {
+    if is_module(r) {
+        Mode::Offloaded
+    } else {
+        group_mode
+    }
 }
 
 unsafe fn start(group: *const outboard_group, out: *mut *mut outboard_request, kind: impl FnOnce(&outboard_group) -> Result<Kind, Error>) -> Result<(), Error> {
@@ -112,7 +141,7 @@ pub unsafe extern "C" fn outboard_barrier_start(group: *const outboard_group, re
                 let d = g.defaults();
                 Ok(w.port().start_barrier(g, d.mode, d.barrier)?)
             })?;
-            Ok(Kind::Coll { req: r, out: std::ptr::null_mut(), len: 0 })
+            Ok(Kind::Coll { req: r, out: std::ptr::null_mut(), len: 0, module: None })
         })
     })
 }
@@ -142,7 +171,7 @@ pub unsafe extern "C" fn outboard_bcast_start(group: *const outboard_group, buf:
                 };
                 Ok(w.port().start_bcast(g, d.mode, d.tree, root, mine)?)
             })?;
-            Ok(Kind::Coll { req: r, out: buf.cast(), len })
+            Ok(Kind::Coll { req: r, out: buf.cast(), len, module: None })
         })
     })
 }
@@ -163,11 +192,11 @@ pub unsafe extern "C" fn outboard_reduce_start(
     req: *mut *mut outboard_request,
 ) -> c_int {
     guard(|| unsafe {
-        let red = reduction(dtype, op)?;
+        let (red, module) = operator(dtype, op)?;
         let len = count.checked_mul(red.dtype.size()).ok_or_else(|| Error::arg("count too large"))?;
         start(group, req, |g| {
             let at_root = g.rank == root;
-            if root < g.size && !(at_root && len > 0 && recvbuf.is_null()) {
+            if root < g.size && !(at_root && len > 0 && recvbuf.is_null()) && module.is_none() {
                 let src = if sendbuf.is_null() { recvbuf.cast_const() } else { sendbuf };
                 let data = bytes(src, len, "sendbuf")?;
                 let out = if at_root { recvbuf.cast() } else { std::ptr::null_mut() };
@@ -183,11 +212,11 @@ pub unsafe extern "C" fn outboard_reduce_start(
                 if at_root && len > 0 && recvbuf.is_null() {
                     return Err(Error::arg("recvbuf is null at the root"));
                 }
-                let r = w.port().start_reduce(g, d.mode, d.tree, root, red, data)?;
+                let r = w.port().start_reduce(g, mode_for(&red, d.mode), d.tree, root, red, data)?;
                 Ok((r, at_root))
             })?;
             let out = if r.1 { recvbuf.cast() } else { std::ptr::null_mut() };
-            Ok(Kind::Coll { req: r.0, out, len })
+            Ok(Kind::Coll { req: r.0, out, len, module })
         })
     })
 }
@@ -206,7 +235,7 @@ pub unsafe extern "C" fn outboard_allreduce_start(
     req: *mut *mut outboard_request,
 ) -> c_int {
     guard(|| unsafe {
-        let red = reduction(dtype, op)?;
+        let (red, module) = operator(dtype, op)?;
         let len = count.checked_mul(red.dtype.size()).ok_or_else(|| Error::arg("count too large"))?;
         if len > 0 && recvbuf.is_null() {
             return Err(Error::arg("recvbuf is null"));
@@ -214,16 +243,18 @@ pub unsafe extern "C" fn outboard_allreduce_start(
         start(group, req, |g| {
             let src = if sendbuf.is_null() { recvbuf.cast_const() } else { sendbuf };
             let data = bytes(src, len, "sendbuf")?;
-            if let Some(k) = start_on_node(g, recvbuf.cast(), len, |nc| nc.allreduce_start(data, red))? {
-                return Ok(k);
+            if module.is_none() {
+                if let Some(k) = start_on_node(g, recvbuf.cast(), len, |nc| nc.allreduce_start(data, red))? {
+                    return Ok(k);
+                }
             }
             let r = g.with(|g, w| {
                 let src = if sendbuf.is_null() { recvbuf.cast_const() } else { sendbuf };
                 let data = bytes(src, len, "sendbuf")?;
                 let d = g.defaults();
-                Ok(w.port().start_allreduce(g, d.mode, d.allreduce, red, data)?)
+                Ok(w.port().start_allreduce(g, mode_for(&red, d.mode), d.allreduce, red, data)?)
             })?;
-            Ok(Kind::Coll { req: r, out: recvbuf.cast(), len })
+            Ok(Kind::Coll { req: r, out: recvbuf.cast(), len, module })
         })
     })
 }
@@ -325,7 +356,7 @@ pub unsafe extern "C" fn outboard_reduce(
     root: u32,
 ) -> c_int {
     let node = |g: &outboard_group| {
-        let red = reduction(dtype, op).ok()?;
+        let red = on_host(dtype, op)?;
         let len = count.checked_mul(red.dtype.size())?;
         let bufs = unsafe { reduce_buffers(sendbuf, recvbuf, len, g.rank == root) }.filter(|_| root < g.size)?;
         Some(move |nc: &mut NodeColl| nc.reduce(bufs, red, root))
@@ -334,7 +365,7 @@ pub unsafe extern "C" fn outboard_reduce(
         return rc;
     }
     let spanning = |g: &outboard_group| {
-        let red = reduction(dtype, op).ok()?;
+        let red = on_host(dtype, op)?;
         let len = count.checked_mul(red.dtype.size())?;
         let at_root = g.rank == root;
         let mine = unsafe { contribution(sendbuf, recvbuf, len) }.filter(|_| root < g.size && outboard_runtime::node_coll::span::carries_status(red))?;
@@ -359,7 +390,7 @@ pub unsafe extern "C" fn outboard_allreduce(
     op: c_int,
 ) -> c_int {
     let node = |_: &outboard_group| {
-        let red = reduction(dtype, op).ok()?;
+        let red = on_host(dtype, op)?;
         let len = count.checked_mul(red.dtype.size())?;
         let bufs = unsafe { reduce_buffers(sendbuf, recvbuf, len, true) }?;
         Some(move |nc: &mut NodeColl| nc.allreduce(bufs, red))
@@ -368,7 +399,7 @@ pub unsafe extern "C" fn outboard_allreduce(
         return rc;
     }
     let spanning = |_: &outboard_group| {
-        let red = reduction(dtype, op).ok()?;
+        let red = on_host(dtype, op)?;
         let len = count.checked_mul(red.dtype.size())?;
         let mine = unsafe { contribution(sendbuf, recvbuf, len) }.filter(|_| outboard_runtime::node_coll::span::carries_status(red))?;
         let result = unsafe { bytes_mut(recvbuf, len, "recvbuf") }.ok()?;

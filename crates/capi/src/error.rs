@@ -64,6 +64,11 @@ pub const OUTBOARD_ERR_COLL_MISMATCH: c_int = 18;
 /// This process's node engine is gone (`OUTBOARD_ENGINE=node`: the engine
 /// process died or detached this process); nothing more completes.
 pub const OUTBOARD_ERR_ENGINE_LOST: c_int = 19;
+/// A NICVM module failed: its source does not compile, its bytecode does
+/// not verify, an engine refused it, or, as a reduction's operator, it ran
+/// out of fuel, trapped or reported failure (the message names the
+/// module).
+pub const OUTBOARD_ERR_MODULE: c_int = 20;
 
 /// A failure: its code and its message.
 #[derive(Debug)]
@@ -97,6 +102,30 @@ impl Error {
         Error::new(OUTBOARD_ERR_ARG, msg)
     }
 
+    /// The error of a collective whose operator is module `module` (if
+    /// any): a failure of the operator, here or at another member, is
+    /// [`OUTBOARD_ERR_MODULE`] and names the module. Another member's
+    /// failure reaches this one only as a flag on its packets, so its
+    /// message says what else may have failed there.
+    pub fn with_operator(mut self, module: Option<&str>) -> Error {
+        let Some(name) = module else { return self };
+        let upstream = |c: &CollError| match c {
+            CollError::FailedUpstream { rank } => Some(*rank),
+            _ => None,
+        };
+        let rank = match &self.host {
+            Some(HostError::Op(OpError::Collective(c))) | Some(HostError::Coll(CollectiveError::Engine(c))) => upstream(c),
+            _ => None,
+        };
+        if let Some(rank) = rank {
+            self.code = OUTBOARD_ERR_MODULE;
+            self.msg = format!(
+                "the collective whose operator is module '{name}' failed at another member (a packet from rank {rank} said so): the module failed there, or a member left or died"
+            );
+        }
+        self
+    }
+
     /// The error an exported function just returned as `code`, with the
     /// message it left ([`outboard_last_error`]).
     pub fn last(code: c_int) -> Error {
@@ -126,6 +155,8 @@ impl From<HostError> for Error {
             HostError::Op(op) => op_code(op),
         };
         let msg = match &e {
+            HostError::Op(OpError::Collective(CollError::ModuleFailed { module, failure }))
+            | HostError::Coll(CollectiveError::Engine(CollError::ModuleFailed { module, failure })) => module_failed(*module, failure),
             HostError::Op(OpError::Collective(CollError::ScheduleMismatch { ours, theirs }))
             | HostError::Coll(CollectiveError::Engine(CollError::ScheduleMismatch { ours, theirs })) => mismatch(*ours, Some(*theirs)),
             HostError::Coll(CollectiveError::Mismatch { ours }) => mismatch(*ours, None),
@@ -161,8 +192,16 @@ fn op_code(op: &OpError) -> c_int {
 fn coll_code(c: &CollError) -> c_int {
     match c {
         CollError::ScheduleMismatch { .. } => OUTBOARD_ERR_COLL_MISMATCH,
+        CollError::ModuleFailed { .. } => OUTBOARD_ERR_MODULE,
         _ => OUTBOARD_ERR_COLL,
     }
+}
+
+/// The message of a module operator's failure at this member, naming the
+/// module (by the name this process loaded it under; by id if it did not).
+fn module_failed(module: u32, failure: &outboard_engine::CombineFailure) -> String {
+    let name = crate::nicvm::name_of(module).map_or_else(|| format!("{module:#010x}"), |n| format!("'{n}'"));
+    format!("module {name}, the collective's operator, failed to combine a contribution at this rank: {failure}")
 }
 
 /// The message of a mismatch, in words: a schedule's number names its
@@ -249,6 +288,7 @@ pub extern "C" fn outboard_strerror(code: c_int) -> *const c_char {
         OUTBOARD_ERR_SENDER_ABORTED => b"the sender aborted the message\0",
         OUTBOARD_ERR_COLL_MISMATCH => b"the group's members called different collectives\0",
         OUTBOARD_ERR_ENGINE_LOST => b"this process's node engine is gone\0",
+        OUTBOARD_ERR_MODULE => b"a NICVM module failed to compile, load or run\0",
         _ => b"unknown error code\0",
     };
     s.as_ptr().cast()
@@ -347,10 +387,10 @@ mod tests {
     #[test]
     fn every_code_has_its_own_description() {
         let text = |c| unsafe { std::ffi::CStr::from_ptr(outboard_strerror(c)) }.to_str().unwrap().to_string();
-        let all: Vec<String> = (OUTBOARD_OK..=OUTBOARD_ERR_ENGINE_LOST).map(text).collect();
+        let all: Vec<String> = (OUTBOARD_OK..=OUTBOARD_ERR_MODULE).map(text).collect();
         let distinct: std::collections::BTreeSet<&String> = all.iter().collect();
         assert_eq!(distinct.len(), all.len(), "{all:?}");
         assert!(!all.contains(&"unknown error code".to_string()));
-        assert_eq!(text(OUTBOARD_ERR_ENGINE_LOST + 1), "unknown error code");
+        assert_eq!(text(OUTBOARD_ERR_MODULE + 1), "unknown error code");
     }
 }

@@ -16,6 +16,8 @@
 //! - `p2p`: tagged send and receive.
 //! - `mem`: registered memory and RDMA.
 //! - `atomic`: remote and local atomics, the MCS lock.
+//! - `nicvm`: NICVM modules: compile, load, replace, purge, list, send,
+//!   receive, and reduction operators whose combine step is a module.
 //! - `request`: test and wait of every split-phase operation.
 //! - `settings`: the `OUTBOARD_*` settings, read and checked with the
 //!   runtime's parsers (for the PMPI library's C code).
@@ -33,6 +35,7 @@ mod coll;
 mod error;
 mod group;
 mod mem;
+mod nicvm;
 mod p2p;
 mod request;
 mod settings;
@@ -44,6 +47,7 @@ pub use coll::*;
 pub use error::*;
 pub use group::*;
 pub use mem::*;
+pub use nicvm::*;
 pub use p2p::*;
 pub use request::*;
 pub use settings::*;

@@ -24,7 +24,9 @@ pub struct outboard_request {
 /// What a request is and where its result goes.
 pub(crate) enum Kind {
     /// A collective; its result bytes (if `out` is not null) go to `out`.
-    Coll { req: CollRequest, out: *mut u8, len: usize },
+    /// `module`: the name of the module that is its operator, which its
+    /// failure names.
+    Coll { req: CollRequest, out: *mut u8, len: usize, module: Option<Arc<str>> },
     /// A send from a buffer the library allocated.
     Send { req: Request, buf: HostBuf },
     /// A receive into a buffer the library allocated, copied to `out`.
@@ -118,7 +120,7 @@ fn poll(r: &mut outboard_request) -> Result<Option<Finished>, Error> {
         let mut from = None;
         let port = w.port();
         let res = match &mut r.kind {
-            Kind::Coll { req, out, len } => match port.coll_test(req) {
+            Kind::Coll { req, out, len, module } => match port.coll_test(req) {
                 None => return Ok(None),
                 Some(Ok(v)) => {
                     if !out.is_null() {
@@ -129,7 +131,7 @@ fn poll(r: &mut outboard_request) -> Result<Option<Finished>, Error> {
                     }
                     Ok(())
                 }
-                Some(Err(e)) => Err(Error::from(e)),
+                Some(Err(e)) => Err(Error::from(e).with_operator(module.as_deref())),
             },
             Kind::Send { req, buf } => match port.test(*req) {
                 None => return Ok(None),

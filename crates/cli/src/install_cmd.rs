@@ -21,7 +21,7 @@ const PC_TEMPLATE: &str = include_str!("../../capi/outboard.pc.in");
 pub struct InstallArgs {
     /// The directory to install into (created if need be): bin/outboard,
     /// lib/liboutboard_capi.so, lib/liboutboard_mpi_*.so,
-    /// include/outboard.h, lib/pkgconfig/outboard.pc,
+    /// include/outboard.h, include/outboard_mpi.h, lib/pkgconfig/outboard.pc,
     /// share/outboard/profiles/ and share/man/man1/. Files already there
     /// are replaced.
     #[arg(long, value_name = "DIR")]
@@ -94,6 +94,10 @@ pub fn run(a: InstallArgs) -> anyhow::Result<()> {
         println!("outboard install: MPI library: skipped (--no-mpi)");
     } else {
         mpi(&lib)?;
+        let header = include.join(sources::INSTALLED_HEADER);
+        let text = sources::HEADERS.iter().find(|(n, _)| *n == sources::INSTALLED_HEADER).expect("outboard_mpi.h is embedded").1;
+        write(&header, text.as_bytes())?;
+        println!("outboard install: MPI header: {}", header.display());
     }
 
     for (name, text) in outboard_sim::profile::BUILTIN {

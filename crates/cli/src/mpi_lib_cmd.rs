@@ -15,7 +15,8 @@ pub struct MpiLibArgs {
     /// one library per MPI.
     #[arg(long, value_name = "PATH")]
     mpicc: Option<PathBuf>,
-    /// Where to put the libraries. Default: the directory of the
+    /// Where to put the libraries (and outboard_mpi.h, the header of the
+    /// functions they add to MPI). Default: the directory of the
     /// liboutboard_capi.so they link against (beside this binary).
     #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,

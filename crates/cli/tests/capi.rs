@@ -1,5 +1,5 @@
-//! The C ABI from C: `crates/capi/c/capi_test.c`, `atomic_test.c` and the
-//! example, compiled with gcc against `include/outboard.h` and `liboutboard_capi.so`, run
+//! The C ABI from C: `crates/capi/c/capi_test.c`, `atomic_test.c`,
+//! `nicvm_test.c` and the example, compiled with gcc against `include/outboard.h` and `liboutboard_capi.so`, run
 //! under `outboard run` with 2 and 4 ranks.
 
 mod common;
@@ -159,6 +159,34 @@ fn the_c_atomics_and_lock_test_passes_with_four_ranks() {
     assert!(o.status.success(), "stdout:\n{so}\nstderr:\n{se}");
     for r in 0..4 {
         assert!(so.contains(&format!("[{r}] rank {r}: atomics and lock: all ")), "rank {r} did not finish:\n{so}\n{se}");
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// NICVM modules from C (`nicvm_test.c`): loaded, reduced with (results
+/// equal to the reference), from bytecode, run on the host, listed, sent
+/// to, replaced, purged, freed, and failing operators (out of fuel, a
+/// division by zero) reported at every rank as `OUTBOARD_ERR_MODULE`
+/// naming the module; with an engine per rank and with ranks sharing node
+/// engines.
+#[test]
+fn the_c_nicvm_test_passes_with_two_and_four_ranks_and_on_node_engines() {
+    if !gcc("the_c_nicvm_test_passes_with_two_and_four_ranks_and_on_node_engines") {
+        return;
+    }
+    let dir = scratch("nicvm");
+    let exe = dir.join("nicvm_test");
+    compile(&repo().join("crates/capi/c/nicvm_test.c"), &exe, &direct_flags());
+    for (n, launcher) in [(2, &[][..]), (4, &[][..]), (4, &["--ranks-per-node", "2"][..])] {
+        let (o, so, se) = run_with(n, launcher, &exe);
+        assert!(o.status.success(), "{n} ranks {launcher:?}:\nstdout:\n{so}\nstderr:\n{se}");
+        for r in 0..n {
+            assert!(so.contains(&format!("[{r}] rank {r}: nicvm modules: all ")), "rank {r} of {n} {launcher:?} did not finish:\n{so}\n{se}");
+            assert!(so.contains(&format!("[{r}] rank {r}: allreduce with spin failed: ")), "{so}");
+        }
+        // Somewhere the module itself ran out of fuel and said so.
+        assert!(so.contains("module 'spin', the collective's operator, failed to combine a contribution at this rank: out of fuel"), "{so}");
+        assert!(so.contains("module 'divzero', the collective's operator, failed to combine a contribution at this rank: trapped"), "{so}");
     }
     let _ = std::fs::remove_dir_all(dir);
 }

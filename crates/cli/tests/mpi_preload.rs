@@ -526,3 +526,58 @@ fn a_bad_setting_stops_mpi_init_with_a_sentence_naming_it() {
     assert!(o.status.success(), "{so}\n{se}");
     assert!(se.contains("max bytes bcast 1048576, reduce 65536, allreduce 1048576"), "{se}");
 }
+
+/// NICVM modules as MPI operators (`outboard_mpi.h`,
+/// bindings/mpi/tests/modules.c, linked against the library and compiled
+/// with the header `outboard mpi-lib` puts beside it): a module's MPI_Op
+/// in MPI_Allreduce, MPI_Reduce and MPI_Iallreduce equals the reference,
+/// combined by the engines on the communicator it was loaded on and by
+/// MPI, running the module on the host, on a duplicate, in
+/// MPI_Reduce_local and with Outboard switched off; a source that does not
+/// compile and a module that runs out of fuel on the engines give errors
+/// naming the module. Both MPIs, 2 and 4 ranks.
+#[test]
+fn a_nicvm_module_is_an_mpi_operator_on_the_engines_and_on_the_hosts() {
+    let test = "a_nicvm_module_is_an_mpi_operator_on_the_engines_and_on_the_hosts";
+    for (name, cc) in [("openmpi", "mpicc.openmpi"), ("mpich", "mpicc.mpich")] {
+        let Some(mpi) = mpi_or_skip(test, name, cc) else { continue };
+        let prog = mpi.dir.join("modules");
+        let dir = mpi.dir.display().to_string();
+        assert!(mpi.dir.join("outboard_mpi.h").is_file(), "outboard_mpi.h is not beside the library");
+        mpi.cc_run(&[
+            "-O1".into(),
+            "-Wall".into(),
+            "-Wextra".into(),
+            "-Werror".into(),
+            format!("-I{dir}"),
+            repo().join("bindings/mpi/tests/modules.c").display().to_string(),
+            "-o".into(),
+            prog.display().to_string(),
+            format!("-L{dir}"),
+            format!("-Wl,-rpath,{dir}"),
+            format!("-loutboard_mpi_{name}"),
+        ])
+        .unwrap();
+        for n in [2, 4] {
+            let (o, so, se) = mpi.run_prog(&prog, n, &[], &["engines"]);
+            let ctx = format!("{name}, {n} ranks:\nstdout:\n{so}\nstderr:\n{se}");
+            assert!(o.status.success(), "{ctx}");
+            for r in 0..n {
+                assert!(so.contains(&format!("rank {r}: modules: all ")), "rank {r} did not finish: {ctx}");
+            }
+            assert!(se.contains("outboard_mpi: module 'absmax' loaded on the engines"), "{ctx}");
+            assert!(se.contains("MPI_Allreduce on MPI_COMM_WORLD: taken over"), "{ctx}");
+            assert!(se.contains("the operation's module is not loaded on this communicator's engines"), "the duplicate's allreduce was not MPI's: {ctx}");
+            assert!(so.contains("module 'spin', the collective's operator, failed to combine a contribution at this rank: out of fuel"), "{ctx}");
+            assert!(so.contains("module 'broken' does not compile: line 2"), "{ctx}");
+            // Switched off: MPI reduces everything, the module run on the host.
+            let (o, so, se) = mpi.run_prog(&prog, n, &[("OUTBOARD_MPI", "off")], &["hosts"]);
+            let ctx = format!("{name}, {n} ranks, OUTBOARD_MPI=off:\nstdout:\n{so}\nstderr:\n{se}");
+            assert!(o.status.success(), "{ctx}");
+            for r in 0..n {
+                assert!(so.contains(&format!("rank {r}: modules: all ")), "rank {r} did not finish: {ctx}");
+            }
+            assert!(se.contains("outboard_mpi: module 'absmax' compiled; its operators reduce on the hosts"), "{ctx}");
+        }
+    }
+}

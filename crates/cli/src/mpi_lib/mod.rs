@@ -241,6 +241,10 @@ fn compile(
         });
     }
     std::fs::rename(&partial, &path).map_err(out_err)?;
+    // The library's own functions' header, for the programs that call
+    // them and link it.
+    let header = sources::HEADERS.iter().find(|(n, _)| *n == sources::INSTALLED_HEADER).expect("outboard_mpi.h is embedded").1;
+    std::fs::write(out.join(sources::INSTALLED_HEADER), header).map_err(out_err)?;
     Ok(Built {
         kind,
         mpicc: mpicc.to_path_buf(),
