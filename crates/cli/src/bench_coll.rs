@@ -613,6 +613,13 @@ fn worker_cases(kind: Kind, a: &CollArgs, world: &mut outboard_runtime::World) -
             }
         }
     }
+    let threads = |n: usize| if n == 1 { "1 thread".to_string() } else { format!("{n} threads") };
+    let threads = match world.threads() {
+        (Some(mine), Some((pid, Some(engine)))) => format!("{} in its process, {} in its node engine's (process {pid})", threads(mine), threads(engine)),
+        (Some(mine), None) => format!("{} in its process, its engine's among them", threads(mine)),
+        _ => "threads not readable from /proc".to_string(),
+    };
+    eprintln!("# rank {rank}: {threads}");
     let (st, tr) = world.stats();
     eprintln!(
         "# rank {rank} engine: {} retransmits, {} timeouts, {} retries, {} collective refusals, {} not-ready rejections, {} send stalls, {} host sleeps (preempted waits)",

@@ -298,14 +298,14 @@ fn forward(rank: u32, from: impl Read + Send + 'static, to_stderr: bool) -> Join
 /// left alone every one would pin itself to the same last core and spin
 /// there.
 pub(crate) enum Placement {
-    /// The user's variables stand (or there is one node).
+    /// The user's variables stand, or each engine places itself (one
+    /// node; or fewer cores than ranks and engines, where spin-then-block
+    /// for all was tried and made one engine outlive the job's output:
+    /// see the performance page).
     AsSet,
     /// Node `k`'s engine polls core `cpus[k]`: the machine has a core for
     /// every rank and engine.
     OwnCores(Vec<usize>),
-    /// Fewer cores than ranks and engines: every thread spins briefly,
-    /// then blocks.
-    Shared,
 }
 
 impl Placement {
@@ -315,9 +315,6 @@ impl Placement {
             Placement::AsSet => {}
             Placement::OwnCores(cpus) => {
                 cmd.env("OUTBOARD_ENGINE_CPU", cpus[node as usize].to_string());
-            }
-            Placement::Shared => {
-                cmd.env("OUTBOARD_PROGRESS", "spin-then-block");
             }
         }
     }
@@ -332,7 +329,7 @@ pub(crate) fn emulated_placement(ranks: u32, per_node: u32) -> Placement {
     }
     match outboard_runtime::affinity::emulated_engine_cpus(&outboard_runtime::affinity::node_cpus(), ranks as usize, nodes as usize) {
         Some(cpus) => Placement::OwnCores(cpus),
-        None => Placement::Shared,
+        None => Placement::AsSet,
     }
 }
 

@@ -530,6 +530,19 @@ impl World {
         }
     }
 
+    /// Threads of this process, and of its node engine's process (its id
+    /// and thread count) when the engine runs in one: what a benchmark
+    /// shows to say what a node costs in threads. `None` where `/proc`
+    /// cannot tell.
+    pub fn threads(&mut self) -> (Option<usize>, Option<(u32, Option<usize>)>) {
+        let count = |pid: &str| {
+            let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+            status.lines().find_map(|l| l.strip_prefix("Threads:")).and_then(|n| n.trim().parse().ok())
+        };
+        let engine = self.port().io().remote_mut().and_then(|r| r.engine_pid()).map(|pid| (pid, count(&pid.to_string())));
+        (count("self"), engine)
+    }
+
     /// The progress policy and why it was chosen.
     pub fn progress(&self) -> (Progress, &str) {
         (self.engine.progress(), &self.progress_reason)

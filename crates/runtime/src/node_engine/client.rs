@@ -133,10 +133,14 @@ fn library_dir() -> Option<PathBuf> {
 }
 
 /// Starts `outboard node` listening as `name`; it lives on its own (it
-/// ends when the job's last process on the node has gone).
+/// ends when the job's last process on the node has gone). The command
+/// detaches (`--detach`: it forks and its first process returns at once),
+/// so this process reaps that first process here and keeps no thread to
+/// reap the engine: a node's threads are its ranks' and its engine's.
 pub fn spawn_engine(program: &std::path::Path, name: &str, attach_timeout: Duration) -> Result<(), ClientError> {
-    let child = std::process::Command::new(program)
+    let mut child = std::process::Command::new(program)
         .arg("node")
+        .arg("--detach")
         .arg("--listen")
         .arg(name)
         .arg("--attach-timeout-ms")
@@ -148,14 +152,10 @@ pub fn spawn_engine(program: &std::path::Path, name: &str, attach_timeout: Durat
         .stdout(std::process::Stdio::null())
         .spawn()
         .map_err(|source| ClientError::Spawn { program: program.to_path_buf(), source })?;
-    // Reap it when it ends, so it never lingers as a zombie of this process.
-    std::thread::Builder::new()
-        .name("outboard-node-reaper".into())
-        .spawn(move || {
-            let mut child = child;
-            let _ = child.wait();
-        })
-        .map_err(ClientError::Io)?;
+    // The first process returns as soon as the engine runs in its child:
+    // reaped now, it never lingers as a zombie of this process. (A
+    // failure to start shows as the engine never listening.)
+    child.wait().map_err(ClientError::Io)?;
     Ok(())
 }
 
@@ -324,7 +324,12 @@ impl RemotePort {
         })
     }
 
-    /// The policy a waiting thread follows.
+    /// The node engine's process.
+    pub fn engine_pid(&self) -> Option<u32> {
+        self.conn.peer_pid()
+    }
+
+    /// How this process's engine makes progress.
     pub fn progress(&self) -> Progress {
         self.progress
     }

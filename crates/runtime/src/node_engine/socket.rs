@@ -79,6 +79,12 @@ impl AsFd for Listener {
 }
 
 impl Conn {
+    /// The process at the other end, as the kernel recorded it when the
+    /// connection was made (`SO_PEERCRED`).
+    pub fn peer_pid(&self) -> Option<u32> {
+        nix::sys::socket::getsockopt(&self.fd, nix::sys::socket::sockopt::PeerCredentials).ok().and_then(|c| u32::try_from(c.pid()).ok())
+    }
+
     /// Connects to the engine listening on `name` (blocking socket).
     pub fn connect(name: &str) -> std::io::Result<Conn> {
         let fd = seqpacket(false)?;
