@@ -148,7 +148,7 @@ pub(super) fn run(p: &Params, nodes: &[u32], progress: &mut dyn FnMut(usize, usi
         }
     }
     Ok(Outcome {
-        title: "Dissemination barrier: host-based, NIC over point-to-point connections, NIC collective protocol (issue 20 part 4)".into(),
+        title: "Dissemination barrier: host-based, NIC over point-to-point connections, NIC collective protocol (seed 004 a: the collective-protocol abstract)".into(),
         x: XAxis::Nodes,
         rows,
         notes: vec![
