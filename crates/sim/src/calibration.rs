@@ -64,7 +64,9 @@ impl fmt::Display for Basis {
 pub struct Fit {
     /// Profiles (their `name`) whose parameter this is.
     pub profiles: Vec<String>,
-    /// The parameter's TOML path(s) in the profile, comma-separated.
+    /// The parameter's TOML path(s) in the profile, comma-separated
+    /// (`qsnet.<field>`: a field of `data/qsnet-elan3.toml`, which the
+    /// `elan3` profile's QsNet model reads beside the profile).
     pub param: String,
     /// Row ids it was fitted on: basis C.
     #[serde(default)]
@@ -290,7 +292,15 @@ mod tests {
                 let text = BUILTIN.iter().find(|(n, _)| n == p).map(|(_, t)| *t).unwrap();
                 let doc: toml::Table = toml::from_str(text).unwrap();
                 for path in f.param.split(',').map(str::trim) {
-                    let mut at = toml::Value::Table(doc.clone());
+                    // `qsnet.*`: the QsNet model's own table, elan3's only.
+                    let (doc, path) = match path.strip_prefix("qsnet.") {
+                        Some(rest) => {
+                            assert_eq!(p, "elan3", "{path}: only elan3 has the QsNet table");
+                            (toml::from_str::<toml::Table>(crate::qsnet::params::TOML).unwrap(), rest)
+                        }
+                        None => (doc.clone(), path),
+                    };
+                    let mut at = toml::Value::Table(doc);
                     for part in path.split('.') {
                         at = at.get(part).unwrap_or_else(|| panic!("{p}: no parameter {path}")).clone();
                     }

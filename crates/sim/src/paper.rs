@@ -14,7 +14,8 @@ pub struct Figure {
     /// Its id.
     pub id: String,
     /// The paper (the number of its file in `shared/seeds/`: 000 the
-    /// dissertation, 001 Quadrics, 002 NICVM, 003 GM-2).
+    /// dissertation, 001 Quadrics, 002 NICVM, 003 GM-2, 004 the
+    /// NIC collective protocol and MPICH2-over-InfiniBand abstracts).
     pub seed: String,
     /// Section of the paper.
     pub section: String,

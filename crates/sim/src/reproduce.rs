@@ -99,8 +99,14 @@ const fn run(
 
 const GM: &[&str] = &["gm-lanai43", "gm-lanai72"];
 
-/// Every run, in the papers' order (chapters 2-4 of the dissertation,
-/// Quadrics, GM-2), then the extensions.
+/// The QsNet experiments' profile: the Quadrics paper measured Elan3.
+const QSNET: &[&str] = &["elan3"];
+
+/// The profiles that price the NIC collective protocol's packets.
+const PROTO: &[&str] = &["elan3", "gm2-lanaixp"];
+
+/// Every run, in the papers' order (the dissertation's chapters, Quadrics,
+/// GM-2, NICVM, the NIC collective protocol), then the extensions.
 pub const RUNS: &[Run] = &[
     run("closed-form", "closed-form", &["fm-lanai43", "fm-lanai43-wc"], &[], 1, 1),
     run("multisend", "multisend", &["fm-lanai43", "gm2-lanai91"], &[], 20, 10),
@@ -118,7 +124,7 @@ pub const RUNS: &[Run] = &[
     run("reduce-cpu", "reduce-cpu", &["gm-lanai91"], &[], 50, 20),
     Run { sizes: &[0, 50, 100, 200, 500, 1000], ..run("reduce-skew", "reduce-skew", &["gm-lanai91"], &[], 2000, 500) },
     run("overlap", "overlap", &["gm-lanai43", "dpu400"], &[2, 4, 8, 16], 20, 5),
-    run("pingpong", "pingpong", &["elan3", "gm-lanai91", "dpu400"], &[], 10, 3),
+    run("pingpong", "pingpong", &["elan3", "gm-lanai91", "ib-sdr", "dpu400"], &[], 10, 3),
     run("bcast", "bcast", &["gm2-lanai91"], &[], 10, 5),
     run("bcast-skew", "bcast-skew", &["gm2-lanai91"], &[], 500, 200),
     run("bcast-skew-size", "bcast-skew-size", &["gm2-lanai91"], &[], 500, 200),
@@ -128,6 +134,16 @@ pub const RUNS: &[Run] = &[
     run("nicvm", "nicvm", &["gm2-lanai91", "dpu400"], &[], 20, 3),
     // Chapter 6: the chapter's large sizes and one small (2-8 B are as 1 B).
     Run { sizes: &[1, 2048, 4096, 8192], ..run("bcast-bypass", "bcast-bypass", &["gm-lanai91-ab"], &[], 200, 50) },
+    // Quadrics (001): --iters N runs N x 100 barriers per point (the paper
+    // ran 10,000), N x 10 small broadcasts.
+    run("qsnet-barrier", "qsnet-barrier", QSNET, &[], 100, 10),
+    run("qsnet-traffic", "qsnet-traffic", QSNET, &[], 100, 10),
+    run("qsnet-bcast", "qsnet-bcast", QSNET, &[], 10, 1),
+    // The NIC collective protocol's barrier (004 a): `barrier` on the
+    // profiles that price its packets, at the abstract's 8 nodes and at
+    // the 1,024 of its analytical model.
+    run("proto-barrier", "barrier", PROTO, &[8], 20, 5),
+    run("proto-barrier-1024", "barrier", PROTO, &[1024], 2, 2),
     // Extensions: the same operations on a machine the papers did not have.
     Run { full_only: true, ..run("barrier-1024", "barrier", &["dpu400"], &[1024], 2, 2) },
     Run { full_only: true, ..run("overlap-1024", "overlap", &["dpu400"], &[1024], 2, 2) },
@@ -143,18 +159,12 @@ pub const RUNS: &[Run] = &[
     },
 ];
 
-/// The QsNet experiments' profile: the Quadrics paper measured Elan3.
-const QSNET: &[&str] = &["elan3"];
-
 /// The profiles `experiment` runs on at its paper's points (its first run
 /// in [`RUNS`]: the paper's hardware, for some with a present-day profile
-/// beside it; Elan3 for the QsNet experiments): what `outboard sim` runs
-/// without `--profile`, so that the paper's figures beside the simulated
-/// ones come from a simulation of the machine they were measured on.
+/// beside it): what `outboard sim` runs without `--profile`, so that the
+/// paper's figures beside the simulated ones come from a simulation of the
+/// machine they were measured on.
 pub fn paper_profiles(experiment: &str) -> Option<&'static [&'static str]> {
-    if experiment.starts_with("qsnet-") {
-        return Some(QSNET);
-    }
     RUNS.iter().find(|r| r.experiment == experiment).map(|r| r.profiles)
 }
 
@@ -273,6 +283,7 @@ fn paper_title(seed: &str) -> &'static str {
         "001" => "Petrini et al., collectives on the Quadrics network",
         "002" => "Wagner et al., NICVM",
         "003" => "Yu, Buntinas, Panda, multicast over Myrinet/GM-2 (slides)",
+        "004" => "Abstracts: NIC-based barrier on a collective protocol (a); MPICH2 over InfiniBand (b)",
         _ => "unknown paper",
     }
 }
@@ -378,8 +389,8 @@ impl Report {
         }
         for ((seed, section), rows) in &by_section {
             let _ = writeln!(s, "## {} - section {section}\n", paper_title(seed));
-            let _ = writeln!(s, "| id | series | nodes | size | metric | paper | simulated | diff | basis | command |");
-            let _ = writeln!(s, "| --- | --- | ---: | ---: | --- | ---: | ---: | ---: | :---: | --- |");
+            let _ = writeln!(s, "| id | series | nodes | size | metric | paper | simulated | diff | basis | miss | command |");
+            let _ = writeln!(s, "| --- | --- | ---: | ---: | --- | ---: | ---: | ---: | :---: | --- | --- |");
             for c in rows {
                 let r = c.row;
                 let _ = writeln!(

@@ -710,9 +710,10 @@ mod tests {
     const CROSS_SLOTS: usize = 32;
     const CROSS_SLOT: usize = 40;
 
-    /// The child half of `entries_cross_processes_in_order`: does nothing
-    /// unless run by it.
+    /// The child half of `entries_cross_processes_in_order`, which runs it
+    /// with `--ignored`; run alone it does nothing.
     #[test]
+    #[ignore = "the child process of entries_cross_processes_in_order; its parent runs it"]
     #[allow(unsafe_code)]
     fn cross_process_child_pushes() {
         use std::os::fd::{FromRawFd, OwnedFd, RawFd};
@@ -758,7 +759,7 @@ mod tests {
         let name = format!("{path}::cross_process_child_pushes");
         let mut child = KillOnDrop(
             std::process::Command::new(std::env::current_exe().unwrap())
-                .args(["--exact", &name, "--nocapture", "--test-threads=1"])
+                .args(["--exact", &name, "--ignored", "--nocapture", "--test-threads=1"])
                 .env(CHILD_ENV, inherited.as_raw_fd().to_string())
                 .env(PARENT_ENV, std::process::id().to_string())
                 .stdout(std::process::Stdio::null())

@@ -115,9 +115,11 @@ where
         };
         sim.spawn(rank, fut);
     }
-    let report = sim.run()?;
+    // A process's host-library error comes first: the processes it left
+    // waiting are its consequence, not the cause.
+    let report = sim.run();
     err.check()?;
-    Ok(report)
+    Ok(report?)
 }
 
 /// Rows for one point measured both ways: host-based, offloaded, and the

@@ -151,11 +151,40 @@ pub fn module_bcast(profile: &Profile, n: u32, size: u32, iters: u32, seed: u64)
     Ok(sum / (rounds - 1) as f64)
 }
 
+/// The most bytes one module packet carries on `profile` (a module runs
+/// once per packet, so a module message is one packet).
+pub fn module_payload(profile: &Profile) -> u32 {
+    let mtu = profile.nic.max_payload as usize + outboard_wire::HEADER_LEN + outboard_wire::DATA_FIXED_LEN;
+    (mtu - outboard_wire::HEADER_LEN - outboard_wire::NICVM_FIXED_LEN) as u32
+}
+
+/// Refuses a profile whose module packet cannot carry the largest size.
+fn check_sizes(profiles: &[Profile], sizes: &[u32]) -> Result<(), ExperimentError> {
+    let largest = sizes.iter().copied().max().unwrap_or(0);
+    let Some(prof) = profiles.iter().find(|p| module_payload(p) < largest) else {
+        return Ok(());
+    };
+    let fit: Vec<&str> = crate::profile::BUILTIN
+        .iter()
+        .map(|(n, _)| *n)
+        .filter(|n| module_payload(&Profile::builtin(n)) >= largest)
+        .collect();
+    Err(ExperimentError::Param(format!(
+        "nicvm runs a module once per packet, so a message must fit one module packet: {}'s carries {} B, \
+         not the {largest} B asked for (give --sizes up to {1}), and the profiles whose packets carry {largest} B are {}",
+        prof.name,
+        module_payload(prof),
+        fit.join(", ")
+    )))
+}
+
 /// `outboard sim nicvm`.
 pub(super) fn run(p: &Params, progress: &mut dyn FnMut(usize, usize)) -> Result<Outcome, ExperimentError> {
     let sizes = if p.sizes.is_empty() { vec![32, 128, 256, 1024, 4096] } else { p.sizes.clone() };
     let bsizes = if p.sizes.is_empty() { vec![32, 1024, 4096] } else { p.sizes.clone() };
     let nodes = if p.nodes.is_empty() { vec![2, 4, 8, 16] } else { p.nodes.clone() };
+    check_sizes(&p.profiles, &sizes)?;
+    check_sizes(&p.profiles, &bsizes)?;
     let total = p.profiles.len() * (sizes.len() + nodes.len() * bsizes.len());
     let mut done = 0;
     let mut rows = Vec::new();
@@ -246,6 +275,17 @@ mod tests {
         let priced_ = module_round_trip(&priced(50.0, 100.0), 256, 3, 1, NOOP, false).unwrap() / 2.0;
         let want = 200.0 / 133.0 / 2.0;
         assert!((priced_ - free - want).abs() < 0.01, "{} vs {want}", priced_ - free);
+    }
+
+    #[test]
+    fn a_profile_whose_packets_are_too_small_is_refused_with_the_ones_that_fit() {
+        let params = |name: &str, sizes: Vec<u32>| Params { profiles: vec![Profile::builtin(name)], nodes: vec![2], sizes, seed: 1, iters: 1 };
+        for name in ["fm-lanai43", "fm-lanai43-wc", "elan3", "ib-sdr"] {
+            let e = run(&params(name, vec![]), &mut |_, _| {}).unwrap_err().to_string();
+            assert!(e.contains(name) && e.contains("gm2-lanai91") && !e.contains("elan3,"), "{e}");
+        }
+        // Sizes that fit one of its packets run.
+        assert!(run(&params("elan3", vec![32, 256]), &mut |_, _| {}).is_ok());
     }
 
     #[test]

@@ -21,6 +21,8 @@
 //!   broadcast DMA of the data (packets of 320 bytes, `dma_window` open).
 //! - `elan_bcast`: `elan_gsync`'s gather, then the root's thread starts
 //!   the broadcast DMA, whose arrival releases the others.
+//! - a put (Elan3lib's remote DMA, 6.1's bandwidth test): node 0's process
+//!   posts a DMA of the data to node 1, packets as a broadcast's.
 //!
 //! A non-root process is done with an operation when it sees its release
 //! (or, for a broadcast, its last data packet); the root, for a broadcast,
@@ -46,6 +48,11 @@ pub enum Algo {
     HBcast(u32),
     /// Software gather then hardware broadcast of this many bytes.
     Bcast(u32),
+    /// Elan3lib's remote DMA of this many bytes from node 0 to node 1 (the
+    /// point-to-point bandwidth test of 6.1): the host posts it, the DMA
+    /// engine sends the packets to the one node, node 1 is done when the
+    /// last has arrived, node 0 when the last is acknowledged.
+    Put(u32),
 }
 
 impl Algo {
@@ -57,6 +64,7 @@ impl Algo {
             Algo::GSync => "gsync",
             Algo::HBcast(_) => "hbcast",
             Algo::Bcast(_) => "bcast",
+            Algo::Put(_) => "put",
         }
     }
 
@@ -167,14 +175,14 @@ impl Elanlib {
 
     fn packets(&self, f: &Fabric) -> u32 {
         match self.algo {
-            Algo::HBcast(s) | Algo::Bcast(s) => s.div_ceil(f.p.max_data).max(1),
+            Algo::HBcast(s) | Algo::Bcast(s) | Algo::Put(s) => s.div_ceil(f.p.max_data).max(1),
             _ => 0,
         }
     }
 
     fn size(&self) -> u32 {
         match self.algo {
-            Algo::HBcast(s) | Algo::Bcast(s) => s,
+            Algo::HBcast(s) | Algo::Bcast(s) | Algo::Put(s) => s,
             _ => 0,
         }
     }
@@ -200,6 +208,13 @@ impl Elanlib {
     fn enter(&mut self, f: &mut Fabric, i: u32) {
         self.k[i as usize] += 1;
         let now = f.now();
+        if let Algo::Put(_) = self.algo {
+            // Node 0's process posts the DMA; node 1 waits for its data.
+            if i == 0 {
+                self.start_data(f, now + f.p.host_send + f.p.doorbell);
+            }
+            return;
+        }
         if self.algo.hardware_barrier() {
             f.mem[i as usize].write(self.id, SEQ, self.k[i as usize]);
             if i == 0 {
@@ -274,11 +289,12 @@ impl Elanlib {
         let data = if self.sent + 1 == p { self.size() - (p - 1) * max } else { max }.max(1);
         self.sent += 1;
         let at = f.dma(0, t, data, self.main_memory);
+        let dest = if let Algo::Put(_) = self.algo { Dest::One(1) } else { Dest::Range(0, self.n - 1) };
         let s = Send {
             agent: self.id,
             tag: T_DATA,
             src: 0,
-            dest: Dest::Range(0, self.n - 1),
+            dest,
             txn: Txn::Data,
             data,
             close: Close::OnAck,

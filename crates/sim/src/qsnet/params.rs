@@ -30,21 +30,6 @@ pub struct Table {
     pub traffic_window: u32,
     pub traffic_packet_bytes: u32,
     pub tport_thread_us: f64,
-    pub basis: FigureBasis,
-}
-
-/// Which of the paper's figures the table's values were fitted on (basis
-/// C) or informed by (basis I). Kept here rather than in
-/// `data/calibration.toml` because that record's tests require every id
-/// it names to be printed by `outboard reproduce --quick`, which does not
-/// run the QsNet experiments.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct FigureBasis {
-    /// Ids a value was fitted on.
-    pub fitted: Vec<String>,
-    /// Ids whose miss informed a value or a choice.
-    pub informed: Vec<String>,
 }
 
 /// The embedded table.

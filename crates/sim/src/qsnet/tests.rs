@@ -210,6 +210,26 @@ fn the_same_seed_gives_the_same_figures() {
 }
 
 #[test]
+fn a_put_streams_at_the_link_rate_a_broadcast_does_not() {
+    // A point-to-point DMA keeps two packets open and is bound by the link
+    // (320 B of data per 378 B packet at 400 MB/s); a broadcast to one
+    // other node is a multicast, serialised at its root switch until each
+    // packet's acknowledgement is back.
+    let p = Profile::builtin("elan3");
+    let size = 1 << 20;
+    let bw = |algo| {
+        let r = run(&p, &Setup::new(2, algo, 3, 1));
+        assert!(r.completed);
+        let t = &r.times_us[1..];
+        f64::from(size) * t.len() as f64 / t.iter().sum::<f64>()
+    };
+    let put = bw(Algo::Put(size));
+    let link = 400.0 * 320.0 / 378.0;
+    assert!(put <= link && put > 0.97 * link, "put {put} MB/s, link {link}");
+    assert!(bw(Algo::Bcast(size)) < 0.9 * put);
+}
+
+#[test]
 #[ignore]
 fn print_figures() {
     let p = Profile::builtin("elan3");
