@@ -17,6 +17,17 @@
 // Compare-and-swap: the word becomes `operand` if it held `compare`.
 #define OUTBOARD_COMPARE_SWAP 3
 
+// The atomic server polls for requests without pause (GM's
+// `gm_receive`): the quickest answer, a whole core.
+#define OUTBOARD_SERVER_POLL 0
+
+// The atomic server polls `spins` times, then blocks until a request
+// comes (`gm_blocking_receive`).
+#define OUTBOARD_SERVER_SPIN_THEN_BLOCK 1
+
+// The atomic server blocks at once (`gm_blocking_receive_no_spin`).
+#define OUTBOARD_SERVER_BLOCK 2
+
 // 32-bit signed integers (`int32_t`).
 #define OUTBOARD_INT32 1
 
@@ -178,6 +189,13 @@
 // `source` of a receive that accepts any sender.
 #define OUTBOARD_ANY_SOURCE -1
 
+// Host-based atomics (dissertation 5.1, 5.4.1): at every member of a
+// group, a thread of the library serving atomic requests, sent as
+// messages, on a port of its own with the host's atomics (opaque). The
+// comparison point for the engines' atomics, and the way to run the MCS
+// lock without them ([`outboard_lock_create_served`]).
+typedef struct outboard_atomic_server outboard_atomic_server;
+
 // A group of ranks (opaque): the members of a collective.
 typedef struct outboard_group outboard_group;
 
@@ -263,6 +281,35 @@ int outboard_atomic_start(const outboard_world *world,
                           uint64_t *old,
                           outboard_request **req);
 
+// Starts `op` as [`outboard_atomic_start`] does, in the direct form: the
+// engine writes the word's old value and then a flag into this process's
+// memory, and [`crate::outboard_test`] / [`crate::outboard_wait`] read
+// that flag before the event queue (the dissertation's second way of
+// returning an atomic's value, which spares the host the event). On
+// completion the old value goes to `*old` if `old` is not null; it must
+// stay valid until then.
+int outboard_atomic_direct_start(const outboard_world *world,
+                                 uint32_t rank,
+                                 uint64_t key,
+                                 uint64_t offset,
+                                 uint32_t bits,
+                                 int op,
+                                 uint64_t operand,
+                                 uint64_t compare,
+                                 uint64_t *old,
+                                 outboard_request **req);
+
+// Blocking form of [`outboard_atomic_direct_start`].
+int outboard_atomic_direct(const outboard_world *world,
+                           uint32_t rank,
+                           uint64_t key,
+                           uint64_t offset,
+                           uint32_t bits,
+                           int op,
+                           uint64_t operand,
+                           uint64_t compare,
+                           uint64_t *old);
+
 // Blocking form of [`outboard_atomic_start`].
 int outboard_atomic(const outboard_world *world,
                     uint32_t rank,
@@ -335,6 +382,63 @@ int outboard_lock_release(const outboard_lock *lock);
 // with the lock first (for instance after a barrier): another rank's
 // operation on freed words fails. The handle is freed even on failure.
 int outboard_lock_free(outboard_lock *lock);
+
+// Starts an atomic server at every member of `group` (collective; every
+// member passes the same `wait`): a thread of this library that serves
+// host-based atomic requests ([`outboard_server_atomic`]) on a port of
+// its own, waiting for each as `wait` says (`OUTBOARD_SERVER_POLL`,
+// `OUTBOARD_SERVER_SPIN_THEN_BLOCK` with `spins` polls before blocking,
+// or `OUTBOARD_SERVER_BLOCK`; `spins` is ignored otherwise). The members
+// exchange where their servers are. It serves only the memory exposed to
+// it ([`outboard_atomic_server_expose`]). Needs an engine per process
+// (`OUTBOARD_ERR_STATE` on a node engine).
+int outboard_atomic_server_create(const outboard_group *group,
+                                  int wait,
+                                  uint32_t spins,
+                                  outboard_atomic_server **out);
+
+// Lets this rank's server perform host-based atomics on `mem`, which must
+// be registered ([`crate::outboard_mem_register`]): requests name it by
+// its key, as the engines' atomics do. Memory not exposed is refused as
+// an unknown key (`OUTBOARD_ERR_RDMA` at the requester).
+int outboard_atomic_server_expose(const outboard_atomic_server *server, const outboard_mem *mem);
+
+// Performs `op` (operands as in [`outboard_atomic_start`]) on the
+// `bits`-bit word at `offset` of the region with `key` at group rank
+// `rank`'s server, host-based: a request message to that server's thread,
+// which performs it with the host's atomics and replies with the old
+// value (written to `*old` if not null). Blocking; the world is held
+// while it waits, so keep it out of a wait another thread of this process
+// must end.
+int outboard_server_atomic(const outboard_atomic_server *server,
+                           uint32_t rank,
+                           uint64_t key,
+                           uint64_t offset,
+                           uint32_t bits,
+                           int op,
+                           uint64_t operand,
+                           uint64_t compare,
+                           uint64_t *old);
+
+// How many requests this rank's server performed so far.
+int outboard_atomic_server_served(const outboard_atomic_server *server, uint64_t *served);
+
+// Stops this rank's server and frees the handle. Every member must be
+// done sending to it first (for instance after a barrier): a request
+// that comes later is never answered. The handle is freed even on
+// failure.
+int outboard_atomic_server_free(outboard_atomic_server *server);
+
+// Creates an MCS lock over `group` as [`outboard_lock_create`] does, whose
+// remote operations go to the members' atomic servers (`server`, made
+// over the same group) instead of their engines: the host-based lock the
+// dissertation compares the offloaded one with. This rank's queue words
+// are exposed to its server. Collective over `group`. Free the lock
+// before the server.
+int outboard_lock_create_served(const outboard_group *group,
+                                uint32_t home,
+                                const outboard_atomic_server *server,
+                                outboard_lock **out);
 
 // Starts a barrier.
 int outboard_barrier_start(const outboard_group *group, outboard_request **req);
