@@ -13,10 +13,10 @@ from . import _buffers, _lib, errors, reduction
 from .handle import Handle, made
 from .nicvm import OP_MODULE_FIRST, Module
 from .request import Request
-from .types import UNDEFINED, Mode, Op, uint
+from .types import UNDEFINED, Mode, Op, ServerWait, uint
 
 if TYPE_CHECKING:
-    from .lock import Lock
+    from .lock import AtomicServer, Lock
 
 
 def _operator(op: Any) -> Tuple[int, Optional[str]]:
@@ -199,15 +199,33 @@ class Group(Handle):
 
     # --- lock ------------------------------------------------------------
 
-    def lock(self, home: int = 0) -> "Lock":
+    def lock(self, home: int = 0, server: Optional["AtomicServer"] = None) -> "Lock":
         """A distributed MCS lock over this group whose lock word lives at
         group rank ``home``. Collective (every member passes the same
-        ``home``)."""
+        ``home``). With ``server`` (this group's ``atomic_server()``), its
+        remote operations go to the members' servers instead of their
+        engines: the host-based lock."""
         from .lock import Lock
 
         out = ctypes.c_void_p()
-        errors.check(_lib.lib().outboard_lock_create(self._p(), uint(home, 32, "home"), ctypes.byref(out)))
+        if server is None:
+            errors.check(_lib.lib().outboard_lock_create(self._p(), uint(home, 32, "home"), ctypes.byref(out)))
+        else:
+            errors.check(_lib.lib().outboard_lock_create_served(self._p(), uint(home, 32, "home"), server._p(), ctypes.byref(out)))
         return Lock(made(out), self.world)
+
+    def atomic_server(self, wait: "ServerWait" = ServerWait.BLOCK, spins: int = 0) -> "AtomicServer":
+        """Starts an atomic server at every member (collective; every member
+        passes the same ``wait``): a thread of the library serving
+        host-based atomics on a port of its own, waiting for each request
+        as ``wait`` says (``spins`` polls before blocking under
+        ``ServerWait.SPIN_THEN_BLOCK``). Needs an engine per process
+        (``StateError`` on a node engine)."""
+        from .lock import AtomicServer
+
+        out = ctypes.c_void_p()
+        errors.check(_lib.lib().outboard_atomic_server_create(self._p(), int(wait), uint(spins, 32, "spins"), ctypes.byref(out)))
+        return AtomicServer(made(out), self.world, self._size)
 
     def __repr__(self) -> str:
         if self.closed:

@@ -149,6 +149,18 @@ class AtomicOp(enum.IntEnum):
     COMPARE_SWAP = 3
 
 
+class ServerWait(enum.IntEnum):
+    """How an atomic server waits for its next request
+    (``Group.atomic_server``)."""
+
+    POLL = 0
+    """Polls without pause: the quickest answer, a whole core."""
+    SPIN_THEN_BLOCK = 1
+    """Polls ``spins`` times, then blocks until a request comes."""
+    BLOCK = 2
+    """Blocks at once: no core while idle, a wake-up per request."""
+
+
 def uint(value: Any, bits: int, what: str) -> int:
     """``value`` as an unsigned ``bits``-bit integer, refusing what ctypes
     would silently wrap (a negative rank, a tag beyond 64 bits)."""

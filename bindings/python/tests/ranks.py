@@ -7,11 +7,13 @@ import inspect
 import os
 import struct
 import sys
+import threading
+import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 import outboard  # noqa: E402
-from outboard import AtomicOp, DType, Mode, Op  # noqa: E402
+from outboard import AtomicOp, DType, Mode, Op, ServerWait  # noqa: E402
 
 checks = 0
 rank = -1
@@ -301,6 +303,71 @@ def rdma_and_atomics(w):
     print("rdma and atomics ok", flush=True)
 
 
+def atomic_modes(w):
+    """Direct-form atomics exact; host-based atomics through every rank's
+    atomic server in each wait (sum exact, the server's count); the lock
+    over the servers; and a lock wait in one thread while another thread
+    of the process joins the barrier that frees the lock."""
+    size = w.size
+    mine = w.alloc(64)
+    keys = w.allreduce([mine.key if r == rank else 0 for r in range(size)], Op.BOR, DType.UINT64)
+    adds = 20
+    olds = [w.iatomic(0, keys[0], 0, AtomicOp.FETCH_ADD, 1, direct=True).wait() if i % 2 else w.atomic(0, keys[0], 0, AtomicOp.FETCH_ADD, 1, direct=True) for i in range(adds)]
+    check(len(set(olds)) == adds and max(olds) < size * adds)
+    raises(outboard.RdmaError, w.atomic, 0, keys[0], 3, AtomicOp.SWAP, 1, direct=True)
+    w.barrier()
+    check(w.fetch_add(0, keys[0], 0, 0) == size * adds, "direct adds lost")
+    w.barrier()  # every rank has read rank 0's word
+    if w.group.nodes < size:
+        # Ranks share an engine: no engine of their own to serve on.
+        raises(outboard.StateError, w.group.atomic_server, contains="engine of this process's own")
+        mine.close()
+        print("atomic modes ok (no servers on node engines)", flush=True)
+        return
+    raises(outboard.ArgumentError, w.group.atomic_server, 9, contains="OUTBOARD_SERVER_BLOCK")
+    for wait in ServerWait:
+        with w.group.atomic_server(wait, 100) as srv:
+            srv.expose(mine)
+            mine.write(bytes(8), 8)
+            w.barrier()
+            for _ in range(adds):
+                srv.fetch_add(0, keys[0], 8, 2)
+            raises(outboard.RdmaError, srv.swap, 0, keys[0] ^ 1, 8, 1)
+            w.barrier()
+            if rank == 0:
+                check(struct.unpack("<Q", mine.read(8, 8))[0] == 2 * size * adds, f"{wait.name}: served adds lost")
+                check(srv.served == size * (adds + 1), f"{wait.name}: served {srv.served}")
+            else:
+                check(srv.served == 0)
+            w.barrier()
+    # A lock wait in one thread leaves the process's other threads their
+    # calls: rank 1 holds the lock until a barrier that needs rank 0's
+    # second thread, while rank 0's first thread waits for the lock.
+    srv = w.group.atomic_server(ServerWait.BLOCK)
+    for lock in (w.group.lock(size - 1), w.group.lock(0, server=srv)):
+        if rank == 1:
+            lock.acquire()
+        w.barrier()
+        if rank == 0:
+            t = threading.Thread(target=lambda: (time.sleep(0.05), w.barrier()))
+            t.start()
+            with lock:
+                pass
+            t.join()
+        else:
+            w.barrier()
+            if rank == 1:
+                lock.release()
+        w.barrier()
+        lock.close()
+    if rank == 0:
+        check(srv.served > 0, "the served lock went through the servers")
+    w.barrier()
+    srv.close()
+    mine.close()
+    print("atomic modes ok", flush=True)
+
+
 # Element-wise maximum of absolute values of i64s: not a built-in operator.
 ABSMAX = """
 func abs(v)
@@ -400,6 +467,7 @@ def main():
         raises(outboard.ArgumentError, w.create_group, 6, [(rank + 1) % w.size], contains="not a member")
         messages(w)
         rdma_and_atomics(w)
+        atomic_modes(w)
         modules(w)
         left_open = w.new_group()  # freed by the world's close
     check(left_open.closed and w.closed and w.group.closed)
