@@ -52,7 +52,7 @@ from .lock import AtomicServer, Lock
 from .memory import Memory
 from .nicvm import Delivery, Module, ModuleInfo
 from .request import Request, Status, wait_all
-from .types import ALL_TAG_BITS, ANY_SOURCE, GROUP_ID_LIMIT, UNDEFINED, AtomicOp, DType, Mode, Op, ServerWait
+from .types import ALL_TAG_BITS, ANY_SOURCE, GROUP_ID_LIMIT, UNDEFINED, AtomicOp, BarrierAlgorithm, BarrierProtocol, BcastMode, DType, Mode, Op, ServerWait, TreeShape
 from .world import World
 
 __all__ = [
@@ -64,6 +64,9 @@ __all__ = [
     "ArgumentError",
     "AtomicOp",
     "AtomicServer",
+    "BarrierAlgorithm",
+    "BarrierProtocol",
+    "BcastMode",
     "CancelledError",
     "CollectiveError",
     "CollectiveMismatchError",
@@ -96,6 +99,7 @@ __all__ = [
     "ServerWait",
     "StateError",
     "Status",
+    "TreeShape",
     "TruncatedError",
     "World",
     "wait_all",

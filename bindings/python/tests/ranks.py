@@ -368,6 +368,53 @@ def atomic_modes(w):
     print("atomic modes ok", flush=True)
 
 
+def choices(w):
+    """Each choice a group offers gives right results and shows in the
+    group's record of what its collectives ran as."""
+    from outboard import BarrierAlgorithm as BA, BarrierProtocol as BP, BcastMode as BM, TreeShape as TS
+
+    with w.new_group() as g:
+        check(g.describe() == "mode offloaded; barrier dissemination over point-to-point; broadcast offloaded on a binomial tree; reduce on a binomial tree", g.describe())
+        data = bytes((i * 5 + 1) & 0xFF for i in range(5000))
+
+        def bcast_as(what):
+            got = g.bcast(bytearray(data) if rank == 0 else bytearray(len(data)), 0)
+            check(bytes(got) == data, what)
+            check(g.taken.get(what, 0) > 0, f"{what!r} not in {g.taken}")
+
+        def barrier_as(what):
+            g.barrier()
+            check(g.taken.get(what, 0) > 0, f"{what!r} not in {g.taken}")
+
+        g.set_barrier(BA.PAIRWISE_EXCHANGE)
+        barrier_as("barrier offloaded pairwise exchange")
+        g.set_barrier(BA.GATHER_BCAST, 2)
+        barrier_as("barrier offloaded gather-broadcast on a 2-ary tree")
+        g.set_barrier(BA.DISSEMINATION)
+        g.set_barrier_protocol(BP.NIC_COLLECTIVE)
+        barrier_as("barrier offloaded dissemination over the NIC collective protocol")
+        g.set_barrier_protocol(BP.POINT_TO_POINT)
+        raises(outboard.ArgumentError, g.set_barrier, 5, contains="OUTBOARD_BARRIER_GATHER_BCAST")
+        g.set_bcast_mode(BM.HOST_BASED)
+        bcast_as("broadcast host-based binomial tree")
+        g.set_bcast_mode(BM.NIC_ASSISTED)
+        bcast_as("broadcast nic-assisted binomial tree")
+        g.set_bcast_tree(TS.KARY, 3)
+        bcast_as("broadcast nic-assisted 3-ary tree")
+        g.set_bcast_mode(BM.OFFLOADED)
+        g.set_bcast_tree(TS.POSTAL, 1.5)
+        bcast_as("broadcast offloaded postal tree (lambda 1.5)")
+        g.set_bcast_tree(TS.CHAIN)
+        bcast_as("broadcast offloaded chain")
+        raises(outboard.ArgumentError, g.set_bcast_tree, TS.POSTAL, 0.5, contains="lambda")
+        raises(outboard.ArgumentError, g.set_bcast_mode, 9, contains="OUTBOARD_BCAST_NIC_ASSISTED")
+        g.set_reduce_degree(3)
+        check(g.allreduce(rank + 1) == w.size * (w.size + 1) // 2)
+        check(g.taken.get("allreduce offloaded 3-ary tree", 0) > 0, f"{g.taken}")
+        check("reduce on a 3-ary tree" in g.describe())
+    print("choices ok", flush=True)
+
+
 # Element-wise maximum of absolute values of i64s: not a built-in operator.
 ABSMAX = """
 func abs(v)
@@ -468,6 +515,7 @@ def main():
         messages(w)
         rdma_and_atomics(w)
         atomic_modes(w)
+        choices(w)
         modules(w)
         left_open = w.new_group()  # freed by the world's close
     check(left_open.closed and w.closed and w.group.closed)

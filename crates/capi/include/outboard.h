@@ -166,6 +166,52 @@
 // this (the ids above are taken by [`outboard_world_group`] and split).
 #define OUTBOARD_GROUP_ID_LIMIT (1 << 19)
 
+// Barrier algorithm: dissemination, ceil(log2 n) rounds for any n (the
+// default).
+#define OUTBOARD_BARRIER_DISSEMINATION 0
+
+// Barrier algorithm: MPICH's pairwise exchange (recursive doubling).
+#define OUTBOARD_BARRIER_PAIRWISE_EXCHANGE 1
+
+// Barrier algorithm: gather to rank 0 and broadcast back on a tree (of
+// the degree given with it; 0 for binomial).
+#define OUTBOARD_BARRIER_GATHER_BCAST 2
+
+// Offloaded barriers travel over the engines' reliable point-to-point
+// connections (the default).
+#define OUTBOARD_BARRIER_POINT_TO_POINT 0
+
+// Offloaded barriers travel by the engines' NIC collective protocol:
+// unsequenced notifications, no acknowledgements, losses recovered by
+// the barrier itself.
+#define OUTBOARD_BARRIER_NIC_COLLECTIVE 1
+
+// Broadcasts run in the group's mode (the default).
+#define OUTBOARD_BCAST_GROUP_MODE 0
+
+// Broadcasts run offloaded: the engines forward each piece down the tree.
+#define OUTBOARD_BCAST_OFFLOADED 1
+
+// Broadcasts run host-based: the hosts send to each child.
+#define OUTBOARD_BCAST_HOST_BASED 2
+
+// Broadcasts run NIC-assisted: each host hands every piece to its engine
+// once, with one multi-send to all its children.
+#define OUTBOARD_BCAST_NIC_ASSISTED 3
+
+// Tree shape: MPICH's binomial tree (the default).
+#define OUTBOARD_TREE_BINOMIAL 0
+
+// Tree shape: a complete k-ary tree of the degree given with it.
+#define OUTBOARD_TREE_KARY 1
+
+// Tree shape: a chain (best for pipelining large messages).
+#define OUTBOARD_TREE_CHAIN 2
+
+// Tree shape: the postal model's optimal tree for the lambda given with
+// it (dissertation 2.3).
+#define OUTBOARD_TREE_POSTAL 3
+
 // Keep the module after the loading port closes, until the job's last
 // port on the engine closes or it is purged.
 #define OUTBOARD_MODULE_PERSIST 1
@@ -545,6 +591,54 @@ int outboard_group_create(const outboard_world *world,
                           uint32_t n,
                           const uint32_t *world_ranks,
                           outboard_group **out);
+
+// Chooses the group's barrier algorithm: `OUTBOARD_BARRIER_DISSEMINATION`,
+// `OUTBOARD_BARRIER_PAIRWISE_EXCHANGE`, or `OUTBOARD_BARRIER_GATHER_BCAST`
+// on a tree of `degree` (0: binomial; ignored otherwise). Every member
+// must choose alike, before the same barrier. A group with any choice
+// made runs its collectives on the engines (not in the node's shared
+// memory, whose algorithms are its own).
+int outboard_group_set_barrier(const outboard_group *group, int algorithm, uint32_t degree);
+
+// Chooses how the group's offloaded barriers travel between the engines:
+// `OUTBOARD_BARRIER_POINT_TO_POINT` (the reliable connections) or
+// `OUTBOARD_BARRIER_NIC_COLLECTIVE` (the NIC collective protocol). Every
+// member must choose alike, before the same barrier. Host-based barriers
+// are unaffected.
+int outboard_group_set_barrier_protocol(const outboard_group *group, int protocol);
+
+// Chooses where the group's broadcasts run: `OUTBOARD_BCAST_GROUP_MODE`
+// (its mode, the default), `OUTBOARD_BCAST_OFFLOADED`,
+// `OUTBOARD_BCAST_HOST_BASED`, or `OUTBOARD_BCAST_NIC_ASSISTED` in pieces
+// of `chunk` bytes (0: one packet's payload; `UINT32_MAX`: the whole
+// message at once; ignored for the other modes). Every member must choose
+// alike.
+int outboard_group_set_bcast_mode(const outboard_group *group, int mode, uint32_t chunk);
+
+// Chooses the tree the group's broadcasts run on: `OUTBOARD_TREE_BINOMIAL`,
+// `OUTBOARD_TREE_KARY` of degree `param` (a whole number, at least 1),
+// `OUTBOARD_TREE_CHAIN`, or `OUTBOARD_TREE_POSTAL` for lambda `param` (at
+// least 1); `param` is ignored for the others. Every member must choose
+// alike.
+int outboard_group_set_bcast_tree(const outboard_group *group, int shape, double param);
+
+// Chooses the degree of the tree the group's reductions (reduce, and
+// allreduce, which reduces up the tree and broadcasts down it) run on: 0
+// for MPICH's binomial tree (the default), else a complete tree of that
+// degree. Every member must choose alike.
+int outboard_group_set_reduce_degree(const outboard_group *group, uint32_t degree);
+
+// Writes into `text` (at most `cap` bytes with the terminating NUL) the
+// group's choices in one line: mode, barrier algorithm and protocol,
+// broadcast mode and tree, reduction tree.
+int outboard_group_describe(const outboard_group *group, char *text, size_t cap);
+
+// Writes into `text` (at most `cap` bytes with the terminating NUL) what
+// this rank's collectives on the group ran as so far, one line per
+// choice: a count, a space, and the choice ("3 broadcast nic-assisted
+// 3-ary tree"). Collectives the node's shared memory ran are not among
+// them (they have no engine choices).
+int outboard_group_taken(const outboard_group *group, char *text, size_t cap);
 
 // Allocates `len` zeroed bytes of registered memory.
 int outboard_mem_alloc(const outboard_world *world, size_t len, outboard_mem **out);
