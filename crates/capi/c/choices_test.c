@@ -148,6 +148,25 @@ int main(void) {
     CHECK(taken(g, "allreduce offloaded binomial tree"));
     printf("rank %u: reduction trees taken\n", rank);
 
+    /* The same choices from text, as the PMPI library's variables and
+     * MPI_Info keys write them. */
+    OK(outboard_group_set_option(g, "bcast_tree", "kary:4"));
+    OK(outboard_group_set_option(g, "bcast_mode", "nic-assisted:2048"));
+    bcast_as(g, "broadcast nic-assisted (2048-byte pieces) 4-ary tree");
+    OK(outboard_group_set_option(g, "barrier_algorithm", "gather-broadcast:4"));
+    OK(outboard_group_set_option(g, "barrier_protocol", "nic-collective"));
+    barrier_as(g, "barrier offloaded gather-broadcast on a 4-ary tree over the NIC collective protocol");
+    OK(outboard_group_set_option(g, "reduce_degree", "5"));
+    OK(outboard_allreduce(g, &v, &sum, 1, OUTBOARD_INT64, OUTBOARD_SUM));
+    CHECK(taken(g, "allreduce offloaded 5-ary tree"));
+    CHECK(outboard_group_set_option(g, "bcast_tree", "postal") == OUTBOARD_ERR_ARG);
+    CHECK(strstr(outboard_last_error(), "binomial, kary:DEGREE, chain or postal:LAMBDA") != NULL);
+    CHECK(outboard_group_set_option(g, "reduce_degree", "-1") == OUTBOARD_ERR_ARG);
+    CHECK(outboard_group_set_option(g, "bcast_speed", "fast") == OUTBOARD_ERR_ARG);
+    CHECK(strstr(outboard_last_error(), "unknown group option") != NULL);
+    CHECK(outboard_group_set_option(g, NULL, "x") == OUTBOARD_ERR_ARG);
+    printf("rank %u: options from text taken\n", rank);
+
     OK(outboard_group_describe(g, text, sizeof text));
     printf("rank %u: %s\n", rank, text);
     OK(outboard_group_free(g));

@@ -628,6 +628,18 @@ int outboard_group_set_bcast_tree(const outboard_group *group, int shape, double
 // degree. Every member must choose alike.
 int outboard_group_set_reduce_degree(const outboard_group *group, uint32_t degree);
 
+// Makes one choice from text, as the PMPI library's variables and
+// `MPI_Info` keys write it: `option` is `barrier_algorithm`
+// (`dissemination`, `pairwise-exchange`, `gather-broadcast[:DEGREE]`),
+// `barrier_protocol` (`point-to-point`, `nic-collective`), `bcast_mode`
+// (`collective` - the group's mode -, `offloaded`, `host-based`,
+// `nic-assisted[:CHUNK]`), `bcast_tree` (`binomial`, `kary:DEGREE`,
+// `chain`, `postal:LAMBDA`) or `reduce_degree` (a whole number, 0 for
+// binomial); the values are parsed as the `OUTBOARD_MPI_*` variable of
+// the same choice is. A bad option or value fails with
+// `OUTBOARD_ERR_ARG` and a sentence naming what is accepted.
+int outboard_group_set_option(const outboard_group *group, const char *option, const char *value);
+
 // Writes into `text` (at most `cap` bytes with the terminating NUL) the
 // group's choices in one line: mode, barrier algorithm and protocol,
 // broadcast mode and tree, reduction tree.

@@ -402,12 +402,48 @@ pub unsafe extern "C" fn outboard_group_set_barrier(group: *const outboard_group
                 )))
             }
         };
-        g.choose(|gr, _| {
-            let mut d = gr.defaults();
-            d.barrier = a;
-            gr.set_defaults(d);
-            Ok(())
-        })
+        apply_barrier(g, a)
+    })
+}
+
+fn apply_barrier(g: &outboard_group, a: BarrierAlgorithm) -> Result<(), Error> {
+    g.choose(|gr, _| {
+        let mut d = gr.defaults();
+        d.barrier = a;
+        gr.set_defaults(d);
+        Ok(())
+    })
+}
+
+fn apply_protocol(g: &outboard_group, p: BarrierProtocol) -> Result<(), Error> {
+    g.choose(|gr, _| {
+        gr.set_barrier_protocol(p);
+        Ok(())
+    })
+}
+
+fn apply_bcast_mode(g: &outboard_group, m: Option<BcastMode>) -> Result<(), Error> {
+    g.choose(|_, g| {
+        g.bcast.lock().map_err(|_| Error::new(OUTBOARD_ERR_STATE, "an earlier call panicked with the group in use"))?.mode = m;
+        Ok(())
+    })
+}
+
+fn apply_bcast_tree(g: &outboard_group, t: TreeShape) -> Result<(), Error> {
+    g.choose(|_, g| {
+        g.bcast.lock().map_err(|_| Error::new(OUTBOARD_ERR_STATE, "an earlier call panicked with the group in use"))?.tree = Some(t);
+        Ok(())
+    })
+}
+
+fn apply_reduce_degree(g: &outboard_group, degree: u32) -> Result<(), Error> {
+    let t = if degree == 0 { TreeShape::Binomial } else { TreeShape::Kary(degree) };
+    g.choose(|gr, _| {
+        let mut d = gr.defaults();
+        d.tree = t;
+        d.allreduce = AllreduceAlgorithm::Tree(t);
+        gr.set_defaults(d);
+        Ok(())
     })
 }
 
@@ -429,10 +465,7 @@ pub unsafe extern "C" fn outboard_group_set_barrier_protocol(group: *const outbo
                 )))
             }
         };
-        g.choose(|gr, _| {
-            gr.set_barrier_protocol(p);
-            Ok(())
-        })
+        apply_protocol(g, p)
     })
 }
 
@@ -457,10 +490,7 @@ pub unsafe extern "C" fn outboard_group_set_bcast_mode(group: *const outboard_gr
                 )))
             }
         };
-        g.choose(|_, g| {
-            g.bcast.lock().map_err(|_| Error::new(OUTBOARD_ERR_STATE, "an earlier call panicked with the group in use"))?.mode = m;
-            Ok(())
-        })
+        apply_bcast_mode(g, m)
     })
 }
 
@@ -474,10 +504,7 @@ pub unsafe extern "C" fn outboard_group_set_bcast_tree(group: *const outboard_gr
     guard(|| {
         let g = unsafe { deref(group, "group") }?;
         let t = tree_of(shape, param, "the broadcast tree")?;
-        g.choose(|_, g| {
-            g.bcast.lock().map_err(|_| Error::new(OUTBOARD_ERR_STATE, "an earlier call panicked with the group in use"))?.tree = Some(t);
-            Ok(())
-        })
+        apply_bcast_tree(g, t)
     })
 }
 
@@ -489,14 +516,84 @@ pub unsafe extern "C" fn outboard_group_set_bcast_tree(group: *const outboard_gr
 pub unsafe extern "C" fn outboard_group_set_reduce_degree(group: *const outboard_group, degree: u32) -> c_int {
     guard(|| {
         let g = unsafe { deref(group, "group") }?;
-        let t = if degree == 0 { TreeShape::Binomial } else { TreeShape::Kary(degree) };
-        g.choose(|gr, _| {
-            let mut d = gr.defaults();
-            d.tree = t;
-            d.allreduce = AllreduceAlgorithm::Tree(t);
-            gr.set_defaults(d);
-            Ok(())
-        })
+        apply_reduce_degree(g, degree)
+    })
+}
+
+/// Makes one choice from text, as the PMPI library's variables and
+/// `MPI_Info` keys write it: `option` is `barrier_algorithm`
+/// (`dissemination`, `pairwise-exchange`, `gather-broadcast[:DEGREE]`),
+/// `barrier_protocol` (`point-to-point`, `nic-collective`), `bcast_mode`
+/// (`collective` - the group's mode -, `offloaded`, `host-based`,
+/// `nic-assisted[:CHUNK]`), `bcast_tree` (`binomial`, `kary:DEGREE`,
+/// `chain`, `postal:LAMBDA`) or `reduce_degree` (a whole number, 0 for
+/// binomial); the values are parsed as the `OUTBOARD_MPI_*` variable of
+/// the same choice is. A bad option or value fails with
+/// `OUTBOARD_ERR_ARG` and a sentence naming what is accepted.
+#[no_mangle]
+pub unsafe extern "C" fn outboard_group_set_option(group: *const outboard_group, option: *const std::ffi::c_char, value: *const std::ffi::c_char) -> c_int {
+    use outboard_settings::registry as r;
+    use outboard_settings::{Kind, Problem};
+    guard(|| {
+        let g = unsafe { deref(group, "group") }?;
+        if option.is_null() || value.is_null() {
+            return Err(Error::arg("option or value is null"));
+        }
+        // SAFETY: non-null NUL-terminated strings, as the caller promises.
+        let (option, value) = unsafe { (std::ffi::CStr::from_ptr(option), std::ffi::CStr::from_ptr(value)) };
+        let option = option.to_str().map_err(|_| Error::arg("the option is not UTF-8"))?;
+        let value = value.to_str().map_err(|_| Error::arg(format!("the value of {option} is not UTF-8")))?;
+        fn bad<K: Kind>(option: &str, value: &str, kind: &K, p: Problem) -> Error {
+            let why = match p {
+                Problem::Malformed => String::new(),
+                Problem::OutOfRange(w) => format!(" ({w})"),
+            };
+            Error::arg(format!("{option} {value:?} is not {}{why}; use {}", kind.noun(), kind.accepted()))
+        }
+        match option {
+            "barrier_algorithm" => {
+                let v = r::BARRIER_ALGORITHM.parse(value).map_err(|p| bad(option, value, &r::BARRIER_ALGORITHM, p))?;
+                let a = match v.name {
+                    "pairwise-exchange" => BarrierAlgorithm::PairwiseExchange,
+                    "gather-broadcast" => BarrierAlgorithm::GatherBroadcast { degree: v.param.unwrap_or(0.0) as u32 },
+                    _ => BarrierAlgorithm::Dissemination,
+                };
+                apply_barrier(g, a)
+            }
+            "barrier_protocol" => {
+                let v = r::BARRIER_PROTOCOL.parse(value).map_err(|p| bad(option, value, &r::BARRIER_PROTOCOL, p))?;
+                apply_protocol(g, if v == "nic-collective" { BarrierProtocol::NicCollective } else { BarrierProtocol::PointToPoint })
+            }
+            "bcast_mode" => {
+                let v = r::BCAST_MODE.parse(value).map_err(|p| bad(option, value, &r::BCAST_MODE, p))?;
+                apply_bcast_mode(
+                    g,
+                    match v.name {
+                        "offloaded" => Some(BcastMode::Offloaded),
+                        "host-based" => Some(BcastMode::HostBased),
+                        "nic-assisted" => Some(BcastMode::NicAssisted { chunk: v.param.unwrap_or(0.0) as u32 }),
+                        _ => None,
+                    },
+                )
+            }
+            "bcast_tree" => {
+                let v = r::BCAST_TREE.parse(value).map_err(|p| bad(option, value, &r::BCAST_TREE, p))?;
+                let t = match v.name {
+                    "kary" => TreeShape::Kary(v.param.unwrap_or(2.0) as u32),
+                    "chain" => TreeShape::Chain,
+                    "postal" => TreeShape::Postal(Lambda::Given(v.param.unwrap_or(1.0))),
+                    _ => TreeShape::Binomial,
+                };
+                apply_bcast_tree(g, t)
+            }
+            "reduce_degree" => {
+                let v = r::REDUCE_DEGREE.parse(value).map_err(|p| bad(option, value, &r::REDUCE_DEGREE, p))?;
+                apply_reduce_degree(g, v as u32)
+            }
+            _ => Err(Error::arg(format!(
+                "unknown group option {option:?}: barrier_algorithm, barrier_protocol, bcast_mode, bcast_tree or reduce_degree"
+            ))),
+        }
     })
 }
 
