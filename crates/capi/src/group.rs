@@ -37,7 +37,7 @@ pub struct outboard_group {
     /// chosen, instead of the node's shared memory (which has algorithms
     /// of its own).
     chosen: AtomicBool,
-    /// How its broadcasts run: `None` in the group's mode.
+    /// Its broadcasts' mode and tree, where chosen.
     pub(crate) bcast: Mutex<BcastChoice>,
 }
 
