@@ -557,8 +557,9 @@ const char *outboard_last_error(void);
 int outboard_world_group(const outboard_world *world, outboard_group **out);
 
 // Splits `group` by `color` (`MPI_Comm_split`): ranks of one color form a
-// new group, ordered by `key` then by rank. Collective over `group`. A
-// rank passing [`OUTBOARD_UNDEFINED`] gets null in `*out`.
+// new group, ordered by `key` then by rank, with `group`'s mode and
+// collective choices. Collective over `group`. A rank passing
+// [`OUTBOARD_UNDEFINED`] gets null in `*out`.
 int outboard_split(const outboard_group *group, uint32_t color, uint32_t key, outboard_group **out);
 
 // Frees a group (no collective of it may be under way); the handle is

@@ -172,8 +172,9 @@ pub unsafe extern "C" fn outboard_world_group(world: *const outboard_world, out:
 }
 
 /// Splits `group` by `color` (`MPI_Comm_split`): ranks of one color form a
-/// new group, ordered by `key` then by rank. Collective over `group`. A
-/// rank passing [`OUTBOARD_UNDEFINED`] gets null in `*out`.
+/// new group, ordered by `key` then by rank, with `group`'s mode and
+/// collective choices. Collective over `group`. A rank passing
+/// [`OUTBOARD_UNDEFINED`] gets null in `*out`.
 #[no_mangle]
 pub unsafe extern "C" fn outboard_split(group: *const outboard_group, color: u32, key: u32, out: *mut *mut outboard_group) -> c_int {
     guard(|| {
@@ -186,7 +187,22 @@ pub unsafe extern "C" fn outboard_split(group: *const outboard_group, color: u32
             None => Ok(None),
         })?;
         match made {
-            Some(ng) => hand_out(g.shared.clone(), ng, out),
+            Some(ng) => {
+                hand_out(g.shared.clone(), ng, out)?;
+                // The new group takes the parent's choices, as the host
+                // library's split takes its defaults.
+                // SAFETY: `hand_out` just wrote a live handle to `*out`.
+                let child = unsafe { &**out };
+                let protocol = g.with(|gr, _| Ok(gr.barrier_protocol()))?;
+                child.with(|gr, _| {
+                    gr.set_barrier_protocol(protocol);
+                    Ok(())
+                })?;
+                let b = *g.bcast.lock().map_err(|_| Error::new(OUTBOARD_ERR_STATE, "an earlier call panicked with the group in use"))?;
+                *child.bcast.lock().map_err(|_| Error::new(OUTBOARD_ERR_STATE, "an earlier call panicked with the group in use"))? = b;
+                child.chosen.store(g.chosen.load(Ordering::Acquire), Ordering::Release);
+                Ok(())
+            }
             None => unsafe { put(out, std::ptr::null_mut(), "out") },
         }
     })
