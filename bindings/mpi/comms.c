@@ -55,9 +55,26 @@ void ob_release(struct comm *c) {
     free(c);
 }
 
+/* Verbose mode: what the communicator's collectives ran as, from the
+ * C ABI's record of each lane's group - what was taken, not what was
+ * asked for. */
+static void say_taken(MPI_Comm comm, struct comm *c) {
+    char name[MPI_MAX_OBJECT_NAME] = "";
+    int len = 0;
+    PMPI_Comm_get_name(comm, name, &len);
+    for (int l = 0; l < L_COUNT; l++) {
+        char text[4096];
+        if (!c->group[l] || outboard_group_taken(c->group[l], text, sizeof text) != OUTBOARD_OK || !text[0]) continue;
+        for (char *nl = strchr(text, '\n'); nl; nl = strchr(nl, '\n')) *nl = nl[1] ? ';' : 0;
+        fprintf(stderr, "outboard_mpi: rank %d: %s's %s collectives ran as: %s\n", ob.rank, len ? name : "a communicator",
+                l == L_BLOCKING ? "blocking" : "non-blocking", text);
+    }
+}
+
 static int delete_comm(MPI_Comm comm, int kv, void *attr, void *extra) {
-    (void)comm; (void)kv; (void)extra;
+    (void)kv; (void)extra;
     struct comm *c = attr;
+    if (ob.verbose && c->chosen) say_taken(comm, c);
     pthread_mutex_lock(&ob.lock);
     if (c->pending) c->freed = 1;
     else ob_release(c);
@@ -163,6 +180,14 @@ static void map(MPI_Comm comm) {
     PMPI_Allreduce(&made, &every, 1, MPI_INT, MPI_LAND, comm);
     /* The same at every member: the group's member list is. */
     if (every) outboard_group_nodes(c->group[L_BLOCKING], &c->nodes);
+    /* The environment's choices, checked at MPI_Init: alike everywhere. */
+    for (int o = 0; every && o < O_COUNT; o++) {
+        if (!ob.opt_set[o]) continue;
+        for (int l = 0; l < L_COUNT; l++)
+            if (outboard_group_set_option(c->group[l], ob_opt_name[o], ob.opt[o]) != OUTBOARD_OK)
+                fprintf(stderr, "outboard_mpi: rank %d: %s: %s\n", ob.rank, ob_opt_env[o], outboard_last_error());
+        c->chosen = 1;
+    }
     pthread_mutex_lock(&ob.lock);
     if (!every) {
         free_groups(c);
@@ -204,10 +229,54 @@ int MPI_Comm_dup(MPI_Comm comm, MPI_Comm *newcomm) {
     return rc;
 }
 
+/* The MPI_Info keys naming collective choices (outboard_ and the C ABI's
+ * option name). */
+static const char *const info_key[O_COUNT] = {"outboard_barrier_algorithm", "outboard_barrier_protocol", "outboard_bcast_mode",
+                                              "outboard_bcast_tree", "outboard_reduce_degree"};
+
+/* Applies the keys of `info` that name collective choices to `comm`'s
+ * groups (the caller, `call`, is collective: every member applies the
+ * same). A bad value is an MPI_ERR_INFO_VALUE through the communicator's
+ * error handler, naming the key and what it accepts. */
+static int apply_info(MPI_Comm comm, MPI_Info info, const char *call) {
+    if (!ob.up || info == MPI_INFO_NULL) return MPI_SUCCESS;
+    struct comm *c = ob_lookup(comm);
+    int any = 0;
+    for (int o = 0; o < O_COUNT; o++) {
+        char v[256];
+        int flag = 0;
+        if (PMPI_Info_get(info, info_key[o], (int)sizeof v - 1, v, &flag) != MPI_SUCCESS || !flag) continue;
+        if (!c || !c->group[L_BLOCKING]) {
+            if (ob.verbose) fprintf(stderr, "outboard_mpi: rank %d: %s: MPI_Info key %s ignored: the communicator's collectives pass through\n", ob.rank, call, info_key[o]);
+            continue;
+        }
+        for (int l = 0; l < L_COUNT; l++)
+            if (outboard_group_set_option(c->group[l], ob_opt_name[o], v) != OUTBOARD_OK) {
+                char why[700];
+                snprintf(why, sizeof why, "MPI_Info key %s: %s", info_key[o], outboard_last_error());
+                return ob_fail_msg(comm, MPI_ERR_INFO_VALUE, call, why);
+            }
+        c->chosen = any = 1;
+    }
+    if (any && ob.verbose) {
+        char name[MPI_MAX_OBJECT_NAME] = "", d[400] = "";
+        int len = 0;
+        PMPI_Comm_get_name(comm, name, &len);
+        outboard_group_describe(c->group[L_BLOCKING], d, sizeof d);
+        fprintf(stderr, "outboard_mpi: rank %d: %s on %s: collective choices now %s\n", ob.rank, call, len ? name : "a communicator", d);
+    }
+    return MPI_SUCCESS;
+}
+
+int MPI_Comm_set_info(MPI_Comm comm, MPI_Info info) {
+    int rc = PMPI_Comm_set_info(comm, info);
+    return rc == MPI_SUCCESS ? apply_info(comm, info, "MPI_Comm_set_info") : rc;
+}
+
 int MPI_Comm_dup_with_info(MPI_Comm comm, MPI_Info info, MPI_Comm *newcomm) {
     int rc = PMPI_Comm_dup_with_info(comm, info, newcomm);
     if (rc == MPI_SUCCESS) map(*newcomm);
-    return rc;
+    return rc == MPI_SUCCESS ? apply_info(*newcomm, info, "MPI_Comm_dup_with_info") : rc;
 }
 
 int MPI_Comm_split(MPI_Comm comm, int color, int key, MPI_Comm *newcomm) {

@@ -14,7 +14,8 @@
  * as well, so Outboard would not even start.
  *
  * What: the Fortran symbols of MPI_Init, MPI_Init_thread, MPI_Finalize,
- * MPI_Barrier, MPI_Bcast, MPI_Reduce, MPI_Allreduce, their I-forms, and
+ * MPI_Barrier, MPI_Bcast, MPI_Reduce, MPI_Allreduce, their I-forms, the
+ * communicator constructors below and MPI_Comm_set_info, and
  * every wait and test function (so that the requests of the I-forms
  * complete), in each name mangling a Fortran compiler may use: mpi_bcast,
  * mpi_bcast_, mpi_bcast__, MPI_BCAST (the MPIs export all four); plus the
@@ -80,7 +81,7 @@ enum entry {
     E_BARRIER, E_BCAST, E_REDUCE, E_ALLREDUCE, E_IBARRIER, E_IBCAST, E_IREDUCE, E_IALLREDUCE,
     E_WAIT, E_WAITALL, E_WAITANY, E_WAITSOME, E_TEST, E_TESTALL, E_TESTANY, E_TESTSOME,
     E_REQUEST_FREE, E_REQUEST_GET_STATUS, E_INIT, E_INIT_THREAD, E_FINALIZE,
-    E_COMM_DUP, E_COMM_DUP_WITH_INFO, E_COMM_SPLIT, E_COMM_SPLIT_TYPE, E_COMM_CREATE, E_COMM_CREATE_GROUP, E_COUNT
+    E_COMM_DUP, E_COMM_DUP_WITH_INFO, E_COMM_SPLIT, E_COMM_SPLIT_TYPE, E_COMM_CREATE, E_COMM_CREATE_GROUP, E_COMM_SET_INFO, E_COUNT
 };
 
 /* Fortran name (as the MPI standard writes it) and the C function called. */
@@ -95,7 +96,7 @@ static const char *const entry_name[E_COUNT][2] = {
     {"MPI_INIT_THREAD", "MPI_Init_thread"}, {"MPI_FINALIZE", "MPI_Finalize"}, {"MPI_COMM_DUP", "MPI_Comm_dup"},
     {"MPI_COMM_DUP_WITH_INFO", "MPI_Comm_dup_with_info"}, {"MPI_COMM_SPLIT", "MPI_Comm_split"},
     {"MPI_COMM_SPLIT_TYPE", "MPI_Comm_split_type"}, {"MPI_COMM_CREATE", "MPI_Comm_create"},
-    {"MPI_COMM_CREATE_GROUP", "MPI_Comm_create_group"}};
+    {"MPI_COMM_CREATE_GROUP", "MPI_Comm_create_group"}, {"MPI_COMM_SET_INFO", "MPI_Comm_set_info"}};
 
 /* Addresses that stand for one Fortran constant, one per symbol mangling
  * (NULL where that mangling does not exist). */
@@ -714,6 +715,14 @@ static void f_comm_create_group(MPI_Fint *comm, MPI_Fint *group, MPI_Fint *tag, 
     new_comm(newcomm, ierr, rc, &c);
 }
 
+/* MPI_COMM_SET_INFO: its outboard_* keys choose how the communicator's
+ * collectives run (comms.c), so it must reach the C library too. */
+static void f_comm_set_info(MPI_Fint *comm, MPI_Fint *info, MPI_Fint *ierr) {
+    ready();
+    said(E_COMM_SET_INFO, 0);
+    set(ierr, MPI_Comm_set_info(MPI_Comm_f2c(*comm), MPI_Info_f2c(*info)));
+}
+
 /* ---- The exported names ---- */
 
 /* `impl` under the four manglings of a Fortran name. */
@@ -751,6 +760,7 @@ FORTRAN_NAMES(f_comm_split, mpi_comm_split, MPI_COMM_SPLIT);
 FORTRAN_NAMES(f_comm_split_type, mpi_comm_split_type, MPI_COMM_SPLIT_TYPE);
 FORTRAN_NAMES(f_comm_create, mpi_comm_create, MPI_COMM_CREATE);
 FORTRAN_NAMES(f_comm_create_group, mpi_comm_create_group, MPI_COMM_CREATE_GROUP);
+FORTRAN_NAMES(f_comm_set_info, mpi_comm_set_info, MPI_COMM_SET_INFO);
 
 #if FORTRAN_OPEN_MPI
 /* Open MPI's mpi_f08 routines take what its mpif.h ones take (handles as
@@ -783,6 +793,7 @@ ONE_NAME(f_comm_split, mpi_comm_split_f08_);
 ONE_NAME(f_comm_split_type, mpi_comm_split_type_f08_);
 ONE_NAME(f_comm_create, mpi_comm_create_f08_);
 ONE_NAME(f_comm_create_group, mpi_comm_create_group_f08_);
+ONE_NAME(f_comm_set_info, mpi_comm_set_info_f08_);
 #elif FORTRAN_MPICH
 /* MPICH's mpi_f08 routines without a buffer call PMPI directly; their
  * statuses are C's. (Those with buffers reach the C functions.) */
@@ -834,4 +845,5 @@ ONE_NAME(f_comm_split, mpi_comm_split_f08_);
 ONE_NAME(f_comm_split_type, mpi_comm_split_type_f08_);
 ONE_NAME(f_comm_create, mpi_comm_create_f08_);
 ONE_NAME(f_comm_create_group, mpi_comm_create_group_f08_);
+ONE_NAME(f_comm_set_info, mpi_comm_set_info_f08_);
 #endif

@@ -22,6 +22,11 @@ enum why { W_TAKEN, W_OFF, W_DATATYPE, W_OP, W_SIZE, W_SIZE_NODES, W_INTER, W_NO
  * blocking ones). */
 enum lane { L_BLOCKING, L_NONBLOCKING, L_COUNT };
 
+/* A communicator's collective choices: the C ABI's group options, set from
+ * OUTBOARD_MPI_<NAME> for every communicator and from the MPI_Info key
+ * outboard_<name> for one (MPI_Comm_set_info, MPI_Comm_dup_with_info). */
+enum opt { O_BARRIER_ALGORITHM, O_BARRIER_PROTOCOL, O_BCAST_MODE, O_BCAST_TREE, O_REDUCE_DEGREE, O_COUNT };
+
 extern struct ob_state {
     int up;                 /* Outboard is running */
     int verbose;
@@ -29,6 +34,8 @@ extern struct ob_state {
     enum how how[C_COUNT];
     long long max_bytes[C_COUNT]; /* per collective; barrier's unused */
     long long max_bytes_between_nodes[C_COUNT]; /* the same, on communicators spanning engines */
+    char opt[O_COUNT][64];  /* the choices' variables, canonical */
+    int opt_set[O_COUNT];   /* the variable chooses other than the default */
     outboard_world *world;
     MPI_Comm boot;          /* private duplicate of MPI_COMM_WORLD for the bootstrap */
     pthread_mutex_t lock;   /* guards the group ids and the pending list */
@@ -41,6 +48,7 @@ struct comm {
     enum why broken;        /* why group is NULL */
     uint32_t nodes;         /* engines (machines) its ranks use; 0 or 1: one */
     unsigned said[C_COUNT]; /* bit per `enum why` already printed (+16: non-blocking) */
+    int chosen;             /* a choice was made (environment or MPI_Info): verbose lines say which */
     int pending;            /* non-blocking collectives under way (under ob.lock) */
     int freed;              /* the communicator was freed while some were (under ob.lock) */
 };
@@ -82,6 +90,8 @@ int ob_failed(MPI_Comm comm, const char *call, int rc);
 int ob_error_code(int rc, const char *what);
 int ob_fail_msg(MPI_Comm comm, int class, const char *call, const char *why);
 extern const char *const ob_coll_name[C_COUNT];
+extern const char *const ob_opt_name[O_COUNT];
+extern const char *const ob_opt_env[O_COUNT];
 extern const char *const ob_icoll_name[C_COUNT];
 
 #endif

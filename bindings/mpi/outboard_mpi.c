@@ -31,8 +31,19 @@
  *   OUTBOARD_MPI_BCAST_MAX_BYTES_BETWEEN_NODES (128K) / _REDUCE_... (16K) / _ALLREDUCE_... (16K)
  *                                        the same on communicators spanning nodes (engines),
  *                                        where the smaller of the two applies
+ *   OUTBOARD_MPI_BARRIER_ALGORITHM=dissemination|pairwise-exchange|gather-broadcast[:DEGREE]
+ *   OUTBOARD_MPI_BARRIER_PROTOCOL=point-to-point|nic-collective
+ *   OUTBOARD_MPI_BCAST_MODE=collective|offloaded|host-based|nic-assisted[:CHUNK]
+ *   OUTBOARD_MPI_BCAST_TREE=binomial|kary:DEGREE|chain|postal:LAMBDA
+ *   OUTBOARD_MPI_REDUCE_DEGREE=N (0: binomial)
+ *                                        the collective choices of every communicator;
+ *                                        per communicator, the MPI_Info keys
+ *                                        outboard_barrier_algorithm, ... on
+ *                                        MPI_Comm_set_info (comms.c)
  *   OUTBOARD_MPI_VERBOSE=on|off          print, per communicator and collective,
- *                                        what was taken over and why not
+ *                                        what was taken over and why not, and
+ *                                        what a communicator's collectives ran
+ *                                        as when it is freed
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -61,6 +72,12 @@ static const char *const max_env[C_COUNT] = {NULL, "OUTBOARD_MPI_BCAST_MAX_BYTES
 static const char *const between_env[C_COUNT] = {NULL, "OUTBOARD_MPI_BCAST_MAX_BYTES_BETWEEN_NODES", "OUTBOARD_MPI_REDUCE_MAX_BYTES_BETWEEN_NODES",
                                                  "OUTBOARD_MPI_ALLREDUCE_MAX_BYTES_BETWEEN_NODES"};
 static const char *const how_name[] = {"off", "offload", "host"};
+const char *const ob_opt_name[O_COUNT] = {"barrier_algorithm", "barrier_protocol", "bcast_mode", "bcast_tree", "reduce_degree"};
+const char *const ob_opt_env[O_COUNT] = {"OUTBOARD_MPI_BARRIER_ALGORITHM", "OUTBOARD_MPI_BARRIER_PROTOCOL", "OUTBOARD_MPI_BCAST_MODE",
+                                         "OUTBOARD_MPI_BCAST_TREE", "OUTBOARD_MPI_REDUCE_DEGREE"};
+/* The defaults' canonical values: a variable that says one chooses nothing
+ * (so the communicator keeps the node's shared-memory path). */
+static const char *const opt_default[O_COUNT] = {"dissemination", "point-to-point", "collective", "binomial", "0"};
 
 static const char *const why_text[W_COUNT] = {
     "taken over", "pass-through by configuration", "datatype not offloadable",
@@ -86,8 +103,13 @@ void ob_say(MPI_Comm comm, struct comm *c, enum coll k, int nb, enum why w) {
     if (w == W_SIZE_NODES)
         snprintf(limit, sizeof limit, " (%lld bytes on a communicator spanning %u nodes, %s)", ob.max_bytes_between_nodes[k], c ? c->nodes : 0,
                  between_env[k] ? between_env[k] : "");
-    fprintf(stderr, "outboard_mpi: rank %d: %s on %s: %s%s%s\n", ob.rank, nb ? ob_icoll_name[k] : ob_coll_name[k], len ? name : "a communicator",
-            why_text[w], w == W_TAKEN ? mode : "", limit);
+    char chosen[400] = "";
+    if (w == W_TAKEN && c && c->chosen && c->group[nb]) {
+        char d[380];
+        if (outboard_group_describe(c->group[nb], d, sizeof d) == OUTBOARD_OK) snprintf(chosen, sizeof chosen, " [%s]", d);
+    }
+    fprintf(stderr, "outboard_mpi: rank %d: %s on %s: %s%s%s%s\n", ob.rank, nb ? ob_icoll_name[k] : ob_coll_name[k], len ? name : "a communicator",
+            why_text[w], w == W_TAKEN ? mode : "", limit, chosen);
 }
 
 /* ---- Errors ---- */
@@ -223,6 +245,10 @@ static int read_config(void) {
     }
     if (!setting("OUTBOARD_MPI_VERBOSE", v, sizeof v)) return 0;
     ob.verbose = !strcmp(v, "1");
+    for (int o = 0; o < O_COUNT; o++) {
+        if (!setting(ob_opt_env[o], ob.opt[o], sizeof ob.opt[o])) return 0;
+        ob.opt_set[o] = strcmp(ob.opt[o], opt_default[o]) != 0;
+    }
     return 1;
 }
 
@@ -294,6 +320,14 @@ static int start_outboard(void) {
                 size, local_size, how_name[ob.how[0]], how_name[ob.how[1]], how_name[ob.how[2]], how_name[ob.how[3]],
                 ob.max_bytes[C_BCAST], ob.max_bytes[C_REDUCE], ob.max_bytes[C_ALLREDUCE], ob.max_bytes_between_nodes[C_BCAST],
                 ob.max_bytes_between_nodes[C_REDUCE], ob.max_bytes_between_nodes[C_ALLREDUCE]);
+    if (ob.verbose && ob.rank == 0) {
+        char chosen[512] = "";
+        size_t at = 0;
+        for (int o = 0; o < O_COUNT; o++)
+            if (ob.opt_set[o] && at < sizeof chosen)
+                at += (size_t)snprintf(chosen + at, sizeof chosen - at, "%s%s=%s", at ? ", " : "", ob_opt_env[o], ob.opt[o]);
+        if (at) fprintf(stderr, "outboard_mpi: collective choices of every communicator: %s\n", chosen);
+    }
     if (ob.verbose) {
         char engine[512];
         if (outboard_describe(ob.world, engine, sizeof engine) == OUTBOARD_OK)

@@ -3,7 +3,8 @@
 ! broadcasts of INTEGER and DOUBLE PRECISION arrays, reductions (sum, max;
 ! with and without MPI_IN_PLACE), and the non-blocking forms completed with
 ! MPI_Wait, MPI_Waitall, MPI_Waitany and MPI_Test, on MPI_COMM_WORLD and on
-! a communicator from MPI_Comm_split (ranks in reverse order). Every result
+! a communicator from MPI_Comm_split (ranks in reverse order, its
+! broadcast tree chosen by an MPI_Info key on MPI_Comm_set_info). Every result
 ! is checked against the value it must have (exact: small integers and
 ! quarters), one line per check; the last line gives the count, and the
 ! program stops with status 1 if any check failed. A plain MPI program: it
@@ -11,7 +12,7 @@
 program fortran_collectives
     use mpi
     implicit none
-    integer :: ierr, wrank, wsize, split, checks, wrong
+    integer :: ierr, wrank, wsize, split, checks, wrong, info
 
     checks = 0
     wrong = 0
@@ -22,6 +23,12 @@ program fortran_collectives
     ! Two halves (even and odd world ranks), each in reverse order.
     call MPI_Comm_split(MPI_COMM_WORLD, mod(wrank, 2), wsize - wrank, split, ierr)
     call MPI_Comm_set_name(split, 'fsplit', ierr)
+    ! With the library, this key makes the split's broadcasts run on a
+    ! 3-ary tree (other MPIs ignore it).
+    call MPI_Info_create(info, ierr)
+    call MPI_Info_set(info, 'outboard_bcast_tree', 'kary:3', ierr)
+    call MPI_Comm_set_info(split, info, ierr)
+    call MPI_Info_free(info, ierr)
     call run(split, 'fsplit')
     call MPI_Comm_free(split, ierr)
     print '(A,I0,A,I0,A,I0,A)', 'rank ', wrank, ': ', checks, ' checks, ', wrong, ' wrong'

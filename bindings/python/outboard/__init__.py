@@ -48,11 +48,11 @@ from .errors import (
 )
 from ._lib import LibraryNotFoundError
 from .group import Group
-from .lock import Lock
+from .lock import AtomicServer, Lock
 from .memory import Memory
 from .nicvm import Delivery, Module, ModuleInfo
 from .request import Request, Status, wait_all
-from .types import ALL_TAG_BITS, ANY_SOURCE, GROUP_ID_LIMIT, UNDEFINED, AtomicOp, DType, Mode, Op
+from .types import ALL_TAG_BITS, ANY_SOURCE, GROUP_ID_LIMIT, UNDEFINED, AtomicOp, BarrierAlgorithm, BarrierProtocol, BcastMode, DType, Mode, Op, ServerWait, TreeShape
 from .world import World
 
 __all__ = [
@@ -63,6 +63,10 @@ __all__ = [
     "UNDEFINED",
     "ArgumentError",
     "AtomicOp",
+    "AtomicServer",
+    "BarrierAlgorithm",
+    "BarrierProtocol",
+    "BcastMode",
     "CancelledError",
     "CollectiveError",
     "CollectiveMismatchError",
@@ -92,8 +96,10 @@ __all__ = [
     "Request",
     "ResourceError",
     "SenderAbortedError",
+    "ServerWait",
     "StateError",
     "Status",
+    "TreeShape",
     "TruncatedError",
     "World",
     "wait_all",

@@ -7,16 +7,16 @@ from __future__ import annotations
 import ctypes
 import pickle
 import struct
-from typing import TYPE_CHECKING, Any, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Dict, Optional, Tuple
 
 from . import _buffers, _lib, errors, reduction
 from .handle import Handle, made
 from .nicvm import OP_MODULE_FIRST, Module
 from .request import Request
-from .types import UNDEFINED, Mode, Op, uint
+from .types import UNDEFINED, BarrierAlgorithm, BarrierProtocol, BcastMode, Mode, Op, ServerWait, TreeShape, uint
 
 if TYPE_CHECKING:
-    from .lock import Lock
+    from .lock import AtomicServer, Lock
 
 
 def _operator(op: Any) -> Tuple[int, Optional[str]]:
@@ -90,6 +90,55 @@ class Group(Handle):
             raise TypeError(f"mode must be a Mode, not {type(mode).__name__}")
         errors.check(_lib.lib().outboard_group_set_mode(self._p(), int(mode)))
         self._mode = Mode(mode)
+
+    # --- choices -----------------------------------------------------------
+    # Every member must choose alike, before the same collective. A group
+    # with any choice made runs its collectives on the engines (not in the
+    # node's shared memory, whose algorithms are its own).
+
+    def set_barrier(self, algorithm: BarrierAlgorithm, degree: int = 0) -> None:
+        """Chooses the barrier algorithm (``degree``: the gather-broadcast
+        tree's, 0 for binomial)."""
+        errors.check(_lib.lib().outboard_group_set_barrier(self._p(), int(algorithm), uint(degree, 32, "degree")))
+
+    def set_barrier_protocol(self, protocol: BarrierProtocol) -> None:
+        """Chooses how offloaded barriers travel between the engines."""
+        errors.check(_lib.lib().outboard_group_set_barrier_protocol(self._p(), int(protocol)))
+
+    def set_bcast_mode(self, mode: BcastMode, chunk: int = 0) -> None:
+        """Chooses where broadcasts run; ``chunk``: a NIC-assisted
+        broadcast's piece in bytes (0: one packet; 2**32-1: whole)."""
+        errors.check(_lib.lib().outboard_group_set_bcast_mode(self._p(), int(mode), uint(chunk, 32, "chunk")))
+
+    def set_bcast_tree(self, shape: TreeShape, param: float = 0) -> None:
+        """Chooses the broadcast tree; ``param``: a k-ary tree's degree, a
+        postal tree's lambda."""
+        errors.check(_lib.lib().outboard_group_set_bcast_tree(self._p(), int(shape), float(param)))
+
+    def set_reduce_degree(self, degree: int) -> None:
+        """Chooses the degree of the reduce and allreduce tree (0:
+        binomial)."""
+        errors.check(_lib.lib().outboard_group_set_reduce_degree(self._p(), uint(degree, 32, "degree")))
+
+    def describe(self) -> str:
+        """The group's choices in one line."""
+        return self._text(_lib.lib().outboard_group_describe)
+
+    @property
+    def taken(self) -> Dict[str, int]:
+        """How many of this rank's collectives on the group ran as each
+        choice ("broadcast nic-assisted 3-ary tree": 2), from the library's
+        record of what it ran."""
+        out: Dict[str, int] = {}
+        for line in self._text(_lib.lib().outboard_group_taken).splitlines():
+            n, what = line.split(" ", 1)
+            out[what] = int(n)
+        return out
+
+    def _text(self, f: Any) -> str:
+        buf = ctypes.create_string_buffer(1 << 16)
+        errors.check(f(self._p(), buf, len(buf)))
+        return buf.value.decode()
 
     def split(self, color: Optional[int], key: int = 0) -> Optional["Group"]:
         """``MPI_Comm_split``: ranks passing the same ``color`` form a new
@@ -199,15 +248,33 @@ class Group(Handle):
 
     # --- lock ------------------------------------------------------------
 
-    def lock(self, home: int = 0) -> "Lock":
+    def lock(self, home: int = 0, server: Optional["AtomicServer"] = None) -> "Lock":
         """A distributed MCS lock over this group whose lock word lives at
         group rank ``home``. Collective (every member passes the same
-        ``home``)."""
+        ``home``). With ``server`` (this group's ``atomic_server()``), its
+        remote operations go to the members' servers instead of their
+        engines: the host-based lock."""
         from .lock import Lock
 
         out = ctypes.c_void_p()
-        errors.check(_lib.lib().outboard_lock_create(self._p(), uint(home, 32, "home"), ctypes.byref(out)))
+        if server is None:
+            errors.check(_lib.lib().outboard_lock_create(self._p(), uint(home, 32, "home"), ctypes.byref(out)))
+        else:
+            errors.check(_lib.lib().outboard_lock_create_served(self._p(), uint(home, 32, "home"), server._p(), ctypes.byref(out)))
         return Lock(made(out), self.world)
+
+    def atomic_server(self, wait: "ServerWait" = ServerWait.BLOCK, spins: int = 0) -> "AtomicServer":
+        """Starts an atomic server at every member (collective; every member
+        passes the same ``wait``): a thread of the library serving
+        host-based atomics on a port of its own, waiting for each request
+        as ``wait`` says (``spins`` polls before blocking under
+        ``ServerWait.SPIN_THEN_BLOCK``). Needs an engine per process
+        (``StateError`` on a node engine)."""
+        from .lock import AtomicServer
+
+        out = ctypes.c_void_p()
+        errors.check(_lib.lib().outboard_atomic_server_create(self._p(), int(wait), uint(spins, 32, "spins"), ctypes.byref(out)))
+        return AtomicServer(made(out), self.world, self._size)
 
     def __repr__(self) -> str:
         if self.closed:

@@ -141,12 +141,73 @@ class Mode(enum.IntEnum):
     """By the hosts, over point-to-point messages."""
 
 
+class BarrierAlgorithm(enum.IntEnum):
+    """A group's barrier algorithm (``Group.set_barrier``)."""
+
+    DISSEMINATION = 0
+    """ceil(log2 n) rounds for any n (the default)."""
+    PAIRWISE_EXCHANGE = 1
+    """MPICH's pairwise exchange (recursive doubling)."""
+    GATHER_BCAST = 2
+    """Gather to rank 0 and broadcast back on a tree of the given degree
+    (0: binomial)."""
+
+
+class BarrierProtocol(enum.IntEnum):
+    """How a group's offloaded barriers travel between the engines."""
+
+    POINT_TO_POINT = 0
+    """Over the reliable connections (the default)."""
+    NIC_COLLECTIVE = 1
+    """By the NIC collective protocol: no acknowledgements, losses
+    recovered by the barrier itself."""
+
+
+class BcastMode(enum.IntEnum):
+    """Where a group's broadcasts run (``Group.set_bcast_mode``)."""
+
+    GROUP_MODE = 0
+    """In the group's mode (the default)."""
+    OFFLOADED = 1
+    """The engines forward each piece down the tree."""
+    HOST_BASED = 2
+    """The hosts send to each child."""
+    NIC_ASSISTED = 3
+    """Each host hands every piece to its engine once, with one
+    multi-send to all its children."""
+
+
+class TreeShape(enum.IntEnum):
+    """A broadcast tree's shape (``Group.set_bcast_tree``)."""
+
+    BINOMIAL = 0
+    """MPICH's binomial tree (the default)."""
+    KARY = 1
+    """A complete tree of the given degree."""
+    CHAIN = 2
+    """A chain."""
+    POSTAL = 3
+    """The postal model's optimal tree for the given lambda."""
+
+
 class AtomicOp(enum.IntEnum):
     """Remote atomic operations on a 32- or 64-bit word."""
 
     FETCH_ADD = 1
     SWAP = 2
     COMPARE_SWAP = 3
+
+
+class ServerWait(enum.IntEnum):
+    """How an atomic server waits for its next request
+    (``Group.atomic_server``)."""
+
+    POLL = 0
+    """Polls without pause: the quickest answer, a whole core."""
+    SPIN_THEN_BLOCK = 1
+    """Polls ``spins`` times, then blocks until a request comes."""
+    BLOCK = 2
+    """Blocks at once: no core while idle, a wake-up per request."""
 
 
 def uint(value: Any, bits: int, what: str) -> int:

@@ -271,27 +271,26 @@ class World(Handle):
 
     # --- remote atomics --------------------------------------------------
 
-    def iatomic(self, rank: int, key: int, offset: int, op: AtomicOp, operand: int, compare: int = 0, bits: int = 64) -> Request:
+    def iatomic(self, rank: int, key: int, offset: int, op: AtomicOp, operand: int, compare: int = 0, bits: int = 64, direct: bool = False) -> Request:
         """Starts ``op`` on the ``bits``-bit word (32 or 64) at ``offset`` of
         region ``key`` of world rank ``rank``, performed by the engine; the
         result is the word's old value. ``operand`` is the addend (negative:
         a wrapping subtraction) or the new value; ``compare`` is
-        compare-and-swap's expected value."""
+        compare-and-swap's expected value. ``direct``: the engine writes
+        the old value and a flag into this process's memory, which the
+        request's test reads before the event queue (the direct form)."""
         b = uint(bits, 32, "bits")
         w = operand_bits(b)
         a, c = word(operand, w, "operand"), word(compare, w, "compare")
         old = ctypes.c_uint64()
         req = ctypes.c_void_p()
-        errors.check(
-            _lib.lib().outboard_atomic_start(
-                self._p(), uint(rank, 32, "rank"), uint(key, 64, "key"), uint(offset, 64, "offset"), b, int(op), a, c, ctypes.byref(old), ctypes.byref(req)
-            )
-        )
+        start = _lib.lib().outboard_atomic_direct_start if direct else _lib.lib().outboard_atomic_start
+        errors.check(start(self._p(), uint(rank, 32, "rank"), uint(key, 64, "key"), uint(offset, 64, "offset"), b, int(op), a, c, ctypes.byref(old), ctypes.byref(req)))
         return Request(req, self, keep=old, finish=lambda _st: old.value)
 
-    def atomic(self, rank: int, key: int, offset: int, op: AtomicOp, operand: int, compare: int = 0, bits: int = 64) -> int:
+    def atomic(self, rank: int, key: int, offset: int, op: AtomicOp, operand: int, compare: int = 0, bits: int = 64, direct: bool = False) -> int:
         """Blocking ``iatomic``: the word's old value."""
-        return cast(int, self.iatomic(rank, key, offset, op, operand, compare, bits).wait())
+        return cast(int, self.iatomic(rank, key, offset, op, operand, compare, bits, direct).wait())
 
     def fetch_add(self, rank: int, key: int, offset: int, add: int, bits: int = 64) -> int:
         """Adds ``add`` to a remote word; its old value."""

@@ -7,11 +7,13 @@ import inspect
 import os
 import struct
 import sys
+import threading
+import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 import outboard  # noqa: E402
-from outboard import AtomicOp, DType, Mode, Op  # noqa: E402
+from outboard import AtomicOp, DType, Mode, Op, ServerWait  # noqa: E402
 
 checks = 0
 rank = -1
@@ -301,6 +303,118 @@ def rdma_and_atomics(w):
     print("rdma and atomics ok", flush=True)
 
 
+def atomic_modes(w):
+    """Direct-form atomics exact; host-based atomics through every rank's
+    atomic server in each wait (sum exact, the server's count); the lock
+    over the servers; and a lock wait in one thread while another thread
+    of the process joins the barrier that frees the lock."""
+    size = w.size
+    mine = w.alloc(64)
+    keys = w.allreduce([mine.key if r == rank else 0 for r in range(size)], Op.BOR, DType.UINT64)
+    adds = 20
+    olds = [w.iatomic(0, keys[0], 0, AtomicOp.FETCH_ADD, 1, direct=True).wait() if i % 2 else w.atomic(0, keys[0], 0, AtomicOp.FETCH_ADD, 1, direct=True) for i in range(adds)]
+    check(len(set(olds)) == adds and max(olds) < size * adds)
+    raises(outboard.RdmaError, w.atomic, 0, keys[0], 3, AtomicOp.SWAP, 1, direct=True)
+    w.barrier()
+    check(w.fetch_add(0, keys[0], 0, 0) == size * adds, "direct adds lost")
+    w.barrier()  # every rank has read rank 0's word
+    if w.group.nodes < size:
+        # Ranks share an engine: no engine of their own to serve on.
+        raises(outboard.StateError, w.group.atomic_server, contains="engine of this process's own")
+        mine.close()
+        print("atomic modes ok (no servers on node engines)", flush=True)
+        return
+    raises(outboard.ArgumentError, w.group.atomic_server, 9, contains="OUTBOARD_SERVER_BLOCK")
+    for wait in ServerWait:
+        with w.group.atomic_server(wait, 100) as srv:
+            srv.expose(mine)
+            mine.write(bytes(8), 8)
+            w.barrier()
+            for _ in range(adds):
+                srv.fetch_add(0, keys[0], 8, 2)
+            raises(outboard.RdmaError, srv.swap, 0, keys[0] ^ 1, 8, 1)
+            w.barrier()
+            if rank == 0:
+                check(struct.unpack("<Q", mine.read(8, 8))[0] == 2 * size * adds, f"{wait.name}: served adds lost")
+                check(srv.served == size * (adds + 1), f"{wait.name}: served {srv.served}")
+            else:
+                check(srv.served == 0)
+            w.barrier()
+    # A lock wait in one thread leaves the process's other threads their
+    # calls: rank 1 holds the lock until a barrier that needs rank 0's
+    # second thread, while rank 0's first thread waits for the lock.
+    srv = w.group.atomic_server(ServerWait.BLOCK)
+    for lock in (w.group.lock(size - 1), w.group.lock(0, server=srv)):
+        if rank == 1:
+            lock.acquire()
+        w.barrier()
+        if rank == 0:
+            t = threading.Thread(target=lambda: (time.sleep(0.05), w.barrier()))
+            t.start()
+            with lock:
+                pass
+            t.join()
+        else:
+            w.barrier()
+            if rank == 1:
+                lock.release()
+        w.barrier()
+        lock.close()
+    if rank == 0:
+        check(srv.served > 0, "the served lock went through the servers")
+    w.barrier()
+    srv.close()
+    mine.close()
+    print("atomic modes ok", flush=True)
+
+
+def choices(w):
+    """Each choice a group offers gives right results and shows in the
+    group's record of what its collectives ran as."""
+    from outboard import BarrierAlgorithm as BA, BarrierProtocol as BP, BcastMode as BM, TreeShape as TS
+
+    with w.new_group() as g:
+        check(g.describe() == "mode offloaded; barrier dissemination over point-to-point; broadcast offloaded on a binomial tree; reduce on a binomial tree", g.describe())
+        data = bytes((i * 5 + 1) & 0xFF for i in range(5000))
+
+        def bcast_as(what):
+            got = g.bcast(bytearray(data) if rank == 0 else bytearray(len(data)), 0)
+            check(bytes(got) == data, what)
+            check(g.taken.get(what, 0) > 0, f"{what!r} not in {g.taken}")
+
+        def barrier_as(what):
+            g.barrier()
+            check(g.taken.get(what, 0) > 0, f"{what!r} not in {g.taken}")
+
+        g.set_barrier(BA.PAIRWISE_EXCHANGE)
+        barrier_as("barrier offloaded pairwise exchange")
+        g.set_barrier(BA.GATHER_BCAST, 2)
+        barrier_as("barrier offloaded gather-broadcast on a 2-ary tree")
+        g.set_barrier(BA.DISSEMINATION)
+        g.set_barrier_protocol(BP.NIC_COLLECTIVE)
+        barrier_as("barrier offloaded dissemination over the NIC collective protocol")
+        g.set_barrier_protocol(BP.POINT_TO_POINT)
+        raises(outboard.ArgumentError, g.set_barrier, 5, contains="OUTBOARD_BARRIER_GATHER_BCAST")
+        g.set_bcast_mode(BM.HOST_BASED)
+        bcast_as("broadcast host-based binomial tree")
+        g.set_bcast_mode(BM.NIC_ASSISTED)
+        bcast_as("broadcast nic-assisted binomial tree")
+        g.set_bcast_tree(TS.KARY, 3)
+        bcast_as("broadcast nic-assisted 3-ary tree")
+        g.set_bcast_mode(BM.OFFLOADED)
+        g.set_bcast_tree(TS.POSTAL, 1.5)
+        bcast_as("broadcast offloaded postal tree (lambda 1.5)")
+        g.set_bcast_tree(TS.CHAIN)
+        bcast_as("broadcast offloaded chain")
+        raises(outboard.ArgumentError, g.set_bcast_tree, TS.POSTAL, 0.5, contains="lambda")
+        raises(outboard.ArgumentError, g.set_bcast_mode, 9, contains="OUTBOARD_BCAST_NIC_ASSISTED")
+        g.set_reduce_degree(3)
+        check(g.allreduce(rank + 1) == w.size * (w.size + 1) // 2)
+        check(g.taken.get("allreduce offloaded 3-ary tree", 0) > 0, f"{g.taken}")
+        check("reduce on a 3-ary tree" in g.describe())
+    print("choices ok", flush=True)
+
+
 # Element-wise maximum of absolute values of i64s: not a built-in operator.
 ABSMAX = """
 func abs(v)
@@ -400,6 +514,8 @@ def main():
         raises(outboard.ArgumentError, w.create_group, 6, [(rank + 1) % w.size], contains="not a member")
         messages(w)
         rdma_and_atomics(w)
+        atomic_modes(w)
+        choices(w)
         modules(w)
         left_open = w.new_group()  # freed by the world's close
     check(left_open.closed and w.closed and w.group.closed)

@@ -17,6 +17,17 @@
 // Compare-and-swap: the word becomes `operand` if it held `compare`.
 #define OUTBOARD_COMPARE_SWAP 3
 
+// The atomic server polls for requests without pause (GM's
+// `gm_receive`): the quickest answer, a whole core.
+#define OUTBOARD_SERVER_POLL 0
+
+// The atomic server polls `spins` times, then blocks until a request
+// comes (`gm_blocking_receive`).
+#define OUTBOARD_SERVER_SPIN_THEN_BLOCK 1
+
+// The atomic server blocks at once (`gm_blocking_receive_no_spin`).
+#define OUTBOARD_SERVER_BLOCK 2
+
 // 32-bit signed integers (`int32_t`).
 #define OUTBOARD_INT32 1
 
@@ -155,6 +166,52 @@
 // this (the ids above are taken by [`outboard_world_group`] and split).
 #define OUTBOARD_GROUP_ID_LIMIT (1 << 19)
 
+// Barrier algorithm: dissemination, ceil(log2 n) rounds for any n (the
+// default).
+#define OUTBOARD_BARRIER_DISSEMINATION 0
+
+// Barrier algorithm: MPICH's pairwise exchange (recursive doubling).
+#define OUTBOARD_BARRIER_PAIRWISE_EXCHANGE 1
+
+// Barrier algorithm: gather to rank 0 and broadcast back on a tree (of
+// the degree given with it; 0 for binomial).
+#define OUTBOARD_BARRIER_GATHER_BCAST 2
+
+// Offloaded barriers travel over the engines' reliable point-to-point
+// connections (the default).
+#define OUTBOARD_BARRIER_POINT_TO_POINT 0
+
+// Offloaded barriers travel by the engines' NIC collective protocol:
+// unsequenced notifications, no acknowledgements, losses recovered by
+// the barrier itself.
+#define OUTBOARD_BARRIER_NIC_COLLECTIVE 1
+
+// Broadcasts run in the group's mode (the default).
+#define OUTBOARD_BCAST_GROUP_MODE 0
+
+// Broadcasts run offloaded: the engines forward each piece down the tree.
+#define OUTBOARD_BCAST_OFFLOADED 1
+
+// Broadcasts run host-based: the hosts send to each child.
+#define OUTBOARD_BCAST_HOST_BASED 2
+
+// Broadcasts run NIC-assisted: each host hands every piece to its engine
+// once, with one multi-send to all its children.
+#define OUTBOARD_BCAST_NIC_ASSISTED 3
+
+// Tree shape: MPICH's binomial tree (the default).
+#define OUTBOARD_TREE_BINOMIAL 0
+
+// Tree shape: a complete k-ary tree of the degree given with it.
+#define OUTBOARD_TREE_KARY 1
+
+// Tree shape: a chain (best for pipelining large messages).
+#define OUTBOARD_TREE_CHAIN 2
+
+// Tree shape: the postal model's optimal tree for the lambda given with
+// it (dissertation 2.3).
+#define OUTBOARD_TREE_POSTAL 3
+
 // Keep the module after the loading port closes, until the job's last
 // port on the engine closes or it is purged.
 #define OUTBOARD_MODULE_PERSIST 1
@@ -177,6 +234,13 @@
 
 // `source` of a receive that accepts any sender.
 #define OUTBOARD_ANY_SOURCE -1
+
+// Host-based atomics (dissertation 5.1, 5.4.1): at every member of a
+// group, a thread of the library serving atomic requests, sent as
+// messages, on a port of its own with the host's atomics (opaque). The
+// comparison point for the engines' atomics, and the way to run the MCS
+// lock without them ([`outboard_lock_create_served`]).
+typedef struct outboard_atomic_server outboard_atomic_server;
 
 // A group of ranks (opaque): the members of a collective.
 typedef struct outboard_group outboard_group;
@@ -263,6 +327,35 @@ int outboard_atomic_start(const outboard_world *world,
                           uint64_t *old,
                           outboard_request **req);
 
+// Starts `op` as [`outboard_atomic_start`] does, in the direct form: the
+// engine writes the word's old value and then a flag into this process's
+// memory, and [`crate::outboard_test`] / [`crate::outboard_wait`] read
+// that flag before the event queue (the dissertation's second way of
+// returning an atomic's value, which spares the host the event). On
+// completion the old value goes to `*old` if `old` is not null; it must
+// stay valid until then.
+int outboard_atomic_direct_start(const outboard_world *world,
+                                 uint32_t rank,
+                                 uint64_t key,
+                                 uint64_t offset,
+                                 uint32_t bits,
+                                 int op,
+                                 uint64_t operand,
+                                 uint64_t compare,
+                                 uint64_t *old,
+                                 outboard_request **req);
+
+// Blocking form of [`outboard_atomic_direct_start`].
+int outboard_atomic_direct(const outboard_world *world,
+                           uint32_t rank,
+                           uint64_t key,
+                           uint64_t offset,
+                           uint32_t bits,
+                           int op,
+                           uint64_t operand,
+                           uint64_t compare,
+                           uint64_t *old);
+
 // Blocking form of [`outboard_atomic_start`].
 int outboard_atomic(const outboard_world *world,
                     uint32_t rank,
@@ -336,6 +429,63 @@ int outboard_lock_release(const outboard_lock *lock);
 // operation on freed words fails. The handle is freed even on failure.
 int outboard_lock_free(outboard_lock *lock);
 
+// Starts an atomic server at every member of `group` (collective; every
+// member passes the same `wait`): a thread of this library that serves
+// host-based atomic requests ([`outboard_server_atomic`]) on a port of
+// its own, waiting for each as `wait` says (`OUTBOARD_SERVER_POLL`,
+// `OUTBOARD_SERVER_SPIN_THEN_BLOCK` with `spins` polls before blocking,
+// or `OUTBOARD_SERVER_BLOCK`; `spins` is ignored otherwise). The members
+// exchange where their servers are. It serves only the memory exposed to
+// it ([`outboard_atomic_server_expose`]). Needs an engine per process
+// (`OUTBOARD_ERR_STATE` on a node engine).
+int outboard_atomic_server_create(const outboard_group *group,
+                                  int wait,
+                                  uint32_t spins,
+                                  outboard_atomic_server **out);
+
+// Lets this rank's server perform host-based atomics on `mem`, which must
+// be registered ([`crate::outboard_mem_register`]): requests name it by
+// its key, as the engines' atomics do. Memory not exposed is refused as
+// an unknown key (`OUTBOARD_ERR_RDMA` at the requester).
+int outboard_atomic_server_expose(const outboard_atomic_server *server, const outboard_mem *mem);
+
+// Performs `op` (operands as in [`outboard_atomic_start`]) on the
+// `bits`-bit word at `offset` of the region with `key` at group rank
+// `rank`'s server, host-based: a request message to that server's thread,
+// which performs it with the host's atomics and replies with the old
+// value (written to `*old` if not null). Blocking; the world is held
+// while it waits, so keep it out of a wait another thread of this process
+// must end.
+int outboard_server_atomic(const outboard_atomic_server *server,
+                           uint32_t rank,
+                           uint64_t key,
+                           uint64_t offset,
+                           uint32_t bits,
+                           int op,
+                           uint64_t operand,
+                           uint64_t compare,
+                           uint64_t *old);
+
+// How many requests this rank's server performed so far.
+int outboard_atomic_server_served(const outboard_atomic_server *server, uint64_t *served);
+
+// Stops this rank's server and frees the handle. Every member must be
+// done sending to it first (for instance after a barrier): a request
+// that comes later is never answered. The handle is freed even on
+// failure.
+int outboard_atomic_server_free(outboard_atomic_server *server);
+
+// Creates an MCS lock over `group` as [`outboard_lock_create`] does, whose
+// remote operations go to the members' atomic servers (`server`, made
+// over the same group) instead of their engines: the host-based lock the
+// dissertation compares the offloaded one with. This rank's queue words
+// are exposed to its server. Collective over `group`. Free the lock
+// before the server.
+int outboard_lock_create_served(const outboard_group *group,
+                                uint32_t home,
+                                const outboard_atomic_server *server,
+                                outboard_lock **out);
+
 // Starts a barrier.
 int outboard_barrier_start(const outboard_group *group, outboard_request **req);
 
@@ -407,8 +557,9 @@ const char *outboard_last_error(void);
 int outboard_world_group(const outboard_world *world, outboard_group **out);
 
 // Splits `group` by `color` (`MPI_Comm_split`): ranks of one color form a
-// new group, ordered by `key` then by rank. Collective over `group`. A
-// rank passing [`OUTBOARD_UNDEFINED`] gets null in `*out`.
+// new group, ordered by `key` then by rank, with `group`'s mode and
+// collective choices. Collective over `group`. A rank passing
+// [`OUTBOARD_UNDEFINED`] gets null in `*out`.
 int outboard_split(const outboard_group *group, uint32_t color, uint32_t key, outboard_group **out);
 
 // Frees a group (no collective of it may be under way); the handle is
@@ -441,6 +592,66 @@ int outboard_group_create(const outboard_world *world,
                           uint32_t n,
                           const uint32_t *world_ranks,
                           outboard_group **out);
+
+// Chooses the group's barrier algorithm: `OUTBOARD_BARRIER_DISSEMINATION`,
+// `OUTBOARD_BARRIER_PAIRWISE_EXCHANGE`, or `OUTBOARD_BARRIER_GATHER_BCAST`
+// on a tree of `degree` (0: binomial; ignored otherwise). Every member
+// must choose alike, before the same barrier. A group with any choice
+// made runs its collectives on the engines (not in the node's shared
+// memory, whose algorithms are its own).
+int outboard_group_set_barrier(const outboard_group *group, int algorithm, uint32_t degree);
+
+// Chooses how the group's offloaded barriers travel between the engines:
+// `OUTBOARD_BARRIER_POINT_TO_POINT` (the reliable connections) or
+// `OUTBOARD_BARRIER_NIC_COLLECTIVE` (the NIC collective protocol). Every
+// member must choose alike, before the same barrier. Host-based barriers
+// are unaffected.
+int outboard_group_set_barrier_protocol(const outboard_group *group, int protocol);
+
+// Chooses where the group's broadcasts run: `OUTBOARD_BCAST_GROUP_MODE`
+// (its mode, the default), `OUTBOARD_BCAST_OFFLOADED`,
+// `OUTBOARD_BCAST_HOST_BASED`, or `OUTBOARD_BCAST_NIC_ASSISTED` in pieces
+// of `chunk` bytes (0: one packet's payload; `UINT32_MAX`: the whole
+// message at once; ignored for the other modes). Every member must choose
+// alike.
+int outboard_group_set_bcast_mode(const outboard_group *group, int mode, uint32_t chunk);
+
+// Chooses the tree the group's broadcasts run on: `OUTBOARD_TREE_BINOMIAL`,
+// `OUTBOARD_TREE_KARY` of degree `param` (a whole number, at least 1),
+// `OUTBOARD_TREE_CHAIN`, or `OUTBOARD_TREE_POSTAL` for lambda `param` (at
+// least 1); `param` is ignored for the others. Every member must choose
+// alike.
+int outboard_group_set_bcast_tree(const outboard_group *group, int shape, double param);
+
+// Chooses the degree of the tree the group's reductions (reduce, and
+// allreduce, which reduces up the tree and broadcasts down it) run on: 0
+// for MPICH's binomial tree (the default), else a complete tree of that
+// degree. Every member must choose alike.
+int outboard_group_set_reduce_degree(const outboard_group *group, uint32_t degree);
+
+// Makes one choice from text, as the PMPI library's variables and
+// `MPI_Info` keys write it: `option` is `barrier_algorithm`
+// (`dissemination`, `pairwise-exchange`, `gather-broadcast[:DEGREE]`),
+// `barrier_protocol` (`point-to-point`, `nic-collective`), `bcast_mode`
+// (`collective` - the group's mode -, `offloaded`, `host-based`,
+// `nic-assisted[:CHUNK]`), `bcast_tree` (`binomial`, `kary:DEGREE`,
+// `chain`, `postal:LAMBDA`) or `reduce_degree` (a whole number, 0 for
+// binomial); the values are parsed as the `OUTBOARD_MPI_*` variable of
+// the same choice is. A bad option or value fails with
+// `OUTBOARD_ERR_ARG` and a sentence naming what is accepted.
+int outboard_group_set_option(const outboard_group *group, const char *option, const char *value);
+
+// Writes into `text` (at most `cap` bytes with the terminating NUL) the
+// group's choices in one line: mode, barrier algorithm and protocol,
+// broadcast mode and tree, reduction tree.
+int outboard_group_describe(const outboard_group *group, char *text, size_t cap);
+
+// Writes into `text` (at most `cap` bytes with the terminating NUL) what
+// this rank's collectives on the group ran as so far, one line per
+// choice: a count, a space, and the choice ("3 broadcast nic-assisted
+// 3-ary tree"). Collectives the node's shared memory ran are not among
+// them (they have no engine choices).
+int outboard_group_taken(const outboard_group *group, char *text, size_t cap);
 
 // Allocates `len` zeroed bytes of registered memory.
 int outboard_mem_alloc(const outboard_world *world, size_t len, outboard_mem **out);

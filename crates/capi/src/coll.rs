@@ -160,8 +160,10 @@ pub unsafe extern "C" fn outboard_bcast_start(group: *const outboard_group, buf:
                     return Ok(k);
                 }
             }
+            let grp = g;
             let r = g.with(|g, w| {
                 let d = g.defaults();
+                let (mode, tree) = grp.bcast_choice(d.mode, d.tree)?;
                 let zeros;
                 let mine = if g.rank() == root {
                     data
@@ -169,7 +171,7 @@ pub unsafe extern "C" fn outboard_bcast_start(group: *const outboard_group, buf:
                     zeros = vec![0u8; len];
                     &zeros[..]
                 };
-                Ok(w.port().start_bcast(g, d.mode, d.tree, root, mine)?)
+                Ok(w.port().start_bcast(g, mode, tree, root, mine)?)
             })?;
             Ok(Kind::Coll { req: r, out: buf.cast(), len, module: None })
         })

@@ -27,6 +27,11 @@ impl outboard_mem {
         &self.shared
     }
 
+    /// Its key, once registered.
+    pub(crate) fn key(&self) -> Option<u64> {
+        *self.key.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
     /// The whole buffer.
     pub(crate) fn buf(&self) -> HostBuf {
         self.buf

@@ -7,7 +7,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
-use outboard_host::{CollRequest, Completion, HostBuf, HostError, OpError, PortIo, Request};
+use outboard_host::{CollRequest, Completion, DirectAtomic, HostBuf, HostError, OpError, PortIo, Request};
 use outboard_runtime::node_coll::{NodeColl, Ticket};
 
 use crate::error::{guard, Error, OUTBOARD_OK};
@@ -35,6 +35,10 @@ pub(crate) enum Kind {
     Rdma { req: Request },
     /// A remote atomic; the word's old value goes to `out` (if not null).
     Atomic { req: Request, out: *mut u64 },
+    /// A direct-form remote atomic: the engine writes the old value and a
+    /// flag into this process's memory, which the test reads before the
+    /// event queue; the value goes to `out` (if not null).
+    Direct { d: DirectAtomic, out: *mut u64 },
     /// A collective in the group's shared memory; what it gives this rank
     /// (if anything) goes to `out`.
     Node { node: Arc<Mutex<NodeColl>>, ticket: Ticket, out: *mut u8, len: usize, _open: NodeOpen },
@@ -145,6 +149,18 @@ fn poll(r: &mut outboard_request) -> Result<Option<Finished>, Error> {
                 Some(r) => r.map(|_| ()).map_err(Error::from),
             },
             Kind::Atomic { req, out } => match port.atomic_result(*req) {
+                None => return Ok(None),
+                Some(Ok(v)) => {
+                    if !out.is_null() {
+                        // SAFETY: the program promised a writable u64 at
+                        // `out` until completion.
+                        unsafe { out.write(v) };
+                    }
+                    Ok(())
+                }
+                Some(Err(e)) => Err(Error::from(e)),
+            },
+            Kind::Direct { d, out } => match port.poll_direct(d) {
                 None => return Ok(None),
                 Some(Ok(v)) => {
                     if !out.is_null() {

@@ -10,7 +10,8 @@ use std::sync::{Arc, Mutex, PoisonError, Weak};
 
 use outboard_runtime::bootstrap::ExchangeBootstrap;
 use outboard_runtime::node_coll::NodeColl;
-use outboard_runtime::{Options, World};
+use outboard_host::Port;
+use outboard_runtime::{Options, RtPort, World};
 
 use crate::error::{deref, guard, put, Error, OUTBOARD_ERR_STATE};
 
@@ -34,6 +35,10 @@ pub(crate) struct Shared {
     /// The group of the split-phase collective in shared memory started
     /// last: what an idle step waits on while any is open.
     pub(crate) node_last: Mutex<Option<Weak<Mutex<NodeColl>>>>,
+    /// Ports of freed atomic servers, kept open for the next server: a
+    /// closed port's slot reopened would leave the other ranks' receives
+    /// from it failing until they saw its new incarnation.
+    pub(crate) server_ports: Mutex<Vec<Port<RtPort>>>,
 }
 
 /// A thread's presence in a blocking wait ([`Shared::waiting`]).
@@ -56,6 +61,8 @@ impl Shared {
 
     /// Takes the world out (finalize, abandon, abort).
     fn take(&self) -> Option<World> {
+        // Servers' ports close before the engine stops.
+        self.server_ports.lock().unwrap_or_else(PoisonError::into_inner).clear();
         let w = self.world.lock().unwrap_or_else(PoisonError::into_inner).take();
         self.gone.store(true, Ordering::Release);
         w
@@ -84,7 +91,7 @@ impl Shared {
 }
 
 fn hand_out(world: World, out: *mut *mut outboard_world) -> Result<(), Error> {
-    let h = Box::new(outboard_world { shared: Arc::new(Shared { world: Mutex::new(Some(world)), gone: AtomicBool::new(false), waiters: AtomicUsize::new(0), node_open: AtomicUsize::new(0), node_last: Mutex::new(None) }) });
+    let h = Box::new(outboard_world { shared: Arc::new(Shared { world: Mutex::new(Some(world)), gone: AtomicBool::new(false), waiters: AtomicUsize::new(0), node_open: AtomicUsize::new(0), node_last: Mutex::new(None), server_ports: Mutex::new(Vec::new()) }) });
     // SAFETY: `out` checked non-null by `put`; on failure the box is dropped.
     unsafe { put(out, Box::into_raw(h), "out") }
 }

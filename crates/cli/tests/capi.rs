@@ -1,4 +1,5 @@
 //! The C ABI from C: `crates/capi/c/capi_test.c`, `atomic_test.c`,
+//! `atomic_modes_test.c`, `choices_test.c`,
 //! `nicvm_test.c` and the example, compiled with gcc against `include/outboard.h` and `liboutboard_capi.so`, run
 //! under `outboard run` with 2 and 4 ranks.
 
@@ -159,6 +160,58 @@ fn the_c_atomics_and_lock_test_passes_with_four_ranks() {
     assert!(o.status.success(), "stdout:\n{so}\nstderr:\n{se}");
     for r in 0..4 {
         assert!(so.contains(&format!("[{r}] rank {r}: atomics and lock: all ")), "rank {r} did not finish:\n{so}\n{se}");
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// The other forms of the atomics from C with 4 ranks
+/// (`atomic_modes_test.c`): direct-form atomics exact, host-based atomics
+/// through each rank's atomic server in all three waits (sums exact, one
+/// compare-and-swap winner, refusals, the server's count), the MCS lock
+/// over the servers, and a lock wait in one thread that leaves the world
+/// to the process's other thread, whose barrier is what frees the lock.
+#[test]
+fn the_c_atomic_modes_test_passes_with_four_ranks() {
+    if !gcc("the_c_atomic_modes_test_passes_with_four_ranks") {
+        return;
+    }
+    let dir = scratch("atomic-modes");
+    let exe = dir.join("atomic_modes_test");
+    compile(&repo().join("crates/capi/c/atomic_modes_test.c"), &exe, &direct_flags());
+    let (o, so, se) = run(4, &exe);
+    assert!(o.status.success(), "stdout:\n{so}\nstderr:\n{se}");
+    for r in 0..4 {
+        for line in ["direct-form atomics exact", "host-based atomics (blocking servers) exact", "offloaded lock: waited in one thread", "served lock: waited in one thread", "atomic modes: all "] {
+            assert!(so.contains(&format!("[{r}] rank {r}: {line}")), "rank {r} did not print {line:?}:\n{so}\n{se}");
+        }
+    }
+    // On node engines the server has no engine of its own to open a port
+    // on: refused with a sentence that says why and what to do.
+    let (o, so, se) = run_with(2, &["--ranks-per-node", "2"], &exe);
+    assert!(!o.status.success(), "stdout:\n{so}\nstderr:\n{se}");
+    assert!(se.contains("an atomic server needs an engine of this process's own"), "stdout:\n{so}\nstderr:\n{se}");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// A group's collective choices from C with 4 ranks (`choices_test.c`):
+/// every barrier algorithm and protocol, broadcast mode and tree, and
+/// reduction tree degree gives right results and shows in the group's
+/// record of what its collectives ran as; on node engines too (a group
+/// with choices goes to the engines, not the node's shared memory).
+#[test]
+fn the_c_choices_test_passes_with_four_ranks_and_on_node_engines() {
+    if !gcc("the_c_choices_test_passes_with_four_ranks_and_on_node_engines") {
+        return;
+    }
+    let dir = scratch("choices");
+    let exe = dir.join("choices_test");
+    compile(&repo().join("crates/capi/c/choices_test.c"), &exe, &direct_flags());
+    for launcher in [&[][..], &["--ranks-per-node", "2"][..], &["--ranks-per-node", "4"][..]] {
+        let (o, so, se) = run_with(4, launcher, &exe);
+        assert!(o.status.success(), "{launcher:?}: stdout:\n{so}\nstderr:\n{se}");
+        for r in 0..4 {
+            assert!(so.contains(&format!("[{r}] rank {r}: choices: all ")), "{launcher:?}: rank {r} did not finish:\n{so}\n{se}");
+        }
     }
     let _ = std::fs::remove_dir_all(dir);
 }

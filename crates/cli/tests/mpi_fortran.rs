@@ -144,6 +144,7 @@ fn check_use_mpi(f: &Fortran, n: u32) {
         ("MPI_WAITALL", "MPI_Waitall"),
         ("MPI_WAITANY", "MPI_Waitany"),
         ("MPI_TEST", "MPI_Test"),
+        ("MPI_COMM_SET_INFO", "MPI_Comm_set_info"),
         ("MPI_FINALIZE", "MPI_Finalize"),
     ];
     assert_lines(
@@ -151,6 +152,9 @@ fn check_use_mpi(f: &Fortran, n: u32) {
         entries.map(|(f, c)| format!("rank 0: Fortran {f}: calls {c}")),
         &ctx,
     );
+    // The split's MPI_Info key was taken: its broadcasts ran on the tree.
+    let ran = se.lines().find(|l| l.starts_with("outboard_mpi: rank 0: fsplit's blocking collectives ran as: ")).unwrap_or_else(|| panic!("no record of fsplit in:\n{se}\n({ctx})"));
+    assert!(ran.contains("broadcast offloaded 3-ary tree"), "{ran}\n({ctx})");
     for comm in ["MPI_COMM_WORLD", "fsplit"] {
         assert_lines(
             &se,

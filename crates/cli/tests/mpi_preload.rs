@@ -581,3 +581,52 @@ fn a_nicvm_module_is_an_mpi_operator_on_the_engines_and_on_the_hosts() {
         }
     }
 }
+
+/// Collective choices through MPI (bindings/mpi/tests/choices.c): a
+/// communicator given every choice by MPI_Info keys on MPI_Comm_set_info,
+/// and MPI_COMM_WORLD given them by the environment, give right results,
+/// and the verbose lines printed when each is freed - the C ABI's record
+/// of what its collectives ran as - name each choice; a bad key value is
+/// MPI_ERR_INFO_VALUE naming it. Open MPI and MPICH, 4 ranks (MPICH 2).
+#[test]
+fn collective_choices_from_mpi_info_and_the_environment_are_taken() {
+    let test = "collective_choices_from_mpi_info_and_the_environment_are_taken";
+    for (name, cc, n) in [("openmpi", "mpicc.openmpi", 4), ("mpich", "mpicc.mpich", 2)] {
+        let Some(mpi) = mpi_or_skip(test, name, cc) else { continue };
+        let prog = program(&mpi, "choices");
+        let env = [
+            ("OUTBOARD_MPI_BARRIER_ALGORITHM", "gather-broadcast"),
+            ("OUTBOARD_MPI_BCAST_TREE", "chain"),
+            ("OUTBOARD_MPI_BCAST_MODE", "offloaded"),
+            ("OUTBOARD_MPI_REDUCE_DEGREE", "3"),
+        ];
+        let (o, so, se) = mpi.run_prog(&prog, n, &env, &[]);
+        let ctx = format!("{name}:\nstdout:\n{so}\nstderr:\n{se}");
+        assert!(o.status.success(), "{ctx}");
+        for r in 0..n {
+            assert!(so.contains(&format!("rank {r}: choices checked")), "{ctx}");
+        }
+        let ran = |comm: &str| -> String {
+            se.lines().find(|l| l.starts_with(&format!("outboard_mpi: rank 0: {comm}'s blocking collectives ran as: "))).unwrap_or_else(|| panic!("no record of {comm}: {ctx}")).to_string()
+        };
+        let chosen = ran("chosen");
+        for what in [
+            "barrier offloaded pairwise exchange over the NIC collective protocol",
+            "broadcast nic-assisted 3-ary tree",
+            "allreduce offloaded 2-ary tree",
+            "reduce offloaded 2-ary tree",
+            "barrier offloaded gather-broadcast on a 2-ary tree over the NIC collective protocol",
+            "broadcast host-based postal tree (lambda 2)",
+        ] {
+            assert!(chosen.contains(what), "{what:?} not in {chosen}\n{ctx}");
+        }
+        assert!(se.contains("rank 0: MPI_Comm_set_info on chosen: collective choices now mode offloaded; barrier pairwise exchange over the NIC collective protocol; broadcast nic-assisted on a 3-ary tree; reduce on a 2-ary tree"), "{ctx}");
+        assert!(se.contains("MPI_Comm_set_info failed: MPI_Info key outboard_bcast_tree: "), "{ctx}");
+        let world = ran("MPI_COMM_WORLD");
+        for what in ["barrier offloaded gather-broadcast on a binomial tree", "broadcast offloaded chain", "allreduce offloaded 3-ary tree", "reduce offloaded 3-ary tree"] {
+            assert!(world.contains(what), "{what:?} not in {world}\n{ctx}");
+        }
+        assert!(se.contains("outboard_mpi: collective choices of every communicator: OUTBOARD_MPI_BARRIER_ALGORITHM=gather-broadcast, OUTBOARD_MPI_BCAST_MODE=offloaded, OUTBOARD_MPI_BCAST_TREE=chain, OUTBOARD_MPI_REDUCE_DEGREE=3"), "{ctx}");
+        assert!(se.contains("rank 0: MPI_Bcast on MPI_COMM_WORLD: taken over (offloaded) [mode offloaded; barrier gather-broadcast on a binomial tree over point-to-point; broadcast offloaded on a chain; reduce on a 3-ary tree]"), "{ctx}");
+    }
+}

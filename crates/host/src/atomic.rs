@@ -124,25 +124,36 @@ impl<P: PortIo> Port<P> {
         Ok(Some(u64::from_ne_bytes(value.try_into().expect("8 bytes"))))
     }
 
+    /// One look at a direct-form atomic, for callers that cannot block
+    /// the port while it is under way (the C ABI's split-phase requests):
+    /// `None` while the flag is unset and no failure was reported; once it
+    /// finished, its old value or error, with the result buffer freed and
+    /// the request's event reaped, after which `d` must not be looked at
+    /// again.
+    pub fn poll_direct(&mut self, d: &DirectAtomic) -> Option<Result<u64, HostError>> {
+        let out = match self.test_direct(d) {
+            // The event follows the flag; reap it so the token returns.
+            Ok(Some(v)) => self.wait(d.req).map(|_| v),
+            Ok(None) => match self.test(d.req)? {
+                Ok(_) => self.test_direct(d).and_then(|v| v.ok_or(HostError::Op(OpError::DmaFault))),
+                Err(e) => Err(e),
+            },
+            Err(e) => Err(e),
+        };
+        let freed = self.free(d.result);
+        Some(out.and_then(|v| freed.map(|()| v)))
+    }
+
     /// Waits for a direct-form atomic: polls the flag in host memory (the
     /// request's event is reaped once the flag is seen, or reports the
     /// failure).
     pub fn wait_direct(&mut self, d: DirectAtomic) -> Result<u64, HostError> {
-        let out = loop {
-            if let Some(v) = self.test_direct(&d)? {
-                // The event follows the flag; reap it so the token returns.
-                break self.wait(d.req).map(|_| v);
-            }
-            if let Some(r) = self.test(d.req) {
-                break match r {
-                    Ok(_) => self.test_direct(&d)?.ok_or(HostError::Op(OpError::DmaFault)),
-                    Err(e) => Err(e),
-                };
+        loop {
+            if let Some(r) = self.poll_direct(&d) {
+                return r;
             }
             self.io().idle();
-        };
-        self.free(d.result)?;
-        out
+        }
     }
 
     /// Performs `op` on the `width` word at `offset` of `buf`, a buffer of

@@ -156,6 +156,21 @@ impl AtomicServer {
         Ok(true)
     }
 
+    /// Withdraws the receive the server keeps posted between requests, so
+    /// that its port can serve again under another server, or close,
+    /// without a stale receive. Nobody may send to it any more: a request
+    /// that came meanwhile is dropped unanswered.
+    pub fn withdraw<P: PortIo>(&mut self, port: &mut Port<P>) -> Result<(), HostError> {
+        if let Some((req, buf)) = self.posted.take() {
+            // A receive that already matched cannot be cancelled; either
+            // way it completes, and the wait reaps it.
+            let _ = port.cancel(req);
+            let _ = port.wait(req);
+            port.free(buf)?;
+        }
+        Ok(())
+    }
+
     fn perform<P: PortIo>(&self, port: &mut Port<P>, m: &[u8]) -> Result<u64, OpError> {
         let width = match m[1] {
             4 => AtomicWidth::W32,

@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use crate::kinds::{
-    Choice, Count, Flag, Hex64, HostPort, Ip, Secret, Size, SizeOrOff, Text, Time, Unit,
+    Choice, ChoiceWith, Count, Flag, Param, Hex64, HostPort, Ip, Secret, Size, SizeOrOff, Text, Time, Unit,
 };
 use crate::var::{Fallback, Group, OptVar, Setting, Var};
 
@@ -363,6 +363,88 @@ pub static MPI_ALLREDUCE_MAX_BYTES_BETWEEN_NODES: Var<Size> = Var {
     default: Fallback::Value(16 << 10),
 };
 
+/// The barrier algorithm of the PMPI library's communicators. Also the
+/// C ABI's `outboard_group_set_option("barrier_algorithm", ...)` and the
+/// `outboard_barrier_algorithm` MPI_Info key, which parse with this kind.
+pub static MPI_BARRIER_ALGORITHM: Var<ChoiceWith> = Var {
+    name: "OUTBOARD_MPI_BARRIER_ALGORITHM",
+    doc: "The algorithm of barriers taken over: dissemination, pairwise exchange, or gather to rank 0 and broadcast back on a tree of the degree after the colon (binomial without one); per communicator, the MPI_Info key outboard_barrier_algorithm.",
+    group: Group::Mpi,
+    kind: BARRIER_ALGORITHM,
+    default: Fallback::Value(crate::kinds::Chosen { name: "dissemination", param: None }),
+};
+
+/// The forms of a barrier algorithm.
+pub const BARRIER_ALGORITHM: ChoiceWith = ChoiceWith {
+    names: &[
+        ("dissemination", Param::Nothing),
+        ("pairwise-exchange", Param::Nothing),
+        ("gather-broadcast", Param::Count { what: "DEGREE", min: 0, max: 65535, optional: true }),
+    ],
+};
+
+/// How the PMPI library's offloaded barriers travel.
+pub static MPI_BARRIER_PROTOCOL: Var<Choice> = Var {
+    name: "OUTBOARD_MPI_BARRIER_PROTOCOL",
+    doc: "How offloaded barriers travel between the engines: over their reliable connections, or by the NIC collective protocol (no acknowledgements; the barrier recovers its own losses); per communicator, the MPI_Info key outboard_barrier_protocol.",
+    group: Group::Mpi,
+    kind: BARRIER_PROTOCOL,
+    default: Fallback::Value("point-to-point"),
+};
+
+/// The names of a barrier protocol.
+pub const BARRIER_PROTOCOL: Choice = Choice { names: &[("point-to-point", &["p2p"]), ("nic-collective", &[])] };
+
+/// Where the PMPI library's broadcasts run.
+pub static MPI_BCAST_MODE: Var<ChoiceWith> = Var {
+    name: "OUTBOARD_MPI_BCAST_MODE",
+    doc: "Where broadcasts taken over run: as OUTBOARD_MPI_BCAST says (collective), offloaded, host-based, or NIC-assisted in pieces of the bytes after the colon (one packet's without; 4294967295: whole); per communicator, the MPI_Info key outboard_bcast_mode.",
+    group: Group::Mpi,
+    kind: BCAST_MODE,
+    default: Fallback::Value(crate::kinds::Chosen { name: "collective", param: None }),
+};
+
+/// The forms of a broadcast mode.
+pub const BCAST_MODE: ChoiceWith = ChoiceWith {
+    names: &[
+        ("collective", Param::Nothing),
+        ("offloaded", Param::Nothing),
+        ("host-based", Param::Nothing),
+        ("nic-assisted", Param::Count { what: "CHUNK", min: 0, max: u32::MAX as u64, optional: true }),
+    ],
+};
+
+/// The tree of the PMPI library's broadcasts.
+pub static MPI_BCAST_TREE: Var<ChoiceWith> = Var {
+    name: "OUTBOARD_MPI_BCAST_TREE",
+    doc: "The tree of broadcasts taken over: binomial, k-ary of the degree after the colon, a chain, or the postal model's for the lambda after the colon; per communicator, the MPI_Info key outboard_bcast_tree.",
+    group: Group::Mpi,
+    kind: BCAST_TREE,
+    default: Fallback::Value(crate::kinds::Chosen { name: "binomial", param: None }),
+};
+
+/// The forms of a broadcast tree.
+pub const BCAST_TREE: ChoiceWith = ChoiceWith {
+    names: &[
+        ("binomial", Param::Nothing),
+        ("kary", Param::Count { what: "DEGREE", min: 1, max: 65535, optional: false }),
+        ("chain", Param::Nothing),
+        ("postal", Param::Number { what: "LAMBDA", min: 1.0 }),
+    ],
+};
+
+/// The degree of the PMPI library's reduction trees.
+pub static MPI_REDUCE_DEGREE: Var<Count> = Var {
+    name: "OUTBOARD_MPI_REDUCE_DEGREE",
+    doc: "The degree of the tree reductions taken over (reduce and allreduce) run on; 0 for binomial; per communicator, the MPI_Info key outboard_reduce_degree.",
+    group: Group::Mpi,
+    kind: REDUCE_DEGREE,
+    default: Fallback::Value(0),
+};
+
+/// A reduction tree's degree.
+pub const REDUCE_DEGREE: Count = Count { min: 0, max: 65535 };
+
 /// What the PMPI library took over, and why not.
 pub static MPI_VERBOSE: Var<Flag> = Var {
     name: "OUTBOARD_MPI_VERBOSE",
@@ -486,6 +568,11 @@ pub static ALL: &[&dyn Setting] = &[
     &MPI_BCAST_MAX_BYTES_BETWEEN_NODES,
     &MPI_REDUCE_MAX_BYTES_BETWEEN_NODES,
     &MPI_ALLREDUCE_MAX_BYTES_BETWEEN_NODES,
+    &MPI_BARRIER_ALGORITHM,
+    &MPI_BARRIER_PROTOCOL,
+    &MPI_BCAST_MODE,
+    &MPI_BCAST_TREE,
+    &MPI_REDUCE_DEGREE,
     &MPI_VERBOSE,
     &LIB,
     &SKIP_LOG,

@@ -2,13 +2,13 @@
 //! sees it, with the schedules it has computed and installed, and the
 //! allocation of group ids for groups made by `split`.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use outboard_engine::coll::Rounds;
 use outboard_engine::{Endpoint, GroupId, MemberList, Schedule, ScheduleId};
 
-use super::options::{AllreduceAlgorithm, BarrierAlgorithm, BarrierProtocol, CollDefaults, Mode, TreeShape};
+use super::options::{AllreduceAlgorithm, BarrierAlgorithm, BarrierProtocol, BcastMode, CollDefaults, Mode, TreeShape};
 use super::schedules as s;
 use super::{CollectiveError, Tree};
 
@@ -110,6 +110,52 @@ pub fn describe_schedule(id: u16) -> String {
     }
 }
 
+/// A tree shape in words: "binomial tree", "3-ary tree", "chain", "postal
+/// tree (lambda 2.5)".
+pub fn describe_tree(t: TreeShape) -> String {
+    match t {
+        TreeShape::Binomial => "binomial tree".into(),
+        TreeShape::Kary(k) => format!("{k}-ary tree"),
+        TreeShape::Chain => "chain".into(),
+        TreeShape::Postal(crate::postal::Lambda::Given(l)) => format!("postal tree (lambda {l})"),
+        TreeShape::Postal(crate::postal::Lambda::Link(_)) => "postal tree (lambda from link costs)".into(),
+    }
+}
+
+/// A barrier algorithm in words.
+pub fn describe_barrier(a: BarrierAlgorithm) -> String {
+    match a {
+        BarrierAlgorithm::Dissemination => "dissemination".into(),
+        BarrierAlgorithm::PairwiseExchange => "pairwise exchange".into(),
+        BarrierAlgorithm::GatherBroadcast { degree: 0 } => "gather-broadcast on a binomial tree".into(),
+        BarrierAlgorithm::GatherBroadcast { degree } => format!("gather-broadcast on a {degree}-ary tree"),
+    }
+}
+
+/// A collective's choices in words, as [`Group::taken`] counts them:
+/// collective, where it ran, algorithm or tree, and for an offloaded
+/// barrier how its notifications travelled.
+pub(crate) fn describe_choice(mode: BcastMode, key: ScheduleKey, nic_protocol: bool) -> String {
+    let mode = match mode {
+        BcastMode::Offloaded => "offloaded".to_string(),
+        BcastMode::HostBased => "host-based".to_string(),
+        BcastMode::NicAssisted { chunk: BcastMode::PACKET } => "nic-assisted".to_string(),
+        BcastMode::NicAssisted { chunk: BcastMode::WHOLE } => "nic-assisted (whole)".to_string(),
+        BcastMode::NicAssisted { chunk } => format!("nic-assisted ({chunk}-byte pieces)"),
+    };
+    match key.flat() {
+        ScheduleKey::Barrier(a) => {
+            let over = if nic_protocol && mode == "offloaded" { " over the NIC collective protocol" } else { "" };
+            format!("barrier {mode} {}{over}", describe_barrier(a))
+        }
+        ScheduleKey::Reduce(t, _) => format!("reduce {mode} {}", describe_tree(t)),
+        ScheduleKey::Bcast(t, _) => format!("broadcast {mode} {}", describe_tree(t)),
+        ScheduleKey::Allreduce(AllreduceAlgorithm::Tree(t)) => format!("allreduce {mode} {}", describe_tree(t)),
+        ScheduleKey::Allreduce(AllreduceAlgorithm::RecursiveDoubling) => format!("allreduce {mode} recursive doubling"),
+        k => unreachable!("flat() left a node form: {k:?}"),
+    }
+}
+
 /// A computed schedule, its number, and whether the engine has it.
 #[derive(Debug, Clone)]
 pub(crate) struct Slot {
@@ -147,6 +193,8 @@ pub struct Group {
     barrier_protocol: BarrierProtocol,
     /// Some members share a node (computed once: see `shares_nodes`).
     shares_nodes: bool,
+    /// How many collectives ran as each choice ([`Group::taken`]).
+    taken: BTreeMap<String, u64>,
 }
 
 /// Whether some of `members` share a node.
@@ -206,6 +254,7 @@ impl Group {
             host_epoch: 0,
             nic_epoch: 0,
             barrier_protocol: BarrierProtocol::default(),
+            taken: BTreeMap::new(),
         })
     }
 
@@ -269,6 +318,20 @@ impl Group {
     /// Sets only the default mode.
     pub fn set_default(&mut self, mode: Mode) {
         self.defaults.mode = mode;
+    }
+
+    /// How many of this member's collectives ran as each choice, named as
+    /// [`describe_choice`] names them ("broadcast nic-assisted 3-ary
+    /// tree"): a record of what was run, not of what was asked for, so
+    /// that a program (or a test) can see a choice was taken.
+    pub fn taken(&self) -> &BTreeMap<String, u64> {
+        &self.taken
+    }
+
+    /// Counts one collective started as `key` in `mode`.
+    pub(crate) fn note_taken(&mut self, mode: BcastMode, key: ScheduleKey) {
+        let nic = self.barrier_protocol == BarrierProtocol::NicCollective;
+        *self.taken.entry(describe_choice(mode, key, nic)).or_insert(0) += 1;
     }
 
     /// Whether some members share a node (an engine): then barriers and

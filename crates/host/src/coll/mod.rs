@@ -42,7 +42,7 @@ pub use api::CollRequest;
 pub use options::{
     AllreduceAlgorithm, BarrierAlgorithm, BarrierProtocol, BcastMode, CollDefaults, Mode, TreeShape,
 };
-pub use group::{describe_schedule, Group, APP_GROUP_ID_LIMIT, LEADERS_GROUP_FIRST, SPLIT_GROUP_IDS, UNDEFINED};
+pub use group::{describe_barrier, describe_schedule, describe_tree, Group, APP_GROUP_ID_LIMIT, LEADERS_GROUP_FIRST, SPLIT_GROUP_IDS, UNDEFINED};
 pub use tree::Tree;
 
 /// Why a collective call was refused by the host library (errors the

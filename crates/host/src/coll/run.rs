@@ -81,14 +81,16 @@ impl<P: PortIo> Port<P> {
         mode: BcastMode,
         spec: &Spec<'_>,
     ) -> Result<Box<dyn CollRun<P>>, HostError> {
-        Ok(match mode {
+        let run: Box<dyn CollRun<P>> = match mode {
             BcastMode::Offloaded => Box::new(self.start_offloaded(g, spec)?),
             BcastMode::HostBased => Box::new(start_host_based(g, spec)?),
             BcastMode::NicAssisted { .. } => {
                 let chunk = piece_len(self.io_ref(), mode);
                 Box::new(self.start_nic_assisted(g, spec, chunk)?)
             }
-        })
+        };
+        g.note_taken(mode, spec.key);
+        Ok(run)
     }
 
     fn start_offloaded(&mut self, g: &mut Group, spec: &Spec<'_>) -> Result<OffRun, HostError> {

@@ -12,7 +12,7 @@ mod size;
 mod text;
 mod time;
 
-pub use choice::Choice;
+pub use choice::{Choice, ChoiceWith, Chosen, Param};
 pub use count::Count;
 pub use flag::Flag;
 pub use size::{human_size, parse_size, Size, SizeOrOff};

@@ -1,0 +1,199 @@
+/* A group's collective choices through the C ABI, run by
+ * crates/cli/tests/capi.rs under `outboard run -n 4`: for each barrier
+ * algorithm and protocol, broadcast mode and tree, and reduction tree
+ * degree, the results are right and the group's record of what its
+ * collectives ran as (outboard_group_taken) shows the choice was taken;
+ * bad values are refused with a sentence naming what is accepted. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <outboard.h>
+
+static uint32_t rank, size;
+static int checks;
+
+#define CHECK(cond) do { checks++; if (!(cond)) { \
+    fprintf(stderr, "rank %u: check failed at %s:%d: %s (last error: %s)\n", rank, __FILE__, __LINE__, #cond, outboard_last_error()); \
+    exit(1); } } while (0)
+#define OK(call) do { int rc_ = (call); checks++; if (rc_ != OUTBOARD_OK) { \
+    fprintf(stderr, "rank %u: %s failed at line %d: %s: %s\n", rank, #call, __LINE__, outboard_strerror(rc_), outboard_last_error()); \
+    exit(1); } } while (0)
+
+#define LEN 10000
+
+/* Whether the group's record has a line "<count> <what>" with count > 0. */
+static int taken(outboard_group *g, const char *what) {
+    static char text[8192];
+    OK(outboard_group_taken(g, text, sizeof text));
+    for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
+        char *sp = strchr(line, ' ');
+        if (sp && strcmp(sp + 1, what) == 0 && atoi(line) > 0) return 1;
+    }
+    return 0;
+}
+
+/* A broadcast of LEN bytes from the last rank, checked everywhere, then
+ * the record must name `what`. */
+static void bcast_as(outboard_group *g, const char *what) {
+    static unsigned char buf[LEN];
+    uint32_t root = size - 1;
+    for (int i = 0; i < LEN; i++) buf[i] = rank == root ? (unsigned char)(i * 7 + 3) : 0;
+    OK(outboard_bcast(g, buf, LEN, root));
+    for (int i = 0; i < LEN; i++) CHECK(buf[i] == (unsigned char)(i * 7 + 3));
+    outboard_request *r;
+    OK(outboard_bcast_start(g, buf, 100, root, &r));
+    OK(outboard_wait(&r, NULL));
+    if (!taken(g, what)) {
+        char text[8192];
+        OK(outboard_group_taken(g, text, sizeof text));
+        fprintf(stderr, "rank %u: no \"%s\" among:\n%s", rank, what, text);
+        CHECK(0);
+    }
+}
+
+static void barrier_as(outboard_group *g, const char *what) {
+    for (int i = 0; i < 3; i++) OK(outboard_barrier(g));
+    CHECK(taken(g, what));
+}
+
+int main(void) {
+    setvbuf(stdout, NULL, _IOLBF, 0); /* progress lines survive a kill */
+    outboard_world *w;
+    OK(outboard_init(&w));
+    OK(outboard_rank(w, &rank));
+    OK(outboard_size(w, &size));
+    outboard_group *g;
+    OK(outboard_world_group(w, &g));
+    char text[512];
+
+    /* Defaults. */
+    OK(outboard_group_describe(g, text, sizeof text));
+    CHECK(strcmp(text, "mode offloaded; barrier dissemination over point-to-point; broadcast offloaded on a binomial tree; reduce on a binomial tree") == 0);
+    CHECK(outboard_group_describe(g, text, 10) == OUTBOARD_ERR_ARG && text[0] == 0);
+
+    /* Barrier algorithms and protocol. */
+    OK(outboard_group_set_barrier(g, OUTBOARD_BARRIER_PAIRWISE_EXCHANGE, 0));
+    barrier_as(g, "barrier offloaded pairwise exchange");
+    OK(outboard_group_set_barrier(g, OUTBOARD_BARRIER_GATHER_BCAST, 0));
+    barrier_as(g, "barrier offloaded gather-broadcast on a binomial tree");
+    OK(outboard_group_set_barrier(g, OUTBOARD_BARRIER_GATHER_BCAST, 3));
+    barrier_as(g, "barrier offloaded gather-broadcast on a 3-ary tree");
+    OK(outboard_group_set_barrier(g, OUTBOARD_BARRIER_DISSEMINATION, 0));
+    barrier_as(g, "barrier offloaded dissemination");
+    OK(outboard_group_set_barrier_protocol(g, OUTBOARD_BARRIER_NIC_COLLECTIVE));
+    barrier_as(g, "barrier offloaded dissemination over the NIC collective protocol");
+    OK(outboard_group_set_barrier_protocol(g, OUTBOARD_BARRIER_POINT_TO_POINT));
+    CHECK(outboard_group_set_barrier(g, 9, 0) == OUTBOARD_ERR_ARG);
+    CHECK(strstr(outboard_last_error(), "OUTBOARD_BARRIER_GATHER_BCAST") != NULL);
+    CHECK(outboard_group_set_barrier_protocol(g, 2) == OUTBOARD_ERR_ARG);
+    CHECK(strstr(outboard_last_error(), "OUTBOARD_BARRIER_NIC_COLLECTIVE") != NULL);
+    CHECK(outboard_group_set_barrier(NULL, 0, 0) == OUTBOARD_ERR_ARG);
+    printf("rank %u: barrier choices taken\n", rank);
+
+    /* Broadcast modes. */
+    OK(outboard_group_set_bcast_mode(g, OUTBOARD_BCAST_HOST_BASED, 0));
+    bcast_as(g, "broadcast host-based binomial tree");
+    OK(outboard_group_set_bcast_mode(g, OUTBOARD_BCAST_NIC_ASSISTED, 0));
+    bcast_as(g, "broadcast nic-assisted binomial tree");
+    OK(outboard_group_set_bcast_mode(g, OUTBOARD_BCAST_NIC_ASSISTED, 4096));
+    bcast_as(g, "broadcast nic-assisted (4096-byte pieces) binomial tree");
+    OK(outboard_group_set_bcast_mode(g, OUTBOARD_BCAST_NIC_ASSISTED, UINT32_MAX));
+    bcast_as(g, "broadcast nic-assisted (whole) binomial tree");
+    OK(outboard_group_set_bcast_mode(g, OUTBOARD_BCAST_OFFLOADED, 0));
+    bcast_as(g, "broadcast offloaded binomial tree");
+    /* The group's mode, host-based. */
+    OK(outboard_group_set_bcast_mode(g, OUTBOARD_BCAST_GROUP_MODE, 0));
+    OK(outboard_group_set_mode(g, OUTBOARD_MODE_HOST_BASED));
+    bcast_as(g, "broadcast host-based binomial tree");
+    barrier_as(g, "barrier host-based dissemination");
+    OK(outboard_group_set_mode(g, OUTBOARD_MODE_OFFLOADED));
+    CHECK(outboard_group_set_bcast_mode(g, 4, 0) == OUTBOARD_ERR_ARG);
+    CHECK(strstr(outboard_last_error(), "OUTBOARD_BCAST_NIC_ASSISTED") != NULL);
+    printf("rank %u: broadcast modes taken\n", rank);
+
+    /* Broadcast trees, offloaded and NIC-assisted. */
+    OK(outboard_group_set_bcast_tree(g, OUTBOARD_TREE_KARY, 3));
+    bcast_as(g, "broadcast offloaded 3-ary tree");
+    OK(outboard_group_set_bcast_tree(g, OUTBOARD_TREE_CHAIN, 0));
+    bcast_as(g, "broadcast offloaded chain");
+    OK(outboard_group_set_bcast_tree(g, OUTBOARD_TREE_POSTAL, 2.5));
+    bcast_as(g, "broadcast offloaded postal tree (lambda 2.5)");
+    OK(outboard_group_set_bcast_mode(g, OUTBOARD_BCAST_NIC_ASSISTED, 0));
+    OK(outboard_group_set_bcast_tree(g, OUTBOARD_TREE_KARY, 2));
+    bcast_as(g, "broadcast nic-assisted 2-ary tree");
+    /* A split takes its parent's choices. */
+    {
+        OK(outboard_group_set_barrier_protocol(g, OUTBOARD_BARRIER_NIC_COLLECTIVE));
+        outboard_group *half;
+        OK(outboard_split(g, rank % 2, rank, &half));
+        OK(outboard_group_set_barrier_protocol(g, OUTBOARD_BARRIER_POINT_TO_POINT));
+        unsigned char b[300];
+        uint32_t hr;
+        OK(outboard_group_rank(half, &hr));
+        for (int i = 0; i < 300; i++) b[i] = hr == 0 ? (unsigned char)i : 0;
+        OK(outboard_bcast(half, b, sizeof b, 0));
+        for (int i = 0; i < 300; i++) CHECK(b[i] == (unsigned char)i);
+        CHECK(taken(half, "broadcast nic-assisted 2-ary tree"));
+        OK(outboard_barrier(half));
+        CHECK(taken(half, "barrier offloaded dissemination over the NIC collective protocol"));
+        /* Not freed at once: a member whose last notification was lost
+         * asks the others to resend it, which a freed group cannot. */
+        int64_t one = 1, two = 0;
+        OK(outboard_allreduce(half, &one, &two, 1, OUTBOARD_INT64, OUTBOARD_SUM));
+        CHECK(two == 2);
+        OK(outboard_group_free(half));
+    }
+    OK(outboard_group_set_bcast_tree(g, OUTBOARD_TREE_BINOMIAL, 0));
+    OK(outboard_group_set_bcast_mode(g, OUTBOARD_BCAST_GROUP_MODE, 0));
+    CHECK(outboard_group_set_bcast_tree(g, OUTBOARD_TREE_KARY, 0) == OUTBOARD_ERR_ARG);
+    CHECK(strstr(outboard_last_error(), "degree must be a whole number of at least 1") != NULL);
+    CHECK(outboard_group_set_bcast_tree(g, OUTBOARD_TREE_KARY, 2.5) == OUTBOARD_ERR_ARG);
+    CHECK(outboard_group_set_bcast_tree(g, OUTBOARD_TREE_POSTAL, 0.5) == OUTBOARD_ERR_ARG);
+    CHECK(strstr(outboard_last_error(), "lambda must be a finite number of at least 1") != NULL);
+    CHECK(outboard_group_set_bcast_tree(g, 7, 0) == OUTBOARD_ERR_ARG);
+    CHECK(strstr(outboard_last_error(), "OUTBOARD_TREE_POSTAL") != NULL);
+    printf("rank %u: broadcast trees taken\n", rank);
+
+    /* Reduction tree degree: reduce and allreduce. */
+    OK(outboard_group_set_reduce_degree(g, 2));
+    OK(outboard_group_describe(g, text, sizeof text));
+    CHECK(strstr(text, "reduce on a 2-ary tree") != NULL);
+    int64_t v = rank + 1, sum = 0;
+    OK(outboard_allreduce(g, &v, &sum, 1, OUTBOARD_INT64, OUTBOARD_SUM));
+    CHECK(sum == (int64_t)size * (size + 1) / 2);
+    sum = 0;
+    OK(outboard_reduce(g, &v, &sum, 1, OUTBOARD_INT64, OUTBOARD_SUM, 0));
+    if (rank == 0) CHECK(sum == (int64_t)size * (size + 1) / 2);
+    CHECK(taken(g, "allreduce offloaded 2-ary tree"));
+    CHECK(taken(g, "reduce offloaded 2-ary tree"));
+    OK(outboard_group_set_reduce_degree(g, 0));
+    OK(outboard_allreduce(g, &v, &sum, 1, OUTBOARD_INT64, OUTBOARD_SUM));
+    CHECK(taken(g, "allreduce offloaded binomial tree"));
+    printf("rank %u: reduction trees taken\n", rank);
+
+    /* The same choices from text, as the PMPI library's variables and
+     * MPI_Info keys write them. */
+    OK(outboard_group_set_option(g, "bcast_tree", "kary:4"));
+    OK(outboard_group_set_option(g, "bcast_mode", "nic-assisted:2048"));
+    bcast_as(g, "broadcast nic-assisted (2048-byte pieces) 4-ary tree");
+    OK(outboard_group_set_option(g, "barrier_algorithm", "gather-broadcast:4"));
+    OK(outboard_group_set_option(g, "barrier_protocol", "nic-collective"));
+    barrier_as(g, "barrier offloaded gather-broadcast on a 4-ary tree over the NIC collective protocol");
+    OK(outboard_group_set_option(g, "reduce_degree", "5"));
+    OK(outboard_allreduce(g, &v, &sum, 1, OUTBOARD_INT64, OUTBOARD_SUM));
+    CHECK(taken(g, "allreduce offloaded 5-ary tree"));
+    CHECK(outboard_group_set_option(g, "bcast_tree", "postal") == OUTBOARD_ERR_ARG);
+    CHECK(strstr(outboard_last_error(), "binomial, kary:DEGREE, chain or postal:LAMBDA") != NULL);
+    CHECK(outboard_group_set_option(g, "reduce_degree", "-1") == OUTBOARD_ERR_ARG);
+    CHECK(outboard_group_set_option(g, "bcast_speed", "fast") == OUTBOARD_ERR_ARG);
+    CHECK(strstr(outboard_last_error(), "unknown group option") != NULL);
+    CHECK(outboard_group_set_option(g, NULL, "x") == OUTBOARD_ERR_ARG);
+    printf("rank %u: options from text taken\n", rank);
+
+    OK(outboard_group_describe(g, text, sizeof text));
+    printf("rank %u: %s\n", rank, text);
+    OK(outboard_group_free(g));
+    OK(outboard_finalize(w));
+    printf("rank %u: choices: all %d checks passed\n", rank, checks);
+    return 0;
+}
