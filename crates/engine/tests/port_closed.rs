@@ -415,3 +415,59 @@ fn after_a_member_leaves_every_survivor_fails_the_groups_collectives_even_the_ro
         }
     }
 }
+
+/// A root's broadcasts of several pieces each, whose pieces are read from
+/// host memory only as their packets go out, queued behind the
+/// connection's window when the only other member's port closes: the
+/// queued packets are dropped, so those pieces are never read, and each
+/// broadcast must still complete - failed, naming the closed member -
+/// instead of waiting for that read forever (before, 2 of 16 completed
+/// and the root hung, as a node's leader did under `outboard run` when a
+/// rank of the other node died in a loop of broadcasts).
+#[test]
+fn a_roots_queued_broadcasts_complete_when_the_member_they_wait_to_reach_closes() {
+    for seed in 0..4 {
+        // A window of a few packets per connection, so that most of the
+        // pieces wait at the root, their values not yet read.
+        let small_window = |n: NodeId| EngineConfig { window: 4, ..cfg(n) };
+        let mut net = Network::new(2, LinkConfig::default(), seed, small_window);
+        let root = net.open_port(NodeId(1), P0).unwrap();
+        let leaf = net.open_port(NodeId(0), P0).unwrap();
+        let members = [root, leaf];
+        let g = GroupId(7);
+        let bcast = ScheduleId(4);
+        for (rank, ep) in members.iter().enumerate() {
+            let m = net.memory(ep.node).alloc_with(&MemberList::from_endpoints(members).encode());
+            net.command(ep.node, ep.port, Command::CreateGroup { op: OpId(1), group: g, rank: rank as u32, members: m }).unwrap();
+            let steps = if rank == 0 { vec![Step::send([1])] } else { vec![Step::recv([0], Fold::Replace)] };
+            let s = net.memory(ep.node).alloc_with(&Schedule::new(steps).encode());
+            net.command(ep.node, ep.port, Command::SetSchedule { op: OpId(2), group: g, schedule: bcast, buf: s }).unwrap();
+        }
+        for n in 0..2 {
+            assert!(net.take_events(NodeId(n)).iter().all(|e| e.result.is_ok()));
+        }
+        // Broadcasts of several pieces, within the root's bound on
+        // unconfirmed collective bytes (so every step sends at once); the
+        // leaf starts none of them.
+        let bound = small_window(root.node).coll_send_bytes;
+        let len = 32 * 1024;
+        let calls = (bound / len / 2) as u64;
+        for k in 0..calls {
+            let send = net.memory(root.node).alloc_with(&vec![k as u8; len]);
+            let cmd = Command::Collective { op: OpId(100 + k), group: g, schedule: bcast, reduction: None, send, recv: send };
+            net.command(root.node, root.port, cmd).unwrap();
+        }
+        net.run_for(Duration::from_micros(20)).unwrap();
+        net.close_port(leaf.node, leaf.port);
+        let mut done = BTreeMap::new();
+        net.run_until("every broadcast of the root", |n| {
+            for e in n.take_events(root.node) {
+                assert!(done.insert(e.op.0, e.result).is_none(), "one completion per broadcast");
+            }
+            done.len() as u64 == calls
+        })
+        .unwrap_or_else(|e| panic!("seed {seed}: {} of {calls} broadcasts completed: {e}", done.len()));
+        assert!(done.values().all(|r| r.is_ok() || *r == Err(OpError::SourceClosed(leaf))), "seed {seed}: {done:?}");
+        assert!(done.values().any(|r| *r == Err(OpError::SourceClosed(leaf))), "seed {seed}: some broadcast could not reach the leaf: {done:?}");
+    }
+}

@@ -110,8 +110,11 @@ impl<D: Dma> Engine<D> {
                 continue;
             }
             g.lost.get_or_insert(err);
-            for r in g.running.iter_mut().filter(|r| r.is_waiting()) {
-                r.outcome = Some(Err(err));
+            // Also one whose steps are done but whose value the packets
+            // read from host memory as they go out (`Lazy`): those packets
+            // are dropped below, so it would wait for the read forever.
+            for r in g.running.iter_mut() {
+                r.fail(err);
             }
             touched.push((port, group));
         }
@@ -134,8 +137,11 @@ impl<D: Dma> Engine<D> {
                 continue;
             }
             g.lost.get_or_insert(err);
-            for r in g.running.iter_mut().filter(|r| r.is_waiting()) {
-                r.outcome = Some(Err(err));
+            // Also one whose steps are done but whose value the packets
+            // read from host memory as they go out (`Lazy`): those packets
+            // are dropped below, so it would wait for the read forever.
+            for r in g.running.iter_mut() {
+                r.fail(err);
             }
             touched.push((port, group));
         }
