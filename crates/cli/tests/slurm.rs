@@ -552,15 +552,16 @@ fn pmpi_under_srun(test: &str, name: &str, cc: &str, mpi: &str, env: &[(&str, &s
         .unwrap();
     assert!(o.status.success(), "{cc} compare.c:\n{}", String::from_utf8_lossy(&o.stderr));
     let Some(cluster) = cluster_or_skip(test) else { return };
-    let mut c = cluster.srun(4, mpi, 300);
+    let mut c = cluster.srun(4, mpi, 600);
     // Preloaded in the tasks only, not in srun.
     c.arg("env").arg(format!("LD_PRELOAD={}", lib.display())).arg("OUTBOARD_MPI_VERBOSE=1");
     for (k, v) in env {
         c.arg(format!("{k}={v}"));
     }
-    // Counts up to 140000 (past the 1 MiB threshold), the quick set of
-    // datatypes and operations: mpi_preload.rs runs the full set.
-    c.arg(&prog).args(["140000", "quick"]).env("LD_LIBRARY_PATH", common::capi_lib_dir());
+    // Counts up to 20000 and the quick set of datatypes and operations: the
+    // launcher is under test here; mpi_preload.rs runs the full set and the
+    // size thresholds.
+    c.arg(&prog).args(["20000", "quick"]).env("LD_LIBRARY_PATH", common::capi_lib_dir());
     let job = Job::run(c, &format!("srun --mpi={mpi}: compare ({name}) with liboutboard_mpi preloaded"));
     job.expect(&cluster, 0..4, |r| format!("rank {r}: "));
     for r in 0..4 {

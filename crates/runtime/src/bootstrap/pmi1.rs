@@ -1,6 +1,7 @@
 //! Outboard's own client of PMI-1's simple wire protocol: the key-value
 //! store MPICH's Hydra (`mpiexec.mpich`) serves every process it starts, on
-//! the file descriptor named by `PMI_FD`. No Rust library speaks it, and a
+//! the file descriptor named by `PMI_FD`; Slurm's `srun --mpi=pmi2` serves
+//! it too (its plugin answers PMI-1 as well as PMI-2). No Rust library speaks it, and a
 //! C PMI library would tie the build to one MPI; the protocol is a handful
 //! of text lines.
 //!
