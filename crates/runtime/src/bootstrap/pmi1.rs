@@ -19,15 +19,18 @@
 //! | `cmd=finalize` | `cmd=finalize_ack` |
 //!
 //! The store is one namespace for the whole job and its values are short
-//! (`vallen_max`, 1024 under Hydra) and may not hold spaces, `=` or line
-//! ends; so a rank's value for `key` lives under `ob.<rank>.<key>`, hex
-//! encoded, split over as many keys as it needs ([`chunk_value`]). A key
-//! keeps its first value: a rank cannot put the same key twice.
+//! (`vallen_max`, 1024 under Hydra and Slurm, and Slurm takes a whole
+//! request in one read of at most 1024 bytes, [`MAX_REQUEST`]) and may
+//! not hold spaces, `=` or line ends; so a rank's value for `key` lives
+//! under `ob.<rank>.<key>`, hex encoded, split over as many keys as it
+//! needs ([`chunk_value`]). A key keeps its first value: a rank cannot put
+//! the same key twice.
 //!
 //! The store is the launcher's: whatever a rank puts (the job secret that
 //! rank 0 draws, among others) is readable by every process of the job and
-//! by Hydra's own processes, and by nobody else (`PMI_FD` is a socket pair
-//! the launcher made for this process).
+//! by the launcher's own processes (Hydra's, or Slurm's `slurmstepd`),
+//! and by nobody else (`PMI_FD` is a socket pair the launcher made for
+//! this process).
 // Adopts the inherited descriptor; see ARCHITECTURE.md's unsafe table.
 #![allow(unsafe_code)]
 
