@@ -347,7 +347,9 @@ fn rank_program() {
 /// `--mpi=pmix`, PMI-1 on `PMI_FD` under `--mpi=pmi2`): values empty,
 /// short and long (many PMI-1 chunks, a large PMIx byte object) from every
 /// rank, read by every rank; a key nobody put is `Missing` at once; a
-/// second round of puts.
+/// second round of puts. The long values are what Slurm's PMI-1 reads
+/// differently from Hydra (a request in one read of at most 1024 bytes):
+/// the `collectives` job's short values would not show it.
 fn store() {
     use outboard_runtime::bootstrap::{Bootstrap, BootstrapError, Pmi1Bootstrap, PmixBootstrap};
     let mut b: Box<dyn Bootstrap> = match std::env::var("PMI_FD") {
