@@ -11,7 +11,11 @@ cd "$(dirname "$0")/.."
 # mpicc / mpirun alternatives (which either may own after an install).
 # A command can exist without its package's development half (mpicc from openmpi-bin without mpi.h from
 # libopenmpi-dev), so packages are checked by name, not by command.
-packages=(gcc gfortran pkg-config python3 python3-venv python3-mypy python3-numpy openmpi-bin libopenmpi-dev mpich libmpich-dev iproute2 nftables)
+# Slurm's daemons and munge: crates/cli/tests/slurm.rs starts a one-node
+# cluster of its own (its configuration, key, ports and directories, never
+# the system's) and runs jobs under srun; the packages' services are not used.
+packages=(gcc gfortran pkg-config python3 python3-venv python3-mypy python3-numpy openmpi-bin libopenmpi-dev mpich libmpich-dev iproute2 nftables
+          munge slurmctld slurmd slurm-client)
 need_apt=()
 command -v cargo >/dev/null 2>&1 || need_apt+=(cargo rustc)
 for p in "${packages[@]}"; do

@@ -256,7 +256,12 @@ int main(void) {
     OK(outboard_init(&w));
     OK(outboard_rank(w, &rank));
     OK(outboard_size(w, &size));
+    /* The rank the launcher gave, in Outboard's order of choice: outboard
+       run's, Open MPI's, Hydra's (or Slurm's PMI), Slurm's. */
     const char *env_rank = getenv("OUTBOARD_RANK");
+    if (env_rank == NULL) env_rank = getenv("OMPI_COMM_WORLD_RANK");
+    if (env_rank == NULL) env_rank = getenv("PMI_RANK");
+    if (env_rank == NULL) env_rank = getenv("SLURM_PROCID");
     CHECK(env_rank != NULL && (uint32_t)atoi(env_rank) == rank);
     CHECK(size >= 2);
     outboard_group *all;

@@ -1,7 +1,9 @@
 //! The C ABI from C: `crates/capi/c/capi_test.c`, `atomic_test.c`,
 //! `atomic_modes_test.c`, `choices_test.c`,
 //! `nicvm_test.c` and the example, compiled with gcc against `include/outboard.h` and `liboutboard_capi.so`, run
-//! under `outboard run` with 2 and 4 ranks.
+//! under `outboard run` with 2 and 4 ranks, and under Open MPI's `mpirun`
+//! and MPICH's `mpiexec` with no `OUTBOARD_*` variable (`slurm.rs` runs
+//! them under `srun`).
 
 mod common;
 
@@ -311,6 +313,49 @@ fn a_death_in_a_loop_of_collectives_fails_every_survivor() {
                     .unwrap_or_else(|| panic!("victim {victim}, {op} of {count}: rank {r} never failed:\n{so}\n{se}"));
                 let names_a_rank = (0..4).any(|n| line.contains(&format!("rank {n} died")) || line.contains(&format!("rank {n} closed its port")));
                 assert!(names_a_rank && !line.contains("NodeId"), "victim {victim}, {op} of {count}: {line}");
+            }
+        }
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// The test programs under Open MPI's `mpirun` (the ranks meet through its
+/// PMIx) and MPICH's `mpiexec` (Hydra's PMI-1), with every `OUTBOARD_*`
+/// variable removed: the launcher alone brings the job up.
+#[test]
+fn the_c_test_programs_pass_under_mpirun_and_mpiexec_without_outboard_variables() {
+    let test = "the_c_test_programs_pass_under_mpirun_and_mpiexec_without_outboard_variables";
+    if !gcc(test) {
+        return;
+    }
+    let dir = scratch("launchers");
+    let programs = [("capi_test", "all "), ("atomic_test", "atomics and lock: all "), ("nicvm_test", "nicvm modules: all ")];
+    for (src, _) in programs {
+        compile(&repo().join(format!("crates/capi/c/{src}.c")), &dir.join(src), &direct_flags());
+    }
+    for (mpi, launcher) in [("openmpi", "mpirun.openmpi"), ("mpich", "mpiexec.mpich")] {
+        if Command::new(launcher).arg("--version").output().is_err() {
+            common::skip(test, &format!("{launcher} not found (apt-get install -y {})", if mpi == "openmpi" { "openmpi-bin" } else { "mpich" }));
+            continue;
+        }
+        if mpi == "openmpi" {
+            if let Err(why) = outboard_runtime::bootstrap::pmix::available() {
+                common::skip(test, &format!("under mpirun.openmpi: {why} (apt-get install -y libpmix2)"));
+                continue;
+            }
+        }
+        for (src, done) in programs {
+            let mut c = common::mpirun::mpirun(mpi, 4, &[], &dir.join(src), 240);
+            for (k, _) in std::env::vars_os() {
+                if k.to_string_lossy().starts_with("OUTBOARD_") {
+                    c.env_remove(k);
+                }
+            }
+            let o = c.env("LD_LIBRARY_PATH", common::capi_lib_dir()).output().unwrap();
+            let (so, se) = (String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+            assert!(o.status.success(), "{src} under {launcher}: {}\nstdout:\n{so}\nstderr:\n{se}", o.status);
+            for r in 0..4 {
+                assert!(so.lines().any(|l| l.starts_with(&format!("rank {r}: {done}"))), "{src} under {launcher}: rank {r} did not finish:\n{so}\n{se}");
             }
         }
     }

@@ -201,7 +201,7 @@ pub static LOCAL_SIZE: OptVar<Count> = OptVar {
 /// How the ranks find each other outside `outboard run`.
 pub static BOOTSTRAP: Var<Choice> = Var {
     name: "OUTBOARD_BOOTSTRAP",
-    doc: "How the ranks exchange their addresses: auto (outboard run's own variables, else OUTBOARD_RENDEZVOUS if set, else the launcher's PMIx, else its PMI-1), or one forced: tcp (OUTBOARD_RENDEZVOUS), pmix (libpmix.so.2, under Open MPI's mpirun or srun --mpi=pmix), pmi (PMI-1 over PMI_FD, under MPICH's mpiexec).",
+    doc: "How the ranks exchange their addresses: auto (outboard run's own variables, else OUTBOARD_RENDEZVOUS if set, else the launcher's PMIx, else its PMI-1), or one forced: tcp (OUTBOARD_RENDEZVOUS), pmix (libpmix.so.2, under Open MPI's mpirun or srun --mpi=pmix), pmi (PMI-1 over PMI_FD, under MPICH's mpiexec or srun --mpi=pmi2).",
     group: Group::Launch,
     kind: Choice {
         names: &[("auto", &[]), ("tcp", &["rendezvous"]), ("pmix", &[]), ("pmi", &["pmi1", "pmi-1"])],

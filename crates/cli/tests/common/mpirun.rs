@@ -34,7 +34,7 @@ pub fn mpirun(mpi: &str, n: u32, env: &[(&str, &str)], prog: &Path, limit_s: u32
         c.env("OMPI_ALLOW_RUN_AS_ROOT", "1")
             .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
     } else {
-        c = Command::new("mpiexec.mpich");
+        c.arg("mpiexec.mpich");
         c.args([
             "-n",
             &n.to_string(),

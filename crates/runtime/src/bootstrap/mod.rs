@@ -14,7 +14,7 @@
 //! | `outboard run` | `OUTBOARD_RANK`, `OUTBOARD_SIZE` | served by the launcher at `OUTBOARD_RENDEZVOUS` |
 //! | Open MPI `mpirun` | `OMPI_COMM_WORLD_RANK`, `OMPI_COMM_WORLD_SIZE` | the launcher's PMIx ([`PmixBootstrap`]) |
 //! | MPICH Hydra (`mpiexec`) | `PMI_RANK`, `PMI_SIZE` | the launcher's PMI-1 on `PMI_FD` ([`Pmi1Bootstrap`]) |
-//! | Slurm `srun` | `SLURM_PROCID`, `SLURM_NTASKS` | PMIx under `--mpi=pmix`, else `OUTBOARD_RENDEZVOUS` |
+//! | Slurm `srun` | `SLURM_PROCID`, `SLURM_NTASKS` (`PMI_RANK`, `PMI_SIZE` under `--mpi=pmi2`) | PMIx under `--mpi=pmix`, PMI-1 under `--mpi=pmi2` (Slurm's plugin answers it too), else `OUTBOARD_RENDEZVOUS` |
 //! | another PMIx launcher (PRRTE) | `PMIX_RANK`, the job size from PMIx | the launcher's PMIx |
 //! | none | rank 0 of 1 | none needed |
 //!
@@ -329,7 +329,7 @@ impl LaunchEnv {
             "pmi" => Via::Pmi1 {
                 fd: pmi_fd.ok_or_else(|| {
                     BootstrapError::Environment(format!(
-                        "{ENV_BOOTSTRAP}=pmi but PMI_FD is not set: start the program with MPICH's mpiexec (Hydra), or set {ENV_BOOTSTRAP}=auto"
+                        "{ENV_BOOTSTRAP}=pmi but PMI_FD is not set: start the program with MPICH's mpiexec (Hydra) or srun --mpi=pmi2, or set {ENV_BOOTSTRAP}=auto"
                     ))
                 })?,
             },
@@ -346,6 +346,9 @@ impl LaunchEnv {
                     (Err(why), Some(fd)) => {
                         passed_over = why.map(|w| format!("PMIX_RANK and PMIX_NAMESPACE are set but {w}; using PMI-1 instead"));
                         Via::Pmi1 { fd }
+                    }
+                    (Err(None), None) if launcher == Launcher::Slurm => {
+                        return Err(no_rendezvous(" and srun offers neither PMIx nor PMI-1 (start it with --mpi=pmix or --mpi=pmi2, or set it)"))
                     }
                     (Err(None), None) => return Err(no_rendezvous(" and the launcher offers neither PMIx nor PMI-1")),
                     (Err(Some(why)), None) => {
@@ -436,6 +439,17 @@ mod tests {
         let e = env(&[(ENV_RANK, "0"), (ENV_SIZE, "4"), (ENV_RENDEZVOUS, "127.0.0.1:5000")]).unwrap();
         assert_eq!((e.launcher, e.local_size, serves(&e)), (Launcher::Outboard, 4, false), "the launcher serves");
         assert_eq!(env(&[]).unwrap().launcher, Launcher::Singleton);
+    }
+
+    /// What Slurm's srun sets: `--mpi=pmi2` adds PMI-1's variables (its
+    /// plugin answers PMI-1), `--mpi=none` nothing to meet through, and
+    /// the error says which `--mpi` would do.
+    #[test]
+    fn srun_joins_through_pmi1_under_pmi2_and_names_the_mpi_option_without_one() {
+        let e = env(&[("SLURM_PROCID", "1"), ("SLURM_NTASKS", "4"), ("PMI_RANK", "1"), ("PMI_SIZE", "4"), ("PMI_FD", "11")]).unwrap();
+        assert_eq!((e.rank, e.size, e.via), (1, 4, Via::Pmi1 { fd: 11 }));
+        let e = env(&[("SLURM_PROCID", "1"), ("SLURM_NTASKS", "4")]).unwrap_err().to_string();
+        assert!(e.contains("launched by Slurm as rank 1 of 4") && e.contains("--mpi=pmix or --mpi=pmi2") && e.contains(ENV_RENDEZVOUS), "{e}");
     }
 
     const OMPI: [(&str, &str); 4] = [("OMPI_COMM_WORLD_RANK", "1"), ("OMPI_COMM_WORLD_SIZE", "4"), ("PMIX_RANK", "1"), ("PMIX_NAMESPACE", "ns")];

@@ -1,6 +1,7 @@
 //! Outboard's own client of PMI-1's simple wire protocol: the key-value
 //! store MPICH's Hydra (`mpiexec.mpich`) serves every process it starts, on
-//! the file descriptor named by `PMI_FD`. No Rust library speaks it, and a
+//! the file descriptor named by `PMI_FD`; Slurm's `srun --mpi=pmi2` serves
+//! it too (its plugin answers PMI-1 as well as PMI-2). No Rust library speaks it, and a
 //! C PMI library would tie the build to one MPI; the protocol is a handful
 //! of text lines.
 //!
@@ -18,15 +19,18 @@
 //! | `cmd=finalize` | `cmd=finalize_ack` |
 //!
 //! The store is one namespace for the whole job and its values are short
-//! (`vallen_max`, 1024 under Hydra) and may not hold spaces, `=` or line
-//! ends; so a rank's value for `key` lives under `ob.<rank>.<key>`, hex
-//! encoded, split over as many keys as it needs ([`chunk_value`]). A key
-//! keeps its first value: a rank cannot put the same key twice.
+//! (`vallen_max`, 1024 under Hydra and Slurm, and Slurm takes a whole
+//! request in one read of at most 1024 bytes, [`MAX_REQUEST`]) and may
+//! not hold spaces, `=` or line ends; so a rank's value for `key` lives
+//! under `ob.<rank>.<key>`, hex encoded, split over as many keys as it
+//! needs ([`chunk_value`]). A key keeps its first value: a rank cannot put
+//! the same key twice.
 //!
 //! The store is the launcher's: whatever a rank puts (the job secret that
 //! rank 0 draws, among others) is readable by every process of the job and
-//! by Hydra's own processes, and by nobody else (`PMI_FD` is a socket pair
-//! the launcher made for this process).
+//! by the launcher's own processes (Hydra's, or Slurm's `slurmstepd`),
+//! and by nobody else (`PMI_FD` is a socket pair the launcher made for
+//! this process).
 // Adopts the inherited descriptor; see ARCHITECTURE.md's unsafe table.
 #![allow(unsafe_code)]
 
@@ -40,6 +44,14 @@ use super::{Bootstrap, BootstrapError};
 /// The longest answer line accepted (Hydra's lines are at most about
 /// 1 KiB plus the names; anything far longer is not the protocol).
 const MAX_LINE: usize = 64 << 10;
+
+/// The longest request line sent, its newline included. Slurm's plugin
+/// for `srun --mpi=pmi2` answers PMI-1 as well as PMI-2, but reads each
+/// request with one `read` of at most 1024 bytes and takes the rest of a
+/// longer line for the next request, after which neither side understands
+/// the other; Hydra reads whole lines. So a `put` line must fit, not only
+/// its value (`vallen_max`, 1024 under both).
+pub const MAX_REQUEST: usize = 1024;
 
 /// The value length assumed when the server's `maxes` omits it (PMI-1's
 /// historical `PMI_MAX_VALLEN`).
@@ -257,10 +269,13 @@ impl Pmi1Bootstrap {
         Ok(Pmi1Bootstrap { rank, size, kvsname, vallen, keylen, conn: RefCell::new(conn), put: BTreeSet::new(), finalized: false })
     }
 
-    /// The longest value chunk: the server's limit less one (some count the
-    /// C string's terminating NUL in it).
-    fn chunk_len(&self) -> usize {
-        self.vallen - 1
+    /// The longest value chunk of `key`: the server's limit less one (some
+    /// count the C string's terminating NUL in it), and short enough that
+    /// the whole `put` line fits in [`MAX_REQUEST`] with the longest chunk
+    /// key a value could need (a chunk index of 7 digits).
+    fn chunk_len(&self, key: &str) -> usize {
+        let line = command("put", &[("kvsname", &self.kvsname), ("key", &store_key(self.rank, key, 9_999_999)), ("value", "")]);
+        (self.vallen - 1).min(MAX_REQUEST.saturating_sub(line.len()))
     }
 
     /// Tells the server this process is done with PMI (Hydra expects it
@@ -296,7 +311,11 @@ impl Bootstrap for Pmi1Bootstrap {
         if !self.put.insert(key.to_string()) {
             return Err(BootstrapError::Protocol(format!("key {key:?} put twice: the PMI-1 store keeps a key's first value")));
         }
-        let chunks = chunk_value(value, self.chunk_len());
+        let max = self.chunk_len(key);
+        if max < 32 {
+            return Err(BootstrapError::Protocol(format!("key {key:?} leaves room for only {max} characters of value in a PMI-1 request of {MAX_REQUEST} bytes")));
+        }
+        let chunks = chunk_value(value, max);
         let longest = store_key(self.rank, key, chunks.len() - 1);
         if longest.len() >= self.keylen {
             return Err(BootstrapError::Protocol(format!("key {longest:?} is longer than the PMI server's {} characters", self.keylen - 1)));
@@ -387,7 +406,10 @@ mod tests {
                 std::thread::spawn(move || {
                     let mut w = theirs.try_clone().unwrap();
                     for line in BufReader::new(theirs).lines() {
-                        let f = parse(&line.unwrap()).unwrap();
+                        let line = line.unwrap();
+                        // Slurm's server reads at most this much per request.
+                        assert!(line.len() < MAX_REQUEST, "a request of {} bytes with its newline: {line:.60}...", line.len() + 1);
+                        let f = parse(&line).unwrap();
                         let reply = match field(&f, "cmd").unwrap() {
                             "init" => command("response_to_init", &[("pmi_version", "1"), ("pmi_subversion", "1"), ("rc", "0")]),
                             "get_maxes" => command("maxes", &[("kvsname_max", "256"), ("keylen_max", "64"), ("vallen_max", &vallen.to_string())]),
@@ -455,6 +477,34 @@ mod tests {
             for (q, a) in addrs.iter().enumerate() {
                 assert_eq!(a, format!("127.0.0.1:{}", 5000 + q).as_bytes());
             }
+        }
+    }
+
+    /// With the value limit of Hydra and Slurm (1024), long values go in
+    /// chunks whose `put` lines fit in one of Slurm's 1024-byte reads (the
+    /// fake server checks every line).
+    #[test]
+    fn long_values_go_in_put_lines_of_at_most_1024_bytes() {
+        let n = 2;
+        let long = |r: u32| -> Vec<u8> { (0..20_000u32).map(|i| (i * 7 + r) as u8).collect() };
+        let ranks: Vec<_> = fake_server(n, 1024)
+            .into_iter()
+            .enumerate()
+            .map(|(r, s)| {
+                std::thread::spawn(move || {
+                    let r = r as u32;
+                    let mut b = Pmi1Bootstrap::over(s, r, n).unwrap();
+                    b.put("a_rather_long_key_name_for_the_value", &long(r)).unwrap();
+                    b.fence().unwrap();
+                    for q in 0..n {
+                        assert_eq!(b.get(q, "a_rather_long_key_name_for_the_value").unwrap(), long(q));
+                    }
+                    b.finalize().unwrap();
+                })
+            })
+            .collect();
+        for t in ranks {
+            t.join().unwrap();
         }
     }
 
