@@ -16,6 +16,9 @@ use std::process::{Command, Output, Stdio};
 #[allow(dead_code)]
 mod collectives;
 
+#[path = "jobs/launcher_jobs.rs"]
+mod launcher_jobs;
+
 /// One job at a time: 4-rank jobs side by side on a small machine would
 /// test the scheduler.
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
@@ -27,57 +30,7 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
 #[test]
 #[ignore = "a rank's entry point, not a test: the tests of this file start it under a launcher with OB_SCENARIO set"]
 fn rank_program() {
-    let Ok(scenario) = std::env::var("OB_SCENARIO") else { return };
-    if scenario == "store" {
-        return store();
-    }
-    assert_eq!(scenario, "collectives");
-    let mut world = outboard_runtime::init().expect("init");
-    if world.rank() == 0 {
-        println!("bootstrap: {}", world.bootstrap_via().describe());
-    }
-    match collectives::check_all(&mut world) {
-        Ok(line) => println!("{line}"),
-        Err(e) => {
-            eprintln!("{}", world.failure_report(&*e));
-            world.abort(1);
-        }
-    }
-    world.finalize().expect("finalize");
-}
-
-/// The launcher's store straight through the [`Bootstrap`] trait: values
-/// empty, short and long (many PMI-1 chunks, a large PMIx byte object)
-/// from every rank, read by every rank; a key nobody put is `Missing` at
-/// once (no wait on the server); a second round of puts.
-fn store() {
-    use outboard_runtime::bootstrap::{Bootstrap, BootstrapError, Pmi1Bootstrap, PmixBootstrap};
-    let mut b: Box<dyn Bootstrap> = match std::env::var("PMI_FD") {
-        Ok(fd) => {
-            let n = |k: &str| std::env::var(k).unwrap().parse().unwrap();
-            Box::new(Pmi1Bootstrap::from_fd(fd.parse().unwrap(), n("PMI_RANK"), n("PMI_SIZE")).expect("PMI-1"))
-        }
-        Err(_) => Box::new(PmixBootstrap::init().expect("PMIx")),
-    };
-    let (rank, size) = (b.rank(), b.size());
-    let long = |r: u32| -> Vec<u8> { (0..20_000u32).map(|i| (i * 7 + r) as u8).collect() };
-    b.put("empty", b"").unwrap();
-    b.put("short", format!("rank {rank}").as_bytes()).unwrap();
-    b.put("long", &long(rank)).unwrap();
-    b.fence().unwrap();
-    for r in 0..size {
-        assert_eq!(b.get(r, "empty").unwrap(), b"");
-        assert_eq!(b.get(r, "short").unwrap(), format!("rank {r}").as_bytes());
-        assert_eq!(b.get(r, "long").unwrap(), long(r));
-    }
-    let t = std::time::Instant::now();
-    assert!(matches!(b.get(size - 1, "nobody"), Err(BootstrapError::Missing { .. })));
-    assert!(t.elapsed() < std::time::Duration::from_secs(5), "a missing key took {:?}", t.elapsed());
-    b.put("second", &[rank as u8]).unwrap();
-    b.fence().unwrap();
-    assert_eq!((0..size).map(|r| b.get(r, "second").unwrap()[0]).collect::<Vec<_>>(), (0..size as u8).collect::<Vec<_>>());
-    b.fence().unwrap();
-    println!("rank {rank}: store intact");
+    launcher_jobs::run_scenario();
 }
 
 /// Records that `test` did not run, and why (as the cli's tests do: the
