@@ -67,21 +67,37 @@ pub unsafe extern "C" fn outboard_atomic_start(
     old: *mut u64,
     req: *mut *mut outboard_request,
 ) -> c_int {
+    let word = (rank, key, offset, bits);
+    unsafe { start_on_word(world, word, op_of(op, operand, compare), req, |p, word, op| p.start_atomic(word, op), |r| Kind::Atomic { req: r, out: old }) }
+}
+
+/// What both forms of an atomic's start do: check the handles, the
+/// operation and the width, name the word on rank `rank`, start it with
+/// `start` on this rank's port (holding the world only meanwhile), and
+/// hand out the request `kind` makes of what `start` returned.
+unsafe fn start_on_word<R>(
+    world: *const outboard_world,
+    (rank, key, offset, bits): (u32, u64, u64, u32),
+    op: Result<AtomicOp, Error>,
+    req: *mut *mut outboard_request,
+    start: impl FnOnce(&mut Port<RtPort>, RemoteWord, AtomicOp) -> Result<R, outboard_host::HostError>,
+    kind: impl FnOnce(R) -> Kind,
+) -> c_int {
     guard(|| {
         let w = unsafe { deref(world, "world") }?;
         if req.is_null() {
             return Err(Error::arg("request is null"));
         }
-        let op = op_of(op, operand, compare)?;
+        let op = op?;
         let width = width_of(bits)?;
         let r = w.shared.with(|w| {
             if rank >= w.size() {
                 return Err(Error::arg(format!("rank {rank} outside a world of {}", w.size())));
             }
             let word = RemoteWord { ep: w.endpoint(rank), key, offset, width };
-            Ok(w.port().start_atomic(word, op)?)
+            Ok(start(w.port(), word, op)?)
         })?;
-        unsafe { hand_out(w.shared.clone(), Kind::Atomic { req: r, out: old }, req) }
+        unsafe { hand_out(w.shared.clone(), kind(r), req) }
     })
 }
 
@@ -106,22 +122,8 @@ pub unsafe extern "C" fn outboard_atomic_direct_start(
     old: *mut u64,
     req: *mut *mut outboard_request,
 ) -> c_int {
-    guard(|| {
-        let w = unsafe { deref(world, "world") }?;
-        if req.is_null() {
-            return Err(Error::arg("request is null"));
-        }
-        let op = op_of(op, operand, compare)?;
-        let width = width_of(bits)?;
-        let d = w.shared.with(|w| {
-            if rank >= w.size() {
-                return Err(Error::arg(format!("rank {rank} outside a world of {}", w.size())));
-            }
-            let word = RemoteWord { ep: w.endpoint(rank), key, offset, width };
-            Ok(w.port().start_atomic_direct(word, op)?)
-        })?;
-        unsafe { hand_out(w.shared.clone(), Kind::Direct { d, out: old }, req) }
-    })
+    let word = (rank, key, offset, bits);
+    unsafe { start_on_word(world, word, op_of(op, operand, compare), req, |p, word, op| p.start_atomic_direct(word, op), |d| Kind::Direct { d, out: old }) }
 }
 
 /// Blocking form of [`outboard_atomic_direct_start`].
