@@ -28,7 +28,8 @@ use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use outboard_engine::{Datatype, ModuleReport, NicvmError, NicvmLimits, ReduceOp, Reduction, NICVM_TAG_FAILED, NICVM_TAG_NEW};
 use outboard_host::nicvm::{module_id, LoadOptions};
 use outboard_host::{HostError, NicModule, OpError};
-use outboard_nicvm::{builtins, ModuleInstance, NicServices, PacketType, Payload, ServiceError, VerifiedModule};
+use outboard_engine::nicvm::combine_step;
+use outboard_nicvm::{ModuleInstance, VerifiedModule};
 
 use crate::error::{bytes, bytes_mut, deref, guard, put, Error, OUTBOARD_ERR_ARG, OUTBOARD_ERR_MODULE, OUTBOARD_ERR_STATE, OUTBOARD_ERR_TRUNCATED};
 use crate::group::outboard_group;
@@ -412,30 +413,6 @@ pub unsafe extern "C" fn outboard_op_from_module(module: *const outboard_module,
     })
 }
 
-/// The services of a combine step run here: ranks only, as on an engine.
-struct HostCombine;
-
-impl NicServices for HostCombine {
-    fn rank(&self) -> u32 {
-        0
-    }
-    fn size(&self) -> u32 {
-        1
-    }
-    fn root(&self) -> u32 {
-        0
-    }
-    fn source(&self) -> u32 {
-        0
-    }
-    fn send(&mut self, _: PacketType, _: u32, _: Payload<'_>) -> Result<(), ServiceError> {
-        Err(ServiceError::Refused("a combine step sends nothing".into()))
-    }
-    fn deliver(&mut self, _: &[u8]) -> Result<(), ServiceError> {
-        Err(ServiceError::Refused("a combine step delivers nothing".into()))
-    }
-}
-
 /// Runs the module here as an operator's combine step: `acc = acc op in`
 /// over `len` bytes at each, with the engine's fuel budget, as rank 0 of
 /// a group of 1 (`mpi_get_source()` 0). For a program that reduces
@@ -453,15 +430,17 @@ pub unsafe extern "C" fn outboard_module_combine(module: *const outboard_module,
         let mut scratch = acc.to_vec();
         let fuel = NicvmLimits::default().fuel;
         let name = &m.core.name;
-        match s.host.invoke(&mut HostCombine, input, &mut scratch, fuel) {
-            Ok(o) if o.result == builtins::NICVM_RESULT_FAILURE => {
-                Err(Error::new(OUTBOARD_ERR_MODULE, format!("module '{name}' reported failure (NICVM_RESULT_FAILURE) combining {len} bytes")))
-            }
-            Ok(_) => {
+        // The engine's own combine step, as rank 0 of a group of 1.
+        let step = combine_step(&mut s.host, (0, 1, 0), &mut scratch, input, fuel);
+        match (step.result, step.trap) {
+            (Ok(()), _) => {
                 acc.copy_from_slice(&scratch);
                 Ok(())
             }
-            Err(e) => Err(Error::new(OUTBOARD_ERR_MODULE, format!("module '{name}' failed combining {len} bytes: {e}"))),
+            (Err(_), Some(e)) => Err(Error::new(OUTBOARD_ERR_MODULE, format!("module '{name}' failed combining {len} bytes: {e}"))),
+            (Err(_), None) => {
+                Err(Error::new(OUTBOARD_ERR_MODULE, format!("module '{name}' reported failure (NICVM_RESULT_FAILURE) combining {len} bytes")))
+            }
         }
     })
 }

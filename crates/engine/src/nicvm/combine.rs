@@ -11,7 +11,7 @@
 //!
 //! [`ReduceOp::Module`]: crate::ReduceOp::Module
 
-use outboard_nicvm::{builtins, NicServices, PacketType, Payload, ServiceError, TrapKind};
+use outboard_nicvm::{builtins, ModuleInstance, NicServices, PacketType, Payload, ServiceError, TrapKind, VmError};
 
 use super::{CombineFailure, ModuleId, NicvmState};
 use crate::{Stats, Work};
@@ -55,6 +55,35 @@ impl NicServices for CombineServices {
     }
 }
 
+/// What one combine step came to ([`combine_step`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CombineStep {
+    /// Instructions charged, a failed run's included.
+    pub instructions: u64,
+    /// Whether the accumulator holds the step's result.
+    pub result: Result<(), CombineFailure>,
+    /// Where and why it trapped, when it did (out of fuel included).
+    pub trap: Option<VmError>,
+}
+
+/// Runs one combine step of a module operator: `acc = acc op other` by
+/// `instance` with `fuel`, as member `rank` of `size` taking `source`'s
+/// contribution. The engine's module operators run through it, and so
+/// does a host that combines without an engine (the C ABI's
+/// `outboard_module_combine`), so both read a module's result alike. On
+/// failure `acc` may hold part of the run's writes.
+pub fn combine_step(instance: &mut ModuleInstance, (rank, size, source): (u32, u32, u32), acc: &mut [u8], other: &[u8], fuel: u64) -> CombineStep {
+    let mut svc = CombineServices { rank, size, source };
+    match instance.invoke(&mut svc, other, acc, fuel) {
+        Ok(o) if o.result == builtins::NICVM_RESULT_FAILURE => CombineStep { instructions: o.instructions, result: Err(CombineFailure::Refused), trap: None },
+        Ok(o) => CombineStep { instructions: o.instructions, result: Ok(()), trap: None },
+        Err(e) => {
+            let failure = if e.kind == TrapKind::OutOfFuel { CombineFailure::OutOfFuel } else { CombineFailure::Trap };
+            CombineStep { instructions: e.instructions, result: Err(failure), trap: Some(e) }
+        }
+    }
+}
+
 impl Combiner<'_> {
     /// Combines `other` (from rank `source`) into `acc` at rank `rank` with
     /// generation `generation` of `module`.
@@ -90,34 +119,19 @@ impl Combiner<'_> {
             s.counters.stale += 1;
             return Err(CombineFailure::Stale { loaded: s.generation, wanted: generation });
         }
-        let mut svc = CombineServices { rank, size: self.size, source };
         s.counters.invocations += 1;
-        let r = s.instance.invoke(&mut svc, other, acc, fuel);
-        let charged = match &r {
-            Ok(o) => o.instructions,
-            Err(e) => e.instructions,
-        };
+        let step = combine_step(&mut s.instance, (rank, self.size, source), acc, other, fuel);
+        let charged = step.instructions;
         s.counters.instructions += charged;
         work.vm_instructions += charged;
         work.nicvm_invocations += 1;
         self.stats.nicvm_invocations += 1;
         self.stats.vm_instructions += charged;
-        match r {
-            Ok(o) if o.result == builtins::NICVM_RESULT_FAILURE => {
-                s.counters.traps += 1;
-                Err(CombineFailure::Refused)
-            }
-            Ok(_) => Ok(()),
-            Err(e) => Err(match e.kind {
-                TrapKind::OutOfFuel => {
-                    s.counters.out_of_fuel += 1;
-                    CombineFailure::OutOfFuel
-                }
-                _ => {
-                    s.counters.traps += 1;
-                    CombineFailure::Trap
-                }
-            }),
+        match step.result {
+            Err(CombineFailure::OutOfFuel) => s.counters.out_of_fuel += 1,
+            Err(_) => s.counters.traps += 1,
+            Ok(()) => {}
         }
+        step.result
     }
 }

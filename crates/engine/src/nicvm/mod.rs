@@ -32,6 +32,7 @@ mod table;
 use std::collections::{BTreeMap, VecDeque};
 
 pub(crate) use combine::Combiner;
+pub use combine::{combine_step, CombineStep};
 pub use report::{ModuleReport, MODULE_REPORT_LEN};
 pub(crate) use send::NicvmOut;
 pub(crate) use table::JobModules;
