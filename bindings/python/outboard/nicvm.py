@@ -32,26 +32,26 @@ OP_MODULE_FIRST = 0x10000
 """Module operator codes (``Module.op``) are this and above."""
 
 
+def _text_bytes(value: Any, what: str) -> bytes:
+    """`value` (a str without NUL, `what` naming it in errors) as UTF-8 for C."""
+    if not isinstance(value, str):
+        raise TypeError(f"{what} is a str, not {type(value).__name__}")
+    if "\0" in value:
+        raise errors.ArgumentError("invalid argument", f"{what} holds a NUL character")
+    try:
+        return value.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise errors.ArgumentError("invalid argument", f"{what} cannot be encoded as UTF-8: {e.reason}") from None
+
+
 def _name_bytes(name: Any) -> bytes:
     if not isinstance(name, str):
         raise TypeError(f"a module name is a str, not {type(name).__name__}")
-    if "\0" in name:
-        raise errors.ArgumentError("invalid argument", f"module name {name!r} holds a NUL character")
-    try:
-        return name.encode("utf-8")
-    except UnicodeEncodeError as e:
-        raise errors.ArgumentError("invalid argument", f"module name {name!r} cannot be encoded as UTF-8: {e.reason}") from None
+    return _text_bytes(name, f"module name {name!r}")
 
 
 def _source_bytes(source: Any, name: str) -> bytes:
-    if not isinstance(source, str):
-        raise TypeError(f"the source of module {name!r} is a str, not {type(source).__name__}")
-    if "\0" in source:
-        raise errors.ArgumentError("invalid argument", f"the source of module {name!r} holds a NUL character")
-    try:
-        return source.encode("utf-8")
-    except UnicodeEncodeError as e:
-        raise errors.ArgumentError("invalid argument", f"the source of module {name!r} cannot be encoded as UTF-8: {e.reason}") from None
+    return _text_bytes(source, f"the source of module {name!r}")
 
 
 @dataclass(frozen=True)
