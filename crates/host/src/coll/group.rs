@@ -193,8 +193,10 @@ pub struct Group {
     barrier_protocol: BarrierProtocol,
     /// Some members share a node (computed once: see `shares_nodes`).
     shares_nodes: bool,
-    /// How many collectives ran as each choice ([`Group::taken`]).
-    taken: BTreeMap<String, u64>,
+    /// How many collectives ran as each choice ([`Group::taken`]): by
+    /// mode, schedule and barrier protocol, named only when asked (a
+    /// collective's start counts without formatting anything).
+    taken: HashMap<(BcastMode, ScheduleKey, bool), u64>,
 }
 
 /// Whether some of `members` share a node.
@@ -254,7 +256,7 @@ impl Group {
             host_epoch: 0,
             nic_epoch: 0,
             barrier_protocol: BarrierProtocol::default(),
-            taken: BTreeMap::new(),
+            taken: HashMap::new(),
         })
     }
 
@@ -324,14 +326,18 @@ impl Group {
     /// [`describe_choice`] names them ("broadcast nic-assisted 3-ary
     /// tree"): a record of what was run, not of what was asked for, so
     /// that a program (or a test) can see a choice was taken.
-    pub fn taken(&self) -> &BTreeMap<String, u64> {
-        &self.taken
+    pub fn taken(&self) -> BTreeMap<String, u64> {
+        let mut named = BTreeMap::new();
+        for (&(mode, key, nic), &n) in &self.taken {
+            *named.entry(describe_choice(mode, key, nic)).or_insert(0) += n;
+        }
+        named
     }
 
     /// Counts one collective started as `key` in `mode`.
     pub(crate) fn note_taken(&mut self, mode: BcastMode, key: ScheduleKey) {
         let nic = self.barrier_protocol == BarrierProtocol::NicCollective;
-        *self.taken.entry(describe_choice(mode, key, nic)).or_insert(0) += 1;
+        *self.taken.entry((mode, key, nic)).or_insert(0) += 1;
     }
 
     /// Whether some members share a node (an engine): then barriers and
