@@ -218,8 +218,9 @@ pub struct BarrierArgs {
 pub struct SizedArgs {
     #[command(flatten)]
     common: CommonArgs,
-    /// Contributions in bytes, comma-separated, with optional K suffixes
-    /// (i64 sums; multiples of 8, at most 4096; default 8,64,1K,4K).
+    /// Contributions in bytes, comma-separated, with optional K or M
+    /// suffixes (i64 sums; multiples of 8, at most 16M; default
+    /// 8,64,1K,4K).
     #[arg(long, value_delimiter = ',', value_parser = parse_bytes)]
     sizes: Option<Vec<u32>>,
 }
@@ -922,8 +923,9 @@ fn check(kind: Kind, a: &CollArgs) -> anyhow::Result<()> {
             bail!("--sizes: give at least one size");
         }
         for &s in a.sizes() {
-            if s == 0 || s % 8 != 0 || s > 4096 {
-                bail!("--sizes: {s} is not a multiple of 8 between 8 and 4096 bytes (i64 elements)");
+            if s == 0 || s % 8 != 0 || s > SIZED_MAX || (kind == Kind::Overlap && s > 4096) {
+                let max = if kind == Kind::Overlap { "4096 bytes" } else { "16M (16,777,216 bytes)" };
+                bail!("--sizes: {s} is not a multiple of 8 between 8 and {max} (i64 elements)");
             }
         }
     }
@@ -962,6 +964,8 @@ fn mpi_ops(kind: Kind, a: &CollArgs) -> Vec<Op> {
 
 /// The largest broadcast `bench bcast` takes.
 const BCAST_MAX: u32 = 16 << 20;
+/// Largest allreduce or reduce contribution the benchmarks take.
+const SIZED_MAX: u32 = 16 << 20;
 
 /// Runs `outboard bench barrier|allreduce|reduce|bcast|overlap`.
 pub fn run(kind: Kind, mut a: CollArgs) -> anyhow::Result<()> {

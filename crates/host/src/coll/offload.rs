@@ -1,13 +1,13 @@
 //! Offloaded execution: a collective becomes one engine `Collective`
-//! command per chunk. A reduction's chunk is at most
-//! [`crate::PortIo::coll_max_len`] bytes (one packet, a whole number of
-//! elements); a broadcast's is up to [`MAX_COLL_PIECES`] packets, which the
-//! engine runs as consecutive one-packet pieces under one command, so the
-//! pieces pipeline through the tree for one command's price. All chunks
-//! are posted at once and the request finishes when the last one
-//! completed; the engine completes a group's collectives in start order,
-//! so chunks stay in order and every member splits alike (they must pass
-//! equal lengths).
+//! command per chunk of up to [`MAX_COLL_PIECES`] packets (a whole number
+//! of elements each), which the engine runs as consecutive one-packet
+//! pieces under one command, so the pieces pipeline through the tree for
+//! one command's price: a broadcast's piece is forwarded while the next
+//! arrives, a reduction's parent combines one piece while its children
+//! send the next. All chunks are posted at once and the request finishes
+//! when the last one completed; the engine completes a group's
+//! collectives in start order, so chunks stay in order and every member
+//! splits alike (they must pass equal lengths).
 //!
 //! A broadcast's root hands the engine no result buffer (its result is its
 //! own data: no write back over the bus) and its other members no send
@@ -61,10 +61,7 @@ impl OffRun {
     ) -> Result<OffRun, HostError> {
         let elem = reduction.map_or(1, |r| r.dtype.size());
         let packet = (port.io_ref().coll_max_len() as usize / elem * elem).max(elem);
-        let max = match bcast_root {
-            Some(_) => packet * MAX_COLL_PIECES as usize,
-            None => packet,
-        };
+        let max = packet * MAX_COLL_PIECES as usize;
         let (sends, receives) = match bcast_root {
             Some(true) => (true, false),
             Some(false) => (false, want_result),
