@@ -866,6 +866,38 @@ fn fmt_ratio(x: Option<f64>) -> String {
     }
 }
 
+/// An allreduce's bus bandwidth in GB/s: the bytes each rank must move,
+/// 2(p-1)/p of the data for any algorithm that reaches the bound (reduce-
+/// scatter then allgather), over the latency - the figure nccl-tests and
+/// UCC's perftest print, comparable across group sizes and with a link's
+/// streaming bandwidth.
+fn bus_bandwidth(ranks: u32, bytes: u32, latency_us: f64) -> f64 {
+    let p = f64::from(ranks);
+    2.0 * (p - 1.0) / p * f64::from(bytes) / (latency_us * 1e-6) / 1e9
+}
+
+/// The allreduce table's sizes again as bus bandwidth, to hold beside the
+/// streaming bandwidth of `outboard bench pingpong` at the same size and
+/// placement.
+fn print_bus_bandwidth(a: &CollArgs, n: u32, fig: &Figures, mpi_fig: &Figures) {
+    println!("# bus bandwidth in GB/s = 2(p-1)/p x size / latency (as nccl-tests print it); set it beside `outboard bench pingpong` streaming bandwidth at the same size and placement");
+    println!("{:<10} {:<19} {:>7} | {:>9} {:>10} | {:>9}", "op", "algorithm", "size", "offloaded", "host-based", "Open MPI");
+    for c in cases(Kind::Allreduce, a) {
+        let v = fig.get(&c.key()).cloned().unwrap_or_default();
+        let bw = |t: Option<f64>| t.filter(|&t| t > 0.0).map(|t| bus_bandwidth(n, c.size, t));
+        let m = mpi_fig.get(&c.mpi_key(false)).and_then(|m| m.first().copied());
+        println!(
+            "{:<10} {:<19} {:>7} | {:>9} {:>10} | {:>9}",
+            c.op.name(),
+            c.op.alg(),
+            size_label(c.size),
+            fmt(bw(v.first().copied()), 3),
+            fmt(bw(v.get(1).copied()), 3),
+            fmt(bw(m), 3),
+        );
+    }
+}
+
 /// The broadcast table: one column per mode, then host-based over each
 /// other mode, Open MPI, and Open MPI over each of ours but host-based.
 fn print_bcast(a: &CollArgs, fig: &Figures, mpi_fig: &Figures) {
@@ -1079,6 +1111,9 @@ pub fn run(kind: Kind, mut a: CollArgs) -> anyhow::Result<()> {
                     fmt_ratio(o.zip(m).map(|(o, m)| m / o)),
                 );
             }
+            if kind == Kind::Allreduce && n > 1 {
+                print_bus_bandwidth(&a, n, &fig, &mpi_fig);
+            }
         }
     }
     if let Err(why) = &mpi {
@@ -1091,6 +1126,14 @@ pub fn run(kind: Kind, mut a: CollArgs) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn bus_bandwidth_is_the_bound_s_bytes_per_rank_over_the_time() {
+        // 2 ranks: each moves the whole vector once; 1 MB in 1 ms is 1 GB/s.
+        assert!((bus_bandwidth(2, 1_000_000, 1000.0) - 1.0).abs() < 1e-12);
+        // 4 ranks: 2 x 3/4 of the vector.
+        assert!((bus_bandwidth(4, 1_000_000, 1000.0) - 1.5).abs() < 1e-12);
+    }
 
     #[test]
     fn parses_rank_zero_lines_only() {
