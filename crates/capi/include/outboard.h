@@ -934,9 +934,10 @@ int outboard_init(outboard_world **out);
 // (`local_size` of them on this machine): engine addresses and rank 0's
 // job key are exchanged with `allgather(ctx, ...)`, which every rank
 // calls collectively, now and again in [`outboard_finalize`]; `ctx` must
-// stay valid until then. The engine binds `OUTBOARD_ADDR`, else the
-// loopback address when all ranks share this machine, else this host's
-// name's address. The settings are checked first, as by
+// stay valid until then. The engine binds `OUTBOARD_ADDR` or the
+// address of `OUTBOARD_IFACE`, else the loopback address when all ranks
+// share this machine, else the first IPv4 address of an interface that
+// is up and not loopback. The settings are checked first, as by
 // [`outboard_init`], before any allgather: ranks with the same
 // environment fail alike, without a collective left half done.
 int outboard_init_exchange(uint32_t rank,

@@ -4,7 +4,6 @@
 //! [`outboard_finalize`].
 
 use std::ffi::{c_char, c_int, c_void};
-use std::net::{IpAddr, Ipv4Addr, ToSocketAddrs};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 
@@ -116,9 +115,10 @@ pub type outboard_allgather_fn = Option<unsafe extern "C" fn(ctx: *mut c_void, m
 /// (`local_size` of them on this machine): engine addresses and rank 0's
 /// job key are exchanged with `allgather(ctx, ...)`, which every rank
 /// calls collectively, now and again in [`outboard_finalize`]; `ctx` must
-/// stay valid until then. The engine binds `OUTBOARD_ADDR`, else the
-/// loopback address when all ranks share this machine, else this host's
-/// name's address. The settings are checked first, as by
+/// stay valid until then. The engine binds `OUTBOARD_ADDR` or the
+/// address of `OUTBOARD_IFACE`, else the loopback address when all ranks
+/// share this machine, else the first IPv4 address of an interface that
+/// is up and not loopback. The settings are checked first, as by
 /// [`outboard_init`], before any allgather: ranks with the same
 /// environment fail alike, without a collective left half done.
 #[no_mangle]
@@ -148,21 +148,10 @@ pub unsafe extern "C" fn outboard_init_exchange(
             }
         });
         let boot = ExchangeBootstrap::new(rank, size, ag).map_err(|e| Error::arg(e.to_string()))?;
-        let ip = if local_size >= size { IpAddr::V4(Ipv4Addr::LOCALHOST) } else { host_ip() };
+        let ip = outboard_runtime::address::host_ip(local_size >= size);
         let world = outboard_runtime::init_with_bootstrap(Options::from_env()?, Box::new(boot), local_size, ip)?;
         hand_out(world, out)
     })
-}
-
-/// This host's name's first non-loopback IPv4 address, else the loopback
-/// address.
-fn host_ip() -> IpAddr {
-    let name = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
-    (name.trim(), 0)
-        .to_socket_addrs()
-        .ok()
-        .and_then(|mut a| a.find(|a| a.is_ipv4() && !a.ip().is_loopback()))
-        .map_or(IpAddr::V4(Ipv4Addr::LOCALHOST), |a| a.ip())
 }
 
 /// Leaves the job together with every other rank (collective) and frees

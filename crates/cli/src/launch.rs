@@ -141,7 +141,7 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
             Some(net) => {
                 let node = rank / per_node;
                 let mut c = netns::command_in(&net.ranks[node as usize], program);
-                c.env("OUTBOARD_ADDR", netns::rank_ip(node).to_string());
+                c.env("OUTBOARD_ADDR", netns::rank_ip(node).to_string()).env_remove("OUTBOARD_IFACE");
                 c
             }
             None => Command::new(program),

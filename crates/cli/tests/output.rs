@@ -100,3 +100,21 @@ fn outboard_stats_prints_a_table_per_rank() {
     }
     assert!(!stderr.contains("Stats {"), "{stderr}");
 }
+
+/// An engine binds the address of the interface `OUTBOARD_IFACE` names: a
+/// job on `lo` runs; an interface the machine lacks stops every rank with
+/// a sentence that names the variable and the interfaces there are.
+#[test]
+fn outboard_iface_names_the_interface_the_engines_bind() {
+    let out = Command::new(OUTBOARD).args(["run", "-n", "2"]).arg(ring_example()).env("OUTBOARD_IFACE", "lo").output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = Command::new(OUTBOARD).args(["run", "-n", "2"]).arg(ring_example()).env("OUTBOARD_IFACE", "nosuch0").output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    for rank in 0..2 {
+        assert!(
+            stderr.contains(&format!("[{rank}] error: OUTBOARD_IFACE=\"nosuch0\" is not an interface of this machine with an IP address: use one of lo")),
+            "{stderr}"
+        );
+    }
+}

@@ -51,6 +51,7 @@
 // (and in the `shm::ring` test that adopts an fd inherited across exec).
 #![deny(unsafe_code)]
 
+pub mod address;
 pub mod affinity;
 pub mod bootstrap;
 mod clock;

@@ -69,8 +69,9 @@ pub struct Options {
     /// How long a silent peer has before its operations fail
     /// (`OUTBOARD_PEER_TIMEOUT_MS`); `None`: the engine default (2 s).
     pub peer_timeout: Option<Duration>,
-    /// Address to bind the engine's UDP socket to (`OUTBOARD_ADDR`);
-    /// `None`: the local address of the rendezvous connection.
+    /// Address to bind the engine's UDP socket to (`OUTBOARD_ADDR`, or
+    /// the address of the interface `OUTBOARD_IFACE` names); `None`: the
+    /// job's bootstrap decides (see [`crate::address`]).
     pub bind_ip: Option<IpAddr>,
     /// The job key (`OUTBOARD_JOB_KEY`, hex), used by rank 0; `None`:
     /// random.
@@ -84,7 +85,7 @@ pub struct Options {
 }
 
 impl Options {
-    /// Reads `OUTBOARD_PEER_TIMEOUT_MS`, `OUTBOARD_ADDR`,
+    /// Reads `OUTBOARD_PEER_TIMEOUT_MS`, `OUTBOARD_ADDR`, `OUTBOARD_IFACE`,
     /// `OUTBOARD_JOB_KEY`, `OUTBOARD_JOB_SECRET` and
     /// `OUTBOARD_BOOTSTRAP_TIMEOUT_MS` from the process environment.
     pub fn from_env() -> Result<Options, InitError> {
@@ -102,7 +103,7 @@ impl Options {
             secret,
             progress: None,
             peer_timeout: settings::PEER_TIMEOUT.set_value(env)?,
-            bind_ip: settings::ADDR.get(env)?,
+            bind_ip: crate::address::chosen(env)?,
             job_key: settings::JOB_KEY.get(env)?,
             bootstrap_timeout: settings::BOOTSTRAP_TIMEOUT.get(env)?,
         })
@@ -223,23 +224,6 @@ fn adopt(env: &mut LaunchEnv, b: &dyn Bootstrap, store: &str) -> Result<(), Init
     Ok(())
 }
 
-/// The address the engine binds under a launcher's store, which (unlike a
-/// rendezvous connection) shows no address of this host that the others
-/// reach: loopback when every rank is on this machine, else the first
-/// IPv4 address of an interface that is up and not loopback
-/// (`OUTBOARD_ADDR` chooses another).
-fn host_ip(all_local: bool) -> IpAddr {
-    let loopback = IpAddr::V4(Ipv4Addr::LOCALHOST);
-    if all_local {
-        return loopback;
-    }
-    let Ok(addrs) = nix::ifaddrs::getifaddrs() else { return loopback };
-    addrs
-        .filter(|a| a.flags.contains(nix::net::if_::InterfaceFlags::IFF_UP) && !a.flags.contains(nix::net::if_::InterfaceFlags::IFF_LOOPBACK))
-        .find_map(|a| a.address.and_then(|s| s.as_sockaddr_in().map(|v4| IpAddr::V4(v4.ip()))))
-        .unwrap_or(loopback)
-}
-
 /// Joins a job whose processes already talk through `boot` (an MPI job:
 /// see [`crate::bootstrap::ExchangeBootstrap`]): rank and size come from it,
 /// `local_size` is the number of ranks on this machine (for the progress
@@ -258,7 +242,7 @@ fn init_on(opts: Options, env: LaunchEnv, mut boot: JobBootstrap) -> Result<Worl
         JobBootstrap::Tcp(t) => t.local_ip().unwrap_or(IpAddr::V4(Ipv4Addr::LOCALHOST)),
         JobBootstrap::Single(_) => IpAddr::V4(Ipv4Addr::LOCALHOST),
         JobBootstrap::Custom(_, ip) => *ip,
-        JobBootstrap::Store(_) => host_ip(env.local_size >= env.size),
+        JobBootstrap::Store(_) => crate::address::host_ip(env.local_size >= env.size),
     });
     // An MPI program's library joins through its own bootstrap (a job of
     // several processes per node as a rule): it gets the node engine and

@@ -92,7 +92,16 @@ pub static ADDR: OptVar<Ip> = OptVar {
     doc: "The IP address the engine's UDP socket binds.",
     group: Group::Runtime,
     kind: Ip,
-    decided: "the local address of the connection to the rendezvous (127.0.0.1 without one)",
+    decided: "the address of OUTBOARD_IFACE; else the local address of the connection to the rendezvous; else 127.0.0.1 when every rank is on this machine; else the first IPv4 address of an interface that is up and not loopback",
+};
+
+/// The interface whose address the engine binds.
+pub static IFACE: OptVar<Text> = OptVar {
+    name: "OUTBOARD_IFACE",
+    doc: "The network interface whose address the engine's UDP socket binds (its first IPv4 address, else an IPv6 one), as Open MPI's btl_tcp_if_include names one; not together with OUTBOARD_ADDR.",
+    group: Group::Runtime,
+    kind: Text { what: "interface name" },
+    decided: "none: see OUTBOARD_ADDR",
 };
 
 /// The eager threshold of tagged messages. Above it a message's payload
@@ -543,6 +552,7 @@ pub static ALL: &[&dyn Setting] = &[
     &PEER_TIMEOUT,
     &BOOTSTRAP_TIMEOUT,
     &ADDR,
+    &IFACE,
     &EAGER_MAX,
     &RNDV,
     &UDP_GSO,

@@ -151,6 +151,7 @@ impl Job {
                 .env(size_var, n.to_string())
                 .env("OUTBOARD_RENDEZVOUS", format!("{}:{RENDEZVOUS_PORT}", rank_ip(0)))
                 .env("OUTBOARD_ADDR", rank_ip(node).to_string())
+                .env_remove("OUTBOARD_IFACE")
                 .env("OUTBOARD_PEER_TIMEOUT_MS", spec.peer_timeout_ms.to_string())
                 // A rank killed before it reached the rendezvous is noticed
                 // at the join deadline, rank 0's bootstrap timeout: as long
