@@ -880,20 +880,20 @@ fn bus_bandwidth(ranks: u32, bytes: u32, latency_us: f64) -> f64 {
 /// streaming bandwidth of `outboard bench pingpong` at the same size and
 /// placement.
 fn print_bus_bandwidth(a: &CollArgs, n: u32, fig: &Figures, mpi_fig: &Figures) {
-    println!("# bus bandwidth in GB/s = 2(p-1)/p x size / latency (as nccl-tests print it); set it beside `outboard bench pingpong` streaming bandwidth at the same size and placement");
+    println!("# bus bandwidth in MB/s = 2(p-1)/p x size / latency (as nccl-tests print it); set it beside `outboard bench pingpong` streaming bandwidth at the same size and placement");
     println!("{:<10} {:<19} {:>7} | {:>9} {:>10} | {:>9}", "op", "algorithm", "size", "offloaded", "host-based", "Open MPI");
     for c in cases(Kind::Allreduce, a) {
         let v = fig.get(&c.key()).cloned().unwrap_or_default();
-        let bw = |t: Option<f64>| t.filter(|&t| t > 0.0).map(|t| bus_bandwidth(n, c.size, t));
+        let bw = |t: Option<f64>| t.filter(|&t| t > 0.0).map(|t| bus_bandwidth(n, c.size, t) * 1e3);
         let m = mpi_fig.get(&c.mpi_key(false)).and_then(|m| m.first().copied());
         println!(
             "{:<10} {:<19} {:>7} | {:>9} {:>10} | {:>9}",
             c.op.name(),
             c.op.alg(),
             size_label(c.size),
-            fmt(bw(v.first().copied()), 3),
-            fmt(bw(v.get(1).copied()), 3),
-            fmt(bw(m), 3),
+            fmt(bw(v.first().copied()), 1),
+            fmt(bw(v.get(1).copied()), 1),
+            fmt(bw(m), 1),
         );
     }
 }

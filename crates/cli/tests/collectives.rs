@@ -278,7 +278,16 @@ fn bench_allreduce_and_overlap_report_every_size() {
         .unwrap();
     let (so, se) = text(&out);
     assert!(out.status.success(), "{so}\n{se}");
-    assert_eq!(so.lines().filter(|l| l.starts_with("allreduce")).count(), 4, "{so}");
+    // Two algorithms at two sizes, as latency and again as bus bandwidth
+    // (MB/s: offloaded, host-based, Open MPI).
+    let rows: Vec<&str> = so.lines().filter(|l| l.starts_with("allreduce")).collect();
+    assert_eq!(rows.len(), 8, "{so}");
+    assert!(so.contains("# bus bandwidth in MB/s = 2(p-1)/p x size / latency"), "{so}");
+    for row in &rows[4..] {
+        let cols: Vec<&str> = row.split('|').collect();
+        let figures: Vec<f64> = cols[1].split_whitespace().map(|v| v.parse().unwrap()).collect();
+        assert!(figures.len() == 2 && figures.iter().all(|&g| g > 0.0), "{row}");
+    }
     let out = Command::new(OUTBOARD)
         .args(["bench", "overlap", "-n", "2", "--sizes", "64", "--warmup", "5", "--iters", "20", "--rounds", "1", "--no-mpi"])
         .output()
