@@ -13,15 +13,7 @@
 #include <unistd.h>
 #include <outboard.h>
 
-static uint32_t rank, size;
-static int checks;
-
-#define CHECK(cond) do { checks++; if (!(cond)) { \
-    fprintf(stderr, "rank %u: check failed at %s:%d: %s (last error: %s)\n", rank, __FILE__, __LINE__, #cond, outboard_last_error()); \
-    exit(1); } } while (0)
-#define OK(call) do { int rc_ = (call); checks++; if (rc_ != OUTBOARD_OK) { \
-    fprintf(stderr, "rank %u: %s failed at line %d: %s: %s\n", rank, #call, __LINE__, outboard_strerror(rc_), outboard_last_error()); \
-    exit(1); } } while (0)
+#include "check.h"
 
 /* Word offsets in every rank's 64-byte region. */
 enum { DIRECT = 0, DIRECT32 = 8, SERVED = 16, SERVED_CAS = 24 };

@@ -6,15 +6,7 @@
 #include <string.h>
 #include <outboard.h>
 
-static uint32_t rank, size;
-static int checks;
-
-#define CHECK(cond) do { checks++; if (!(cond)) { \
-    fprintf(stderr, "rank %u: check failed at %s:%d: %s (last error: %s)\n", rank, __FILE__, __LINE__, #cond, outboard_last_error()); \
-    exit(1); } } while (0)
-#define OK(call) do { int rc_ = (call); checks++; if (rc_ != OUTBOARD_OK) { \
-    fprintf(stderr, "rank %u: %s failed at line %d: %s: %s\n", rank, #call, __LINE__, outboard_strerror(rc_), outboard_last_error()); \
-    exit(1); } } while (0)
+#include "check.h"
 
 static void collectives(outboard_group *g, const char *label) {
     uint32_t gr, gs;

@@ -11,20 +11,7 @@
 #include <string.h>
 #include <outboard.h>
 
-static uint32_t rank, size;
-static int checks;
-
-#define CHECK(cond) do { checks++; if (!(cond)) { \
-    fprintf(stderr, "rank %u: check failed at %s:%d: %s (last error: %s)\n", rank, __FILE__, __LINE__, #cond, outboard_last_error()); \
-    exit(1); } } while (0)
-#define OK(call) do { int rc_ = (call); checks++; if (rc_ != OUTBOARD_OK) { \
-    fprintf(stderr, "rank %u: %s failed at line %d: %s: %s\n", rank, #call, __LINE__, outboard_strerror(rc_), outboard_last_error()); \
-    exit(1); } } while (0)
-/* A call that must fail with `code` and a message containing `text`. */
-#define FAILS(call, code, text) do { int rc_ = (call); checks++; \
-    if (rc_ != (code) || !strstr(outboard_last_error(), (text))) { \
-    fprintf(stderr, "rank %u: %s at line %d returned %d (%s), not %d with \"%s\"\n", rank, #call, __LINE__, rc_, outboard_last_error(), code, text); \
-    exit(1); } } while (0)
+#include "check.h"
 
 /* Element-wise maximum of absolute values of i64 vectors: not one of the
  * built-in operators. */
