@@ -540,3 +540,40 @@ fn a_thousand_interleaved_collectives_on_overlapping_groups_never_mix() {
         }
     });
 }
+
+/// Virtual time of `commands` offloaded allreduces of `packets_each`
+/// packets each, all started at once on 2 ranks of a loss-free network,
+/// until both ranks have every result.
+fn allreduce_time(algo: AllreduceAlgorithm, commands: usize, packets_each: usize) -> std::time::Duration {
+    let mut c = Cluster::new(2, LinkConfig::default(), 1);
+    let mut groups = c.world();
+    let red = Reduction { op: ReduceOp::Sum, dtype: Datatype::I64 };
+    let data = vec![1u8; crate::DEFAULT_COLL_MAX_LEN as usize / 8 * 8 * packets_each];
+    let t0 = c.net.lock().unwrap().now();
+    let mut reqs: Vec<Vec<CollRequest>> = (0..2)
+        .map(|r| (0..commands).map(|_| c.ports[r].start_allreduce(&mut groups[r], Mode::Offloaded, algo, red, &data).unwrap()).collect())
+        .collect();
+    while reqs.iter().any(|q| !q.is_empty()) {
+        for (r, q) in reqs.iter_mut().enumerate() {
+            q.retain_mut(|req| c.ports[r].coll_test(req).map(|res| res.unwrap()).is_none());
+        }
+        c.step();
+    }
+    let t1 = c.net.lock().unwrap().now();
+    t1.saturating_since(t0)
+}
+
+/// A multi-piece command costs no more time on the wire than one command
+/// per packet started together: the pieces pipeline as the separate
+/// commands did (the comparison docs/performance.md quotes; `--nocapture`
+/// prints it).
+#[test]
+fn a_multi_piece_command_takes_no_longer_than_one_command_per_packet() {
+    for algo in [AllreduceAlgorithm::Tree(TreeShape::Binomial), AllreduceAlgorithm::RecursiveDoubling] {
+        for packets in [8, MAX_COLL_PIECES as usize] {
+            let (one, per_packet) = (allreduce_time(algo, 1, packets), allreduce_time(algo, packets, 1));
+            eprintln!("{algo:?}, {packets} packets: one command {one:?}, one command per packet {per_packet:?}");
+            assert!(one <= per_packet, "{algo:?}, {packets} packets: {one:?} against {per_packet:?}");
+        }
+    }
+}
