@@ -624,9 +624,9 @@ int outboard_group_set_bcast_mode(const outboard_group *group, int mode, uint32_
 int outboard_group_set_bcast_tree(const outboard_group *group, int shape, double param);
 
 // Chooses the degree of the tree the group's reductions (reduce, and
-// allreduce, which reduces up the tree and broadcasts down it) run on: 0
-// for MPICH's binomial tree (the default), else a complete tree of that
-// degree. Every member must choose alike.
+// allreduce, which reduces up its trees and broadcasts down them) run
+// on: 0 for MPICH's binomial tree (the default), else a complete tree of
+// that degree. Every member must choose alike.
 int outboard_group_set_reduce_degree(const outboard_group *group, uint32_t degree);
 
 // Makes one choice from text, as the PMPI library's variables and
@@ -635,15 +635,18 @@ int outboard_group_set_reduce_degree(const outboard_group *group, uint32_t degre
 // `barrier_protocol` (`point-to-point`, `nic-collective`), `bcast_mode`
 // (`collective` - the group's mode -, `offloaded`, `host-based`,
 // `nic-assisted[:CHUNK]`), `bcast_tree` (`binomial`, `kary:DEGREE`,
-// `chain`, `postal:LAMBDA`) or `reduce_degree` (a whole number, 0 for
-// binomial); the values are parsed as the `OUTBOARD_MPI_*` variable of
+// `chain`, `postal:LAMBDA`), `reduce_degree` (a whole number, 0 for
+// binomial) or `allreduce_algorithm` (`block-trees` - the default: the
+// data cut into blocks, each reduced and broadcast back on a tree rooted
+// at a member of its own, which is one tree for data of one packet -,
+// `tree`, `recursive-doubling`); the values are parsed as the `OUTBOARD_MPI_*` variable of
 // the same choice is. A bad option or value fails with
 // `OUTBOARD_ERR_ARG` and a sentence naming what is accepted.
 int outboard_group_set_option(const outboard_group *group, const char *option, const char *value);
 
 // Writes into `text` (at most `cap` bytes with the terminating NUL) the
 // group's choices in one line: mode, barrier algorithm and protocol,
-// broadcast mode and tree, reduction tree.
+// broadcast mode and tree, reduction tree, allreduce algorithm.
 int outboard_group_describe(const outboard_group *group, char *text, size_t cap);
 
 // Writes into `text` (at most `cap` bytes with the terminating NUL) what

@@ -5,7 +5,7 @@ use std::ffi::c_int;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-use outboard_host::coll::{describe_barrier, describe_tree, UNDEFINED};
+use outboard_host::coll::{describe_allreduce, describe_barrier, describe_tree, UNDEFINED};
 use outboard_host::postal::Lambda;
 use outboard_host::{AllreduceAlgorithm, BarrierAlgorithm, BarrierProtocol, BcastMode, Group, Mode, TreeShape};
 
@@ -452,12 +452,38 @@ fn apply_bcast_tree(g: &outboard_group, t: TreeShape) -> Result<(), Error> {
     })
 }
 
+/// The reduction tree's degree: reduces and the trees of tree and
+/// block-tree allreduces take it.
 fn apply_reduce_degree(g: &outboard_group, degree: u32) -> Result<(), Error> {
     let t = if degree == 0 { TreeShape::Binomial } else { TreeShape::Kary(degree) };
     g.choose(|gr, _| {
         let mut d = gr.defaults();
         d.tree = t;
-        d.allreduce = AllreduceAlgorithm::Tree(t);
+        d.allreduce = allreduce_on(d.allreduce, t);
+        gr.set_defaults(d);
+        Ok(())
+    })
+}
+
+/// `a` on trees of shape `t` (recursive doubling has none).
+fn allreduce_on(a: AllreduceAlgorithm, t: TreeShape) -> AllreduceAlgorithm {
+    match a {
+        AllreduceAlgorithm::Tree(_) => AllreduceAlgorithm::Tree(t),
+        AllreduceAlgorithm::BlockTrees(_) => AllreduceAlgorithm::BlockTrees(t),
+        AllreduceAlgorithm::RecursiveDoubling => AllreduceAlgorithm::RecursiveDoubling,
+    }
+}
+
+/// The allreduce algorithm by its setting's name (`tree`, `block-trees`,
+/// `recursive-doubling`), on the group's reduction tree.
+fn apply_allreduce_algorithm(g: &outboard_group, name: &str) -> Result<(), Error> {
+    g.choose(|gr, _| {
+        let mut d = gr.defaults();
+        d.allreduce = match name {
+            "tree" => AllreduceAlgorithm::Tree(d.tree),
+            "recursive-doubling" => AllreduceAlgorithm::RecursiveDoubling,
+            _ => AllreduceAlgorithm::BlockTrees(d.tree),
+        };
         gr.set_defaults(d);
         Ok(())
     })
@@ -525,9 +551,9 @@ pub unsafe extern "C" fn outboard_group_set_bcast_tree(group: *const outboard_gr
 }
 
 /// Chooses the degree of the tree the group's reductions (reduce, and
-/// allreduce, which reduces up the tree and broadcasts down it) run on: 0
-/// for MPICH's binomial tree (the default), else a complete tree of that
-/// degree. Every member must choose alike.
+/// allreduce, which reduces up its trees and broadcasts down them) run
+/// on: 0 for MPICH's binomial tree (the default), else a complete tree of
+/// that degree. Every member must choose alike.
 #[no_mangle]
 pub unsafe extern "C" fn outboard_group_set_reduce_degree(group: *const outboard_group, degree: u32) -> c_int {
     guard(|| {
@@ -542,8 +568,11 @@ pub unsafe extern "C" fn outboard_group_set_reduce_degree(group: *const outboard
 /// `barrier_protocol` (`point-to-point`, `nic-collective`), `bcast_mode`
 /// (`collective` - the group's mode -, `offloaded`, `host-based`,
 /// `nic-assisted[:CHUNK]`), `bcast_tree` (`binomial`, `kary:DEGREE`,
-/// `chain`, `postal:LAMBDA`) or `reduce_degree` (a whole number, 0 for
-/// binomial); the values are parsed as the `OUTBOARD_MPI_*` variable of
+/// `chain`, `postal:LAMBDA`), `reduce_degree` (a whole number, 0 for
+/// binomial) or `allreduce_algorithm` (`block-trees` - the default: the
+/// data cut into blocks, each reduced and broadcast back on a tree rooted
+/// at a member of its own, which is one tree for data of one packet -,
+/// `tree`, `recursive-doubling`); the values are parsed as the `OUTBOARD_MPI_*` variable of
 /// the same choice is. A bad option or value fails with
 /// `OUTBOARD_ERR_ARG` and a sentence naming what is accepted.
 #[no_mangle]
@@ -606,8 +635,12 @@ pub unsafe extern "C" fn outboard_group_set_option(group: *const outboard_group,
                 let v = r::REDUCE_DEGREE.parse(value).map_err(|p| bad(option, value, &r::REDUCE_DEGREE, p))?;
                 apply_reduce_degree(g, v as u32)
             }
+            "allreduce_algorithm" => {
+                let v = r::ALLREDUCE_ALGORITHM.parse(value).map_err(|p| bad(option, value, &r::ALLREDUCE_ALGORITHM, p))?;
+                apply_allreduce_algorithm(g, v)
+            }
             _ => Err(Error::arg(format!(
-                "unknown group option {option:?}: barrier_algorithm, barrier_protocol, bcast_mode, bcast_tree or reduce_degree"
+                "unknown group option {option:?}: barrier_algorithm, barrier_protocol, bcast_mode, bcast_tree, reduce_degree or allreduce_algorithm"
             ))),
         }
     })
@@ -638,7 +671,7 @@ pub(crate) unsafe fn put_text(s: &str, text: *mut std::ffi::c_char, cap: usize) 
 
 /// Writes into `text` (at most `cap` bytes with the terminating NUL) the
 /// group's choices in one line: mode, barrier algorithm and protocol,
-/// broadcast mode and tree, reduction tree.
+/// broadcast mode and tree, reduction tree, allreduce algorithm.
 #[no_mangle]
 pub unsafe extern "C" fn outboard_group_describe(group: *const outboard_group, text: *mut std::ffi::c_char, cap: usize) -> c_int {
     guard(|| {
@@ -658,11 +691,12 @@ pub unsafe extern "C" fn outboard_group_describe(group: *const outboard_group, t
             BarrierProtocol::NicCollective => "the NIC collective protocol",
         };
         let line = format!(
-            "mode {}; barrier {} over {protocol}; broadcast {bmode} on a {}; reduce on a {}",
+            "mode {}; barrier {} over {protocol}; broadcast {bmode} on a {}; reduce on a {}; allreduce {}",
             mode(d.mode),
             describe_barrier(d.barrier),
             describe_tree(btree),
-            describe_tree(d.tree)
+            describe_tree(d.tree),
+            describe_allreduce(d.allreduce)
         );
         unsafe { put_text(&line, text, cap) }
     })

@@ -336,9 +336,10 @@ const BARRIERS: [(&str, BarrierAlgorithm); 3] = [
 ];
 
 /// The allreduce algorithms `bench allreduce` measures, likewise.
-const ALLREDUCES: [(&str, AllreduceAlgorithm); 2] = [
+const ALLREDUCES: [(&str, AllreduceAlgorithm); 3] = [
     ("tree(binomial)", AllreduceAlgorithm::Tree(TreeShape::Binomial)),
     ("recursive-doubling", AllreduceAlgorithm::RecursiveDoubling),
+    ("block-trees", AllreduceAlgorithm::BlockTrees(TreeShape::Binomial)),
 ];
 
 /// The label of `x` in a table of labelled algorithms.
@@ -857,12 +858,19 @@ fn fmt(x: Option<f64>, prec: usize) -> String {
 /// significant digits need, so a ratio far below one (one mode stalled on
 /// a loaded machine) still reads as what it is, never as "0.00".
 fn fmt_ratio(x: Option<f64>) -> String {
+    fmt_nonzero(x, 2)
+}
+
+/// `prec` decimals, or as many as the first two significant digits of a
+/// small positive value need: a figure is never printed as zero unless it
+/// is.
+fn fmt_nonzero(x: Option<f64>, prec: usize) -> String {
     match x {
         Some(v) if v.is_finite() && v > 0.0 && v < 0.1 => {
-            let prec = (1 - v.log10().floor() as i32).clamp(2, 12) as usize;
-            format!("{v:.prec$}")
+            let digits = (1 - v.log10().floor() as i32).clamp(prec as i32, 12) as usize;
+            format!("{v:.digits$}")
         }
-        _ => fmt(x, 2),
+        _ => fmt(x, prec),
     }
 }
 
@@ -891,9 +899,9 @@ fn print_bus_bandwidth(a: &CollArgs, n: u32, fig: &Figures, mpi_fig: &Figures) {
             c.op.name(),
             c.op.alg(),
             size_label(c.size),
-            fmt(bw(v.first().copied()), 1),
-            fmt(bw(v.get(1).copied()), 1),
-            fmt(bw(m), 1),
+            fmt_nonzero(bw(v.first().copied()), 1),
+            fmt_nonzero(bw(v.get(1).copied()), 1),
+            fmt_nonzero(bw(m), 1),
         );
     }
 }
@@ -1178,6 +1186,15 @@ mod tests {
         assert_eq!(fmt_ratio(Some(0.0)), "0.00");
         assert_eq!(fmt_ratio(None), "-");
         assert_eq!(fmt_ratio(Some(f64::INFINITY)), "-");
+    }
+
+    /// An 8-byte allreduce's bus bandwidth on a slow machine is a few
+    /// hundredths of a MB/s: printed, never as "0.0" (a CI run did).
+    #[test]
+    fn a_small_bus_bandwidth_is_not_printed_as_zero() {
+        assert_eq!(fmt_nonzero(Some(bus_bandwidth(2, 8, 200.0) * 1e3), 1), "0.040");
+        assert_eq!(fmt_nonzero(Some(1234.56), 1), "1234.6");
+        assert_eq!(fmt_nonzero(Some(0.0), 1), "0.0");
     }
 
     #[test]

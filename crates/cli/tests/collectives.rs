@@ -278,12 +278,12 @@ fn bench_allreduce_and_overlap_report_every_size() {
         .unwrap();
     let (so, se) = text(&out);
     assert!(out.status.success(), "{so}\n{se}");
-    // Two algorithms at two sizes, as latency and again as bus bandwidth
-    // (MB/s: offloaded, host-based, Open MPI).
+    // Three algorithms at two sizes, as latency and again as bus
+    // bandwidth (MB/s: offloaded, host-based, Open MPI).
     let rows: Vec<&str> = so.lines().filter(|l| l.starts_with("allreduce")).collect();
-    assert_eq!(rows.len(), 8, "{so}");
+    assert_eq!(rows.len(), 12, "{so}");
     assert!(so.contains("# bus bandwidth in MB/s = 2(p-1)/p x size / latency"), "{so}");
-    for row in &rows[4..] {
+    for row in &rows[6..] {
         let cols: Vec<&str> = row.split('|').collect();
         let figures: Vec<f64> = cols[1].split_whitespace().map(|v| v.parse().unwrap()).collect();
         assert!(figures.len() == 2 && figures.iter().all(|&g| g > 0.0), "{row}");

@@ -454,6 +454,20 @@ pub static MPI_REDUCE_DEGREE: Var<Count> = Var {
 /// A reduction tree's degree.
 pub const REDUCE_DEGREE: Count = Count { min: 0, max: 65535 };
 
+/// The allreduce algorithm of the PMPI library's communicators. Also the
+/// C ABI's `outboard_group_set_option("allreduce_algorithm", ...)` and the
+/// `outboard_allreduce_algorithm` MPI_Info key.
+pub static MPI_ALLREDUCE_ALGORITHM: Var<Choice> = Var {
+    name: "OUTBOARD_MPI_ALLREDUCE_ALGORITHM",
+    doc: "The algorithm of allreductions taken over: block-trees (the data cut into blocks, each reduced and broadcast back on a tree rooted at a rank of its own: one tree for data of one packet, the bandwidth of reduce-scatter plus allgather for more), tree (reduce to rank 0 and broadcast back on one tree), or recursive-doubling; the trees' degree is OUTBOARD_MPI_REDUCE_DEGREE's; per communicator, the MPI_Info key outboard_allreduce_algorithm.",
+    group: Group::Mpi,
+    kind: ALLREDUCE_ALGORITHM,
+    default: Fallback::Value("block-trees"),
+};
+
+/// The names of an allreduce algorithm.
+pub const ALLREDUCE_ALGORITHM: Choice = Choice { names: &[("block-trees", &[]), ("tree", &[]), ("recursive-doubling", &["rd"])] };
+
 /// What the PMPI library took over, and why not.
 pub static MPI_VERBOSE: Var<Flag> = Var {
     name: "OUTBOARD_MPI_VERBOSE",
@@ -583,6 +597,7 @@ pub static ALL: &[&dyn Setting] = &[
     &MPI_BCAST_MODE,
     &MPI_BCAST_TREE,
     &MPI_REDUCE_DEGREE,
+    &MPI_ALLREDUCE_ALGORITHM,
     &MPI_VERBOSE,
     &LIB,
     &SKIP_LOG,

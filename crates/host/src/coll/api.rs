@@ -159,6 +159,9 @@ impl<P: PortIo> Port<P> {
             ScheduleKey::Allreduce(AllreduceAlgorithm::Tree(s)) => {
                 ScheduleKey::Allreduce(AllreduceAlgorithm::Tree(s.for_len(n, unit)))
             }
+            ScheduleKey::Allreduce(AllreduceAlgorithm::BlockTrees(s)) => {
+                ScheduleKey::Allreduce(AllreduceAlgorithm::BlockTrees(s.for_len(n, unit)))
+            }
             k => k,
         }
     }

@@ -38,12 +38,18 @@ pub(crate) enum ScheduleKey {
     Barrier(BarrierAlgorithm),
     Reduce(TreeShape, u32),
     Allreduce(AllreduceAlgorithm),
+    /// One block of an allreduce on block trees: a tree allreduce rooted
+    /// at the given rank (modulo the ranks the schedule runs among).
+    AllreduceAt(TreeShape, u32),
     Bcast(TreeShape, u32),
     /// The node-then-network form of a barrier ([`s::node_then_network`]):
     /// what a barrier runs in a group whose members share engines.
     NodeBarrier(BarrierAlgorithm),
     /// The node-then-network form of an allreduce.
     NodeAllreduce(AllreduceAlgorithm),
+    /// The node-then-network form of one block of an allreduce on block
+    /// trees: the block's tree runs among the node leaders.
+    NodeAllreduceAt(TreeShape, u32),
     /// The node-then-network form of a reduction to a root on a tree.
     NodeReduce(TreeShape, u32),
     /// The network-then-node form of a broadcast from a root on a tree.
@@ -60,6 +66,7 @@ impl ScheduleKey {
         match self {
             ScheduleKey::NodeBarrier(a) => ScheduleKey::Barrier(a),
             ScheduleKey::NodeAllreduce(a) => ScheduleKey::Allreduce(a),
+            ScheduleKey::NodeAllreduceAt(t, root) => ScheduleKey::AllreduceAt(t, root),
             ScheduleKey::NodeReduce(t, root) => ScheduleKey::Reduce(t, root),
             ScheduleKey::NodeBcast(t, root) => ScheduleKey::Bcast(t, root),
             k => k,
@@ -122,6 +129,16 @@ pub fn describe_tree(t: TreeShape) -> String {
     }
 }
 
+/// An allreduce algorithm in words: "binomial tree", "recursive
+/// doubling", "block trees (binomial tree)".
+pub fn describe_allreduce(a: AllreduceAlgorithm) -> String {
+    match a {
+        AllreduceAlgorithm::Tree(t) => describe_tree(t),
+        AllreduceAlgorithm::RecursiveDoubling => "recursive doubling".into(),
+        AllreduceAlgorithm::BlockTrees(t) => format!("block trees ({})", describe_tree(t)),
+    }
+}
+
 /// A barrier algorithm in words.
 pub fn describe_barrier(a: BarrierAlgorithm) -> String {
     match a {
@@ -150,8 +167,8 @@ pub(crate) fn describe_choice(mode: BcastMode, key: ScheduleKey, nic_protocol: b
         }
         ScheduleKey::Reduce(t, _) => format!("reduce {mode} {}", describe_tree(t)),
         ScheduleKey::Bcast(t, _) => format!("broadcast {mode} {}", describe_tree(t)),
-        ScheduleKey::Allreduce(AllreduceAlgorithm::Tree(t)) => format!("allreduce {mode} {}", describe_tree(t)),
-        ScheduleKey::Allreduce(AllreduceAlgorithm::RecursiveDoubling) => format!("allreduce {mode} recursive doubling"),
+        ScheduleKey::Allreduce(a) => format!("allreduce {mode} {}", describe_allreduce(a)),
+        ScheduleKey::AllreduceAt(t, root) => format!("allreduce {mode} {} rooted at rank {root}", describe_tree(t)),
         k => unreachable!("flat() left a node form: {k:?}"),
     }
 }
@@ -346,6 +363,16 @@ impl Group {
         self.shares_nodes
     }
 
+    /// How many ranks a node form's network part runs among: the nodes
+    /// where members share them, the members otherwise.
+    pub(crate) fn network_ranks(&self) -> u32 {
+        if !self.shares_nodes {
+            return self.size();
+        }
+        let nodes: std::collections::BTreeSet<u64> = self.members.iter().map(|ep| u64::from(ep.node.0)).collect();
+        nodes.len() as u32
+    }
+
     /// The schedule a collective of `key` runs: its node-then-network form
     /// when members share engines (a node engine serving several ranks),
     /// where one message per node crosses the network - in both modes, so
@@ -355,6 +382,7 @@ impl Group {
         match key {
             ScheduleKey::Barrier(a) if self.shares_nodes() => ScheduleKey::NodeBarrier(a),
             ScheduleKey::Allreduce(a) if self.shares_nodes() => ScheduleKey::NodeAllreduce(a),
+            ScheduleKey::AllreduceAt(t, root) if self.shares_nodes() => ScheduleKey::NodeAllreduceAt(t, root),
             ScheduleKey::Reduce(t, root) if self.shares_nodes() => ScheduleKey::NodeReduce(t, root),
             ScheduleKey::Bcast(t, root) if self.shares_nodes() => ScheduleKey::NodeBcast(t, root),
             k => k,
@@ -370,7 +398,9 @@ impl Group {
         let rank = self.rank;
         match key {
             ScheduleKey::NodeBarrier(_) => s::node_then_network(&nodes, rank, Fold::Ignore, |r, n| schedule_for(key.flat(), r, n)),
-            ScheduleKey::NodeAllreduce(_) => s::node_then_network(&nodes, rank, Fold::Combine, |r, n| schedule_for(key.flat(), r, n)),
+            ScheduleKey::NodeAllreduce(_) | ScheduleKey::NodeAllreduceAt(..) => {
+                s::node_then_network(&nodes, rank, Fold::Combine, |r, n| schedule_for(key.flat(), r, n))
+            }
             ScheduleKey::NodeReduce(shape, root) => {
                 s::node_then_network_reduce(&nodes, rank, root, |r, n, at| Ok(s::reduce(&tree_for(shape, n, at)?, r)))
             }
@@ -443,10 +473,20 @@ pub(crate) fn schedule_for(
         ScheduleKey::Allreduce(AllreduceAlgorithm::RecursiveDoubling) => {
             s::allreduce_recursive_doubling(rank, size)
         }
+        // Among the node leaders a block's root is taken modulo their
+        // number.
+        ScheduleKey::AllreduceAt(shape, root) => s::allreduce_tree(&tree_for(shape, size, root % size.max(1))?, rank),
+        ScheduleKey::Allreduce(AllreduceAlgorithm::BlockTrees(_)) => {
+            unreachable!("an allreduce on block trees runs its blocks' schedules (AllreduceAt), none of its own")
+        }
         // Node forms need the members' nodes: `Group::schedule_of`
         // builds them; a flat schedule in their place would run a
         // different collective than the node-mates' forms.
-        ScheduleKey::NodeBarrier(_) | ScheduleKey::NodeAllreduce(_) | ScheduleKey::NodeReduce(..) | ScheduleKey::NodeBcast(..) => {
+        ScheduleKey::NodeBarrier(_)
+        | ScheduleKey::NodeAllreduce(_)
+        | ScheduleKey::NodeAllreduceAt(..)
+        | ScheduleKey::NodeReduce(..)
+        | ScheduleKey::NodeBcast(..) => {
             unreachable!("a node form ({key:?}) is built by Group::schedule_of")
         }
     })

@@ -19,6 +19,7 @@
 //! - `split`: `Port::split` (MPI_Comm_split).
 
 mod api;
+pub(crate) mod blocks;
 mod group;
 mod hostbased;
 mod nicassist;
@@ -42,7 +43,7 @@ pub use api::CollRequest;
 pub use options::{
     AllreduceAlgorithm, BarrierAlgorithm, BarrierProtocol, BcastMode, CollDefaults, Mode, TreeShape,
 };
-pub use group::{describe_barrier, describe_schedule, describe_tree, Group, APP_GROUP_ID_LIMIT, LEADERS_GROUP_FIRST, SPLIT_GROUP_IDS, UNDEFINED};
+pub use group::{describe_allreduce, describe_barrier, describe_schedule, describe_tree, Group, APP_GROUP_ID_LIMIT, LEADERS_GROUP_FIRST, SPLIT_GROUP_IDS, UNDEFINED};
 pub use tree::Tree;
 
 /// Why a collective call was refused by the host library (errors the

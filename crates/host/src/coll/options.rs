@@ -157,11 +157,24 @@ pub enum AllreduceAlgorithm {
     /// Recursive doubling, with pre and post steps for sizes that are not a
     /// power of two.
     RecursiveDoubling,
+    /// The data cut into blocks, at most one per member and at least one
+    /// packet's worth each where the data allows ([`super::blocks::cut`]):
+    /// block `b` is reduced on a tree of this shape rooted at rank `b` and
+    /// broadcast back down the same tree, all blocks at once. Every member
+    /// roots its share of the blocks and is an inner member of others, so
+    /// each sends and receives about `2 (n - 1) / n` of the data - the
+    /// bandwidth of reduce-scatter plus allgather - where a single tree
+    /// makes its root and inner members carry the whole data once per
+    /// child. For large data; small data gains nothing from the blocks.
+    BlockTrees(TreeShape),
 }
 
+/// Block trees on binomial trees: for data of one packet that is the
+/// binomial tree allreduce itself (one block, rooted at rank 0, the same
+/// schedule); longer data spreads over roots.
 impl Default for AllreduceAlgorithm {
     fn default() -> Self {
-        AllreduceAlgorithm::Tree(TreeShape::Binomial)
+        AllreduceAlgorithm::BlockTrees(TreeShape::Binomial)
     }
 }
 

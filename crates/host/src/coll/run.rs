@@ -11,11 +11,12 @@ use std::sync::Arc;
 use outboard_engine::coll::rounds;
 use outboard_engine::Reduction;
 
+use super::blocks::{self, BlockRun, BlocksRun};
 use super::group::{tree_for, ScheduleKey};
 use super::hostbased::HostRun;
 use super::nicassist::{packet_payload, NicRun};
 use super::offload::OffRun;
-use super::{BcastMode, Group};
+use super::{AllreduceAlgorithm, BcastMode, Group, TreeShape};
 use crate::{HostError, Port, PortIo};
 
 /// One collective under way at one member. `Send + Sync` so a [`Port`]
@@ -51,6 +52,7 @@ pub(crate) trait CollRun<P: PortIo>: Debug + Send + Sync {
 }
 
 /// What one kind of collective asks of the common start path.
+#[derive(Clone, Copy)]
 pub(super) struct Spec<'a> {
     pub key: ScheduleKey,
     pub reduction: Option<Reduction>,
@@ -81,16 +83,56 @@ impl<P: PortIo> Port<P> {
         mode: BcastMode,
         spec: &Spec<'_>,
     ) -> Result<Box<dyn CollRun<P>>, HostError> {
-        let run: Box<dyn CollRun<P>> = match mode {
-            BcastMode::Offloaded => Box::new(self.start_offloaded(g, spec)?),
-            BcastMode::HostBased => Box::new(start_host_based(g, spec)?),
-            BcastMode::NicAssisted { .. } => {
+        let run: Box<dyn CollRun<P>> = match (mode, spec.key) {
+            (_, ScheduleKey::Allreduce(AllreduceAlgorithm::BlockTrees(shape))) => {
+                Box::new(self.start_blocks(g, mode, spec, shape)?)
+            }
+            (BcastMode::Offloaded, _) => Box::new(self.start_offloaded(g, spec)?),
+            (BcastMode::HostBased, _) => Box::new(start_host_based(g, spec)?),
+            (BcastMode::NicAssisted { .. }, _) => {
                 let chunk = piece_len(self.io_ref(), mode);
                 Box::new(self.start_nic_assisted(g, spec, chunk)?)
             }
         };
         g.note_taken(mode, spec.key);
         Ok(run)
+    }
+
+    /// An allreduce on block trees: the data cut into blocks
+    /// ([`blocks::cut`], a packet's worth at least, one per node leader at
+    /// most where members share nodes), each a tree allreduce rooted at a
+    /// member of its own, started in block order as consecutive
+    /// collectives of the group.
+    fn start_blocks(
+        &mut self,
+        g: &mut Group,
+        mode: BcastMode,
+        spec: &Spec<'_>,
+        shape: TreeShape,
+    ) -> Result<BlocksRun, HostError> {
+        let elem = spec.reduction.map_or(1, |r| r.dtype.size());
+        let unit = self.io_ref().coll_max_len() as usize;
+        let cut = blocks::cut(spec.data.len(), elem, g.network_ranks(), unit);
+        let mut runs = Vec::with_capacity(cut.len());
+        for (b, range) in cut.into_iter().enumerate() {
+            // Block 0's tree is rooted at rank 0: the tree allreduce's own
+            // schedule (and number), so that data of one block runs exactly
+            // as a tree allreduce does.
+            let key = match b {
+                0 => ScheduleKey::Allreduce(AllreduceAlgorithm::Tree(shape)),
+                _ => ScheduleKey::AllreduceAt(shape, b as u32),
+            };
+            let part = Spec {
+                key,
+                data: &spec.data[range],
+                ..*spec
+            };
+            runs.push(match mode {
+                BcastMode::HostBased => BlockRun::HostBased(start_host_based(g, &part)?),
+                _ => BlockRun::Offloaded(self.start_offloaded(g, &part)?),
+            });
+        }
+        Ok(BlocksRun::new::<P>(runs))
     }
 
     fn start_offloaded(&mut self, g: &mut Group, spec: &Spec<'_>) -> Result<OffRun, HostError> {

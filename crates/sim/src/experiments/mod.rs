@@ -13,6 +13,7 @@ use crate::profile::Profile;
 use crate::sim::SimError;
 
 pub mod atomics;
+pub mod bandwidth;
 pub mod barrier;
 pub mod bypass;
 pub mod closed_form;
@@ -55,6 +56,7 @@ pub const NAMES: &[&str] = &["closed-form", "pingpong", "dissemination", "barrie
     "lock",
     "lock-cpu",
     "nicvm",
+    "coll-size",
 ];
 
 /// An experiment could not run.
@@ -271,6 +273,7 @@ pub fn run(name: &str, p: &Params, progress: &mut dyn FnMut(usize, usize)) -> Re
         "atomics" => atomics::run_ops(p, progress),
         "lock" => atomics::run_lock(p, progress),
         "lock-cpu" => atomics::run_lock_cpu(p, progress),
+        "coll-size" => bandwidth::run(p, progress),
         other => Err(ExperimentError::Unknown(other.to_string())),
     }
 }

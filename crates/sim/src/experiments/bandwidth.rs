@@ -1,0 +1,206 @@
+//! `coll-size`: allreduce, broadcast and reduce time against message size,
+//! offloaded and host-based, each beside its bandwidth bound.
+//!
+//! Every member runs an untimed collective (it installs the group and the
+//! schedules), then `iters` back to back; the figure is the mean over
+//! members of their time per collective. The bound of a row is what no
+//! algorithm can beat on the profile's links: the bytes the busiest link
+//! must carry at the link's rate - `2 (n - 1) / n * N` for an allreduce
+//! (reduce-scatter plus allgather), `N` for a broadcast (the root sends
+//! everything once) and for a reduce (the root takes in everything once) -
+//! plus a latency term, the fastest 8-byte time of the same collective in
+//! the same run. "of bound" is the time over the bound: 1.0 is the bound.
+//!
+//! Allreduce runs three ways: reduce and broadcast on one binomial tree,
+//! recursive doubling, and block trees (a binomial tree rooted at another
+//! member per block, [`AllreduceAlgorithm::BlockTrees`]).
+
+use std::cell::RefCell;
+use std::rc::Rc;
+
+use outboard_host::{AllreduceAlgorithm, HostError, Mode, TreeShape};
+
+use super::coll::{run_all, sum_of, MODES};
+use super::{ExperimentError, Outcome, Params, Row, Shared, XAxis};
+use crate::profile::Profile;
+
+/// A collective the experiment times.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Op {
+    /// An allreduce of i64 sums.
+    Allreduce(AllreduceAlgorithm),
+    /// A broadcast from rank 0 on the binomial tree.
+    Bcast,
+    /// A reduce of i64 sums to rank 0 on the binomial tree.
+    Reduce,
+}
+
+/// Every collective the experiment times, in row order.
+pub const OPS: [Op; 5] = [
+    Op::Allreduce(AllreduceAlgorithm::Tree(TreeShape::Binomial)),
+    Op::Allreduce(AllreduceAlgorithm::RecursiveDoubling),
+    Op::Allreduce(AllreduceAlgorithm::BlockTrees(TreeShape::Binomial)),
+    Op::Bcast,
+    Op::Reduce,
+];
+
+impl Op {
+    /// The series' words for it.
+    pub fn label(self) -> &'static str {
+        match self {
+            Op::Allreduce(AllreduceAlgorithm::Tree(_)) => "allreduce tree",
+            Op::Allreduce(AllreduceAlgorithm::RecursiveDoubling) => "allreduce recursive-doubling",
+            Op::Allreduce(AllreduceAlgorithm::BlockTrees(_)) => "allreduce block-trees",
+            Op::Bcast => "bcast tree",
+            Op::Reduce => "reduce tree",
+        }
+    }
+
+    /// Bytes the busiest link must carry for `size` bytes among `n`.
+    pub fn bound_bytes(self, n: u32, size: u32) -> f64 {
+        let size = f64::from(size);
+        match self {
+            Op::Allreduce(_) => 2.0 * f64::from(n - 1) / f64::from(n) * size,
+            Op::Bcast | Op::Reduce => size,
+        }
+    }
+
+    /// The kind of collective, whatever the algorithm (ops of one kind
+    /// share a latency term).
+    fn kind(self) -> u8 {
+        match self {
+            Op::Allreduce(_) => 0,
+            Op::Bcast => 1,
+            Op::Reduce => 2,
+        }
+    }
+}
+
+/// Mean microseconds per collective of `iters` back-to-back `op`s of
+/// `size` bytes (whole i64 elements) on `n` nodes in `mode`.
+pub fn time_us(profile: &Profile, n: u32, mode: Mode, op: Op, size: u32, iters: u32, seed: u64) -> Result<f64, ExperimentError> {
+    if size % 8 != 0 {
+        return Err(ExperimentError::Param(format!("coll-size reduces i64 elements: {size} bytes is no multiple of 8")));
+    }
+    let iters = iters.max(1);
+    let spans: Shared<Vec<f64>> = Rc::new(RefCell::new(Vec::new()));
+    let red = sum_of(false);
+    run_all(profile, n, seed, |p, rank, mut port, mut g| {
+        let spans = spans.clone();
+        let data: Vec<u8> = (0..size / 8).flat_map(|i| (i64::from(rank) + i64::from(i)).to_ne_bytes()).collect();
+        async move {
+            let start = |port: &mut outboard_host::Port<_>, g: &mut outboard_host::Group| match op {
+                Op::Allreduce(a) => port.start_allreduce(g, mode, a, red, &data),
+                Op::Bcast => port.start_bcast(g, mode, TreeShape::Binomial, 0, &data),
+                Op::Reduce => port.start_reduce(g, mode, TreeShape::Binomial, 0, red, &data),
+            };
+            let r = start(&mut port, &mut g)?;
+            p.coll_wait(&mut port, r).await?;
+            let t0 = p.now();
+            for _ in 0..iters {
+                let r = start(&mut port, &mut g)?;
+                p.coll_wait(&mut port, r).await?;
+            }
+            spans.borrow_mut().push(p.now().since(t0).as_us());
+            Ok::<(), HostError>(())
+        }
+    })?;
+    let s = spans.borrow();
+    Ok(s.iter().sum::<f64>() / s.len() as f64 / f64::from(iters))
+}
+
+/// Host-based runs stop here: above it a point takes minutes of
+/// simulation, and the offloaded form is what the bound is about.
+const HOST_BASED_UP_TO: u32 = 64;
+
+/// The modes measured on `n` nodes.
+fn modes_at(n: u32) -> &'static [Mode] {
+    if n <= HOST_BASED_UP_TO {
+        &MODES
+    } else {
+        &[Mode::Offloaded]
+    }
+}
+
+/// The sizes measured when none are given: 8 B to 16 MiB by factors of 8
+/// (64 MiB on request: `--sizes`).
+const DEFAULT_SIZES: [u32; 5] = [8, 4096, 65_536, 1 << 20, 1 << 24];
+
+/// `outboard sim coll-size`.
+pub(super) fn run(p: &Params, progress: &mut dyn FnMut(usize, usize)) -> Result<Outcome, ExperimentError> {
+    let nodes = if p.nodes.is_empty() { vec![16] } else { p.nodes.clone() };
+    if let Some(n) = nodes.iter().find(|&&n| n < 2) {
+        return Err(ExperimentError::Param(format!("coll-size needs at least 2 nodes, got {n}")));
+    }
+    let sizes = if p.sizes.is_empty() { DEFAULT_SIZES.to_vec() } else { p.sizes.clone() };
+    let total = p.profiles.len() * nodes.len() * OPS.len() * (sizes.len() + 1);
+    let mut rows = Vec::new();
+    let mut done = 0;
+    for profile in &p.profiles {
+        for &n in &nodes {
+            // The latency term per kind: the fastest offloaded 8-byte time.
+            let mut latency = [f64::INFINITY; 3];
+            for op in OPS {
+                let t = time_us(profile, n, Mode::Offloaded, op, 8, p.iters, p.seed)?;
+                latency[usize::from(op.kind())] = latency[usize::from(op.kind())].min(t);
+                done += 1;
+                progress(done, total);
+            }
+            for op in OPS {
+                let series = format!("{} {}", profile.name, op.label());
+                for &size in &sizes {
+                    let bound = op.bound_bytes(n, size) * profile.wire.link_us_per_byte + latency[usize::from(op.kind())];
+                    for &mode in modes_at(n) {
+                        let t = time_us(profile, n, mode, op, size, p.iters, p.seed)?;
+                        let (metric, of) = match mode {
+                            Mode::Offloaded => ("nic time", "nic of bound"),
+                            Mode::HostBased => ("host time", "host of bound"),
+                        };
+                        rows.push(Row::new(series.clone(), n, size, metric, t, "us"));
+                        rows.push(Row::new(series.clone(), n, size, of, t / bound, "x"));
+                    }
+                    rows.push(Row::new(series.clone(), n, size, "bound", bound, "us"));
+                    done += 1;
+                    progress(done, total);
+                }
+            }
+        }
+    }
+    Ok(Outcome {
+        title: "Collective time against size, offloaded and host-based, beside the bandwidth bound".into(),
+        x: XAxis::Size,
+        rows,
+        notes: vec![
+            "bound = bytes the busiest link must carry (allreduce 2(n-1)/n * N, broadcast and reduce N) at the profile's link rate + the fastest offloaded 8-byte time of the collective; i64 SUM, rank 0 the root".into(),
+            "no paper figure: the papers measured one-packet collectives; these rows are predictions (P) of the profiles".into(),
+            format!("host-based rows only up to {HOST_BASED_UP_TO} nodes"),
+        ],
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// On 16 nodes of today's profile, a 1 MiB allreduce on block trees
+    /// beats one tree and recursive doubling, offloaded: its members share
+    /// the load the single tree puts on its root and inner members.
+    #[test]
+    fn block_trees_beat_one_tree_for_large_allreduces() {
+        let profile = Profile::builtin("dpu400");
+        let t = |a| time_us(&profile, 16, Mode::Offloaded, Op::Allreduce(a), 1 << 20, 2, 1).unwrap();
+        let (tree, rd, blocks) = (
+            t(AllreduceAlgorithm::Tree(TreeShape::Binomial)),
+            t(AllreduceAlgorithm::RecursiveDoubling),
+            t(AllreduceAlgorithm::BlockTrees(TreeShape::Binomial)),
+        );
+        assert!(blocks < tree && blocks < rd, "block trees {blocks:.1} us, tree {tree:.1}, recursive doubling {rd:.1}");
+    }
+
+    #[test]
+    fn bounds_follow_the_bytes_the_busiest_link_carries() {
+        assert_eq!(Op::Allreduce(AllreduceAlgorithm::RecursiveDoubling).bound_bytes(4, 1000), 1500.0);
+        assert_eq!(Op::Bcast.bound_bytes(4, 1000), 1000.0);
+        assert_eq!(Op::Reduce.bound_bytes(1024, 8), 8.0);
+    }
+}
