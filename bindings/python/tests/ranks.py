@@ -374,7 +374,7 @@ def choices(w):
     from outboard import BarrierAlgorithm as BA, BarrierProtocol as BP, BcastMode as BM, TreeShape as TS
 
     with w.new_group() as g:
-        check(g.describe() == "mode offloaded; barrier dissemination over point-to-point; broadcast offloaded on a binomial tree; reduce on a binomial tree", g.describe())
+        check(g.describe() == "mode offloaded; barrier dissemination over point-to-point; broadcast offloaded on a binomial tree; reduce on a binomial tree; allreduce block trees (binomial tree)", g.describe())
         data = bytes((i * 5 + 1) & 0xFF for i in range(5000))
 
         def bcast_as(what):

@@ -14,12 +14,13 @@
 #define LEN 10000
 
 /* Whether the group's record has a line "<count> <what>" with count > 0. */
+/* How many of the group's collectives ran as `what` (0: none). */
 static int taken(outboard_group *g, const char *what) {
     static char text[8192];
     OK(outboard_group_taken(g, text, sizeof text));
     for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
         char *sp = strchr(line, ' ');
-        if (sp && strcmp(sp + 1, what) == 0 && atoi(line) > 0) return 1;
+        if (sp && strcmp(sp + 1, what) == 0) return atoi(line);
     }
     return 0;
 }
@@ -60,7 +61,7 @@ int main(void) {
 
     /* Defaults. */
     OK(outboard_group_describe(g, text, sizeof text));
-    CHECK(strcmp(text, "mode offloaded; barrier dissemination over point-to-point; broadcast offloaded on a binomial tree; reduce on a binomial tree") == 0);
+    CHECK(strcmp(text, "mode offloaded; barrier dissemination over point-to-point; broadcast offloaded on a binomial tree; reduce on a binomial tree; allreduce block trees (binomial tree)") == 0);
     CHECK(outboard_group_describe(g, text, 10) == OUTBOARD_ERR_ARG && text[0] == 0);
 
     /* Barrier algorithms and protocol. */
@@ -174,6 +175,29 @@ int main(void) {
     OK(outboard_group_set_option(g, "reduce_degree", "5"));
     OK(outboard_allreduce(g, &v, &sum, 1, OUTBOARD_INT64, OUTBOARD_SUM));
     CHECK(taken(g, "allreduce offloaded 5-ary tree"));
+    /* The allreduce algorithm: block trees (the default) run data of one
+     * packet on the one tree; more data spreads over trees rooted at
+     * every member. */
+    enum { LONG = 3000 };
+    static int64_t in[LONG], out[LONG];
+    for (int i = 0; i < LONG; i++) in[i] = (int64_t)rank * LONG + i;
+    OK(outboard_group_set_option(g, "allreduce_algorithm", "block-trees"));
+    uint32_t nodes = 0;
+    OK(outboard_group_nodes(g, &nodes));
+    int trees = taken(g, "allreduce offloaded 5-ary tree");
+    OK(outboard_allreduce(g, in, out, LONG, OUTBOARD_INT64, OUTBOARD_SUM));
+    for (int i = 0; i < LONG; i++) CHECK(out[i] == (int64_t)LONG * size * (size - 1) / 2 + (int64_t)i * size);
+    /* One node engine for all: one block, among one node's leader. */
+    if (nodes > 1) CHECK(taken(g, "allreduce offloaded block trees (5-ary tree)") == 1);
+    else CHECK(taken(g, "allreduce offloaded 5-ary tree") == trees + 1);
+    OK(outboard_group_set_option(g, "allreduce_algorithm", "rd"));
+    OK(outboard_allreduce(g, &v, &sum, 1, OUTBOARD_INT64, OUTBOARD_SUM));
+    CHECK(sum == (int64_t)size * (size + 1) / 2);
+    CHECK(taken(g, "allreduce offloaded recursive doubling"));
+    OK(outboard_group_describe(g, text, sizeof text));
+    CHECK(strstr(text, "; allreduce recursive doubling") != NULL);
+    CHECK(outboard_group_set_option(g, "allreduce_algorithm", "ring") == OUTBOARD_ERR_ARG);
+    CHECK(strstr(outboard_last_error(), "block-trees") && strstr(outboard_last_error(), "recursive-doubling"));
     CHECK(outboard_group_set_option(g, "bcast_tree", "postal") == OUTBOARD_ERR_ARG);
     CHECK(strstr(outboard_last_error(), "binomial, kary:DEGREE, chain or postal:LAMBDA") != NULL);
     CHECK(outboard_group_set_option(g, "reduce_degree", "-1") == OUTBOARD_ERR_ARG);

@@ -157,6 +157,10 @@ pub const RUNS: &[Run] = &[
         full_only: true,
         ..run("nicvm-1024", "nicvm", &["gm2-lanai91", "dpu400"], &[1024], 2, 2)
     },
+    // Large collectives against their bandwidth bound; 16 MiB and 1,024
+    // nodes take minutes of simulation and are left to full runs.
+    Run { sizes: &[8, 65536, 1 << 20], ..run("coll-size", "coll-size", &["dpu400", "ib-sdr"], &[16], 2, 1) },
+    Run { sizes: &[1 << 24], full_only: true, ..run("coll-size-16m", "coll-size", &["dpu400", "ib-sdr"], &[16], 1, 1) },
 ];
 
 /// The profiles `experiment` runs on at its paper's points (its first run

@@ -82,6 +82,11 @@ impl BlocksRun {
         let backlog = parts.iter_mut().enumerate().flat_map(|(p, part)| (0..part.run.run::<P>().backlog()).map(move |i| (p, i))).collect();
         BlocksRun { parts, backlog }
     }
+
+    /// How many blocks the data was cut into.
+    pub fn blocks(&self) -> usize {
+        self.parts.len()
+    }
 }
 
 impl<P: PortIo> CollRun<P> for BlocksRun {

@@ -83,9 +83,16 @@ impl<P: PortIo> Port<P> {
         mode: BcastMode,
         spec: &Spec<'_>,
     ) -> Result<Box<dyn CollRun<P>>, HostError> {
+        // What the collective is counted as in `Group::taken`: what it
+        // runs as (block trees of one block run as the tree allreduce).
+        let mut taken = spec.key;
         let run: Box<dyn CollRun<P>> = match (mode, spec.key) {
             (_, ScheduleKey::Allreduce(AllreduceAlgorithm::BlockTrees(shape))) => {
-                Box::new(self.start_blocks(g, mode, spec, shape)?)
+                let run = self.start_blocks(g, mode, spec, shape)?;
+                if run.blocks() == 1 {
+                    taken = ScheduleKey::Allreduce(AllreduceAlgorithm::Tree(shape));
+                }
+                Box::new(run)
             }
             (BcastMode::Offloaded, _) => Box::new(self.start_offloaded(g, spec)?),
             (BcastMode::HostBased, _) => Box::new(start_host_based(g, spec)?),
@@ -94,7 +101,7 @@ impl<P: PortIo> Port<P> {
                 Box::new(self.start_nic_assisted(g, spec, chunk)?)
             }
         };
-        g.note_taken(mode, spec.key);
+        g.note_taken(mode, taken);
         Ok(run)
     }
 
