@@ -57,14 +57,15 @@ pub(crate) struct BlocksRun {
 #[derive(Debug)]
 pub(crate) enum BlockRun {
     Offloaded(OffRun),
-    HostBased(HostRun),
+    /// Boxed: a host-based run is several times an offloaded one's size.
+    HostBased(Box<HostRun>),
 }
 
 impl BlockRun {
     fn run<P: PortIo>(&mut self) -> &mut dyn CollRun<P> {
         match self {
             BlockRun::Offloaded(r) => r,
-            BlockRun::HostBased(r) => r,
+            BlockRun::HostBased(r) => r.as_mut(),
         }
     }
 }

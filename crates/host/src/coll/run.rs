@@ -135,7 +135,7 @@ impl<P: PortIo> Port<P> {
                 ..*spec
             };
             runs.push(match mode {
-                BcastMode::HostBased => BlockRun::HostBased(start_host_based(g, &part)?),
+                BcastMode::HostBased => BlockRun::HostBased(Box::new(start_host_based(g, &part)?)),
                 _ => BlockRun::Offloaded(self.start_offloaded(g, &part)?),
             });
         }
