@@ -15,13 +15,13 @@
 //! recursive doubling, and block trees (a binomial tree rooted at another
 //! member per block, [`AllreduceAlgorithm::BlockTrees`]).
 
-use std::cell::RefCell;
 use std::rc::Rc;
 
-use outboard_host::{AllreduceAlgorithm, HostError, Mode, TreeShape};
+use outboard_host::{AllreduceAlgorithm, Mode, TreeShape};
 
-use super::coll::{run_all, sum_of, MODES};
-use super::{ExperimentError, Outcome, Params, Row, Shared, XAxis};
+use super::coll::{mean_us_per_collective, sum_of, MODES};
+use super::{ExperimentError, Outcome, Params, Row, XAxis};
+use crate::time::Dur;
 use crate::profile::Profile;
 
 /// A collective the experiment times.
@@ -82,31 +82,17 @@ pub fn time_us(profile: &Profile, n: u32, mode: Mode, op: Op, size: u32, iters: 
     if size % 8 != 0 {
         return Err(ExperimentError::Param(format!("coll-size reduces i64 elements: {size} bytes is no multiple of 8")));
     }
-    let iters = iters.max(1);
-    let spans: Shared<Vec<f64>> = Rc::new(RefCell::new(Vec::new()));
     let red = sum_of(false);
-    run_all(profile, n, seed, |p, rank, mut port, mut g| {
-        let spans = spans.clone();
-        let data: Vec<u8> = (0..size / 8).flat_map(|i| (i64::from(rank) + i64::from(i)).to_ne_bytes()).collect();
-        async move {
-            let start = |port: &mut outboard_host::Port<_>, g: &mut outboard_host::Group| match op {
-                Op::Allreduce(a) => port.start_allreduce(g, mode, a, red, &data),
-                Op::Bcast => port.start_bcast(g, mode, TreeShape::Binomial, 0, &data),
-                Op::Reduce => port.start_reduce(g, mode, TreeShape::Binomial, 0, red, &data),
-            };
-            let r = start(&mut port, &mut g)?;
-            p.coll_wait(&mut port, r).await?;
-            let t0 = p.now();
-            for _ in 0..iters {
-                let r = start(&mut port, &mut g)?;
-                p.coll_wait(&mut port, r).await?;
-            }
-            spans.borrow_mut().push(p.now().since(t0).as_us());
-            Ok::<(), HostError>(())
+    let data: Rc<Vec<Vec<u8>>> =
+        Rc::new((0..n).map(|rank| (0..size / 8).flat_map(|i| (i64::from(rank) + i64::from(i)).to_ne_bytes()).collect()).collect());
+    mean_us_per_collective(profile, n, seed, iters, Dur::ZERO, move |port, g, rank, _| {
+        let data = &data[rank as usize];
+        match op {
+            Op::Allreduce(a) => port.start_allreduce(g, mode, a, red, data),
+            Op::Bcast => port.start_bcast(g, mode, TreeShape::Binomial, 0, data),
+            Op::Reduce => port.start_reduce(g, mode, TreeShape::Binomial, 0, red, data),
         }
-    })?;
-    let s = spans.borrow();
-    Ok(s.iter().sum::<f64>() / s.len() as f64 / f64::from(iters))
+    })
 }
 
 /// Host-based runs stop here: above it a point takes minutes of

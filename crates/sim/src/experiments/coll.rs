@@ -6,13 +6,14 @@
 use std::future::Future;
 
 use outboard_engine::{Datatype, GroupId, MemberList, ReduceOp, Reduction};
-use outboard_host::{BarrierAlgorithm, Group, HostError, Mode, Port, TreeShape};
+use outboard_host::{BarrierAlgorithm, CollRequest, Group, HostError, Mode, Port, TreeShape};
 
 use super::common::first_port;
 use super::{ExperimentError, FirstError, Row};
 use crate::process::{Proc, SimIo};
 use crate::profile::Profile;
 use crate::sim::{RunReport, Simulation};
+use crate::time::Dur;
 
 /// The group every collective experiment uses.
 pub const GROUP: GroupId = GroupId(1);
@@ -92,6 +93,39 @@ where
 {
     let sim = Simulation::with_config(profile, n, seed, |c| c.max_ports = 1)?;
     run_all_in(sim, n, body)
+}
+
+/// Mean over members of the microseconds per collective of `iters`
+/// collectives back to back on `n` nodes, after an untimed first one (it
+/// installs the group and its schedules, and lines the members up), with
+/// `compute` of computation between each start and its wait.
+/// `start(port, group, rank, it)` starts iteration `it` (0: the untimed
+/// one).
+pub fn mean_us_per_collective<S>(profile: &Profile, n: u32, seed: u64, iters: u32, compute: Dur, start: S) -> Result<f64, ExperimentError>
+where
+    S: Fn(&mut Port<SimIo>, &mut Group, u32, u32) -> Result<CollRequest, HostError> + Clone + 'static,
+{
+    let iters = iters.max(1);
+    let spans: std::rc::Rc<std::cell::RefCell<Vec<f64>>> = Default::default();
+    run_all(profile, n, seed, |p, rank, mut port, mut g| {
+        let (spans, start) = (spans.clone(), start.clone());
+        async move {
+            let r = start(&mut port, &mut g, rank, 0)?;
+            p.coll_wait(&mut port, r).await?;
+            let t0 = p.now();
+            for it in 1..=iters {
+                let r = start(&mut port, &mut g, rank, it)?;
+                if compute > Dur::ZERO {
+                    p.compute(compute).await;
+                }
+                p.coll_wait(&mut port, r).await?;
+            }
+            spans.borrow_mut().push(p.now().since(t0).as_us());
+            Ok::<(), HostError>(())
+        }
+    })?;
+    let s = spans.borrow();
+    Ok(s.iter().sum::<f64>() / s.len() as f64 / f64::from(iters))
 }
 
 /// [`run_all`] on a simulation of `n` nodes the caller built (with

@@ -11,13 +11,10 @@
 //! processes; on a machine without a core per engine the runtime cannot
 //! show the offloaded figure, which is why the simulator prints it.
 
-use std::cell::RefCell;
-use std::rc::Rc;
+use outboard_host::{AllreduceAlgorithm, BarrierAlgorithm, Mode};
 
-use outboard_host::{AllreduceAlgorithm, BarrierAlgorithm, HostError, Mode};
-
-use super::coll::{contribution, run_all, sum_of, MODES};
-use super::{ExperimentError, Outcome, Params, Row, Shared, XAxis};
+use super::coll::{contribution, mean_us_per_collective, sum_of, MODES};
+use super::{ExperimentError, Outcome, Params, Row, XAxis};
 use crate::profile::Profile;
 use crate::time::Dur;
 
@@ -51,36 +48,11 @@ pub fn per_iteration(
     iters: u32,
     seed: u64,
 ) -> Result<f64, ExperimentError> {
-    let iters = iters.max(1);
-    let spans: Shared<Vec<f64>> = Rc::new(RefCell::new(Vec::new()));
     let red = sum_of(false);
-    run_all(profile, n, seed, |p, rank, mut port, mut g| {
-        let spans = spans.clone();
-        async move {
-            let start = |port: &mut outboard_host::Port<_>, g: &mut outboard_host::Group, it: u32| match op {
-                Op::Barrier => port.start_barrier(g, mode, BarrierAlgorithm::PairwiseExchange),
-                Op::Allreduce => {
-                    port.start_allreduce(g, mode, AllreduceAlgorithm::RecursiveDoubling, red, &contribution(false, rank, it))
-                }
-            };
-            // The first operation is untimed: it installs the group and
-            // its schedule (and lines the processes up).
-            let r = start(&mut port, &mut g, 0)?;
-            p.coll_wait(&mut port, r).await?;
-            let t0 = p.now();
-            for it in 1..=iters {
-                let r = start(&mut port, &mut g, it)?;
-                if compute > Dur::ZERO {
-                    p.compute(compute).await;
-                }
-                p.coll_wait(&mut port, r).await?;
-            }
-            spans.borrow_mut().push(p.now().since(t0).as_us());
-            Ok::<(), HostError>(())
-        }
-    })?;
-    let s = spans.borrow();
-    Ok(s.iter().sum::<f64>() / s.len() as f64 / f64::from(iters))
+    mean_us_per_collective(profile, n, seed, iters, compute, move |port, g, rank, it| match op {
+        Op::Barrier => port.start_barrier(g, mode, BarrierAlgorithm::PairwiseExchange),
+        Op::Allreduce => port.start_allreduce(g, mode, AllreduceAlgorithm::RecursiveDoubling, red, &contribution(false, rank, it)),
+    })
 }
 
 /// OSU's overlap percentage from the pure latency and the overall time
