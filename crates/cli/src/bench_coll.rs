@@ -1167,7 +1167,14 @@ mod tests {
         assert_eq!(rows(Kind::Barrier), ["barrier pairwise-exchange 0", "barrier dissemination 0", "barrier gather-bcast(2) 0"]);
         assert_eq!(
             rows(Kind::Allreduce),
-            ["allreduce tree(binomial) 8", "allreduce recursive-doubling 8", "allreduce tree(binomial) 64", "allreduce recursive-doubling 64"]
+            [
+                "allreduce tree(binomial) 8",
+                "allreduce recursive-doubling 8",
+                "allreduce block-trees 8",
+                "allreduce tree(binomial) 64",
+                "allreduce recursive-doubling 64",
+                "allreduce block-trees 64"
+            ]
         );
         assert_eq!(rows(Kind::Reduce), ["reduce binomial 8", "reduce binomial 64"]);
         assert_eq!(rows(Kind::Bcast), ["bcast binomial 8", "bcast binomial 64"]);
