@@ -30,8 +30,7 @@ use crate::{HostError, Port, PortIo};
 pub(crate) fn cut(len: usize, elem: usize, roots: u32, unit: usize) -> Vec<Range<usize>> {
     let elem = elem.max(1);
     let elems = len / elem;
-    let per_unit = (unit / elem).max(1);
-    let count = elems.div_ceil(per_unit).clamp(1, roots.max(1) as usize);
+    let count = count(len, elem, roots, unit);
     let (base, extra) = (elems / count, elems % count);
     let mut start = 0;
     (0..count)
@@ -42,6 +41,13 @@ pub(crate) fn cut(len: usize, elem: usize, roots: u32, unit: usize) -> Vec<Range
             r
         })
         .collect()
+}
+
+/// How many blocks [`cut`] makes of the same data, without cutting it.
+pub(crate) fn count(len: usize, elem: usize, roots: u32, unit: usize) -> usize {
+    let elem = elem.max(1);
+    let per_unit = (unit / elem).max(1);
+    (len / elem).div_ceil(per_unit).clamp(1, roots.max(1) as usize)
 }
 
 /// One allreduce on block trees at one member: a run per block.
@@ -82,11 +88,6 @@ impl BlocksRun {
         let mut parts: Vec<Part> = runs.into_iter().map(|run| Part { run, result: None }).collect();
         let backlog = parts.iter_mut().enumerate().flat_map(|(p, part)| (0..part.run.run::<P>().backlog()).map(move |i| (p, i))).collect();
         BlocksRun { parts, backlog }
-    }
-
-    /// How many blocks the data was cut into.
-    pub fn blocks(&self) -> usize {
-        self.parts.len()
     }
 }
 

@@ -208,22 +208,23 @@ pub struct Group {
     pub(crate) host_epoch: u32,
     pub(crate) nic_epoch: u32,
     barrier_protocol: BarrierProtocol,
-    /// Some members share a node (computed once: see `shares_nodes`).
-    shares_nodes: bool,
+    /// How many nodes (engines) the members use, computed once: fewer
+    /// than the members when some share a node (see `shares_nodes`).
+    nodes: u32,
     /// How many collectives ran as each choice ([`Group::taken`]): by
     /// mode, schedule and barrier protocol, named only when asked (a
     /// collective's start counts without formatting anything).
     taken: HashMap<(BcastMode, ScheduleKey, bool), u64>,
 }
 
-/// Whether some of `members` share a node.
-fn members_share_nodes(members: &MemberList) -> bool {
+/// How many distinct nodes `members` use.
+fn node_count(members: &MemberList) -> u32 {
     if members.runs() <= 1 {
         // One run: consecutive nodes, each once.
-        return false;
+        return members.len();
     }
     let mut seen = std::collections::HashSet::new();
-    !members.iter().all(|ep| seen.insert(ep.node))
+    members.iter().filter(|ep| seen.insert(ep.node)).count() as u32
 }
 
 impl Group {
@@ -264,7 +265,7 @@ impl Group {
         Ok(Group {
             id,
             rank,
-            shares_nodes: members_share_nodes(&members),
+            nodes: node_count(&members),
             members,
             defaults: CollDefaults::default(),
             installed: false,
@@ -360,17 +361,13 @@ impl Group {
     /// Whether some members share a node (an engine): then barriers and
     /// allreduces run node-then-network.
     pub(crate) fn shares_nodes(&self) -> bool {
-        self.shares_nodes
+        self.nodes < self.size()
     }
 
     /// How many ranks a node form's network part runs among: the nodes
     /// where members share them, the members otherwise.
     pub(crate) fn network_ranks(&self) -> u32 {
-        if !self.shares_nodes {
-            return self.size();
-        }
-        let nodes: std::collections::BTreeSet<u64> = self.members.iter().map(|ep| u64::from(ep.node.0)).collect();
-        nodes.len() as u32
+        self.nodes
     }
 
     /// The schedule a collective of `key` runs: its node-then-network form

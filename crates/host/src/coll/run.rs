@@ -83,16 +83,18 @@ impl<P: PortIo> Port<P> {
         mode: BcastMode,
         spec: &Spec<'_>,
     ) -> Result<Box<dyn CollRun<P>>, HostError> {
-        // What the collective is counted as in `Group::taken`: what it
-        // runs as (block trees of one block run as the tree allreduce).
-        let mut taken = spec.key;
+        // Block trees of one block are the tree allreduce itself: it runs,
+        // and is counted in `Group::taken`, as that, with no blocks around it.
+        let (elem, roots, unit) = self.block_terms(g, spec);
+        let spec = &match spec.key {
+            ScheduleKey::Allreduce(AllreduceAlgorithm::BlockTrees(shape)) if blocks::count(spec.data.len(), elem, roots, unit) == 1 => {
+                Spec { key: ScheduleKey::Allreduce(AllreduceAlgorithm::Tree(shape)), ..*spec }
+            }
+            _ => *spec,
+        };
         let run: Box<dyn CollRun<P>> = match (mode, spec.key) {
             (_, ScheduleKey::Allreduce(AllreduceAlgorithm::BlockTrees(shape))) => {
-                let run = self.start_blocks(g, mode, spec, shape)?;
-                if run.blocks() == 1 {
-                    taken = ScheduleKey::Allreduce(AllreduceAlgorithm::Tree(shape));
-                }
-                Box::new(run)
+                Box::new(self.start_blocks(g, mode, spec, shape)?)
             }
             (BcastMode::Offloaded, _) => Box::new(self.start_offloaded(g, spec)?),
             (BcastMode::HostBased, _) => Box::new(start_host_based(g, spec)?),
@@ -101,15 +103,22 @@ impl<P: PortIo> Port<P> {
                 Box::new(self.start_nic_assisted(g, spec, chunk)?)
             }
         };
-        g.note_taken(mode, taken);
+        g.note_taken(mode, spec.key);
         Ok(run)
     }
 
+    /// What an allreduce on block trees of `spec` is cut by
+    /// ([`blocks::cut`]'s arguments after the length): its element size,
+    /// the ranks that may root a block (the node leaders where members
+    /// share nodes), and a packet's worth, the least a block holds.
+    fn block_terms(&self, g: &Group, spec: &Spec<'_>) -> (usize, u32, usize) {
+        (spec.reduction.map_or(1, |r| r.dtype.size()), g.network_ranks(), self.io_ref().coll_max_len() as usize)
+    }
+
     /// An allreduce on block trees: the data cut into blocks
-    /// ([`blocks::cut`], a packet's worth at least, one per node leader at
-    /// most where members share nodes), each a tree allreduce rooted at a
-    /// member of its own, started in block order as consecutive
-    /// collectives of the group.
+    /// ([`blocks::cut`], by [`Port::block_terms`]), each a tree allreduce rooted at a member of
+    /// its own, started in block order as consecutive collectives of the
+    /// group.
     fn start_blocks(
         &mut self,
         g: &mut Group,
@@ -117,9 +126,8 @@ impl<P: PortIo> Port<P> {
         spec: &Spec<'_>,
         shape: TreeShape,
     ) -> Result<BlocksRun, HostError> {
-        let elem = spec.reduction.map_or(1, |r| r.dtype.size());
-        let unit = self.io_ref().coll_max_len() as usize;
-        let cut = blocks::cut(spec.data.len(), elem, g.network_ranks(), unit);
+        let (elem, roots, unit) = self.block_terms(g, spec);
+        let cut = blocks::cut(spec.data.len(), elem, roots, unit);
         let mut runs = Vec::with_capacity(cut.len());
         for (b, range) in cut.into_iter().enumerate() {
             // Block 0's tree is rooted at rank 0: the tree allreduce's own
