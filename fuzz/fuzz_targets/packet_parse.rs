@@ -3,7 +3,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use outboard_wire::{JobSecret, MacKey, Packet};
+use outboard_wire::{CollFailure, JobSecret, MacKey, Packet};
 
 fn check(key: &MacKey, data: &[u8]) {
     if let Ok(p) = Packet::parse(data, key) {
@@ -16,6 +16,10 @@ fn check(key: &MacKey, data: &[u8]) {
 fuzz_target!(|data: &[u8]| {
     let key = MacKey::new(&JobSecret::from_bytes([3; 16]), 1);
     check(&key, data);
+    // The cause a failed collective packet carries: exact or refused.
+    if let Ok(c) = CollFailure::parse(data) {
+        assert_eq!(c.encode(), data, "a parsed cause re-encodes to its bytes");
+    }
     // Random bytes never carry a valid MAC; a copy with the magic, version
     // and length fields right, sealed, reaches every kind and body parser
     // behind them.

@@ -136,9 +136,9 @@ const TAG_ACK: u64 = 3;
 const MTU: usize = 8192;
 /// Most bytes one bandwidth window keeps in flight: the raw path has no
 /// flow control, and must fit in the socket buffer to lose nothing.
-const WINDOW_BYTES: usize = 2 << 20;
+pub(crate) const WINDOW_BYTES: usize = 2 << 20;
 /// Most messages in a window (the engine's default send tokens).
-const WINDOW_MAX: usize = 64;
+pub(crate) const WINDOW_MAX: usize = 64;
 
 /// One measurement both sides carry out in step.
 #[derive(Debug, Clone, Copy)]
@@ -209,13 +209,13 @@ pub(crate) fn plan(a: &PingpongArgs) -> Vec<Step> {
 /// Runs the plan `rounds` times: `b` on a thread of its own, `a` here,
 /// timing each step. Returns seconds per round for each step, and each
 /// side's copies per step.
-fn measure<A: Side, B: Side + Send + 'static>(a: A, mut b: B, steps: &[Step], rounds: u32) -> anyhow::Result<Measured> {
+fn measure<A: Side, B: Side + Send + 'static>(mut a: A, mut b: B, steps: &[Step], rounds: u32) -> anyhow::Result<Measured> {
     let todo: Vec<Step> = steps.to_vec();
     let (tx, rx) = mpsc::channel::<anyhow::Result<Copies>>();
     let peer = std::thread::spawn(move || {
         let _ = tx.send(run_b(&mut b, &todo, rounds));
     });
-    let (times, copies_a) = run_a(a, steps, rounds)?;
+    let (times, copies_a) = run_a(&mut a, steps, rounds)?;
     let r = rx.recv_timeout(Duration::from_secs(30)).unwrap_or_else(|_| Err(anyhow!("the peer thread did not finish")));
     let _ = peer.join();
     let copies_b = r.context("peer side")?;
@@ -261,7 +261,7 @@ pub(crate) fn run_b<B: Side>(b: &mut B, steps: &[Step], rounds: u32) -> anyhow::
 }
 
 /// The first rank's half of the plan (ping and stream), timed.
-pub(crate) fn run_a<A: Side>(mut a: A, steps: &[Step], rounds: u32) -> anyhow::Result<(Vec<Vec<f64>>, Copies)> {
+pub(crate) fn run_a<A: Side>(a: &mut A, steps: &[Step], rounds: u32) -> anyhow::Result<(Vec<Vec<f64>>, Copies)> {
     let mut times = vec![Vec::new(); steps.len()];
     let mut copies = vec![(0, 0); steps.len()];
     for _ in 0..rounds {
@@ -323,6 +323,14 @@ impl<P: BorrowMut<Port<RtPort>>> EngineSide<P> {
         let rbuf = port.borrow_mut().buffer(max as u32)?;
         let ack = port.borrow_mut().buffer(1)?;
         Ok(EngineSide { port, peer, sbuf, rbuf, ack, posted: None, window: Vec::new(), mark: (0, 0) })
+    }
+
+    /// Frees its buffers: a borrowed port goes on to other work.
+    pub(crate) fn release(mut self) -> anyhow::Result<()> {
+        for b in [self.sbuf, self.rbuf, self.ack] {
+            self.port.borrow_mut().free(b)?;
+        }
+        Ok(())
     }
 
     fn send(&mut self, tag: u64, buf: HostBuf) -> anyhow::Result<()> {

@@ -37,6 +37,7 @@ use outboard_host::{
 };
 use outboard_runtime::{machine_cores, Options, Progress, RtPort};
 
+use crate::bench::{run_a, run_b, EngineSide, Step, WINDOW_BYTES, WINDOW_MAX};
 use crate::stats::median;
 
 /// Which collective a benchmark measures.
@@ -615,6 +616,11 @@ fn worker_cases(kind: Kind, a: &CollArgs, world: &mut outboard_runtime::World) -
             }
         }
     }
+    if kind == Kind::Allreduce && n > 1 {
+        for (size, mbs) in streaming_bandwidth(world, a)? {
+            println!("@stream {size} {mbs:.3}");
+        }
+    }
     let threads = |n: usize| if n == 1 { "1 thread".to_string() } else { format!("{n} threads") };
     let threads = match world.threads() {
         (Some(mine), Some((pid, Some(engine)))) => format!("{} in its process, {} in its node engine's (process {pid})", threads(mine), threads(engine)),
@@ -654,10 +660,58 @@ fn worker_cases(kind: Kind, a: &CollArgs, world: &mut outboard_runtime::World) -
     Ok(())
 }
 
+/// The runtime's own streaming bandwidth from rank 0 to rank 1 at each
+/// size (`outboard bench pingpong`'s bandwidth step, in this job's
+/// placement), in MB/s, at rank 0: what an allreduce's bus bandwidth is
+/// held against. The other ranks wait.
+fn streaming_bandwidth(world: &mut outboard_runtime::World, a: &CollArgs) -> anyhow::Result<Vec<(u32, f64)>> {
+    let sizes = a.sizes().to_vec();
+    let max = sizes.iter().copied().max().unwrap_or(1) as usize;
+    let steps: Vec<Step> = sizes
+        .iter()
+        .map(|&s| {
+            let size = s.max(1) as usize;
+            // Half the send tokens: the collectives' last host-based
+            // sends may still hold some.
+            let window = (WINDOW_BYTES / size).clamp(1, WINDOW_MAX / 2);
+            let reps = ((32e6 / (size * window) as f64).round() as u32).clamp(2, 200);
+            Step::Bandwidth { size, window, warm: (reps / 10).max(1), reps }
+        })
+        .collect();
+    world.barrier()?;
+    let mut out = Vec::new();
+    match world.rank() {
+        0 => {
+            let peer = world.endpoint(1);
+            let mut side = EngineSide::new(&mut *world.port(), peer, max)?;
+            let (times, _) = run_a(&mut side, &steps, a.rounds.max(1))?;
+            side.release()?;
+            for (step, t) in steps.iter().zip(times) {
+                let Step::Bandwidth { size, window, reps, .. } = *step else { unreachable!("bandwidth steps only") };
+                out.push((size as u32, (size * window) as f64 * f64::from(reps) / median(&t) / 1e6));
+            }
+        }
+        1 => {
+            let peer = world.endpoint(0);
+            let mut side = EngineSide::new(&mut *world.port(), peer, max)?;
+            run_b(&mut side, &steps, a.rounds.max(1))?;
+            side.release()?;
+        }
+        _ => {}
+    }
+    world.barrier()?;
+    Ok(out)
+}
+
 // ------------------------------------------------------------- parent --
 
 /// Figures of one job, by (op, algorithm, size).
 type Figures = HashMap<(String, String, u32), Vec<f64>>;
+
+/// Where [`parse_lines`] files the streaming bandwidth at `size`.
+fn stream_key(size: u32) -> (String, String, u32) {
+    ("stream".to_string(), "stream".to_string(), size)
+}
 
 fn parse_lines(text: &str, prefix: &str) -> (Figures, Option<String>) {
     let mut f = Figures::new();
@@ -666,6 +720,12 @@ fn parse_lines(text: &str, prefix: &str) -> (Figures, Option<String>) {
         let Some(rest) = line.strip_prefix(prefix) else { continue };
         if let Some(p) = rest.strip_prefix("@progress ") {
             progress = Some(p.to_string());
+            continue;
+        }
+        if let Some((size, mbs)) = rest.strip_prefix("@stream ").and_then(|r| r.split_once(' ')) {
+            if let (Ok(size), Ok(mbs)) = (size.parse(), mbs.trim().parse()) {
+                f.insert(stream_key(size), vec![mbs]);
+            }
             continue;
         }
         let Some(rest) = rest.strip_prefix("@ ") else { continue };
@@ -884,24 +944,33 @@ fn bus_bandwidth(ranks: u32, bytes: u32, latency_us: f64) -> f64 {
     2.0 * (p - 1.0) / p * f64::from(bytes) / (latency_us * 1e-6) / 1e9
 }
 
-/// The allreduce table's sizes again as bus bandwidth, to hold beside the
-/// streaming bandwidth of `outboard bench pingpong` at the same size and
-/// placement.
+/// The allreduce table's sizes again as bus bandwidth, beside the
+/// runtime's own streaming bandwidth from rank 0 to rank 1 at the same
+/// size in the same job (the bandwidth step of `outboard bench pingpong`),
+/// and the faster of our two forms as a fraction of it.
 fn print_bus_bandwidth(a: &CollArgs, n: u32, fig: &Figures, mpi_fig: &Figures) {
-    println!("# bus bandwidth in MB/s = 2(p-1)/p x size / latency (as nccl-tests print it); set it beside `outboard bench pingpong` streaming bandwidth at the same size and placement");
-    println!("{:<10} {:<19} {:>7} | {:>9} {:>10} | {:>9}", "op", "algorithm", "size", "offloaded", "host-based", "Open MPI");
+    println!("# bus bandwidth in MB/s = 2(p-1)/p x size / latency (as nccl-tests print it); stream = this job's streaming bandwidth from rank 0 to rank 1 at that size (as `outboard bench pingpong` measures it); best/stream = the faster of offloaded and host-based over it");
+    println!("{:<10} {:<19} {:>7} | {:>9} {:>10} | {:>9} | {:>9} {:>11}", "op", "algorithm", "size", "offloaded", "host-based", "Open MPI", "stream", "best/stream");
     for c in cases(Kind::Allreduce, a) {
         let v = fig.get(&c.key()).cloned().unwrap_or_default();
         let bw = |t: Option<f64>| t.filter(|&t| t > 0.0).map(|t| bus_bandwidth(n, c.size, t) * 1e3);
         let m = mpi_fig.get(&c.mpi_key(false)).and_then(|m| m.first().copied());
+        let (o, h) = (bw(v.first().copied()), bw(v.get(1).copied()));
+        let stream = fig.get(&stream_key(c.size)).and_then(|s| s.first().copied()).filter(|&s| s > 0.0);
+        let best = match (o, h) {
+            (Some(o), Some(h)) => Some(o.max(h)),
+            (x, y) => x.or(y),
+        };
         println!(
-            "{:<10} {:<19} {:>7} | {:>9} {:>10} | {:>9}",
+            "{:<10} {:<19} {:>7} | {:>9} {:>10} | {:>9} | {:>9} {:>11}",
             c.op.name(),
             c.op.alg(),
             size_label(c.size),
-            fmt_nonzero(bw(v.first().copied()), 1),
-            fmt_nonzero(bw(v.get(1).copied()), 1),
+            fmt_nonzero(o, 1),
+            fmt_nonzero(h, 1),
             fmt_nonzero(bw(m), 1),
+            fmt_nonzero(stream, 1),
+            fmt_ratio(best.zip(stream).map(|(b, s)| b / s)),
         );
     }
 }

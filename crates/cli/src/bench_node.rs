@@ -60,7 +60,7 @@ pub(crate) fn rank(args: &PingpongArgs) -> anyhow::Result<()> {
     let peer = world.endpoint(1 - rank);
     let mut side = EngineSide::new(world.port(), peer, args.max_size as usize)?;
     let copies = if rank == 0 {
-        let (times, copies) = run_a(side, &steps, args.rounds)?;
+        let (times, copies) = run_a(&mut side, &steps, args.rounds)?;
         for t in times {
             println!("time {}", t.iter().map(f64::to_string).collect::<Vec<_>>().join(" "));
         }

@@ -204,7 +204,7 @@ pub(crate) fn two_processes(
     match path {
         Path::Raw => {
             writeln!(peer.stdin, "go 0")?;
-            let (times, copies_a) = run_a(RawSide::new(sock, peer_addr, max, progress), steps, args.rounds)?;
+            let (times, copies_a) = run_a(&mut RawSide::new(sock, peer_addr, max, progress), steps, args.rounds)?;
             let copies_b = peer.finish(steps.len())?;
             Ok(combine(times, copies_a, copies_b))
         }
@@ -217,8 +217,8 @@ pub(crate) fn two_processes(
             let port = Port::new(node.open_port(PortId(0))?);
             writeln!(peer.stdin, "go {}", port.endpoint().gen)?;
             let far = Endpoint { node: NodeId(1), port: PortId(0), gen: peer_gen };
-            let side = EngineSide::new(port, far, max)?;
-            let (times, copies_a) = run_a(side, steps, args.rounds)?;
+            let mut side = EngineSide::new(port, far, max)?;
+            let (times, copies_a) = run_a(&mut side, steps, args.rounds)?;
             let copies_b = peer.finish(steps.len())?;
             crate::bench::report_engine(" (first process)", &[node.stats()]);
             Ok(combine(times, copies_a, copies_b))

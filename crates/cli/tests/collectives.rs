@@ -279,7 +279,8 @@ fn bench_allreduce_and_overlap_report_every_size() {
     let (so, se) = text(&out);
     assert!(out.status.success(), "{so}\n{se}");
     // Three algorithms at two sizes, as latency and again as bus
-    // bandwidth (MB/s: offloaded, host-based, Open MPI).
+    // bandwidth (MB/s: offloaded, host-based, Open MPI), beside the job's
+    // streaming bandwidth at that size and the better form's share of it.
     let rows: Vec<&str> = so.lines().filter(|l| l.starts_with("allreduce")).collect();
     assert_eq!(rows.len(), 12, "{so}");
     assert!(so.contains("# bus bandwidth in MB/s = 2(p-1)/p x size / latency"), "{so}");
@@ -287,6 +288,12 @@ fn bench_allreduce_and_overlap_report_every_size() {
         let cols: Vec<&str> = row.split('|').collect();
         let figures: Vec<f64> = cols[1].split_whitespace().map(|v| v.parse().unwrap()).collect();
         assert!(figures.len() == 2 && figures.iter().all(|&g| g > 0.0), "{row}");
+        let stream: Vec<f64> = cols[3].split_whitespace().map(|v| v.parse().unwrap()).collect();
+        assert!(stream.len() == 2 && stream[0] > 0.0, "{row}");
+        let best = figures[0].max(figures[1]);
+        // Within what printing the three to one decimal can move it.
+        let rounding = stream[1] * (0.05 / best + 0.05 / stream[0]) + 0.006;
+        assert!((stream[1] - best / stream[0]).abs() <= rounding, "best/stream is the better form over the stream: {row}");
     }
     let out = Command::new(OUTBOARD)
         .args(["bench", "overlap", "-n", "2", "--sizes", "64", "--warmup", "5", "--iters", "20", "--rounds", "1", "--no-mpi"])

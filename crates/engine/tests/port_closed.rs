@@ -471,3 +471,56 @@ fn a_roots_queued_broadcasts_complete_when_the_member_they_wait_to_reach_closes(
         assert!(done.values().any(|r| *r == Err(OpError::SourceClosed(leaf))), "seed {seed}: some broadcast could not reach the leaf: {done:?}");
     }
 }
+
+/// A member that hears of a departure only from a peer's packet flagged
+/// failed - the closure notice still on its way, on a slow link - fails
+/// naming the member that left, as the peer did, not the peer that told
+/// it (a rank of a job saw "a packet from rank 0 said so" where its
+/// neighbours saw "rank 1 closed its port", depending on which arrived
+/// first). Members: rank 0 on node 1, rank 1 (leaves) on node 0, rank 2
+/// on node 2, whose link from node 0 takes a second.
+#[test]
+fn a_departure_learned_from_a_flagged_packet_names_the_member_that_left() {
+    for seed in 0..6 {
+        let lossy = seed % 2 == 1;
+        let fast = if lossy { LinkConfig::lossy(0.2, 0.1, 0.0) } else { LinkConfig::default() };
+        let mut net = Network::new(3, fast, seed, cfg);
+        let slow = std::time::Duration::from_secs(1);
+        net.set_link(NodeId(0), NodeId(2), LinkConfig { latency: slow, ..fast });
+        let a = net.open_port(NodeId(1), P0).unwrap();
+        let gone = net.open_port(NodeId(0), P0).unwrap();
+        let c = net.open_port(NodeId(2), P0).unwrap();
+        let members = [a, gone, c];
+        let g = GroupId(7);
+        let barrier = ScheduleId(1);
+        for (rank, ep) in members.iter().enumerate() {
+            let m = net.memory(ep.node).alloc_with(&MemberList::from_endpoints(members).encode());
+            net.command(ep.node, ep.port, Command::CreateGroup { op: OpId(1), group: g, rank: rank as u32, members: m }).unwrap();
+            let s = net.memory(ep.node).alloc_with(&common::dissemination(rank as u32, 3).encode());
+            net.command(ep.node, ep.port, Command::SetSchedule { op: OpId(2), group: g, schedule: barrier, buf: s }).unwrap();
+        }
+        net.run_until("the groups", |n| (0..3).all(|i| n.engine(NodeId(i)).is_quiet())).unwrap_or_else(|e| panic!("{e}"));
+        for n in 0..3 {
+            assert!(net.take_events(NodeId(n)).iter().all(|e| e.result.is_ok()));
+        }
+        let empty = HostBuf { addr: 0, len: 0 };
+        let start = |net: &mut Network, ep: Endpoint, op: u64| {
+            let cmd = Command::Collective { op: OpId(op), group: g, schedule: barrier, reduction: None, send: empty, recv: empty };
+            net.command(ep.node, ep.port, cmd).unwrap();
+        };
+        let t0 = net.now();
+        net.close_port(gone.node, gone.port);
+        let want = Err(OpError::SourceClosed(gone));
+        // Rank 0 hears of it soon (its receive from rank 1 fails), and
+        // fails its next barrier at once, sending the rest of its steps
+        // flagged failed.
+        let buf = net.memory(a.node).alloc(8);
+        net.command(a.node, P0, Command::Recv { op: OpId(9), matching: RecvMatch::from(gone.node, P0, 3), buf }).unwrap();
+        assert_eq!(result_of(&mut net, a.node, OpId(9)), want, "seed {seed}: rank 0's receive");
+        start(&mut net, a, 10);
+        assert_eq!(result_of(&mut net, a.node, OpId(10)), want, "seed {seed}: rank 0");
+        start(&mut net, c, 10);
+        assert_eq!(result_of(&mut net, c.node, OpId(10)), want, "seed {seed}: rank 2");
+        assert!(net.now().saturating_since(t0) < slow, "seed {seed}: rank 2 failed only when the notice came");
+    }
+}

@@ -319,10 +319,11 @@ const ABORT_LEN: usize = 8;
 /// Bytes of a [`Kind::Coll`] body before its payload.
 pub const COLL_FIXED_LEN: usize = 42;
 
-/// Bit of [`CollHeader::round`]: the sender's collective failed to combine
-/// (a user-defined operator ran out of fuel or trapped), so this packet
-/// carries no valid value and its receiver fails its collective too,
-/// instead of waiting or using it. Rounds are below 2^15 (a schedule has
+/// Bit of [`CollHeader::round`]: the sender's collective failed (a
+/// user-defined operator ran out of fuel or trapped, the members' calls
+/// differ, or a member left or died), so this packet carries no value but
+/// the cause ([`CollFailure`](crate::CollFailure)) and its receiver fails
+/// its collective too, instead of waiting or using it. Rounds are below 2^15 (a schedule has
 /// at most 4,096 steps), so the bit is free; the encoding is unchanged
 /// and parsers pass it through.
 pub const COLL_ROUND_FAILED: u16 = 0x8000;

@@ -21,6 +21,7 @@
 
 mod atomic;
 mod body;
+mod coll_failure;
 mod error;
 mod header;
 mod mac;
@@ -30,6 +31,7 @@ mod seq;
 
 pub use atomic::{AtomicFault, AtomicOp, AtomicReply, AtomicRequest, AtomicWidth, ATOMIC_REPLY_LEN, ATOMIC_REQUEST_LEN};
 pub use body::{Abort, AbortWhat, Body, BodyRepr, CollHeader, CollResume, COLL_FIXED_LEN, COLL_ROUND_FAILED, DATA_FIXED_LEN, READ_RESPONSE_FIXED_LEN, DataHeader, PeerFailed, PortClosed, ReadRequest, ReadResponseHeader, Reject, RejectReason, Target};
+pub use coll_failure::{CollFailure, COLL_FAILURE_LEN};
 pub use error::WireError;
 pub use header::{Header, Kind, FLAG_INTERRUPT, HEADER_LEN, MAGIC, VERSION};
 pub use nic_coll::{NicCollHeader, NicCollType, NIC_COLL_LEN};

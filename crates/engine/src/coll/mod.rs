@@ -141,10 +141,11 @@ pub enum CollError {
     },
     /// A packet this member needed came flagged failed: the collective
     /// failed at rank `rank` or before it - a combination on its way (see
-    /// that member's [`CollError::ModuleFailed`]), members that called
-    /// different collectives ([`CollError::ScheduleMismatch`]), or a
-    /// member that left or died, known there before here.
-    #[error("the collective failed at another member (a packet from rank {rank} said so): a module's operator failed there, the members called different collectives at the same place of the group's order, or a member of the group left or died")]
+    /// that member's [`CollError::ModuleFailed`]) or members that called
+    /// different collectives ([`CollError::ScheduleMismatch`]). (A member
+    /// that left or died is not this: its departure travels on the flagged
+    /// packets, and fails the collective naming that member.)
+    #[error("the collective failed at another member (a packet from rank {rank} said so): a module's operator failed there, or the members called different collectives at the same place of the group's order")]
     FailedUpstream {
         /// The sender of the flagged packet.
         rank: u32,

@@ -11,7 +11,7 @@ use super::install::Compiled;
 use crate::nicvm::Combiner;
 use super::out::{Lazy, OutData, OUT_OVERHEAD};
 use super::Arrival;
-use crate::{HostBuf, OpError, OpId, Work};
+use crate::{Endpoint, HostBuf, NodeId, OpError, OpId, PortId, Work};
 
 /// One collective under way at one member.
 ///
@@ -140,21 +140,24 @@ impl Running {
                 let len = self.lazy.as_ref().map_or(self.value.len(), |l| l.buf.len as usize);
                 room.held += st.send_to.len() * (len + OUT_OVERHEAD);
                 if !st.send_to.is_empty() {
-                    let flag = if self.failed.is_some() || self.lost.is_some() { outboard_wire::COLL_ROUND_FAILED } else { 0 };
+                    let failure = self.failure();
+                    let flag = if failure.is_some() { outboard_wire::COLL_ROUND_FAILED } else { 0 };
                     let to = st.send_to.iter().copied().zip(sched.send_round[self.step].iter().map(|r| r | flag)).collect();
-                    let data = match &self.lazy {
-                        Some(l) => OutData::Host(l.clone()),
-                        None => OutData::Ready(Arc::from(&self.value[..])),
+                    let data = match (failure, &self.lazy) {
+                        (Some(cause), _) => OutData::Ready(Arc::from(cause.encode())),
+                        (None, Some(l)) => OutData::Host(l.clone()),
+                        (None, None) => OutData::Ready(Arc::from(&self.value[..])),
                     };
                     let relay = steps[..self.step].iter().any(|s| !s.recv_from.is_empty());
                     sends.push(PendingSends { epoch: self.epoch, schedule: sched.id, data, to, relay });
                 }
             }
-            if self.failed.is_none() {
+            if self.failed.is_none() && self.lost.is_none() {
                 // A packet flagged failed for a later step: the collective
                 // has failed upstream, whatever this step still waits for.
-                if let Some(a) = self.arrived.iter().find(|a| a.failed) {
-                    self.failed = Some(CollError::FailedUpstream { rank: a.src_rank });
+                if let Some(a) = self.arrived.iter().find(|a| a.failure.is_some()) {
+                    let (src, cause) = (a.src_rank, a.failure);
+                    self.fail_upstream(src, cause);
                 }
             }
             if self.hurried() {
@@ -171,8 +174,8 @@ impl Running {
                 let a = self.arrived.swap_remove(i);
                 if self.failed.is_some() || self.lost.is_some() {
                     // Nothing more is combined; the steps go on.
-                } else if a.failed {
-                    self.failed = Some(CollError::FailedUpstream { rank: src });
+                } else if a.failure.is_some() {
+                    self.fail_upstream(src, a.failure);
                 } else if let Err(e) = self.fold(st.fold(), a, (rank, src), work, comb) {
                     if !matches!(e, CollError::ModuleFailed { .. }) {
                         self.outcome = Some(Err(e.into()));
@@ -188,6 +191,37 @@ impl Running {
             self.step += 1;
             self.sent = false;
             self.next_recv = 0;
+        }
+    }
+
+    /// The cause its packets carry once it has failed, if it has.
+    fn failure(&self) -> Option<outboard_wire::CollFailure> {
+        use outboard_wire::CollFailure;
+        match (self.lost, &self.failed) {
+            (Some(OpError::PeerUnreachable(n)), _) => Some(CollFailure::NodeDied { node: n.0 }),
+            (Some(OpError::SourceClosed(ep)), _) => Some(CollFailure::PortClosed { node: ep.node.0, port: ep.port.0, gen: ep.gen }),
+            (Some(_), _) | (None, Some(_)) => Some(CollFailure::Other),
+            (None, None) => None,
+        }
+    }
+
+    /// A packet from rank `src` came flagged failed, for `cause`. A
+    /// departure fails this collective as if this engine had learned of it
+    /// itself - naming the member that left, not the messenger - since the
+    /// notice of it may reach here later than the packet, or after the
+    /// collective's end. Any other cause began at a member's own step.
+    fn fail_upstream(&mut self, src: u32, cause: Option<outboard_wire::CollFailure>) {
+        use outboard_wire::CollFailure;
+        let departure = match cause {
+            Some(CollFailure::NodeDied { node }) => Some(OpError::PeerUnreachable(NodeId(node))),
+            Some(CollFailure::PortClosed { node, port, gen }) => Some(OpError::SourceClosed(Endpoint { node: NodeId(node), port: PortId(port), gen })),
+            Some(CollFailure::Other) | None => None,
+        };
+        match departure {
+            Some(e) => {
+                self.lost.get_or_insert(e);
+            }
+            None => self.failed = Some(CollError::FailedUpstream { rank: src }),
         }
     }
 

@@ -29,8 +29,10 @@ pub(crate) struct Arrival {
     /// The sender's schedule number.
     pub schedule: u16,
     pub data: Vec<u8>,
-    /// The sender's combination failed ([`wire::COLL_ROUND_FAILED`](outboard_wire::COLL_ROUND_FAILED)).
-    pub failed: bool,
+    /// The sender's collective failed, and why
+    /// ([`wire::COLL_ROUND_FAILED`](outboard_wire::COLL_ROUND_FAILED)): its
+    /// data is then the cause, not a value.
+    pub failure: Option<outboard_wire::CollFailure>,
 }
 
 impl Arrival {

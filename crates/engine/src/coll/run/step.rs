@@ -31,7 +31,15 @@ impl<D: Dma> Engine<D> {
         let relaunched = !self.coll.refused.is_empty() && self.coll_forget_refused(from, Some(h.msg_id));
         let port = PortId(h.dst_port);
         let group = GroupId(h.group);
-        let arrival = Arrival { src_rank: h.src_rank, round: h.round, schedule: h.schedule, data: payload.to_vec(), failed };
+        let failure = failed.then(|| {
+            wire::CollFailure::parse(payload).unwrap_or_else(|_| {
+                // Still a failure, with a cause this engine cannot read.
+                self.stats.malformed += 1;
+                wire::CollFailure::Other
+            })
+        });
+        let data = if failed { Vec::new() } else { payload.to_vec() };
+        let arrival = Arrival { src_rank: h.src_rank, round: h.round, schedule: h.schedule, data, failure };
         if let Some(g) = self.coll.groups.get_mut(&(port, group)) {
             let src_ok = g.members.get(h.src_rank).is_some_and(|m| {
                 m.node == from && m.port.0 == h.src_port && m.gen == h.src_gen
