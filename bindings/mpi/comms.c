@@ -232,7 +232,8 @@ int MPI_Comm_dup(MPI_Comm comm, MPI_Comm *newcomm) {
 /* The MPI_Info keys naming collective choices (outboard_ and the C ABI's
  * option name). */
 static const char *const info_key[O_COUNT] = {"outboard_barrier_algorithm", "outboard_barrier_protocol", "outboard_bcast_mode",
-                                              "outboard_bcast_tree", "outboard_reduce_degree", "outboard_allreduce_algorithm"};
+                                              "outboard_bcast_tree", "outboard_reduce_degree", "outboard_reduce_algorithm",
+                                              "outboard_allreduce_algorithm"};
 
 /* Applies the keys of `info` that name collective choices to `comm`'s
  * groups (the caller, `call`, is collective: every member applies the

@@ -25,7 +25,7 @@ enum lane { L_BLOCKING, L_NONBLOCKING, L_COUNT };
 /* A communicator's collective choices: the C ABI's group options, set from
  * OUTBOARD_MPI_<NAME> for every communicator and from the MPI_Info key
  * outboard_<name> for one (MPI_Comm_set_info, MPI_Comm_dup_with_info). */
-enum opt { O_BARRIER_ALGORITHM, O_BARRIER_PROTOCOL, O_BCAST_MODE, O_BCAST_TREE, O_REDUCE_DEGREE, O_ALLREDUCE_ALGORITHM, O_COUNT };
+enum opt { O_BARRIER_ALGORITHM, O_BARRIER_PROTOCOL, O_BCAST_MODE, O_BCAST_TREE, O_REDUCE_DEGREE, O_REDUCE_ALGORITHM, O_ALLREDUCE_ALGORITHM, O_COUNT };
 
 extern struct ob_state {
     int up;                 /* Outboard is running */

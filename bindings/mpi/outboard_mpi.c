@@ -36,6 +36,7 @@
  *   OUTBOARD_MPI_BCAST_MODE=collective|offloaded|host-based|nic-assisted[:CHUNK]
  *   OUTBOARD_MPI_BCAST_TREE=binomial|kary:DEGREE|chain|postal:LAMBDA
  *   OUTBOARD_MPI_REDUCE_DEGREE=N (0: binomial)
+ *   OUTBOARD_MPI_REDUCE_ALGORITHM=block-trees|tree
  *   OUTBOARD_MPI_ALLREDUCE_ALGORITHM=block-trees|tree|recursive-doubling
  *                                        the collective choices of every communicator;
  *                                        per communicator, the MPI_Info keys
@@ -73,12 +74,13 @@ static const char *const max_env[C_COUNT] = {NULL, "OUTBOARD_MPI_BCAST_MAX_BYTES
 static const char *const between_env[C_COUNT] = {NULL, "OUTBOARD_MPI_BCAST_MAX_BYTES_BETWEEN_NODES", "OUTBOARD_MPI_REDUCE_MAX_BYTES_BETWEEN_NODES",
                                                  "OUTBOARD_MPI_ALLREDUCE_MAX_BYTES_BETWEEN_NODES"};
 static const char *const how_name[] = {"off", "offload", "host"};
-const char *const ob_opt_name[O_COUNT] = {"barrier_algorithm", "barrier_protocol", "bcast_mode", "bcast_tree", "reduce_degree", "allreduce_algorithm"};
+const char *const ob_opt_name[O_COUNT] = {"barrier_algorithm", "barrier_protocol", "bcast_mode", "bcast_tree", "reduce_degree", "reduce_algorithm", "allreduce_algorithm"};
 const char *const ob_opt_env[O_COUNT] = {"OUTBOARD_MPI_BARRIER_ALGORITHM", "OUTBOARD_MPI_BARRIER_PROTOCOL", "OUTBOARD_MPI_BCAST_MODE",
-                                         "OUTBOARD_MPI_BCAST_TREE", "OUTBOARD_MPI_REDUCE_DEGREE", "OUTBOARD_MPI_ALLREDUCE_ALGORITHM"};
+                                         "OUTBOARD_MPI_BCAST_TREE", "OUTBOARD_MPI_REDUCE_DEGREE", "OUTBOARD_MPI_REDUCE_ALGORITHM",
+                                         "OUTBOARD_MPI_ALLREDUCE_ALGORITHM"};
 /* The defaults' canonical values: a variable that says one chooses nothing
  * (so the communicator keeps the node's shared-memory path). */
-static const char *const opt_default[O_COUNT] = {"dissemination", "point-to-point", "collective", "binomial", "0", "block-trees"};
+static const char *const opt_default[O_COUNT] = {"dissemination", "point-to-point", "collective", "binomial", "0", "block-trees", "block-trees"};
 
 static const char *const why_text[W_COUNT] = {
     "taken over", "pass-through by configuration", "datatype not offloadable",

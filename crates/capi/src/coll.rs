@@ -214,7 +214,7 @@ pub unsafe extern "C" fn outboard_reduce_start(
                 if at_root && len > 0 && recvbuf.is_null() {
                     return Err(Error::arg("recvbuf is null at the root"));
                 }
-                let r = w.port().start_reduce(g, mode_for(&red, d.mode), d.tree, root, red, data)?;
+                let r = w.port().start_reduce(g, mode_for(&red, d.mode), d.reduce, root, red, data)?;
                 Ok((r, at_root))
             })?;
             let out = if r.1 { recvbuf.cast() } else { std::ptr::null_mut() };

@@ -5,9 +5,9 @@ use std::ffi::c_int;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-use outboard_host::coll::{describe_allreduce, describe_barrier, describe_tree, UNDEFINED};
+use outboard_host::coll::{describe_allreduce, describe_barrier, describe_reduce, describe_tree, UNDEFINED};
 use outboard_host::postal::Lambda;
-use outboard_host::{AllreduceAlgorithm, BarrierAlgorithm, BarrierProtocol, BcastMode, Group, Mode, TreeShape};
+use outboard_host::{AllreduceAlgorithm, BarrierAlgorithm, BarrierProtocol, BcastMode, Group, Mode, ReduceAlgorithm, TreeShape};
 
 use outboard_runtime::node_coll::span::Span;
 use outboard_runtime::node_coll::{NodeColl, NodeCollError};
@@ -459,6 +459,7 @@ fn apply_reduce_degree(g: &outboard_group, degree: u32) -> Result<(), Error> {
     g.choose(|gr, _| {
         let mut d = gr.defaults();
         d.tree = t;
+        d.reduce = d.reduce.on(t);
         d.allreduce = allreduce_on(d.allreduce, t);
         gr.set_defaults(d);
         Ok(())
@@ -483,6 +484,20 @@ fn apply_allreduce_algorithm(g: &outboard_group, name: &str) -> Result<(), Error
             "tree" => AllreduceAlgorithm::Tree(d.tree),
             "recursive-doubling" => AllreduceAlgorithm::RecursiveDoubling,
             _ => AllreduceAlgorithm::BlockTrees(d.tree),
+        };
+        gr.set_defaults(d);
+        Ok(())
+    })
+}
+
+/// The reduce algorithm by its setting's name (`tree`, `block-trees`), on
+/// the group's reduction tree.
+fn apply_reduce_algorithm(g: &outboard_group, name: &str) -> Result<(), Error> {
+    g.choose(|gr, _| {
+        let mut d = gr.defaults();
+        d.reduce = match name {
+            "tree" => ReduceAlgorithm::Tree(d.reduce.shape()),
+            _ => ReduceAlgorithm::BlockTrees(d.reduce.shape()),
         };
         gr.set_defaults(d);
         Ok(())
@@ -569,7 +584,10 @@ pub unsafe extern "C" fn outboard_group_set_reduce_degree(group: *const outboard
 /// (`collective` - the group's mode -, `offloaded`, `host-based`,
 /// `nic-assisted[:CHUNK]`), `bcast_tree` (`binomial`, `kary:DEGREE`,
 /// `chain`, `postal:LAMBDA`), `reduce_degree` (a whole number, 0 for
-/// binomial) or `allreduce_algorithm` (`block-trees` - the default: the
+/// binomial), `reduce_algorithm` (`block-trees` - the default: the data
+/// cut into blocks, each reduced on a tree rooted at a member of its own
+/// and sent on to the root, which is one tree for data of one packet -,
+/// `tree`) or `allreduce_algorithm` (`block-trees` - the default: the
 /// data cut into blocks, each reduced and broadcast back on a tree rooted
 /// at a member of its own, which is one tree for data of one packet -,
 /// `tree`, `recursive-doubling`); the values are parsed as the `OUTBOARD_MPI_*` variable of
@@ -635,12 +653,16 @@ pub unsafe extern "C" fn outboard_group_set_option(group: *const outboard_group,
                 let v = r::REDUCE_DEGREE.parse(value).map_err(|p| bad(option, value, &r::REDUCE_DEGREE, p))?;
                 apply_reduce_degree(g, v as u32)
             }
+            "reduce_algorithm" => {
+                let v = r::REDUCE_ALGORITHM.parse(value).map_err(|p| bad(option, value, &r::REDUCE_ALGORITHM, p))?;
+                apply_reduce_algorithm(g, v)
+            }
             "allreduce_algorithm" => {
                 let v = r::ALLREDUCE_ALGORITHM.parse(value).map_err(|p| bad(option, value, &r::ALLREDUCE_ALGORITHM, p))?;
                 apply_allreduce_algorithm(g, v)
             }
             _ => Err(Error::arg(format!(
-                "unknown group option {option:?}: barrier_algorithm, barrier_protocol, bcast_mode, bcast_tree, reduce_degree or allreduce_algorithm"
+                "unknown group option {option:?}: barrier_algorithm, barrier_protocol, bcast_mode, bcast_tree, reduce_degree, reduce_algorithm or allreduce_algorithm"
             ))),
         }
     })
@@ -671,7 +693,8 @@ pub(crate) unsafe fn put_text(s: &str, text: *mut std::ffi::c_char, cap: usize) 
 
 /// Writes into `text` (at most `cap` bytes with the terminating NUL) the
 /// group's choices in one line: mode, barrier algorithm and protocol,
-/// broadcast mode and tree, reduction tree, allreduce algorithm.
+/// broadcast mode and tree, reduce algorithm and tree, allreduce
+/// algorithm.
 #[no_mangle]
 pub unsafe extern "C" fn outboard_group_describe(group: *const outboard_group, text: *mut std::ffi::c_char, cap: usize) -> c_int {
     guard(|| {
@@ -691,11 +714,11 @@ pub unsafe extern "C" fn outboard_group_describe(group: *const outboard_group, t
             BarrierProtocol::NicCollective => "the NIC collective protocol",
         };
         let line = format!(
-            "mode {}; barrier {} over {protocol}; broadcast {bmode} on a {}; reduce on a {}; allreduce {}",
+            "mode {}; barrier {} over {protocol}; broadcast {bmode} on a {}; reduce {}; allreduce {}",
             mode(d.mode),
             describe_barrier(d.barrier),
             describe_tree(btree),
-            describe_tree(d.tree),
+            describe_reduce(d.reduce),
             describe_allreduce(d.allreduce)
         );
         unsafe { put_text(&line, text, cap) }

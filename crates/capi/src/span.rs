@@ -251,7 +251,7 @@ pub(crate) fn reduce(g: &outboard_group, sp: &SpanPath, contribution: &[u8], res
     let out: &mut [u8] = if at_root_node { &mut partial } else { &mut [] };
     let leaders = on_leaders(g, sp, out, |port, lg| {
         let d = lg.defaults();
-        port.start_reduce(lg, Mode::Offloaded, d.tree, root_node, red, &data)
+        port.start_reduce(lg, Mode::Offloaded, d.reduce, root_node, red, &data)
     });
     if let Some((e, fault)) = mine {
         return give_up(g, sp, e, fault);

@@ -33,7 +33,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context};
 use outboard_engine::{Datatype, ReduceOp, Reduction};
 use outboard_host::{
-    AllreduceAlgorithm, BarrierAlgorithm, BarrierProtocol, BcastMode, CollRequest, Group, HostError, Mode, Port, RecvMatch, TreeShape,
+    AllreduceAlgorithm, BarrierAlgorithm, BarrierProtocol, BcastMode, CollRequest, Group, HostError, Mode, Port, RecvMatch, ReduceAlgorithm, TreeShape,
 };
 use outboard_runtime::{machine_cores, Options, Progress, RtPort};
 
@@ -343,6 +343,12 @@ const ALLREDUCES: [(&str, AllreduceAlgorithm); 3] = [
     ("block-trees", AllreduceAlgorithm::BlockTrees(TreeShape::Binomial)),
 ];
 
+/// The reduce algorithms `bench reduce` measures, likewise.
+const REDUCES: [(&str, ReduceAlgorithm); 2] = [
+    ("binomial", ReduceAlgorithm::Tree(TreeShape::Binomial)),
+    ("block-trees", ReduceAlgorithm::BlockTrees(TreeShape::Binomial)),
+];
+
 /// The label of `x` in a table of labelled algorithms.
 fn label<T: PartialEq>(table: &[(&'static str, T)], x: &T) -> &'static str {
     table.iter().find(|(_, y)| y == x).map_or("unlisted", |(l, _)| *l)
@@ -358,8 +364,8 @@ enum Op {
     Barrier(BarrierAlgorithm),
     /// An allreduce of i64 sums.
     Allreduce(AllreduceAlgorithm),
-    /// A reduce of i64 sums to rank 0 on the binomial tree.
-    Reduce,
+    /// A reduce of i64 sums to rank 0.
+    Reduce(ReduceAlgorithm),
     /// A broadcast from rank 0 on the binomial tree.
     Bcast,
 }
@@ -370,7 +376,7 @@ impl Op {
         match self {
             Op::Barrier(_) => "barrier",
             Op::Allreduce(_) => "allreduce",
-            Op::Reduce => "reduce",
+            Op::Reduce(_) => "reduce",
             Op::Bcast => "bcast",
         }
     }
@@ -380,7 +386,8 @@ impl Op {
         match self {
             Op::Barrier(b) => label(&BARRIERS, &b),
             Op::Allreduce(x) => label(&ALLREDUCES, &x),
-            Op::Reduce | Op::Bcast => "binomial",
+            Op::Reduce(x) => label(&REDUCES, &x),
+            Op::Bcast => "binomial",
         }
     }
 
@@ -392,7 +399,7 @@ impl Op {
             (Op::Barrier(_), true) => "ibarrier",
             (Op::Allreduce(_), false) => "allreduce",
             (Op::Allreduce(_), true) => "iallreduce",
-            (Op::Reduce, _) => "reduce",
+            (Op::Reduce(_), _) => "reduce",
             (Op::Bcast, _) => "bcast",
         }
     }
@@ -418,7 +425,7 @@ impl Op {
             Op::Bcast => port.bcast(g, bmode, TreeShape::Binomial, 0, data),
             Op::Barrier(alg) => port.barrier(g, mode, alg).map(|()| Vec::new()),
             Op::Allreduce(alg) => port.allreduce(g, mode, alg, SUM_I64, data),
-            Op::Reduce => port.reduce(g, mode, TreeShape::Binomial, 0, SUM_I64, data),
+            Op::Reduce(alg) => port.reduce(g, mode, alg, 0, SUM_I64, data),
         }
     }
 
@@ -428,7 +435,7 @@ impl Op {
             Op::Bcast => port.start_bcast(g, mode, TreeShape::Binomial, 0, data),
             Op::Barrier(alg) => port.start_barrier(g, mode, alg),
             Op::Allreduce(alg) => port.start_allreduce(g, mode, alg, SUM_I64, data),
-            Op::Reduce => port.start_reduce(g, mode, TreeShape::Binomial, 0, SUM_I64, data),
+            Op::Reduce(alg) => port.start_reduce(g, mode, alg, 0, SUM_I64, data),
         }
     }
 }
@@ -469,7 +476,9 @@ fn cases(kind: Kind, a: &CollArgs) -> Vec<Case> {
         }
         Kind::Reduce => {
             for &size in a.sizes() {
-                v.push(Case { op: Op::Reduce, size });
+                for (_, alg) in REDUCES {
+                    v.push(Case { op: Op::Reduce(alg), size });
+                }
             }
         }
         Kind::Bcast => {
@@ -1105,7 +1114,7 @@ pub fn run(kind: Kind, mut a: CollArgs) -> anyhow::Result<()> {
     }
     if kind == Kind::Bcast {
         println!("# data: bytes from rank 0, binomial tree in every mode; NIC-assisted = one multi-send per host and piece, packet-sized pieces; every result checked; an untimed barrier after every broadcast (OSU osu_bcast style; MPI_Barrier for Open MPI)");
-    } else if cases(kind, &a).iter().any(|c| matches!(c.op, Op::Allreduce(_) | Op::Reduce)) {
+    } else if cases(kind, &a).iter().any(|c| matches!(c.op, Op::Allreduce(_) | Op::Reduce(_))) {
         println!("# data: i64 elements, SUM; reduce to rank 0");
     }
     match &mpi {

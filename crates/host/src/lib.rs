@@ -30,7 +30,7 @@ pub mod postal;
 pub mod testnet_io;
 
 pub use coll::{
-    AllreduceAlgorithm, BarrierAlgorithm, BarrierProtocol, BcastMode, CollDefaults, CollRequest, CollectiveError,
+    AllreduceAlgorithm, BarrierAlgorithm, BarrierProtocol, BcastMode, CollDefaults, CollRequest, CollectiveError, ReduceAlgorithm,
     Group, Mode, TreeShape,
 };
 pub use atomic::{DirectAtomic, RemoteWord};

@@ -454,6 +454,20 @@ pub static MPI_REDUCE_DEGREE: Var<Count> = Var {
 /// A reduction tree's degree.
 pub const REDUCE_DEGREE: Count = Count { min: 0, max: 65535 };
 
+/// The reduce algorithm of the PMPI library's communicators. Also the C
+/// ABI's `outboard_group_set_option("reduce_algorithm", ...)` and the
+/// `outboard_reduce_algorithm` MPI_Info key.
+pub static MPI_REDUCE_ALGORITHM: Var<Choice> = Var {
+    name: "OUTBOARD_MPI_REDUCE_ALGORITHM",
+    doc: "The algorithm of reductions to a root taken over: block-trees (the data cut into blocks, each reduced on a tree rooted at a rank of its own and sent on to the root: one tree for data of one packet, the bandwidth of reduce-scatter plus gather for more), or tree (one tree rooted at the root); the trees' degree is OUTBOARD_MPI_REDUCE_DEGREE's; per communicator, the MPI_Info key outboard_reduce_algorithm.",
+    group: Group::Mpi,
+    kind: REDUCE_ALGORITHM,
+    default: Fallback::Value("block-trees"),
+};
+
+/// The names of a reduce algorithm.
+pub const REDUCE_ALGORITHM: Choice = Choice { names: &[("block-trees", &[]), ("tree", &[])] };
+
 /// The allreduce algorithm of the PMPI library's communicators. Also the
 /// C ABI's `outboard_group_set_option("allreduce_algorithm", ...)` and the
 /// `outboard_allreduce_algorithm` MPI_Info key.
@@ -597,6 +611,7 @@ pub static ALL: &[&dyn Setting] = &[
     &MPI_BCAST_MODE,
     &MPI_BCAST_TREE,
     &MPI_REDUCE_DEGREE,
+    &MPI_REDUCE_ALGORITHM,
     &MPI_ALLREDUCE_ALGORITHM,
     &MPI_VERBOSE,
     &LIB,

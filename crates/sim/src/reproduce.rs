@@ -159,7 +159,7 @@ pub const RUNS: &[Run] = &[
     },
     // Large collectives against their bandwidth bound; 16 MiB and 1,024
     // nodes take minutes of simulation and are left to full runs.
-    Run { sizes: &[8, 65536, 1 << 20], ..run("coll-size", "coll-size", &["dpu400", "ib-sdr"], &[16], 2, 1) },
+    Run { sizes: &[8, 65536, 1 << 20], ..run("coll-size", "coll-size", &["dpu400", "ib-sdr"], &[16], 8, 4) },
     Run { sizes: &[1 << 24], full_only: true, ..run("coll-size-16m", "coll-size", &["dpu400", "ib-sdr"], &[16], 1, 1) },
     Run { sizes: &[1 << 20], full_only: true, ..run("coll-size-1024", "coll-size", &["dpu400"], &[1024], 1, 1) },
 ];

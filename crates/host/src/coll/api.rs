@@ -15,7 +15,7 @@ use outboard_engine::{GroupId, HostBuf, MemberList, Reduction};
 use super::group::{IdPool, ScheduleKey};
 use super::run::{piece_len, CollRun, Spec};
 use super::{
-    AllreduceAlgorithm, BarrierAlgorithm, BcastMode, CollectiveError, Group, Mode, TreeShape,
+    AllreduceAlgorithm, BarrierAlgorithm, BcastMode, CollectiveError, Group, Mode, ReduceAlgorithm, TreeShape,
 };
 use crate::{HostError, Port, PortIo, Request};
 
@@ -313,21 +313,26 @@ impl<P: PortIo> Port<P> {
         self.start_coll(g, mode.into(), spec)
     }
 
-    /// Starts a reduction of every member's `data` to `root` on a tree of
-    /// `tree`'s shape rooted there.
+    /// Starts a reduction of every member's `data` to `root` by `algo`: a
+    /// [`TreeShape`] names a tree of that shape rooted there
+    /// ([`ReduceAlgorithm::Tree`]).
     pub fn start_reduce(
         &mut self,
         g: &mut Group,
         mode: Mode,
-        tree: TreeShape,
+        algo: impl Into<ReduceAlgorithm>,
         root: u32,
         red: Reduction,
         data: &[u8],
     ) -> Result<CollRequest, HostError> {
         Self::check_root(g, root)?;
         let want_result = g.rank() == root;
+        let key = match algo.into() {
+            ReduceAlgorithm::Tree(t) => ScheduleKey::Reduce(t, root),
+            ReduceAlgorithm::BlockTrees(t) => ScheduleKey::ReduceBlocks(t, root),
+        };
         let spec = Spec {
-            key: ScheduleKey::Reduce(tree, root),
+            key,
             reduction: Some(red),
             data,
             want_result,
@@ -392,12 +397,12 @@ impl<P: PortIo> Port<P> {
         &mut self,
         g: &mut Group,
         mode: Mode,
-        tree: TreeShape,
+        algo: impl Into<ReduceAlgorithm>,
         root: u32,
         red: Reduction,
         data: &[u8],
     ) -> Result<Vec<u8>, HostError> {
-        let r = self.start_reduce(g, mode, tree, root, red, data)?;
+        let r = self.start_reduce(g, mode, algo, root, red, data)?;
         self.coll_wait(r)
     }
 

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use outboard_engine::coll::Rounds;
 use outboard_engine::{Endpoint, GroupId, MemberList, Schedule, ScheduleId};
 
-use super::options::{AllreduceAlgorithm, BarrierAlgorithm, BarrierProtocol, BcastMode, CollDefaults, Mode, TreeShape};
+use super::options::{AllreduceAlgorithm, BarrierAlgorithm, BarrierProtocol, BcastMode, CollDefaults, Mode, ReduceAlgorithm, TreeShape};
 use super::schedules as s;
 use super::{CollectiveError, Tree};
 
@@ -37,6 +37,15 @@ pub const UNDEFINED: u32 = u32::MAX;
 pub(crate) enum ScheduleKey {
     Barrier(BarrierAlgorithm),
     Reduce(TreeShape, u32),
+    /// A reduce to the given rank on block trees
+    /// ([`super::ReduceAlgorithm::BlockTrees`]): it runs its blocks'
+    /// schedules (`ReduceAt`), none of its own.
+    ReduceBlocks(TreeShape, u32),
+    /// Block `b` (the second number) of a reduce to `root` (the first) on
+    /// block trees: a tree reduce rooted `b` ranks after the root (modulo
+    /// the ranks the schedule runs among), whose root then sends the
+    /// block to `root`.
+    ReduceAt(TreeShape, u32, u32),
     Allreduce(AllreduceAlgorithm),
     /// One block of an allreduce on block trees: a tree allreduce rooted
     /// at the given rank (modulo the ranks the schedule runs among).
@@ -52,6 +61,9 @@ pub(crate) enum ScheduleKey {
     NodeAllreduceAt(TreeShape, u32),
     /// The node-then-network form of a reduction to a root on a tree.
     NodeReduce(TreeShape, u32),
+    /// The node-then-network form of one block of a reduce on block
+    /// trees: the block's tree runs among the node leaders.
+    NodeReduceAt(TreeShape, u32, u32),
     /// The network-then-node form of a broadcast from a root on a tree.
     NodeBcast(TreeShape, u32),
 }
@@ -68,6 +80,7 @@ impl ScheduleKey {
             ScheduleKey::NodeAllreduce(a) => ScheduleKey::Allreduce(a),
             ScheduleKey::NodeAllreduceAt(t, root) => ScheduleKey::AllreduceAt(t, root),
             ScheduleKey::NodeReduce(t, root) => ScheduleKey::Reduce(t, root),
+            ScheduleKey::NodeReduceAt(t, root, b) => ScheduleKey::ReduceAt(t, root, b),
             ScheduleKey::NodeBcast(t, root) => ScheduleKey::Bcast(t, root),
             k => k,
         }
@@ -131,6 +144,14 @@ pub fn describe_tree(t: TreeShape) -> String {
 
 /// An allreduce algorithm in words: "binomial tree", "recursive
 /// doubling", "block trees (binomial tree)".
+pub fn describe_reduce(a: ReduceAlgorithm) -> String {
+    match a {
+        ReduceAlgorithm::Tree(t) => format!("on a {}", describe_tree(t)),
+        ReduceAlgorithm::BlockTrees(t) => format!("on block trees ({})", describe_tree(t)),
+    }
+}
+
+/// An allreduce algorithm in words.
 pub fn describe_allreduce(a: AllreduceAlgorithm) -> String {
     match a {
         AllreduceAlgorithm::Tree(t) => describe_tree(t),
@@ -166,6 +187,8 @@ pub(crate) fn describe_choice(mode: BcastMode, key: ScheduleKey, nic_protocol: b
             format!("barrier {mode} {}{over}", describe_barrier(a))
         }
         ScheduleKey::Reduce(t, _) => format!("reduce {mode} {}", describe_tree(t)),
+        ScheduleKey::ReduceBlocks(t, _) => format!("reduce {mode} block trees ({})", describe_tree(t)),
+        ScheduleKey::ReduceAt(t, root, b) => format!("reduce {mode} {} block {b} to rank {root}", describe_tree(t)),
         ScheduleKey::Bcast(t, _) => format!("broadcast {mode} {}", describe_tree(t)),
         ScheduleKey::Allreduce(a) => format!("allreduce {mode} {}", describe_allreduce(a)),
         ScheduleKey::AllreduceAt(t, root) => format!("allreduce {mode} {} rooted at rank {root}", describe_tree(t)),
@@ -381,6 +404,7 @@ impl Group {
             ScheduleKey::Allreduce(a) if self.shares_nodes() => ScheduleKey::NodeAllreduce(a),
             ScheduleKey::AllreduceAt(t, root) if self.shares_nodes() => ScheduleKey::NodeAllreduceAt(t, root),
             ScheduleKey::Reduce(t, root) if self.shares_nodes() => ScheduleKey::NodeReduce(t, root),
+            ScheduleKey::ReduceAt(t, root, b) if self.shares_nodes() => ScheduleKey::NodeReduceAt(t, root, b),
             ScheduleKey::Bcast(t, root) if self.shares_nodes() => ScheduleKey::NodeBcast(t, root),
             k => k,
         }
@@ -401,6 +425,9 @@ impl Group {
             ScheduleKey::NodeReduce(shape, root) => {
                 s::node_then_network_reduce(&nodes, rank, root, |r, n, at| Ok(s::reduce(&tree_for(shape, n, at)?, r)))
             }
+            ScheduleKey::NodeReduceAt(shape, root, b) => s::node_then_network_reduce(&nodes, rank, root, |r, n, at| {
+                Ok(s::reduce_then_send(&tree_for(shape, n, (at + b) % n.max(1))?, r, at))
+            }),
             ScheduleKey::NodeBcast(shape, root) => {
                 s::network_then_node_bcast(&nodes, rank, root, |r, n, at| Ok(s::bcast(&tree_for(shape, n, at)?, r)))
             }
@@ -463,6 +490,8 @@ pub(crate) fn schedule_for(
             s::barrier_gb(&Tree::kary(size, degree, 0)?, rank)
         }
         ScheduleKey::Reduce(shape, root) => s::reduce(&tree_for(shape, size, root)?, rank),
+        ScheduleKey::ReduceAt(shape, root, b) => s::reduce_then_send(&tree_for(shape, size, (root + b) % size.max(1))?, rank, root),
+        ScheduleKey::ReduceBlocks(..) => unreachable!("a reduce on block trees runs its blocks' schedules (ReduceAt), none of its own"),
         ScheduleKey::Bcast(shape, root) => s::bcast(&tree_for(shape, size, root)?, rank),
         ScheduleKey::Allreduce(AllreduceAlgorithm::Tree(shape)) => {
             s::allreduce_tree(&tree_for(shape, size, 0)?, rank)
@@ -483,6 +512,7 @@ pub(crate) fn schedule_for(
         | ScheduleKey::NodeAllreduce(_)
         | ScheduleKey::NodeAllreduceAt(..)
         | ScheduleKey::NodeReduce(..)
+        | ScheduleKey::NodeReduceAt(..)
         | ScheduleKey::NodeBcast(..) => {
             unreachable!("a node form ({key:?}) is built by Group::schedule_of")
         }

@@ -41,9 +41,9 @@ use thiserror::Error;
 pub(crate) use api::CollState;
 pub use api::CollRequest;
 pub use options::{
-    AllreduceAlgorithm, BarrierAlgorithm, BarrierProtocol, BcastMode, CollDefaults, Mode, TreeShape,
+    AllreduceAlgorithm, BarrierAlgorithm, BarrierProtocol, BcastMode, CollDefaults, Mode, ReduceAlgorithm, TreeShape,
 };
-pub use group::{describe_allreduce, describe_barrier, describe_schedule, describe_tree, Group, APP_GROUP_ID_LIMIT, LEADERS_GROUP_FIRST, SPLIT_GROUP_IDS, UNDEFINED};
+pub use group::{describe_allreduce, describe_reduce, describe_barrier, describe_schedule, describe_tree, Group, APP_GROUP_ID_LIMIT, LEADERS_GROUP_FIRST, SPLIT_GROUP_IDS, UNDEFINED};
 pub use tree::Tree;
 
 /// Why a collective call was refused by the host library (errors the

@@ -178,6 +178,53 @@ impl Default for AllreduceAlgorithm {
     }
 }
 
+/// Reduce algorithms. A [`TreeShape`] converts to the plain tree, so a
+/// reduce may name its tree alone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ReduceAlgorithm {
+    /// Reduce to the root on one tree of this shape.
+    Tree(TreeShape),
+    /// The data cut into blocks as an allreduce on block trees cuts it
+    /// ([`AllreduceAlgorithm::BlockTrees`]): block `b` is reduced on a tree
+    /// of this shape rooted `b` ranks after the root, which then sends it
+    /// to the root - reduce-scatter plus gather. Each member combines
+    /// about `1/n` of the data and the root receives it about once, where
+    /// on one tree the root combines the whole data once per child. Data
+    /// of one block is the plain tree reduce.
+    BlockTrees(TreeShape),
+}
+
+impl ReduceAlgorithm {
+    /// The shape of its trees.
+    pub fn shape(self) -> TreeShape {
+        match self {
+            ReduceAlgorithm::Tree(t) | ReduceAlgorithm::BlockTrees(t) => t,
+        }
+    }
+
+    /// The same algorithm on trees of shape `t`.
+    pub fn on(self, t: TreeShape) -> ReduceAlgorithm {
+        match self {
+            ReduceAlgorithm::Tree(_) => ReduceAlgorithm::Tree(t),
+            ReduceAlgorithm::BlockTrees(_) => ReduceAlgorithm::BlockTrees(t),
+        }
+    }
+}
+
+impl From<TreeShape> for ReduceAlgorithm {
+    fn from(t: TreeShape) -> Self {
+        ReduceAlgorithm::Tree(t)
+    }
+}
+
+/// Block trees on binomial trees: for data of one packet that is the
+/// binomial tree reduce itself.
+impl Default for ReduceAlgorithm {
+    fn default() -> Self {
+        ReduceAlgorithm::BlockTrees(TreeShape::Binomial)
+    }
+}
+
 /// A group's default choices (see [`super::Group::set_defaults`]); `split` uses
 /// them for its own collectives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -186,8 +233,10 @@ pub struct CollDefaults {
     pub mode: Mode,
     /// Barrier algorithm.
     pub barrier: BarrierAlgorithm,
-    /// Tree for reduce and broadcast.
+    /// Tree for broadcast.
     pub tree: TreeShape,
+    /// Reduce algorithm.
+    pub reduce: ReduceAlgorithm,
     /// Allreduce algorithm.
     pub allreduce: AllreduceAlgorithm,
 }

@@ -16,7 +16,7 @@ use super::group::{tree_for, ScheduleKey};
 use super::hostbased::HostRun;
 use super::nicassist::{packet_payload, NicRun};
 use super::offload::OffRun;
-use super::{AllreduceAlgorithm, BcastMode, Group, TreeShape};
+use super::{AllreduceAlgorithm, BcastMode, Group};
 use crate::{HostError, Port, PortIo};
 
 /// One collective under way at one member. `Send + Sync` so a [`Port`]
@@ -83,18 +83,21 @@ impl<P: PortIo> Port<P> {
         mode: BcastMode,
         spec: &Spec<'_>,
     ) -> Result<Box<dyn CollRun<P>>, HostError> {
-        // Block trees of one block are the tree allreduce itself: it runs,
-        // and is counted in `Group::taken`, as that, with no blocks around it.
+        // Block trees of one block are the tree allreduce or reduce itself:
+        // it runs, and is counted in `Group::taken` as that, with no blocks
+        // around it.
         let (elem, roots, unit) = self.block_terms(g, spec);
+        let one_block = blocks::count(spec.data.len(), elem, roots, unit) == 1;
         let spec = &match spec.key {
-            ScheduleKey::Allreduce(AllreduceAlgorithm::BlockTrees(shape)) if blocks::count(spec.data.len(), elem, roots, unit) == 1 => {
+            ScheduleKey::Allreduce(AllreduceAlgorithm::BlockTrees(shape)) if one_block => {
                 Spec { key: ScheduleKey::Allreduce(AllreduceAlgorithm::Tree(shape)), ..*spec }
             }
+            ScheduleKey::ReduceBlocks(shape, root) if one_block => Spec { key: ScheduleKey::Reduce(shape, root), ..*spec },
             _ => *spec,
         };
         let run: Box<dyn CollRun<P>> = match (mode, spec.key) {
-            (_, ScheduleKey::Allreduce(AllreduceAlgorithm::BlockTrees(shape))) => {
-                Box::new(self.start_blocks(g, mode, spec, shape)?)
+            (_, ScheduleKey::Allreduce(AllreduceAlgorithm::BlockTrees(_)) | ScheduleKey::ReduceBlocks(..)) => {
+                Box::new(self.start_blocks(g, mode, spec)?)
             }
             (BcastMode::Offloaded, _) => Box::new(self.start_offloaded(g, spec)?),
             (BcastMode::HostBased, _) => Box::new(start_host_based(g, spec)?),
@@ -107,7 +110,7 @@ impl<P: PortIo> Port<P> {
         Ok(run)
     }
 
-    /// What an allreduce on block trees of `spec` is cut by
+    /// What a reduce or allreduce on block trees of `spec` is cut by
     /// ([`blocks::cut`]'s arguments after the length): its element size,
     /// the ranks that may root a block (the node leaders where members
     /// share nodes), and a packet's worth, the least a block holds.
@@ -115,27 +118,28 @@ impl<P: PortIo> Port<P> {
         (spec.reduction.map_or(1, |r| r.dtype.size()), g.network_ranks(), self.io_ref().coll_max_len() as usize)
     }
 
-    /// An allreduce on block trees: the data cut into blocks
-    /// ([`blocks::cut`], by [`Port::block_terms`]), each a tree allreduce rooted at a member of
-    /// its own, started in block order as consecutive collectives of the
-    /// group.
-    fn start_blocks(
-        &mut self,
-        g: &mut Group,
-        mode: BcastMode,
-        spec: &Spec<'_>,
-        shape: TreeShape,
-    ) -> Result<BlocksRun, HostError> {
+    /// A reduce or allreduce on block trees: the data cut into blocks
+    /// ([`blocks::cut`], by [`Port::block_terms`]), each a tree reduce or
+    /// allreduce rooted at a member of its own, started in block order as
+    /// consecutive collectives of the group.
+    fn start_blocks(&mut self, g: &mut Group, mode: BcastMode, spec: &Spec<'_>) -> Result<BlocksRun, HostError> {
         let (elem, roots, unit) = self.block_terms(g, spec);
         let cut = blocks::cut(spec.data.len(), elem, roots, unit);
         let mut runs = Vec::with_capacity(cut.len());
         for (b, range) in cut.into_iter().enumerate() {
-            // Block 0's tree is rooted at rank 0: the tree allreduce's own
-            // schedule (and number), so that data of one block runs exactly
-            // as a tree allreduce does.
-            let key = match b {
-                0 => ScheduleKey::Allreduce(AllreduceAlgorithm::Tree(shape)),
-                _ => ScheduleKey::AllreduceAt(shape, b as u32),
+            // Block 0's tree is the plain collective's (rooted at rank 0
+            // for an allreduce, at the root for a reduce): its own
+            // schedule and number, so that data of one block runs exactly
+            // as the plain tree collective does.
+            let b = b as u32;
+            let key = match spec.key {
+                ScheduleKey::Allreduce(AllreduceAlgorithm::BlockTrees(shape)) if b == 0 => {
+                    ScheduleKey::Allreduce(AllreduceAlgorithm::Tree(shape))
+                }
+                ScheduleKey::Allreduce(AllreduceAlgorithm::BlockTrees(shape)) => ScheduleKey::AllreduceAt(shape, b),
+                ScheduleKey::ReduceBlocks(shape, root) if b == 0 => ScheduleKey::Reduce(shape, root),
+                ScheduleKey::ReduceBlocks(shape, root) => ScheduleKey::ReduceAt(shape, root, b),
+                k => unreachable!("only collectives on block trees start blocks: {k:?}"),
             };
             let part = Spec {
                 key,

@@ -57,6 +57,24 @@ pub fn reduce(tree: &Tree, rank: u32) -> Schedule {
     Schedule::new(steps)
 }
 
+/// Reduction to `tree.root()`, which then hands the combined value to
+/// `to` (a block of a reduce on block trees, reduced at a rank of its own
+/// and gathered at the reduce's root). `to` at the tree's root is
+/// [`reduce`] itself.
+pub fn reduce_then_send(tree: &Tree, rank: u32, to: u32) -> Schedule {
+    let mut steps = Vec::new();
+    gather(tree, rank, Fold::Combine, &mut steps);
+    let at = tree.root();
+    if at != to {
+        if rank == at {
+            push(&mut steps, Step::send([to]));
+        } else if rank == to {
+            push(&mut steps, Step::recv([at], Fold::Replace));
+        }
+    }
+    Schedule::new(steps)
+}
+
 /// Broadcast of the root's value down `tree`.
 pub fn bcast(tree: &Tree, rank: u32) -> Schedule {
     let mut steps = Vec::new();
@@ -297,6 +315,38 @@ mod tests {
                     .filter(|&(r, to)| layout[r] != layout[to as usize])
                     .count();
                 assert_eq!(between, nodes.len() - 1, "{layout:?} root {root}");
+            }
+        }
+    }
+
+    /// A block of a reduce on block trees, flat and in its node form
+    /// (the block's tree among the node leaders): valid, and the root ends
+    /// with every member's contribution once, whichever member roots the
+    /// block's tree.
+    #[test]
+    fn a_reduce_block_reaches_the_root_whole_from_any_tree_root() {
+        use outboard_engine::{Datatype, ReduceOp, Reduction};
+        let sum = Reduction { op: ReduceOp::Sum, dtype: Datatype::U64 };
+        for layout in [vec![0, 1, 2, 3, 4], vec![0, 0, 1, 1], vec![0, 0, 0, 1, 1, 1, 2, 2, 2], vec![5, 1, 5, 1, 7], vec![0, 0, 0]] {
+            let n = layout.len() as u32;
+            let k = layout.iter().collect::<std::collections::BTreeSet<_>>().len() as u32;
+            let inputs: Vec<Vec<u8>> = (0..n).map(|r| (1u64 << r).to_ne_bytes().to_vec()).collect();
+            let all = ((1u64 << n) - 1).to_ne_bytes().to_vec();
+            for root in 0..n {
+                for b in 0..k {
+                    let ok = |s| Ok::<_, ()>(s);
+                    let node: Vec<Schedule> = (0..n)
+                        .map(|r| node_then_network_reduce(&layout, r, root, |i, m, at| ok(reduce_then_send(&Tree::binomial(m, (at + b) % m).unwrap(), i, at))).unwrap())
+                        .collect();
+                    let flat: Vec<Schedule> = (0..n).map(|r| reduce_then_send(&Tree::kary(n, 2, (root + b) % n).unwrap(), r, root)).collect();
+                    for schedules in [&node, &flat] {
+                        for (r, s) in schedules.iter().enumerate() {
+                            s.validate(r as u32, n).unwrap_or_else(|e| panic!("{layout:?} root {root} block {b} r={r}: {e} in {s:?}"));
+                        }
+                        let got = crate::coll::reference::evaluate(schedules, &inputs, Some(sum)).unwrap();
+                        assert_eq!(got[root as usize].as_ref(), Some(&all), "{layout:?} root {root} block {b}");
+                    }
+                }
             }
         }
     }

@@ -2,8 +2,11 @@
 //! offloaded and host-based, each beside its bandwidth bound.
 //!
 //! Every member runs an untimed collective (it installs the group and the
-//! schedules), then `iters` back to back; the figure is the mean over
-//! members of their time per collective. The bound of a row is what no
+//! schedules), then `iters` back to back; the figure is the time per
+//! collective of the member that finishes last - the root of a reduce, the
+//! last receiver of a broadcast. (A mean over members would count a
+//! reduce's leaves, which return as soon as their data is out, and put a
+//! reduce below its own bound.) The bound of a row is what no
 //! algorithm can beat on the profile's links: the bytes the busiest link
 //! must carry at the link's rate - `2 (n - 1) / n * N` for an allreduce
 //! (reduce-scatter plus allgather), `N` for a broadcast (the root sends
@@ -13,13 +16,15 @@
 //!
 //! Allreduce runs three ways: reduce and broadcast on one binomial tree,
 //! recursive doubling, and block trees (a binomial tree rooted at another
-//! member per block, [`AllreduceAlgorithm::BlockTrees`]).
+//! member per block, [`AllreduceAlgorithm::BlockTrees`]); reduce two: one
+//! binomial tree, and block trees (each block reduced at a member of its
+//! own and sent on to the root, [`ReduceAlgorithm::BlockTrees`]).
 
 use std::rc::Rc;
 
-use outboard_host::{AllreduceAlgorithm, Mode, TreeShape};
+use outboard_host::{AllreduceAlgorithm, Mode, ReduceAlgorithm, TreeShape};
 
-use super::coll::{mean_us_per_collective, sum_of, MODES};
+use super::coll::{sum_of, us_per_collective_each, MODES};
 use super::{ExperimentError, Outcome, Params, Row, XAxis};
 use crate::time::Dur;
 use crate::profile::Profile;
@@ -31,17 +36,18 @@ pub enum Op {
     Allreduce(AllreduceAlgorithm),
     /// A broadcast from rank 0 on the binomial tree.
     Bcast,
-    /// A reduce of i64 sums to rank 0 on the binomial tree.
-    Reduce,
+    /// A reduce of i64 sums to rank 0.
+    Reduce(ReduceAlgorithm),
 }
 
 /// Every collective the experiment times, in row order.
-pub const OPS: [Op; 5] = [
+pub const OPS: [Op; 6] = [
     Op::Allreduce(AllreduceAlgorithm::Tree(TreeShape::Binomial)),
     Op::Allreduce(AllreduceAlgorithm::RecursiveDoubling),
     Op::Allreduce(AllreduceAlgorithm::BlockTrees(TreeShape::Binomial)),
     Op::Bcast,
-    Op::Reduce,
+    Op::Reduce(ReduceAlgorithm::Tree(TreeShape::Binomial)),
+    Op::Reduce(ReduceAlgorithm::BlockTrees(TreeShape::Binomial)),
 ];
 
 impl Op {
@@ -52,7 +58,8 @@ impl Op {
             Op::Allreduce(AllreduceAlgorithm::RecursiveDoubling) => "allreduce recursive-doubling",
             Op::Allreduce(AllreduceAlgorithm::BlockTrees(_)) => "allreduce block-trees",
             Op::Bcast => "bcast tree",
-            Op::Reduce => "reduce tree",
+            Op::Reduce(ReduceAlgorithm::Tree(_)) => "reduce tree",
+            Op::Reduce(ReduceAlgorithm::BlockTrees(_)) => "reduce block-trees",
         }
     }
 
@@ -61,7 +68,7 @@ impl Op {
         let size = f64::from(size);
         match self {
             Op::Allreduce(_) => 2.0 * f64::from(n - 1) / f64::from(n) * size,
-            Op::Bcast | Op::Reduce => size,
+            Op::Bcast | Op::Reduce(_) => size,
         }
     }
 
@@ -71,13 +78,14 @@ impl Op {
         match self {
             Op::Allreduce(_) => 0,
             Op::Bcast => 1,
-            Op::Reduce => 2,
+            Op::Reduce(_) => 2,
         }
     }
 }
 
-/// Mean microseconds per collective of `iters` back-to-back `op`s of
-/// `size` bytes (whole i64 elements) on `n` nodes in `mode`.
+/// Microseconds per collective, at the member that finishes last, of
+/// `iters` back-to-back `op`s of `size` bytes (whole i64 elements) on `n`
+/// nodes in `mode`.
 pub fn time_us(profile: &Profile, n: u32, mode: Mode, op: Op, size: u32, iters: u32, seed: u64) -> Result<f64, ExperimentError> {
     if size % 8 != 0 {
         return Err(ExperimentError::Param(format!("coll-size reduces i64 elements: {size} bytes is no multiple of 8")));
@@ -85,14 +93,15 @@ pub fn time_us(profile: &Profile, n: u32, mode: Mode, op: Op, size: u32, iters: 
     let red = sum_of(false);
     let data: Rc<Vec<Vec<u8>>> =
         Rc::new((0..n).map(|rank| (0..size / 8).flat_map(|i| (i64::from(rank) + i64::from(i)).to_ne_bytes()).collect()).collect());
-    mean_us_per_collective(profile, n, seed, iters, Dur::ZERO, move |port, g, rank, _| {
+    let each = us_per_collective_each(profile, n, seed, iters, Dur::ZERO, move |port, g, rank, _| {
         let data = &data[rank as usize];
         match op {
             Op::Allreduce(a) => port.start_allreduce(g, mode, a, red, data),
             Op::Bcast => port.start_bcast(g, mode, TreeShape::Binomial, 0, data),
-            Op::Reduce => port.start_reduce(g, mode, TreeShape::Binomial, 0, red, data),
+            Op::Reduce(a) => port.start_reduce(g, mode, a, 0, red, data),
         }
-    })
+    })?;
+    Ok(each.into_iter().fold(0.0, f64::max))
 }
 
 /// Host-based runs stop here: above it a point takes minutes of
@@ -183,10 +192,20 @@ mod tests {
         assert!(blocks < tree && blocks < rd, "block trees {blocks:.1} us, tree {tree:.1}, recursive doubling {rd:.1}");
     }
 
+    /// Likewise a 1 MiB reduce on block trees beats one tree: the root's
+    /// engine no longer combines the whole data once per child.
+    #[test]
+    fn block_trees_beat_one_tree_for_large_reduces() {
+        let profile = Profile::builtin("dpu400");
+        let t = |a| time_us(&profile, 16, Mode::Offloaded, Op::Reduce(a), 1 << 20, 4, 1).unwrap();
+        let (tree, blocks) = (t(ReduceAlgorithm::Tree(TreeShape::Binomial)), t(ReduceAlgorithm::BlockTrees(TreeShape::Binomial)));
+        assert!(blocks < tree, "block trees {blocks:.1} us, tree {tree:.1}");
+    }
+
     #[test]
     fn bounds_follow_the_bytes_the_busiest_link_carries() {
         assert_eq!(Op::Allreduce(AllreduceAlgorithm::RecursiveDoubling).bound_bytes(4, 1000), 1500.0);
         assert_eq!(Op::Bcast.bound_bytes(4, 1000), 1000.0);
-        assert_eq!(Op::Reduce.bound_bytes(1024, 8), 8.0);
+        assert_eq!(Op::Reduce(ReduceAlgorithm::BlockTrees(TreeShape::Binomial)).bound_bytes(1024, 8), 8.0);
     }
 }

@@ -96,12 +96,22 @@ where
 }
 
 /// Mean over members of the microseconds per collective of `iters`
-/// collectives back to back on `n` nodes, after an untimed first one (it
-/// installs the group and its schedules, and lines the members up), with
-/// `compute` of computation between each start and its wait.
+/// collectives back to back on `n` nodes ([`us_per_collective_each`]).
+pub fn mean_us_per_collective<S>(profile: &Profile, n: u32, seed: u64, iters: u32, compute: Dur, start: S) -> Result<f64, ExperimentError>
+where
+    S: Fn(&mut Port<SimIo>, &mut Group, u32, u32) -> Result<CollRequest, HostError> + Clone + 'static,
+{
+    let each = us_per_collective_each(profile, n, seed, iters, compute, start)?;
+    Ok(each.iter().sum::<f64>() / each.len() as f64)
+}
+
+/// Each member's microseconds per collective (in no particular order) of
+/// `iters` collectives back to back on `n` nodes, after an untimed first
+/// one (it installs the group and its schedules, and lines the members
+/// up), with `compute` of computation between each start and its wait.
 /// `start(port, group, rank, it)` starts iteration `it` (0: the untimed
 /// one).
-pub fn mean_us_per_collective<S>(profile: &Profile, n: u32, seed: u64, iters: u32, compute: Dur, start: S) -> Result<f64, ExperimentError>
+pub fn us_per_collective_each<S>(profile: &Profile, n: u32, seed: u64, iters: u32, compute: Dur, start: S) -> Result<Vec<f64>, ExperimentError>
 where
     S: Fn(&mut Port<SimIo>, &mut Group, u32, u32) -> Result<CollRequest, HostError> + Clone + 'static,
 {
@@ -120,12 +130,12 @@ where
                 }
                 p.coll_wait(&mut port, r).await?;
             }
-            spans.borrow_mut().push(p.now().since(t0).as_us());
+            spans.borrow_mut().push(p.now().since(t0).as_us() / f64::from(iters));
             Ok::<(), HostError>(())
         }
     })?;
-    let s = spans.borrow();
-    Ok(s.iter().sum::<f64>() / s.len() as f64 / f64::from(iters))
+    let each = spans.borrow().clone();
+    Ok(each)
 }
 
 /// [`run_all`] on a simulation of `n` nodes the caller built (with

@@ -8,7 +8,7 @@ use outboard_testnet::LinkConfig;
 use proptest::prelude::*;
 
 use super::harness::Cluster;
-use crate::coll::options::{AllreduceAlgorithm, BarrierAlgorithm, TreeShape};
+use crate::coll::options::{AllreduceAlgorithm, BarrierAlgorithm, ReduceAlgorithm, TreeShape};
 use crate::coll::group::{schedule_for, ScheduleKey};
 use crate::coll::reference::evaluate;
 use crate::coll::CollRequest;
@@ -100,14 +100,15 @@ fn reduction_strategy() -> impl Strategy<Value = Reduction> {
 /// A collective whose result the test checks against the reference.
 #[derive(Debug, Clone, Copy)]
 enum Kind {
-    Reduce(TreeShape, u32),
+    Reduce(ReduceAlgorithm, u32),
     Allreduce(AllreduceAlgorithm),
     Bcast(TreeShape, u32),
 }
 
 fn kind_strategy() -> impl Strategy<Value = Kind> {
     prop_oneof![
-        (shape_strategy(), 0u32..64).prop_map(|(s, r)| Kind::Reduce(s, r)),
+        (shape_strategy(), 0u32..64).prop_map(|(s, r)| Kind::Reduce(ReduceAlgorithm::Tree(s), r)),
+        (shape_strategy(), 0u32..64).prop_map(|(s, r)| Kind::Reduce(ReduceAlgorithm::BlockTrees(s), r)),
         shape_strategy().prop_map(|s| Kind::Allreduce(AllreduceAlgorithm::Tree(s))),
         Just(Kind::Allreduce(AllreduceAlgorithm::RecursiveDoubling)),
         shape_strategy().prop_map(|s| Kind::Allreduce(AllreduceAlgorithm::BlockTrees(s))),
@@ -155,11 +156,17 @@ fn run_kind(
 /// What the reference says each rank gets back (empty where the API
 /// returns nothing).
 fn expected(kind: Kind, n: u32, red: Reduction, inputs: &[Vec<u8>]) -> Vec<Vec<u8>> {
-    if let Kind::Allreduce(AllreduceAlgorithm::BlockTrees(shape)) = kind {
-        return expected_block_trees(shape, n, red, inputs);
+    match kind {
+        Kind::Allreduce(AllreduceAlgorithm::BlockTrees(shape)) => {
+            return expected_block_trees(n, red, inputs, None, |b| ScheduleKey::AllreduceAt(shape, b));
+        }
+        Kind::Reduce(ReduceAlgorithm::BlockTrees(shape), root) => {
+            return expected_block_trees(n, red, inputs, Some(root % n), |b| ScheduleKey::ReduceAt(shape, root % n, b));
+        }
+        _ => {}
     }
     let (key, reduction, root) = match kind {
-        Kind::Reduce(s, root) => (ScheduleKey::Reduce(s, root % n), Some(red), Some(root % n)),
+        Kind::Reduce(a, root) => (ScheduleKey::Reduce(a.shape(), root % n), Some(red), Some(root % n)),
         Kind::Allreduce(a) => (ScheduleKey::Allreduce(a), Some(red), None),
         Kind::Bcast(s, root) => (ScheduleKey::Bcast(s, root % n), None, None),
     };
@@ -173,16 +180,19 @@ fn expected(kind: Kind, n: u32, red: Reduction, inputs: &[Vec<u8>]) -> Vec<Vec<u
         .collect()
 }
 
-/// The reference of an allreduce on block trees: each block reduced on
-/// its own tree rooted at the block's rank, the blocks joined.
-fn expected_block_trees(shape: TreeShape, n: u32, red: Reduction, inputs: &[Vec<u8>]) -> Vec<Vec<u8>> {
+/// The reference of a reduce (to `root`) or allreduce on block trees:
+/// each block run on its own schedule (`block(b)`), the blocks joined
+/// (at the root only, for a reduce).
+fn expected_block_trees(n: u32, red: Reduction, inputs: &[Vec<u8>], root: Option<u32>, block: impl Fn(u32) -> ScheduleKey) -> Vec<Vec<u8>> {
     let blocks = crate::coll::blocks::cut(inputs[0].len(), red.dtype.size(), n, crate::DEFAULT_COLL_MAX_LEN as usize);
     let mut out = vec![Vec::new(); n as usize];
     for (b, range) in blocks.into_iter().enumerate() {
-        let schedules: Vec<_> = (0..n).map(|r| schedule_for(ScheduleKey::AllreduceAt(shape, b as u32), r, n).unwrap()).collect();
+        let schedules: Vec<_> = (0..n).map(|r| schedule_for(block(b as u32), r, n).unwrap()).collect();
         let part: Vec<Vec<u8>> = inputs.iter().map(|i| i[range.clone()].to_vec()).collect();
-        for (o, got) in out.iter_mut().zip(evaluate(&schedules, &part, Some(red)).unwrap()) {
-            o.extend_from_slice(&got.expect("reference completes"));
+        for (r, (o, got)) in out.iter_mut().zip(evaluate(&schedules, &part, Some(red)).unwrap()).enumerate() {
+            if root.is_none_or(|root| root == r as u32) {
+                o.extend_from_slice(&got.expect("reference completes"));
+            }
         }
     }
     out
@@ -191,15 +201,16 @@ fn expected_block_trees(shape: TreeShape, n: u32, red: Reduction, inputs: &[Vec<
 proptest! {
     #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
 
-    /// Allreduces on block trees of several packets' worth (lengths that
-    /// are no multiple of a packet, of the group size or of a block)
-    /// through 30 % loss and 10 % duplication: every rank's result equals
-    /// the reference bit for bit, exactly once, offloaded and host-based
-    /// alike, and no buffer is left behind.
+    /// Reduces and allreduces on block trees of several packets' worth
+    /// (lengths that are no multiple of a packet, of the group size or of
+    /// a block) through 30 % loss and 10 % duplication: every rank's
+    /// result (the root's, for a reduce) equals the reference bit for bit,
+    /// exactly once, offloaded and host-based alike, and no buffer is left
+    /// behind.
     #[test]
-    fn block_tree_allreduces_equal_the_reference_through_heavy_loss(
+    fn block_tree_reductions_equal_the_reference_through_heavy_loss(
         n in 2u32..7, shape in shape_strategy(), red in reduction_strategy(), seed in any::<u64>(),
-        packets in 1usize..9, extra in 0usize..300,
+        packets in 1usize..9, extra in 0usize..300, reduce_to in proptest::option::of(0u32..7),
         skew in proptest::collection::vec(0u32..200, 7),
     ) {
         let elem = red.dtype.size();
@@ -207,8 +218,21 @@ proptest! {
         let inputs: Vec<Vec<u8>> = (0..n as u64)
             .map(|r| (0..elems as u64).flat_map(|i| element(red.dtype, (r + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ i, (i % 20) as i8 - 10)).collect())
             .collect();
-        let kind = Kind::Allreduce(AllreduceAlgorithm::BlockTrees(shape));
+        let kind = match reduce_to {
+            Some(root) => Kind::Reduce(ReduceAlgorithm::BlockTrees(shape), root),
+            None => Kind::Allreduce(AllreduceAlgorithm::BlockTrees(shape)),
+        };
         let want = expected(kind, n, red, &inputs);
+        // The reference runs the blocks' own schedules; on integers, whose
+        // operations are exact, the blocks must also give what one tree
+        // gives.
+        if !red.dtype.is_float() {
+            let one_tree = match kind {
+                Kind::Reduce(_, root) => Kind::Reduce(ReduceAlgorithm::Tree(shape), root),
+                _ => Kind::Allreduce(AllreduceAlgorithm::Tree(shape)),
+            };
+            prop_assert_eq!(&want, &expected(one_tree, n, red, &inputs));
+        }
         let mut c = Cluster::new(n, LinkConfig::lossy(0.3, 0.1, 0.0), seed);
         let mut groups = c.world();
         let off = run_kind(&mut c, &mut groups, kind, Mode::Offloaded, red, &inputs, &skew);
@@ -310,7 +334,7 @@ fn every_op_and_type_equals_the_reference_in_both_modes() {
             .collect();
         for kind in [
             Kind::Allreduce(AllreduceAlgorithm::RecursiveDoubling),
-            Kind::Reduce(TreeShape::Binomial, k as u32),
+            Kind::Reduce(TreeShape::Binomial.into(), k as u32),
             Kind::Allreduce(AllreduceAlgorithm::Tree(TreeShape::Chain)),
         ] {
             let want = expected(kind, n, red, &inputs);
@@ -374,7 +398,7 @@ fn vectors_of_every_size_including_split_ones() {
             .collect();
         for kind in [
             Kind::Allreduce(AllreduceAlgorithm::RecursiveDoubling),
-            Kind::Reduce(TreeShape::Kary(2), 3),
+            Kind::Reduce(TreeShape::Kary(2).into(), 3),
             Kind::Bcast(TreeShape::Chain, 1),
         ] {
             let want = expected(kind, n, red, &inputs);
