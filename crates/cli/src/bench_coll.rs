@@ -1254,7 +1254,7 @@ mod tests {
                 "allreduce block-trees 64"
             ]
         );
-        assert_eq!(rows(Kind::Reduce), ["reduce binomial 8", "reduce binomial 64"]);
+        assert_eq!(rows(Kind::Reduce), ["reduce binomial 8", "reduce block-trees 8", "reduce binomial 64", "reduce block-trees 64"]);
         assert_eq!(rows(Kind::Bcast), ["bcast binomial 8", "bcast binomial 64"]);
         assert_eq!(rows(Kind::Overlap), ["allreduce recursive-doubling 8", "allreduce recursive-doubling 64", "barrier pairwise-exchange 0"]);
         let mpi = |k| mpi_ops(k, &a).iter().map(|o| o.mpi_name(k == Kind::Overlap)).collect::<Vec<_>>();
