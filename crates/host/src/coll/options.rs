@@ -190,7 +190,8 @@ pub enum ReduceAlgorithm {
     /// to the root - reduce-scatter plus gather. Each member combines
     /// about `1/n` of the data and the root receives it about once, where
     /// on one tree the root combines the whole data once per child. Data
-    /// of one block is the plain tree reduce.
+    /// of one block, and a group of two members (or nodes), run the plain
+    /// tree reduce: between two the blocks would move 1.5 times its bytes.
     BlockTrees(TreeShape),
 }
 

@@ -85,14 +85,17 @@ impl<P: PortIo> Port<P> {
     ) -> Result<Box<dyn CollRun<P>>, HostError> {
         // Block trees of one block are the tree allreduce or reduce itself:
         // it runs, and is counted in `Group::taken` as that, with no blocks
-        // around it.
+        // around it. So is a reduce among two (nodes): its blocks would
+        // carry half the data to the other member and back, 1.5 times the
+        // one tree's bytes, for no root to relieve.
         let (elem, roots, unit) = self.block_terms(g, spec);
         let one_block = blocks::count(spec.data.len(), elem, roots, unit) == 1;
+        let reduce_tree = one_block || roots <= 2;
         let spec = &match spec.key {
             ScheduleKey::Allreduce(AllreduceAlgorithm::BlockTrees(shape)) if one_block => {
                 Spec { key: ScheduleKey::Allreduce(AllreduceAlgorithm::Tree(shape)), ..*spec }
             }
-            ScheduleKey::ReduceBlocks(shape, root) if one_block => Spec { key: ScheduleKey::Reduce(shape, root), ..*spec },
+            ScheduleKey::ReduceBlocks(shape, root) if reduce_tree => Spec { key: ScheduleKey::Reduce(shape, root), ..*spec },
             _ => *spec,
         };
         let run: Box<dyn CollRun<P>> = match (mode, spec.key) {
