@@ -50,7 +50,7 @@ int main(int argc, char **argv) {
     MPI_Info_set(info, "outboard_bcast_mode", "nic-assisted");
     MPI_Info_set(info, "outboard_bcast_tree", "kary:3");
     MPI_Info_set(info, "outboard_reduce_degree", "2");
-    MPI_Info_set(info, "outboard_reduce_algorithm", "block-trees");
+    MPI_Info_set(info, "outboard_reduce_algorithm", "tree");
     MPI_Info_set(info, "outboard_allreduce_algorithm", "tree");
     CHECK(MPI_Comm_set_info(comm, info) == MPI_SUCCESS);
     MPI_Info_free(&info);

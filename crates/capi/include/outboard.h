@@ -636,10 +636,10 @@ int outboard_group_set_reduce_degree(const outboard_group *group, uint32_t degre
 // (`collective` - the group's mode -, `offloaded`, `host-based`,
 // `nic-assisted[:CHUNK]`), `bcast_tree` (`binomial`, `kary:DEGREE`,
 // `chain`, `postal:LAMBDA`), `reduce_degree` (a whole number, 0 for
-// binomial), `reduce_algorithm` (`block-trees` - the default: the data
-// cut into blocks, each reduced on a tree rooted at a member of its own
-// and sent on to the root, which is one tree for data of one packet -,
-// `tree`) or `allreduce_algorithm` (`block-trees` - the default: the
+// binomial), `reduce_algorithm` (`tree` - the default -, `block-trees`:
+// the data cut into blocks, each reduced on a tree rooted at a member of
+// its own and sent on to the root, which is one tree for data of one
+// packet or between two nodes) or `allreduce_algorithm` (`block-trees` - the default: the
 // data cut into blocks, each reduced and broadcast back on a tree rooted
 // at a member of its own, which is one tree for data of one packet -,
 // `tree`, `recursive-doubling`); the values are parsed as the `OUTBOARD_MPI_*` variable of

@@ -599,7 +599,7 @@ fn collective_choices_from_mpi_info_and_the_environment_are_taken() {
             ("OUTBOARD_MPI_BCAST_TREE", "chain"),
             ("OUTBOARD_MPI_BCAST_MODE", "offloaded"),
             ("OUTBOARD_MPI_REDUCE_DEGREE", "3"),
-            ("OUTBOARD_MPI_REDUCE_ALGORITHM", "tree"),
+            ("OUTBOARD_MPI_REDUCE_ALGORITHM", "block-trees"),
             ("OUTBOARD_MPI_ALLREDUCE_ALGORITHM", "recursive-doubling"),
         ];
         let (o, so, se) = mpi.run_prog(&prog, n, &env, &[]);
@@ -622,13 +622,13 @@ fn collective_choices_from_mpi_info_and_the_environment_are_taken() {
         ] {
             assert!(chosen.contains(what), "{what:?} not in {chosen}\n{ctx}");
         }
-        assert!(se.contains("rank 0: MPI_Comm_set_info on chosen: collective choices now mode offloaded; barrier pairwise exchange over the NIC collective protocol; broadcast nic-assisted on a 3-ary tree; reduce on block trees (2-ary tree)"), "{ctx}");
+        assert!(se.contains("rank 0: MPI_Comm_set_info on chosen: collective choices now mode offloaded; barrier pairwise exchange over the NIC collective protocol; broadcast nic-assisted on a 3-ary tree; reduce on a 2-ary tree"), "{ctx}");
         assert!(se.contains("MPI_Comm_set_info failed: MPI_Info key outboard_bcast_tree: "), "{ctx}");
         let world = ran("MPI_COMM_WORLD");
         for what in ["barrier offloaded gather-broadcast on a binomial tree", "broadcast offloaded chain", "allreduce offloaded recursive doubling", "reduce offloaded 3-ary tree"] {
             assert!(world.contains(what), "{what:?} not in {world}\n{ctx}");
         }
-        assert!(se.contains("outboard_mpi: collective choices of every communicator: OUTBOARD_MPI_BARRIER_ALGORITHM=gather-broadcast, OUTBOARD_MPI_BCAST_MODE=offloaded, OUTBOARD_MPI_BCAST_TREE=chain, OUTBOARD_MPI_REDUCE_DEGREE=3, OUTBOARD_MPI_REDUCE_ALGORITHM=tree, OUTBOARD_MPI_ALLREDUCE_ALGORITHM=recursive-doubling"), "{ctx}");
-        assert!(se.contains("rank 0: MPI_Bcast on MPI_COMM_WORLD: taken over (offloaded) [mode offloaded; barrier gather-broadcast on a binomial tree over point-to-point; broadcast offloaded on a chain; reduce on a 3-ary tree; allreduce recursive doubling]"), "{ctx}");
+        assert!(se.contains("outboard_mpi: collective choices of every communicator: OUTBOARD_MPI_BARRIER_ALGORITHM=gather-broadcast, OUTBOARD_MPI_BCAST_MODE=offloaded, OUTBOARD_MPI_BCAST_TREE=chain, OUTBOARD_MPI_REDUCE_DEGREE=3, OUTBOARD_MPI_REDUCE_ALGORITHM=block-trees, OUTBOARD_MPI_ALLREDUCE_ALGORITHM=recursive-doubling"), "{ctx}");
+        assert!(se.contains("rank 0: MPI_Bcast on MPI_COMM_WORLD: taken over (offloaded) [mode offloaded; barrier gather-broadcast on a binomial tree over point-to-point; broadcast offloaded on a chain; reduce on block trees (3-ary tree); allreduce recursive doubling]"), "{ctx}");
     }
 }

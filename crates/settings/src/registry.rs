@@ -459,14 +459,14 @@ pub const REDUCE_DEGREE: Count = Count { min: 0, max: 65535 };
 /// `outboard_reduce_algorithm` MPI_Info key.
 pub static MPI_REDUCE_ALGORITHM: Var<Choice> = Var {
     name: "OUTBOARD_MPI_REDUCE_ALGORITHM",
-    doc: "The algorithm of reductions to a root taken over: block-trees (the data cut into blocks, each reduced on a tree rooted at a rank of its own and sent on to the root: one tree for data of one packet or between two nodes, the bandwidth of reduce-scatter plus gather for more), or tree (one tree rooted at the root); the trees' degree is OUTBOARD_MPI_REDUCE_DEGREE's; per communicator, the MPI_Info key outboard_reduce_algorithm.",
+    doc: "The algorithm of reductions to a root taken over: tree (one tree rooted at the root), or block-trees (the data cut into blocks, each reduced on a tree rooted at a rank of its own and sent on to the root: one tree for data of one packet or between two nodes, the bandwidth of reduce-scatter plus gather for more); the trees' degree is OUTBOARD_MPI_REDUCE_DEGREE's; per communicator, the MPI_Info key outboard_reduce_algorithm.",
     group: Group::Mpi,
     kind: REDUCE_ALGORITHM,
-    default: Fallback::Value("block-trees"),
+    default: Fallback::Value("tree"),
 };
 
 /// The names of a reduce algorithm.
-pub const REDUCE_ALGORITHM: Choice = Choice { names: &[("block-trees", &[]), ("tree", &[])] };
+pub const REDUCE_ALGORITHM: Choice = Choice { names: &[("tree", &[]), ("block-trees", &[])] };
 
 /// The allreduce algorithm of the PMPI library's communicators. Also the
 /// C ABI's `outboard_group_set_option("allreduce_algorithm", ...)` and the
