@@ -18,7 +18,9 @@
 //! recursive doubling, and block trees (a binomial tree rooted at another
 //! member per block, [`AllreduceAlgorithm::BlockTrees`]); reduce two: one
 //! binomial tree, and block trees (each block reduced at a member of its
-//! own and sent on to the root, [`ReduceAlgorithm::BlockTrees`]).
+//! own and sent on to the root, [`ReduceAlgorithm::BlockTrees`]);
+//! broadcast two: one binomial tree, and a chain, whose packets pipeline
+//! down it (each member forwards a packet as the next arrives).
 
 use std::rc::Rc;
 
@@ -34,18 +36,19 @@ use crate::profile::Profile;
 pub enum Op {
     /// An allreduce of i64 sums.
     Allreduce(AllreduceAlgorithm),
-    /// A broadcast from rank 0 on the binomial tree.
-    Bcast,
+    /// A broadcast from rank 0 on a tree of this shape.
+    Bcast(TreeShape),
     /// A reduce of i64 sums to rank 0.
     Reduce(ReduceAlgorithm),
 }
 
 /// Every collective the experiment times, in row order.
-pub const OPS: [Op; 6] = [
+pub const OPS: [Op; 7] = [
     Op::Allreduce(AllreduceAlgorithm::Tree(TreeShape::Binomial)),
     Op::Allreduce(AllreduceAlgorithm::RecursiveDoubling),
     Op::Allreduce(AllreduceAlgorithm::BlockTrees(TreeShape::Binomial)),
-    Op::Bcast,
+    Op::Bcast(TreeShape::Binomial),
+    Op::Bcast(TreeShape::Chain),
     Op::Reduce(ReduceAlgorithm::Tree(TreeShape::Binomial)),
     Op::Reduce(ReduceAlgorithm::BlockTrees(TreeShape::Binomial)),
 ];
@@ -57,7 +60,8 @@ impl Op {
             Op::Allreduce(AllreduceAlgorithm::Tree(_)) => "allreduce tree",
             Op::Allreduce(AllreduceAlgorithm::RecursiveDoubling) => "allreduce recursive-doubling",
             Op::Allreduce(AllreduceAlgorithm::BlockTrees(_)) => "allreduce block-trees",
-            Op::Bcast => "bcast tree",
+            Op::Bcast(TreeShape::Chain) => "bcast chain",
+            Op::Bcast(_) => "bcast tree",
             Op::Reduce(ReduceAlgorithm::Tree(_)) => "reduce tree",
             Op::Reduce(ReduceAlgorithm::BlockTrees(_)) => "reduce block-trees",
         }
@@ -68,7 +72,7 @@ impl Op {
         let size = f64::from(size);
         match self {
             Op::Allreduce(_) => 2.0 * f64::from(n - 1) / f64::from(n) * size,
-            Op::Bcast | Op::Reduce(_) => size,
+            Op::Bcast(_) | Op::Reduce(_) => size,
         }
     }
 
@@ -77,7 +81,7 @@ impl Op {
     fn kind(self) -> u8 {
         match self {
             Op::Allreduce(_) => 0,
-            Op::Bcast => 1,
+            Op::Bcast(_) => 1,
             Op::Reduce(_) => 2,
         }
     }
@@ -97,7 +101,7 @@ pub fn time_us(profile: &Profile, n: u32, mode: Mode, op: Op, size: u32, iters: 
         let data = &data[rank as usize];
         match op {
             Op::Allreduce(a) => port.start_allreduce(g, mode, a, red, data),
-            Op::Bcast => port.start_bcast(g, mode, TreeShape::Binomial, 0, data),
+            Op::Bcast(t) => port.start_bcast(g, mode, t, 0, data),
             Op::Reduce(a) => port.start_reduce(g, mode, a, 0, red, data),
         }
     })?;
@@ -205,7 +209,7 @@ mod tests {
     #[test]
     fn bounds_follow_the_bytes_the_busiest_link_carries() {
         assert_eq!(Op::Allreduce(AllreduceAlgorithm::RecursiveDoubling).bound_bytes(4, 1000), 1500.0);
-        assert_eq!(Op::Bcast.bound_bytes(4, 1000), 1000.0);
+        assert_eq!(Op::Bcast(TreeShape::Chain).bound_bytes(4, 1000), 1000.0);
         assert_eq!(Op::Reduce(ReduceAlgorithm::BlockTrees(TreeShape::Binomial)).bound_bytes(1024, 8), 8.0);
     }
 }
