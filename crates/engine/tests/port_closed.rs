@@ -278,6 +278,28 @@ proptest! {
     }
 }
 
+/// The schedule number of [`barrier_group`]'s barrier.
+const BARRIER: ScheduleId = ScheduleId(1);
+
+/// Creates group `g` of `members` at each of them, with a dissemination
+/// barrier as schedule [`BARRIER`].
+fn barrier_group(net: &mut Network, members: &[Endpoint], g: GroupId) {
+    let n = members.len() as u32;
+    for (rank, ep) in members.iter().enumerate() {
+        let m = net.memory(ep.node).alloc_with(&MemberList::from_endpoints(members.iter().copied()).encode());
+        net.command(ep.node, ep.port, Command::CreateGroup { op: OpId(1), group: g, rank: rank as u32, members: m }).unwrap();
+        let s = net.memory(ep.node).alloc_with(&common::dissemination(rank as u32, n).encode());
+        net.command(ep.node, ep.port, Command::SetSchedule { op: OpId(2), group: g, schedule: BARRIER, buf: s }).unwrap();
+    }
+}
+
+/// Starts `ep`'s next barrier of group `g` as operation `op`.
+fn start_barrier(net: &mut Network, ep: Endpoint, g: GroupId, op: u64) {
+    let empty = HostBuf { addr: 0, len: 0 };
+    let cmd = Command::Collective { op: OpId(op), group: g, schedule: BARRIER, reduction: None, send: empty, recv: empty };
+    net.command(ep.node, ep.port, cmd).unwrap();
+}
+
 /// A group member whose port closes on a node that lives on (a process of
 /// a node engine that ended): the collectives of its group fail naming it,
 /// on its own node and on the others, instead of waiting forever for its
@@ -292,21 +314,11 @@ fn a_member_port_that_closes_fails_its_groups_collectives_on_every_node() {
         let c = net.open_port(NodeId(1), P0).unwrap();
         let members = [a, gone, c];
         let g = GroupId(5);
-        let barrier = ScheduleId(1);
-        for (rank, ep) in members.iter().enumerate() {
-            let m = net.memory(ep.node).alloc_with(&MemberList::from_endpoints(members).encode());
-            net.command(ep.node, ep.port, Command::CreateGroup { op: OpId(1), group: g, rank: rank as u32, members: m }).unwrap();
-            let s = net.memory(ep.node).alloc_with(&common::dissemination(rank as u32, 3).encode());
-            net.command(ep.node, ep.port, Command::SetSchedule { op: OpId(2), group: g, schedule: barrier, buf: s }).unwrap();
-        }
+        barrier_group(&mut net, &members, g);
         for n in 0..2 {
             assert!(net.take_events(NodeId(n)).iter().all(|e| e.result.is_ok()));
         }
-        let empty = HostBuf { addr: 0, len: 0 };
-        let start = |net: &mut Network, ep: Endpoint, op: u64| {
-            let cmd = Command::Collective { op: OpId(op), group: g, schedule: barrier, reduction: None, send: empty, recv: empty };
-            net.command(ep.node, ep.port, cmd).unwrap();
-        };
+        let start = |net: &mut Network, ep: Endpoint, op: u64| start_barrier(net, ep, g, op);
         // Two of three enter the barrier; the third's process ends.
         start(&mut net, a, 10);
         start(&mut net, c, 10);
@@ -492,22 +504,12 @@ fn a_departure_learned_from_a_flagged_packet_names_the_member_that_left() {
         let c = net.open_port(NodeId(2), P0).unwrap();
         let members = [a, gone, c];
         let g = GroupId(7);
-        let barrier = ScheduleId(1);
-        for (rank, ep) in members.iter().enumerate() {
-            let m = net.memory(ep.node).alloc_with(&MemberList::from_endpoints(members).encode());
-            net.command(ep.node, ep.port, Command::CreateGroup { op: OpId(1), group: g, rank: rank as u32, members: m }).unwrap();
-            let s = net.memory(ep.node).alloc_with(&common::dissemination(rank as u32, 3).encode());
-            net.command(ep.node, ep.port, Command::SetSchedule { op: OpId(2), group: g, schedule: barrier, buf: s }).unwrap();
-        }
+        barrier_group(&mut net, &members, g);
         net.run_until("the groups", |n| (0..3).all(|i| n.engine(NodeId(i)).is_quiet())).unwrap_or_else(|e| panic!("{e}"));
         for n in 0..3 {
             assert!(net.take_events(NodeId(n)).iter().all(|e| e.result.is_ok()));
         }
-        let empty = HostBuf { addr: 0, len: 0 };
-        let start = |net: &mut Network, ep: Endpoint, op: u64| {
-            let cmd = Command::Collective { op: OpId(op), group: g, schedule: barrier, reduction: None, send: empty, recv: empty };
-            net.command(ep.node, ep.port, cmd).unwrap();
-        };
+        let start = |net: &mut Network, ep: Endpoint, op: u64| start_barrier(net, ep, g, op);
         let t0 = net.now();
         net.close_port(gone.node, gone.port);
         let want = Err(OpError::SourceClosed(gone));
