@@ -572,6 +572,9 @@ fn worker_cases(kind: Kind, a: &CollArgs, world: &mut outboard_runtime::World) -
                 Ok(r?)
             };
             let mut samples: Vec<Vec<f64>> = vec![Vec::new(); kind.columns(a)];
+            // Bytes this rank's engine copied out of and into host memory
+            // over each column's timed iterations.
+            let mut copied = vec![0u64; kind.columns(a)];
             for _ in 0..a.rounds {
                 for (m, s) in samples.iter_mut().enumerate() {
                     world.barrier()?;
@@ -579,17 +582,22 @@ fn worker_cases(kind: Kind, a: &CollArgs, world: &mut outboard_runtime::World) -
                         column(world.port(), &mut g, m)?;
                         sync(world.port(), &mut g)?;
                     }
+                    let before = engine_copies(world.port());
                     for _ in 0..a.iters {
                         let t = Instant::now();
                         column(world.port(), &mut g, m)?;
                         s.push(t.elapsed().as_secs_f64() * 1e6);
                         sync(world.port(), &mut g)?;
                     }
+                    copied[m] += engine_copies(world.port()).saturating_sub(before);
                 }
             }
             for s in &mut samples {
                 mine.push(median(s));
             }
+            // Copies per byte of data per collective, after the latencies.
+            let per = f64::from(a.iters * a.rounds) * f64::from(case.size.max(1));
+            mine.extend(copied.iter().map(|&c| c as f64 / per));
         } else {
             let total = a.iters * a.rounds;
             for &mode in &MODES {
@@ -657,7 +665,9 @@ fn worker_cases(kind: Kind, a: &CollArgs, world: &mut outboard_runtime::World) -
             }
         }
         let avg: Vec<f64> = sum.iter().map(|s| s / f64::from(n)).collect();
-        let per = if kind == Kind::Overlap { 6 } else { kind.columns(a) };
+        // Overlap: pure, overall, compute per mode; the others: latency,
+        // then copies per byte, per column.
+        let per = if kind == Kind::Overlap { 6 } else { 2 * kind.columns(a) };
         for (case, v) in cases(kind, a).iter().zip(avg.chunks_exact(per)) {
             let vals: Vec<String> = v.iter().map(|x| format!("{x:.3}")).collect();
             println!("@ {} {} {} {}", case.op.name(), case.op.alg(), case.size, vals.join(" "));
@@ -667,6 +677,14 @@ fn worker_cases(kind: Kind, a: &CollArgs, world: &mut outboard_runtime::World) -
         world.port().send(root, TAG_GATHER, &bytes)?;
     }
     Ok(())
+}
+
+/// Payload bytes this rank's engine has copied out of and into host
+/// memory so far (its DMA: reading send buffers and contributions,
+/// writing results and received data). With a node engine, the node's.
+fn engine_copies(port: &Port<RtPort>) -> u64 {
+    let (_, t) = port.io_ref().stats();
+    t.copied_out + t.copied_in
 }
 
 /// The runtime's own streaming bandwidth from rank 0 to rank 1 at each
@@ -984,6 +1002,39 @@ fn print_bus_bandwidth(a: &CollArgs, n: u32, fig: &Figures, mpi_fig: &Figures) {
     }
 }
 
+/// Copies per byte: the bytes an engine copied between host memory and
+/// its packets over a column's timed collectives, over the data's bytes
+/// times the collectives, averaged over the ranks - what zero copy would
+/// bring down to the reads and writes the hardware must make.
+fn print_copies(kind: Kind, a: &CollArgs, fig: &Figures) {
+    let modes = kind.modes(a);
+    let cols = kind.columns(a);
+    println!("# engine copies per byte of data per collective: bytes each rank's engine moved between host memory and its packets (the DMA a NIC must make: 2 for an allreduce's read and write), mean over the ranks, a node engine's count its node's; the host library's own copies between the caller's memory and the engine's are not counted");
+    let mut head = format!("{:<10} {:<19} {:>7} |", "op", "algorithm", "size");
+    for m in &modes {
+        head += &format!(" {:>10}", mode_label(*m));
+    }
+    println!("{head}");
+    for c in cases(kind, a) {
+        let v = fig.get(&c.key()).cloned().unwrap_or_default();
+        let mut row = format!("{:<10} {:<19} {:>7} |", c.op.name(), c.op.alg(), size_label(c.size));
+        for i in 0..modes.len() {
+            row += &format!(" {:>10}", fmt(v.get(cols + i).copied(), 2));
+        }
+        println!("{row}");
+    }
+}
+
+/// A mode's column header.
+fn mode_label(m: BcastMode) -> &'static str {
+    match m {
+        BcastMode::Offloaded => "offloaded",
+        BcastMode::HostBased => "host-based",
+        BcastMode::NicAssisted { chunk: BcastMode::WHOLE } => "nic-whole",
+        BcastMode::NicAssisted { .. } => "nic-asst",
+    }
+}
+
 /// The broadcast table: one column per mode, then host-based over each
 /// other mode, Open MPI, and Open MPI over each of ours but host-based.
 fn print_bcast(a: &CollArgs, fig: &Figures, mpi_fig: &Figures) {
@@ -1199,6 +1250,9 @@ pub fn run(kind: Kind, mut a: CollArgs) -> anyhow::Result<()> {
             if kind == Kind::Allreduce && n > 1 {
                 print_bus_bandwidth(&a, n, &fig, &mpi_fig);
             }
+        }
+        if matches!(kind, Kind::Allreduce | Kind::Reduce | Kind::Bcast) {
+            print_copies(kind, &a, &fig);
         }
     }
     if let Err(why) = &mpi {

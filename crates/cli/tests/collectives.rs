@@ -278,13 +278,14 @@ fn bench_allreduce_and_overlap_report_every_size() {
         .unwrap();
     let (so, se) = text(&out);
     assert!(out.status.success(), "{so}\n{se}");
-    // Three algorithms at two sizes, as latency and again as bus
-    // bandwidth (MB/s: offloaded, host-based, Open MPI), beside the job's
-    // streaming bandwidth at that size and the better form's share of it.
+    // Three algorithms at two sizes, as latency, again as bus bandwidth
+    // (MB/s: offloaded, host-based, Open MPI) beside the job's streaming
+    // bandwidth at that size and the better form's share of it, and as
+    // copies per byte.
     let rows: Vec<&str> = so.lines().filter(|l| l.starts_with("allreduce")).collect();
-    assert_eq!(rows.len(), 12, "{so}");
+    assert_eq!(rows.len(), 18, "{so}");
     assert!(so.contains("# bus bandwidth in MB/s = 2(p-1)/p x size / latency"), "{so}");
-    for row in &rows[6..] {
+    for row in &rows[6..12] {
         let cols: Vec<&str> = row.split('|').collect();
         let figures: Vec<f64> = cols[1].split_whitespace().map(|v| v.parse().unwrap()).collect();
         assert!(figures.len() == 2 && figures.iter().all(|&g| g > 0.0), "{row}");
@@ -294,6 +295,16 @@ fn bench_allreduce_and_overlap_report_every_size() {
         // Within what printing the three to one decimal can move it.
         let rounding = stream[1] * (0.05 / best + 0.05 / stream[0]) + 0.006;
         assert!((stream[1] - best / stream[0]).abs() <= rounding, "best/stream is the better form over the stream: {row}");
+    }
+    // Then the engines' copies per byte, offloaded and host-based: each
+    // engine reads a contribution and writes a result, so at least about
+    // one copy each way, and a handful at most.
+    assert!(so.contains("# engine copies per byte of data per collective"), "{so}");
+    let copies: Vec<&str> = so.lines().skip_while(|l| !l.starts_with("# engine copies")).filter(|l| l.starts_with("allreduce")).collect();
+    assert_eq!(copies.len(), 6, "{so}");
+    for row in copies {
+        let figures: Vec<f64> = row.split('|').nth(1).unwrap().split_whitespace().map(|v| v.parse().unwrap()).collect();
+        assert!(figures.len() == 2 && figures.iter().all(|&c| (1.0..=8.0).contains(&c)), "{row}");
     }
     let out = Command::new(OUTBOARD)
         .args(["bench", "overlap", "-n", "2", "--sizes", "64", "--warmup", "5", "--iters", "20", "--rounds", "1", "--no-mpi"])
