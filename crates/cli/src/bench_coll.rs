@@ -681,7 +681,8 @@ fn worker_cases(kind: Kind, a: &CollArgs, world: &mut outboard_runtime::World) -
 
 /// Payload bytes this rank's engine has copied out of and into host
 /// memory so far (its DMA: reading send buffers and contributions,
-/// writing results and received data). With a node engine, the node's.
+/// writing results and received data); 0 with a node engine, whose
+/// counts stay in its own process.
 fn engine_copies(port: &Port<RtPort>) -> u64 {
     let (_, t) = port.io_ref().stats();
     t.copied_out + t.copied_in
@@ -1009,7 +1010,7 @@ fn print_bus_bandwidth(a: &CollArgs, n: u32, fig: &Figures, mpi_fig: &Figures) {
 fn print_copies(kind: Kind, a: &CollArgs, fig: &Figures) {
     let modes = kind.modes(a);
     let cols = kind.columns(a);
-    println!("# engine copies per byte of data per collective: bytes each rank's engine moved between host memory and its packets (the DMA a NIC must make: 2 for an allreduce's read and write), mean over the ranks, a node engine's count its node's; the host library's own copies between the caller's memory and the engine's are not counted");
+    println!("# engine copies per byte of data per collective: bytes each rank's engine moved between host memory and its packets (the DMA a NIC must make: 2 for an allreduce's read and write), mean over the ranks; the host library's own copies between the caller's memory and the engine's are not counted, nor are a node engine's (-)");
     let mut head = format!("{:<10} {:<19} {:>7} |", "op", "algorithm", "size");
     for m in &modes {
         head += &format!(" {:>10}", mode_label(*m));
@@ -1019,7 +1020,8 @@ fn print_copies(kind: Kind, a: &CollArgs, fig: &Figures) {
         let v = fig.get(&c.key()).cloned().unwrap_or_default();
         let mut row = format!("{:<10} {:<19} {:>7} |", c.op.name(), c.op.alg(), size_label(c.size));
         for i in 0..modes.len() {
-            row += &format!(" {:>10}", fmt(v.get(cols + i).copied(), 2));
+            // Zero: not counted (a node engine's counts stay in its process).
+            row += &format!(" {:>10}", fmt(v.get(cols + i).copied().filter(|&c| c > 0.0), 2));
         }
         println!("{row}");
     }
