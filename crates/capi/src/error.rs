@@ -120,7 +120,7 @@ impl Error {
         if let Some(rank) = rank {
             self.code = OUTBOARD_ERR_MODULE;
             self.msg = format!(
-                "the collective whose operator is module '{name}' failed at another member (a packet from rank {rank} said so): the module failed there"
+                "the collective whose operator is module '{name}' failed at another member (a packet from rank {rank} said so): the module failed there, or the members called different collectives"
             );
         }
         self

@@ -460,19 +460,10 @@ fn apply_reduce_degree(g: &outboard_group, degree: u32) -> Result<(), Error> {
         let mut d = gr.defaults();
         d.tree = t;
         d.reduce = d.reduce.on(t);
-        d.allreduce = allreduce_on(d.allreduce, t);
+        d.allreduce = d.allreduce.on(t);
         gr.set_defaults(d);
         Ok(())
     })
-}
-
-/// `a` on trees of shape `t` (recursive doubling has none).
-fn allreduce_on(a: AllreduceAlgorithm, t: TreeShape) -> AllreduceAlgorithm {
-    match a {
-        AllreduceAlgorithm::Tree(_) => AllreduceAlgorithm::Tree(t),
-        AllreduceAlgorithm::BlockTrees(_) => AllreduceAlgorithm::BlockTrees(t),
-        AllreduceAlgorithm::RecursiveDoubling => AllreduceAlgorithm::RecursiveDoubling,
-    }
 }
 
 /// The allreduce algorithm by its setting's name (`tree`, `block-trees`,
@@ -497,7 +488,8 @@ fn apply_reduce_algorithm(g: &outboard_group, name: &str) -> Result<(), Error> {
         let mut d = gr.defaults();
         d.reduce = match name {
             "block-trees" => ReduceAlgorithm::BlockTrees(d.reduce.shape()),
-            _ => ReduceAlgorithm::Tree(d.reduce.shape()),
+            "tree" => ReduceAlgorithm::Tree(d.reduce.shape()),
+            other => unreachable!("the registry's REDUCE_ALGORITHM names no {other:?}"),
         };
         gr.set_defaults(d);
         Ok(())

@@ -47,7 +47,7 @@ pub enum Kind {
     Barrier,
     /// Allreduce, every algorithm and size.
     Allreduce,
-    /// Reduce to rank 0, every size.
+    /// Reduce to rank 0, every algorithm and size.
     Reduce,
     /// Split-phase overlap (OSU style).
     Overlap,
@@ -712,6 +712,8 @@ fn streaming_bandwidth(world: &mut outboard_runtime::World, a: &CollArgs) -> any
         0 => {
             let peer = world.endpoint(1);
             let mut side = EngineSide::new(&mut *world.port(), peer, max)?;
+            // After a failure requests may still be posted on its buffers:
+            // they are left to the job's end rather than freed under them.
             let (times, _) = run_a(&mut side, &steps, a.rounds.max(1))?;
             side.release()?;
             for (step, t) in steps.iter().zip(times) {
@@ -977,7 +979,7 @@ fn bus_bandwidth(ranks: u32, bytes: u32, latency_us: f64) -> f64 {
 /// size in the same job (the bandwidth step of `outboard bench pingpong`),
 /// and the faster of our two forms as a fraction of it.
 fn print_bus_bandwidth(a: &CollArgs, n: u32, fig: &Figures, mpi_fig: &Figures) {
-    println!("# bus bandwidth in MB/s = 2(p-1)/p x size / latency (as nccl-tests print it); stream = this job's streaming bandwidth from rank 0 to rank 1 at that size (as `outboard bench pingpong` measures it); best/stream = the faster of offloaded and host-based over it");
+    println!("# bus bandwidth in MB/s = 2(p-1)/p x size / latency (as nccl-tests print it); stream = this job's streaming bandwidth from rank 0 to rank 1 at that size (by `outboard bench pingpong`'s method, windows of at most 32 messages); best/stream = the faster of offloaded and host-based over it");
     println!("{:<10} {:<19} {:>7} | {:>9} {:>10} | {:>9} | {:>9} {:>11}", "op", "algorithm", "size", "offloaded", "host-based", "Open MPI", "stream", "best/stream");
     for c in cases(Kind::Allreduce, a) {
         let v = fig.get(&c.key()).cloned().unwrap_or_default();

@@ -324,8 +324,9 @@ pub const COLL_FIXED_LEN: usize = 42;
 /// differ, or a member left or died), so this packet carries no value but
 /// the cause ([`CollFailure`](crate::CollFailure)) and its receiver fails
 /// its collective too, instead of waiting or using it. Rounds are below 2^15 (a schedule has
-/// at most 4,096 steps), so the bit is free; the encoding is unchanged
-/// and parsers pass it through.
+/// at most 4,096 steps), so the bit is free; the header's encoding is
+/// unchanged and parsers pass the bit through (the engine reads the
+/// payload's cause).
 pub const COLL_ROUND_FAILED: u16 = 0x8000;
 const PEER_FAILED_LEN: usize = 16;
 const PORT_CLOSED_LEN: usize = 8;

@@ -155,6 +155,7 @@ impl<P: PortIo> Port<P> {
         let unit = u32::try_from(len).unwrap_or(u32::MAX).min(piece);
         match key {
             ScheduleKey::Reduce(s, root) => ScheduleKey::Reduce(s.for_len(n, unit), root),
+            ScheduleKey::ReduceBlocks(s, root) => ScheduleKey::ReduceBlocks(s.for_len(n, unit), root),
             ScheduleKey::Bcast(s, root) => ScheduleKey::Bcast(s.for_len(n, unit), root),
             ScheduleKey::Allreduce(AllreduceAlgorithm::Tree(s)) => {
                 ScheduleKey::Allreduce(AllreduceAlgorithm::Tree(s.for_len(n, unit)))

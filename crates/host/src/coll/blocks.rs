@@ -1,10 +1,12 @@
-//! Allreduce on block trees ([`AllreduceAlgorithm::BlockTrees`]): the data
-//! cut into blocks, each reduced and broadcast back on a tree rooted at a
-//! member of its own, as consecutive collectives of the group started at
-//! once. [`cut`] fixes the blocks (every member must cut alike: they pass
-//! equal lengths and share the packet size); [`BlocksRun`] runs the
-//! blocks' collectives, each the usual offloaded or host-based run of a
-//! rooted tree allreduce, and hands back their results joined.
+//! Allreduce and reduce on block trees ([`AllreduceAlgorithm::BlockTrees`],
+//! [`ReduceAlgorithm::BlockTrees`]): the data cut into blocks, each
+//! reduced on a tree rooted at a member of its own and broadcast back (or,
+//! for a reduce, sent on to the root), as consecutive collectives of the
+//! group started at once. [`cut`] fixes the blocks (every member must cut
+//! alike: they pass equal lengths and share the packet size);
+//! [`BlocksRun`] runs the blocks' collectives, each the usual offloaded or
+//! host-based run of a rooted tree collective, and hands back their
+//! results joined.
 //!
 //! Why blocks rather than one tree: on one tree the root receives the
 //! whole data from each child and sends it to each, so the busiest member
@@ -14,6 +16,7 @@
 //! packet by packet through its tree.
 //!
 //! [`AllreduceAlgorithm::BlockTrees`]: super::AllreduceAlgorithm::BlockTrees
+//! [`ReduceAlgorithm::BlockTrees`]: super::ReduceAlgorithm::BlockTrees
 
 use std::ops::Range;
 
@@ -50,7 +53,7 @@ pub(crate) fn count(len: usize, elem: usize, roots: u32, unit: usize) -> usize {
     (len / elem).div_ceil(per_unit).clamp(1, roots.max(1) as usize)
 }
 
-/// One allreduce on block trees at one member: a run per block.
+/// One reduce or allreduce on block trees at one member: a run per block.
 #[derive(Debug)]
 pub(crate) struct BlocksRun {
     parts: Vec<Part>,
@@ -109,13 +112,25 @@ impl<P: PortIo> CollRun<P> for BlocksRun {
 
     /// Finished once every block's run is: a block that fails does not
     /// cut the others short (their peers still run them), and the first
-    /// failure in block order is the result.
+    /// failure in block order is the result. Except a mismatch, here or
+    /// upstream: members that called different collectives (a reduce to
+    /// different roots) number the later blocks' schedules alike by first
+    /// use, so those blocks meet packets they do not expect and would wait
+    /// for good; the run ends with the failure at once.
     fn advance(&mut self, port: &mut Port<P>) -> Option<Result<Vec<u8>, HostError>> {
         let mut all = true;
         for p in &mut self.parts {
             if p.result.is_none() {
                 p.result = p.run.run().advance(port);
                 all &= p.result.is_some();
+            }
+            if let Some(Err(e)) = &p.result {
+                if may_be_mismatch(e) {
+                    let e = *e;
+                    self.abandon_posted(port);
+                    self.parts.clear();
+                    return Some(Err(e));
+                }
             }
         }
         if !all {
@@ -133,6 +148,19 @@ impl<P: PortIo> CollRun<P> for BlocksRun {
 
     fn needs_install(&self) -> bool {
         matches!(self.parts.first(), Some(Part { run: BlockRun::Offloaded(_), .. }))
+    }
+}
+
+/// Whether `e` says the members called different collectives, or that
+/// the collective failed upstream (which a mismatch there may be).
+fn may_be_mismatch(e: &HostError) -> bool {
+    use outboard_engine::{CollError, OpError};
+    use super::CollectiveError;
+    let engine = |c: &CollError| matches!(c, CollError::ScheduleMismatch { .. } | CollError::FailedUpstream { .. });
+    match e {
+        HostError::Coll(CollectiveError::Mismatch { .. }) => true,
+        HostError::Coll(CollectiveError::Engine(c)) | HostError::Op(OpError::Collective(c)) => engine(c),
+        _ => false,
     }
 }
 

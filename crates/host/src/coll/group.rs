@@ -142,8 +142,8 @@ pub fn describe_tree(t: TreeShape) -> String {
     }
 }
 
-/// An allreduce algorithm in words: "binomial tree", "recursive
-/// doubling", "block trees (binomial tree)".
+/// A reduce algorithm in words: "on a binomial tree", "on block trees
+/// (binomial tree)".
 pub fn describe_reduce(a: ReduceAlgorithm) -> String {
     match a {
         ReduceAlgorithm::Tree(t) => format!("on a {}", describe_tree(t)),
@@ -151,7 +151,8 @@ pub fn describe_reduce(a: ReduceAlgorithm) -> String {
     }
 }
 
-/// An allreduce algorithm in words.
+/// An allreduce algorithm in words: "binomial tree", "recursive
+/// doubling", "block trees (binomial tree)".
 pub fn describe_allreduce(a: AllreduceAlgorithm) -> String {
     match a {
         AllreduceAlgorithm::Tree(t) => describe_tree(t),

@@ -169,6 +169,18 @@ pub enum AllreduceAlgorithm {
     BlockTrees(TreeShape),
 }
 
+impl AllreduceAlgorithm {
+    /// The same algorithm on trees of shape `t` (recursive doubling has
+    /// none).
+    pub fn on(self, t: TreeShape) -> AllreduceAlgorithm {
+        match self {
+            AllreduceAlgorithm::Tree(_) => AllreduceAlgorithm::Tree(t),
+            AllreduceAlgorithm::BlockTrees(_) => AllreduceAlgorithm::BlockTrees(t),
+            AllreduceAlgorithm::RecursiveDoubling => AllreduceAlgorithm::RecursiveDoubling,
+        }
+    }
+}
+
 /// Block trees on binomial trees: for data of one packet that is the
 /// binomial tree allreduce itself (one block, rooted at rank 0, the same
 /// schedule); longer data spreads over roots.
@@ -236,7 +248,8 @@ pub struct CollDefaults {
     pub mode: Mode,
     /// Barrier algorithm.
     pub barrier: BarrierAlgorithm,
-    /// Tree for broadcast.
+    /// Tree for broadcast (and the reduction tree the C ABI's reduction
+    /// degree sets and its algorithm choices start from).
     pub tree: TreeShape,
     /// Reduce algorithm.
     pub reduce: ReduceAlgorithm,

@@ -2,9 +2,9 @@
 //! offloaded and host-based, each beside its bandwidth bound.
 //!
 //! Every member runs an untimed collective (it installs the group and the
-//! schedules), then `iters` back to back; the figure is the time per
-//! collective of the member that finishes last - the root of a reduce, the
-//! last receiver of a broadcast. (A mean over members would count a
+//! schedules), then `iters` back to back; the figure is the longest of
+//! the members' times per collective, each from its own start - a
+//! reduce's root, a broadcast's last receiver. (A mean over members would count a
 //! reduce's leaves, which return as soon as their data is out, and put a
 //! reduce below its own bound.) The bound of a row is what no
 //! algorithm can beat on the profile's links: the bytes the busiest link
@@ -87,7 +87,8 @@ impl Op {
     }
 }
 
-/// Microseconds per collective, at the member that finishes last, of
+/// Microseconds per collective, the longest of the members' (each from
+/// its own start), of
 /// `iters` back-to-back `op`s of `size` bytes (whole i64 elements) on `n`
 /// nodes in `mode`.
 pub fn time_us(profile: &Profile, n: u32, mode: Mode, op: Op, size: u32, iters: u32, seed: u64) -> Result<f64, ExperimentError> {

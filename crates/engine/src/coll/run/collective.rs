@@ -137,10 +137,14 @@ impl Running {
                     return true;
                 }
                 self.sent = true;
-                let len = self.lazy.as_ref().map_or(self.value.len(), |l| l.buf.len as usize);
+                let failure = self.failure();
+                let len = match (failure, &self.lazy) {
+                    (Some(_), _) => outboard_wire::COLL_FAILURE_LEN,
+                    (None, Some(l)) => l.buf.len as usize,
+                    (None, None) => self.value.len(),
+                };
                 room.held += st.send_to.len() * (len + OUT_OVERHEAD);
                 if !st.send_to.is_empty() {
-                    let failure = self.failure();
                     let flag = if failure.is_some() { outboard_wire::COLL_ROUND_FAILED } else { 0 };
                     let to = st.send_to.iter().copied().zip(sched.send_round[self.step].iter().map(|r| r | flag)).collect();
                     let data = match (failure, &self.lazy) {
@@ -154,8 +158,11 @@ impl Running {
             }
             if self.failed.is_none() && self.lost.is_none() {
                 // A packet flagged failed for a later step: the collective
-                // has failed upstream, whatever this step still waits for.
-                if let Some(a) = self.arrived.iter().find(|a| a.failure.is_some()) {
+                // has failed upstream, whatever this step still waits for
+                // (a departure first, so that every member names it).
+                let departure = |a: &&Arrival| a.failure.is_some_and(|c| c != outboard_wire::CollFailure::Other);
+                let first = self.arrived.iter().find(departure).or_else(|| self.arrived.iter().find(|a| a.failure.is_some()));
+                if let Some(a) = first {
                     let (src, cause) = (a.src_rank, a.failure);
                     self.fail_upstream(src, cause);
                 }

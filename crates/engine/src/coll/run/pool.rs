@@ -31,7 +31,7 @@ pub(crate) struct Arrival {
     pub data: Vec<u8>,
     /// The sender's collective failed, and why
     /// ([`wire::COLL_ROUND_FAILED`](outboard_wire::COLL_ROUND_FAILED)): its
-    /// data is then the cause, not a value.
+    /// `data` is then empty (the packet carried the cause, not a value).
     pub failure: Option<outboard_wire::CollFailure>,
 }
 

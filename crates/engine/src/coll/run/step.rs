@@ -31,12 +31,18 @@ impl<D: Dma> Engine<D> {
         let relaunched = !self.coll.refused.is_empty() && self.coll_forget_refused(from, Some(h.msg_id));
         let port = PortId(h.dst_port);
         let group = GroupId(h.group);
-        let failure = failed.then(|| {
-            wire::CollFailure::parse(payload).unwrap_or_else(|_| {
+        let me = self.cfg.node.0;
+        let failure = failed.then(|| match wire::CollFailure::parse(payload) {
+            // This node is alive, and its own ports' closures are its own
+            // to announce: a peer that says otherwise (relaying a partial
+            // view) tells only that the collective failed.
+            Ok(wire::CollFailure::NodeDied { node } | wire::CollFailure::PortClosed { node, .. }) if node == me => wire::CollFailure::Other,
+            Ok(c) => c,
+            Err(_) => {
                 // Still a failure, with a cause this engine cannot read.
                 self.stats.malformed += 1;
                 wire::CollFailure::Other
-            })
+            }
         });
         let data = if failed { Vec::new() } else { payload.to_vec() };
         let arrival = Arrival { src_rank: h.src_rank, round: h.round, schedule: h.schedule, data, failure };
