@@ -572,9 +572,9 @@ fn worker_cases(kind: Kind, a: &CollArgs, world: &mut outboard_runtime::World) -
                 Ok(r?)
             };
             let mut samples: Vec<Vec<f64>> = vec![Vec::new(); kind.columns(a)];
-            // Bytes this rank's engine copied out of and into host memory
-            // over each column's timed iterations.
-            let mut copied = vec![0u64; kind.columns(a)];
+            // Bytes this rank's engine, and its host library, copied over
+            // each column's timed iterations.
+            let mut copied = vec![(0u64, 0u64); kind.columns(a)];
             for _ in 0..a.rounds {
                 for (m, s) in samples.iter_mut().enumerate() {
                     world.barrier()?;
@@ -582,22 +582,26 @@ fn worker_cases(kind: Kind, a: &CollArgs, world: &mut outboard_runtime::World) -
                         column(world.port(), &mut g, m)?;
                         sync(world.port(), &mut g)?;
                     }
-                    let before = engine_copies(world.port());
+                    let before = copies(world.port());
                     for _ in 0..a.iters {
                         let t = Instant::now();
                         column(world.port(), &mut g, m)?;
                         s.push(t.elapsed().as_secs_f64() * 1e6);
                         sync(world.port(), &mut g)?;
                     }
-                    copied[m] += engine_copies(world.port()).saturating_sub(before);
+                    let after = copies(world.port());
+                    copied[m].0 += after.0.saturating_sub(before.0);
+                    copied[m].1 += after.1.saturating_sub(before.1);
                 }
             }
             for s in &mut samples {
                 mine.push(median(s));
             }
-            // Copies per byte of data per collective, after the latencies.
+            // Copies per byte of data per collective, after the latencies:
+            // the engines', then the host library's.
             let per = f64::from(a.iters * a.rounds) * f64::from(case.size.max(1));
-            mine.extend(copied.iter().map(|&c| c as f64 / per));
+            mine.extend(copied.iter().map(|&(e, _)| e as f64 / per));
+            mine.extend(copied.iter().map(|&(_, h)| h as f64 / per));
         } else {
             let total = a.iters * a.rounds;
             for &mode in &MODES {
@@ -666,8 +670,8 @@ fn worker_cases(kind: Kind, a: &CollArgs, world: &mut outboard_runtime::World) -
         }
         let avg: Vec<f64> = sum.iter().map(|s| s / f64::from(n)).collect();
         // Overlap: pure, overall, compute per mode; the others: latency,
-        // then copies per byte, per column.
-        let per = if kind == Kind::Overlap { 6 } else { 2 * kind.columns(a) };
+        // the engine's copies per byte and the host library's, per column.
+        let per = if kind == Kind::Overlap { 6 } else { 3 * kind.columns(a) };
         for (case, v) in cases(kind, a).iter().zip(avg.chunks_exact(per)) {
             let vals: Vec<String> = v.iter().map(|x| format!("{x:.3}")).collect();
             println!("@ {} {} {} {}", case.op.name(), case.op.alg(), case.size, vals.join(" "));
@@ -679,13 +683,14 @@ fn worker_cases(kind: Kind, a: &CollArgs, world: &mut outboard_runtime::World) -
     Ok(())
 }
 
-/// Payload bytes this rank's engine has copied out of and into host
-/// memory so far (its DMA: reading send buffers and contributions,
-/// writing results and received data); 0 with a node engine, whose
-/// counts stay in its own process.
-fn engine_copies(port: &Port<RtPort>) -> u64 {
+/// Payload bytes copied so far: by this rank's engine between host
+/// memory and its packets (its DMA: reading send buffers and
+/// contributions, writing results and received data; 0 with a node
+/// engine, whose counts stay in its own process), and by the host library
+/// between the caller's memory and the engine's.
+fn copies(port: &Port<RtPort>) -> (u64, u64) {
     let (_, t) = port.io_ref().stats();
-    t.copied_out + t.copied_in
+    (t.copied_out + t.copied_in, port.io_ref().host_copied())
 }
 
 /// The runtime's own streaming bandwidth from rank 0 to rank 1 at each
@@ -1012,18 +1017,21 @@ fn print_bus_bandwidth(a: &CollArgs, n: u32, fig: &Figures, mpi_fig: &Figures) {
 fn print_copies(kind: Kind, a: &CollArgs, fig: &Figures) {
     let modes = kind.modes(a);
     let cols = kind.columns(a);
-    println!("# engine copies per byte of data per collective: bytes each rank's engine moved between host memory and its packets (the DMA a NIC must make: 2 for an allreduce's read and write), mean over the ranks; the host library's own copies between the caller's memory and the engine's are not counted, nor are a node engine's (-)");
+    println!("# copies per byte of data per collective, mean over the ranks, engine + host library: the engine's between host memory and its packets (the DMA a NIC must make: 2 for an allreduce's read and write; a node engine's are not counted, -), the host library's between the caller's memory and the engine's (what zero copy would save)");
     let mut head = format!("{:<10} {:<19} {:>7} |", "op", "algorithm", "size");
     for m in &modes {
-        head += &format!(" {:>10}", mode_label(*m));
+        head += &format!(" {:>17}", mode_label(*m));
     }
     println!("{head}");
     for c in cases(kind, a) {
         let v = fig.get(&c.key()).cloned().unwrap_or_default();
         let mut row = format!("{:<10} {:<19} {:>7} |", c.op.name(), c.op.alg(), size_label(c.size));
         for i in 0..modes.len() {
-            // Zero: not counted (a node engine's counts stay in its process).
-            row += &format!(" {:>10}", fmt(v.get(cols + i).copied().filter(|&c| c > 0.0), 2));
+            // An engine count of zero: not counted (a node engine's
+            // counts stay in its process).
+            let engine = fmt(v.get(cols + i).copied().filter(|&c| c > 0.0), 2);
+            let host = fmt(v.get(2 * cols + i).copied(), 2);
+            row += &format!(" {:>17}", format!("{engine} + {host}"));
         }
         println!("{row}");
     }

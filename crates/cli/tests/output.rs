@@ -97,6 +97,11 @@ fn outboard_stats_prints_a_table_per_rank() {
     assert!(out.status.success(), "{stderr}");
     for rank in 0..2 {
         assert!(stderr.contains(&format!("[{rank}] outboard stats rank {rank}: engine counters that are not 0")), "{stderr}");
+        // And the bytes copied: the ring's messages went through both the
+        // engine and the host library.
+        let line = stderr.lines().find(|l| l.starts_with(&format!("[{rank}] outboard copies rank {rank}: "))).unwrap_or_else(|| panic!("no copies line of rank {rank}:\n{stderr}"));
+        let numbers: Vec<u64> = line.split_whitespace().filter_map(|w| w.parse().ok()).collect();
+        assert!(numbers.len() == 3 && numbers.iter().all(|&b| b > 0), "{line}");
     }
     assert!(!stderr.contains("Stats {"), "{stderr}");
 }

@@ -1,7 +1,7 @@
 //! The host's handle to a port on the local engine: the runtime's
 //! implementation of the host library's [`PortIo`].
 
-use std::sync::atomic::{fence, Ordering};
+use std::sync::atomic::{fence, AtomicU64, Ordering};
 use std::sync::{Arc, PoisonError};
 use std::time::Duration;
 
@@ -262,7 +262,12 @@ impl Drop for LocalPort {
 /// The host's handle to a port: on an engine thread of this process
 /// ([`crate::Node::open_port`]) or on the node engine process that serves
 /// every local process (`OUTBOARD_ENGINE=node`).
-pub struct RtPort(Kind);
+pub struct RtPort {
+    kind: Kind,
+    /// Payload bytes the host library copied into and out of the
+    /// engine's memory through this handle ([`RtPort::host_copied`]).
+    host_copied: AtomicU64,
+}
 
 enum Kind {
     Local(Box<LocalPort>),
@@ -271,22 +276,22 @@ enum Kind {
 
 impl RtPort {
     pub(crate) fn local(p: LocalPort) -> RtPort {
-        RtPort(Kind::Local(Box::new(p)))
+        RtPort { kind: Kind::Local(Box::new(p)), host_copied: AtomicU64::new(0) }
     }
 
     pub(crate) fn remote(p: RemotePort) -> RtPort {
-        RtPort(Kind::Remote(Box::new(p)))
+        RtPort { kind: Kind::Remote(Box::new(p)), host_copied: AtomicU64::new(0) }
     }
 
     fn io(&self) -> &dyn PortIo {
-        match &self.0 {
+        match &self.kind {
             Kind::Local(p) => &**p,
             Kind::Remote(p) => &**p,
         }
     }
 
     fn io_mut(&mut self) -> &mut dyn PortIo {
-        match &mut self.0 {
+        match &mut self.kind {
             Kind::Local(p) => &mut **p,
             Kind::Remote(p) => &mut **p,
         }
@@ -294,7 +299,7 @@ impl RtPort {
 
     /// The node engine's port underneath, if that is what this is.
     pub(crate) fn remote_mut(&mut self) -> Option<&mut RemotePort> {
-        match &mut self.0 {
+        match &mut self.kind {
             Kind::Remote(p) => Some(p),
             Kind::Local(_) => None,
         }
@@ -303,7 +308,7 @@ impl RtPort {
     /// Where this port's interrupts go (`None`: nowhere). Interrupts need
     /// an engine in this process; a node engine's ports have none.
     pub(crate) fn set_irq(&self, t: Option<crate::interrupt::Target>) -> bool {
-        match &self.0 {
+        match &self.kind {
             Kind::Local(p) => {
                 p.set_irq(t);
                 true
@@ -314,7 +319,7 @@ impl RtPort {
 
     /// The progress policy a waiting thread follows.
     pub fn progress(&self) -> Progress {
-        match &self.0 {
+        match &self.kind {
             Kind::Local(p) => p.progress(),
             Kind::Remote(p) => p.progress(),
         }
@@ -324,16 +329,25 @@ impl RtPort {
     /// defaults for a node engine's port, whose counters the node engine
     /// prints itself with `OUTBOARD_STATS=stderr`).
     pub fn stats(&self) -> (Stats, TransportStats) {
-        match &self.0 {
+        match &self.kind {
             Kind::Local(p) => p.stats(),
             Kind::Remote(_) => Default::default(),
         }
     }
 
+    /// Payload bytes the host library has copied into the engine's memory
+    /// (a send's or a contribution's bytes into a port buffer) and out of
+    /// it (a receive's or a result's) through this port so far: the
+    /// copies zero copy would save, beside the engine's own
+    /// ([`TransportStats::copied_out`]), which a NIC's DMA would make.
+    pub fn host_copied(&self) -> u64 {
+        self.host_copied.load(Ordering::Relaxed)
+    }
+
     /// Whether the engine has nothing under way (in-process engines; a
     /// node engine's port answers true: its engine outlives the process).
     pub fn engine_quiet(&self) -> bool {
-        match &self.0 {
+        match &self.kind {
             Kind::Local(p) => p.engine_quiet(),
             Kind::Remote(_) => true,
         }
@@ -378,9 +392,11 @@ impl PortIo for RtPort {
         self.io_mut().free(buf)
     }
     fn read(&self, addr: u64, out: &mut [u8]) -> Result<(), MemoryError> {
+        self.host_copied.fetch_add(out.len() as u64, Ordering::Relaxed);
         self.io().read(addr, out)
     }
     fn write(&mut self, addr: u64, data: &[u8]) -> Result<(), MemoryError> {
+        *self.host_copied.get_mut() += data.len() as u64;
         self.io_mut().write(addr, data)
     }
     fn atomic(&mut self, addr: u64, width: AtomicWidth, op: AtomicOp) -> Result<u64, MemoryError> {

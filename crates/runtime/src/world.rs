@@ -703,6 +703,13 @@ impl Drop for World {
             // For fault runs: what the engine dropped and why.
             let (engine, transport) = self.engine.stats();
             eprint!("{}", crate::stats_table::stats_table(self.env.rank, &engine));
+            eprintln!(
+                "outboard copies rank {}: engine {} bytes from host memory into packets, {} into host memory; host library {} bytes between the caller's memory and the engine's",
+                self.env.rank,
+                transport.copied_out,
+                transport.copied_in,
+                self.port.io_ref().host_copied()
+            );
             if engine.vm_instructions > 0 {
                 let m = transport.module_time;
                 eprintln!(

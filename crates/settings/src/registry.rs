@@ -158,7 +158,7 @@ pub static SHM_P2P: Var<Flag> = Var {
 /// The engine counters at the end of a world.
 pub static STATS: Var<Choice> = Var {
     name: "OUTBOARD_STATS",
-    doc: "stderr prints each rank's engine counters when its world ends.",
+    doc: "stderr prints each rank's engine counters when its world ends, and the bytes its engine and its host library copied.",
     group: Group::Runtime,
     kind: Choice {
         names: &[
