@@ -361,7 +361,8 @@ fn bench_bcast_prints_every_mode_and_size() {
     for col in ["offloaded", "nic-asst", "host-based", "host/offl", "host/nic", "Open MPI", "MPI/offl", "MPI/nic"] {
         assert!(so.contains(col), "{col}:\n{so}");
     }
-    let lines: Vec<&str> = so.lines().filter(|l| l.starts_with("bcast")).collect();
+    // The latency table's rows (copies per byte follow, by the same names).
+    let lines: Vec<&str> = so.lines().take_while(|l| !l.starts_with("# copies per byte")).filter(|l| l.starts_with("bcast")).collect();
     assert_eq!(lines.len(), 2, "{so}");
     for (line, size) in lines.iter().zip(["8 B", "20000 B"]) {
         assert!(line.contains(size), "{line}");
