@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 
 use outboard_host::coll::{describe_allreduce, describe_barrier, describe_reduce, describe_tree, UNDEFINED};
 use outboard_host::postal::Lambda;
-use outboard_host::{AllreduceAlgorithm, BarrierAlgorithm, BarrierProtocol, BcastMode, Group, Mode, ReduceAlgorithm, TreeShape};
+use outboard_host::{AllreduceAlgorithm, BarrierAlgorithm, BarrierProtocol, BcastMode, CollDefaults, Group, Mode, ReduceAlgorithm, TreeShape};
 
 use outboard_runtime::node_coll::span::Span;
 use outboard_runtime::node_coll::{NodeColl, NodeCollError};
@@ -422,13 +422,19 @@ pub unsafe extern "C" fn outboard_group_set_barrier(group: *const outboard_group
     })
 }
 
-fn apply_barrier(g: &outboard_group, a: BarrierAlgorithm) -> Result<(), Error> {
+/// Changes the group's default choices with `f`, as every member must
+/// alike before the same collective.
+fn change_defaults(g: &outboard_group, f: impl FnOnce(&mut CollDefaults)) -> Result<(), Error> {
     g.choose(|gr, _| {
         let mut d = gr.defaults();
-        d.barrier = a;
+        f(&mut d);
         gr.set_defaults(d);
         Ok(())
     })
+}
+
+fn apply_barrier(g: &outboard_group, a: BarrierAlgorithm) -> Result<(), Error> {
+    change_defaults(g, |d| d.barrier = a)
 }
 
 fn apply_protocol(g: &outboard_group, p: BarrierProtocol) -> Result<(), Error> {
@@ -456,43 +462,33 @@ fn apply_bcast_tree(g: &outboard_group, t: TreeShape) -> Result<(), Error> {
 /// block-tree allreduces take it.
 fn apply_reduce_degree(g: &outboard_group, degree: u32) -> Result<(), Error> {
     let t = if degree == 0 { TreeShape::Binomial } else { TreeShape::Kary(degree) };
-    g.choose(|gr, _| {
-        let mut d = gr.defaults();
+    change_defaults(g, |d| {
         d.tree = t;
         d.reduce = d.reduce.on(t);
         d.allreduce = d.allreduce.on(t);
-        gr.set_defaults(d);
-        Ok(())
     })
 }
 
 /// The allreduce algorithm by its setting's name (`tree`, `block-trees`,
 /// `recursive-doubling`), on the group's reduction tree.
 fn apply_allreduce_algorithm(g: &outboard_group, name: &str) -> Result<(), Error> {
-    g.choose(|gr, _| {
-        let mut d = gr.defaults();
+    change_defaults(g, |d| {
         d.allreduce = match name {
             "tree" => AllreduceAlgorithm::Tree(d.tree),
             "recursive-doubling" => AllreduceAlgorithm::RecursiveDoubling,
             _ => AllreduceAlgorithm::BlockTrees(d.tree),
-        };
-        gr.set_defaults(d);
-        Ok(())
+        }
     })
 }
 
 /// The reduce algorithm by its setting's name (`tree`, `block-trees`), on
 /// the group's reduction tree.
 fn apply_reduce_algorithm(g: &outboard_group, name: &str) -> Result<(), Error> {
-    g.choose(|gr, _| {
-        let mut d = gr.defaults();
+    change_defaults(g, |d| {
         d.reduce = match name {
-            "block-trees" => ReduceAlgorithm::BlockTrees(d.reduce.shape()),
-            "tree" => ReduceAlgorithm::Tree(d.reduce.shape()),
-            other => unreachable!("the registry's REDUCE_ALGORITHM names no {other:?}"),
-        };
-        gr.set_defaults(d);
-        Ok(())
+            "block-trees" => ReduceAlgorithm::BlockTrees(d.tree),
+            _ => ReduceAlgorithm::Tree(d.tree),
+        }
     })
 }
 

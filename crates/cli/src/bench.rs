@@ -136,7 +136,7 @@ const TAG_ACK: u64 = 3;
 const MTU: usize = 8192;
 /// Most bytes one bandwidth window keeps in flight: the raw path has no
 /// flow control, and must fit in the socket buffer to lose nothing.
-pub(crate) const WINDOW_BYTES: usize = 2 << 20;
+const WINDOW_BYTES: usize = 2 << 20;
 /// Most messages in a window (the engine's default send tokens).
 pub(crate) const WINDOW_MAX: usize = 64;
 
@@ -148,6 +148,24 @@ pub(crate) enum Step {
 }
 
 impl Step {
+    /// A bandwidth step of messages of `size` bytes: windows of at most
+    /// `window_max` messages and [`WINDOW_BYTES`], repeated until about
+    /// `bytes` have gone (times `scale`, 2 to 500 windows).
+    pub(crate) fn bandwidth(size: usize, window_max: usize, bytes: f64, scale: f64) -> Step {
+        let window = (WINDOW_BYTES / size.max(1)).clamp(1, window_max);
+        let reps = ((bytes / (size.max(1) * window) as f64).clamp(2.0, 500.0) * scale).round().max(1.0) as u32;
+        Step::Bandwidth { size, window, warm: (reps / 10).max(1), reps }
+    }
+
+    /// The streaming bandwidth in MB/s of a bandwidth step that took
+    /// `seconds` (its timed windows); `None` for a latency step.
+    pub(crate) fn mb_per_s(&self, seconds: f64) -> Option<f64> {
+        match *self {
+            Step::Bandwidth { size, window, reps, .. } => Some((size * window) as f64 * f64::from(reps) / seconds / 1e6),
+            Step::Latency { .. } => None,
+        }
+    }
+
     /// Payload bytes both ranks send in one round of the step.
     fn bytes(&self) -> u64 {
         match *self {
@@ -199,9 +217,7 @@ pub(crate) fn plan(a: &PingpongArgs) -> Vec<Step> {
         steps.push(Step::Latency { size, warm: (iters / 10).max(2), iters });
     }
     for &size in sizes.iter().filter(|&&s| s >= 64) {
-        let window = (WINDOW_BYTES / size).clamp(1, WINDOW_MAX);
-        let reps = scale((16e6 / (size * window) as f64).clamp(2.0, 500.0));
-        steps.push(Step::Bandwidth { size, window, warm: (reps / 10).max(1), reps });
+        steps.push(Step::bandwidth(size, WINDOW_MAX, 16e6, a.scale));
     }
     steps
 }
@@ -726,8 +742,8 @@ pub fn run(cmd: BenchCmd) -> anyhow::Result<()> {
     println!("# bandwidth: a window of messages (<= {WINDOW_MAX}, <= {} MiB) then a 1-byte ack, OSU bw; ratio = engine / raw-udp", WINDOW_BYTES >> 20);
     println!("{}", cols("(MB/s)"));
     for (i, s) in steps.iter().enumerate() {
-        if let Step::Bandwidth { size, window, reps, .. } = *s {
-            let mbs = |m: &Measured| (size * window) as f64 * f64::from(reps) / median(&m.times[i]) / 1e6;
+        if let Step::Bandwidth { size, .. } = *s {
+            let mbs = |m: &Measured| s.mb_per_s(median(&m.times[i])).expect("a bandwidth step");
             let (ev, rv) = (e.as_ref().map(mbs), r.as_ref().map(mbs));
             println!("{}", row(size, ev, rv, ev.zip(rv).map(|(a, b)| a / b), copies(i, s)));
         }

@@ -37,7 +37,7 @@ use outboard_host::{
 };
 use outboard_runtime::{machine_cores, Options, Progress, RtPort};
 
-use crate::bench::{run_a, run_b, EngineSide, Step, WINDOW_BYTES, WINDOW_MAX};
+use crate::bench::{run_a, run_b, EngineSide, Step, WINDOW_MAX};
 use crate::stats::median;
 
 /// Which collective a benchmark measures.
@@ -700,17 +700,9 @@ fn copies(port: &Port<RtPort>) -> (u64, u64) {
 fn streaming_bandwidth(world: &mut outboard_runtime::World, a: &CollArgs) -> anyhow::Result<Vec<(u32, f64)>> {
     let sizes = a.sizes().to_vec();
     let max = sizes.iter().copied().max().unwrap_or(1) as usize;
-    let steps: Vec<Step> = sizes
-        .iter()
-        .map(|&s| {
-            let size = s.max(1) as usize;
-            // Half the send tokens: the collectives' last host-based
-            // sends may still hold some.
-            let window = (WINDOW_BYTES / size).clamp(1, WINDOW_MAX / 2);
-            let reps = ((32e6 / (size * window) as f64).round() as u32).clamp(2, 200);
-            Step::Bandwidth { size, window, warm: (reps / 10).max(1), reps }
-        })
-        .collect();
+    // Windows of half the send tokens: the collectives' last host-based
+    // sends may still hold some.
+    let steps: Vec<Step> = sizes.iter().map(|&s| Step::bandwidth(s.max(1) as usize, WINDOW_MAX / 2, 32e6, 1.0)).collect();
     world.barrier()?;
     let mut out = Vec::new();
     match world.rank() {
@@ -721,9 +713,8 @@ fn streaming_bandwidth(world: &mut outboard_runtime::World, a: &CollArgs) -> any
             // they are left to the job's end rather than freed under them.
             let (times, _) = run_a(&mut side, &steps, a.rounds.max(1))?;
             side.release()?;
-            for (step, t) in steps.iter().zip(times) {
-                let Step::Bandwidth { size, window, reps, .. } = *step else { unreachable!("bandwidth steps only") };
-                out.push((size as u32, (size * window) as f64 * f64::from(reps) / median(&t) / 1e6));
+            for ((step, t), &size) in steps.iter().zip(times).zip(&sizes) {
+                out.push((size, step.mb_per_s(median(&t)).expect("bandwidth steps only")));
             }
         }
         1 => {

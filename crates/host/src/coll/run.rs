@@ -88,14 +88,13 @@ impl<P: PortIo> Port<P> {
         // around it. So is a reduce among two (nodes): its blocks would
         // carry half the data to the other member and back, 1.5 times the
         // one tree's bytes, for no root to relieve.
-        let (elem, roots, unit) = self.block_terms(g, spec);
-        let one_block = blocks::count(spec.data.len(), elem, roots, unit) == 1;
-        let reduce_tree = one_block || roots <= 2;
         let spec = &match spec.key {
-            ScheduleKey::Allreduce(AllreduceAlgorithm::BlockTrees(shape)) if one_block => {
+            ScheduleKey::Allreduce(AllreduceAlgorithm::BlockTrees(shape)) if self.block_count(g, spec) == 1 => {
                 Spec { key: ScheduleKey::Allreduce(AllreduceAlgorithm::Tree(shape)), ..*spec }
             }
-            ScheduleKey::ReduceBlocks(shape, root) if reduce_tree => Spec { key: ScheduleKey::Reduce(shape, root), ..*spec },
+            ScheduleKey::ReduceBlocks(shape, root) if g.network_ranks() <= 2 || self.block_count(g, spec) == 1 => {
+                Spec { key: ScheduleKey::Reduce(shape, root), ..*spec }
+            }
             _ => *spec,
         };
         let run: Box<dyn CollRun<P>> = match (mode, spec.key) {
@@ -119,6 +118,12 @@ impl<P: PortIo> Port<P> {
     /// share nodes), and a packet's worth, the least a block holds.
     fn block_terms(&self, g: &Group, spec: &Spec<'_>) -> (usize, u32, usize) {
         (spec.reduction.map_or(1, |r| r.dtype.size()), g.network_ranks(), self.io_ref().coll_max_len() as usize)
+    }
+
+    /// How many blocks [`blocks::cut`] makes of `spec`'s data.
+    fn block_count(&self, g: &Group, spec: &Spec<'_>) -> usize {
+        let (elem, roots, unit) = self.block_terms(g, spec);
+        blocks::count(spec.data.len(), elem, roots, unit)
     }
 
     /// A reduce or allreduce on block trees: the data cut into blocks

@@ -160,9 +160,8 @@ impl Running {
                 // A packet flagged failed for a later step: the collective
                 // has failed upstream, whatever this step still waits for
                 // (a departure first, so that every member names it).
-                let departure = |a: &&Arrival| a.failure.is_some_and(|c| c != outboard_wire::CollFailure::Other);
-                let first = self.arrived.iter().find(departure).or_else(|| self.arrived.iter().find(|a| a.failure.is_some()));
-                if let Some(a) = first {
+                let flagged = self.arrived.iter().filter(|a| a.failure.is_some());
+                if let Some(a) = flagged.min_by_key(|a| a.failure == Some(outboard_wire::CollFailure::Other)) {
                     let (src, cause) = (a.src_rank, a.failure);
                     self.fail_upstream(src, cause);
                 }
