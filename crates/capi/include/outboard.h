@@ -414,14 +414,16 @@ int outboard_lock_create(const outboard_group *group, uint32_t home, outboard_lo
 // Blocks until this rank holds the lock (FIFO among the waiters; a
 // waiting rank polls only its own memory). The process's other threads
 // go on with their calls on the world meanwhile: the wait holds the
-// world only for each look at the lock word.
+// world only for each step of the lock's protocol.
 int outboard_lock_acquire(const outboard_lock *lock);
 
-// Takes the lock if nobody holds or awaits it, never waiting: `*acquired`
-// is 1 if it was taken, else 0.
+// Takes the lock if nobody holds or awaits it, never waiting for a
+// holder: `*acquired` is 1 if it was taken, else 0.
 int outboard_lock_try(const outboard_lock *lock, int *acquired);
 
-// Releases the lock, handing it to the next waiter if there is one.
+// Releases the lock, handing it to the next waiter if there is one (and
+// waiting, without holding the process's other threads, for one that
+// has queued but not yet linked itself).
 int outboard_lock_release(const outboard_lock *lock);
 
 // Frees this rank's handle and its queue words. Every rank must be done

@@ -226,7 +226,7 @@ impl From<LockError> for Error {
     fn from(e: LockError) -> Error {
         match e {
             LockError::Host(h) => Error::from(h),
-            LockError::AlreadyHeld | LockError::NotHeld => Error::new(OUTBOARD_ERR_STATE, e.to_string()),
+            LockError::AlreadyHeld | LockError::NotHeld | LockError::Busy => Error::new(OUTBOARD_ERR_STATE, e.to_string()),
             LockError::BadTable { .. } => Error::arg(e.to_string()),
             LockError::Corrupt(_) => Error::new(OUTBOARD_ERR_OTHER, e.to_string()),
         }
@@ -237,6 +237,33 @@ impl outboard_lock {
     fn with<R>(&self, f: impl FnOnce(&mut McsLock, &mut outboard_runtime::World) -> Result<R, Error>) -> Result<R, Error> {
         let mut l = self.lock.lock().map_err(|_| Error::new(OUTBOARD_ERR_STATE, "an earlier call panicked with the lock in use"))?;
         self.shared.with(|w| f(&mut l, w))
+    }
+
+    /// Starts an operation on the lock and tests it until done, holding
+    /// the world only for each start and test: the process's other threads
+    /// go on with their calls on the world meanwhile.
+    fn run(&self, start: impl FnOnce(&mut McsLock, &mut outboard_runtime::World) -> Result<(), LockError>) -> Result<(), Error> {
+        if self.with(|l, w| {
+            start(l, w)?;
+            Ok(l.test(w.port())?)
+        })? {
+            return Ok(());
+        }
+        let _waiting = self.shared.waiting();
+        loop {
+            if self.with(|l, w| Ok(l.test(w.port())?))? {
+                return Ok(());
+            }
+            if self.shared.contended() {
+                // Another thread waits too: leave it the world.
+                std::thread::sleep(std::time::Duration::from_micros(10));
+            } else {
+                self.shared.with(|w| {
+                    w.port().io().idle();
+                    Ok(())
+                })?;
+            }
+        }
     }
 }
 
@@ -260,46 +287,30 @@ pub unsafe extern "C" fn outboard_lock_create(group: *const outboard_group, home
 /// Blocks until this rank holds the lock (FIFO among the waiters; a
 /// waiting rank polls only its own memory). The process's other threads
 /// go on with their calls on the world meanwhile: the wait holds the
-/// world only for each look at the lock word.
+/// world only for each step of the lock's protocol.
 #[no_mangle]
 pub unsafe extern "C" fn outboard_lock_acquire(lock: *const outboard_lock) -> c_int {
-    guard(|| {
-        let l = unsafe { deref(lock, "lock") }?;
-        if l.with(|l, w| Ok(l.enqueue(w.port())?))? {
-            return Ok(());
-        }
-        let _waiting = l.shared.waiting();
-        loop {
-            if l.with(|l, w| Ok(l.handed_over(w.port())?))? {
-                return Ok(());
-            }
-            if l.shared.contended() {
-                // Another thread waits too: leave it the world.
-                std::thread::sleep(std::time::Duration::from_micros(10));
-            } else {
-                l.shared.with(|w| {
-                    w.port().io().idle();
-                    Ok(())
-                })?;
-            }
-        }
-    })
+    guard(|| unsafe { deref(lock, "lock") }?.run(|l, w| l.start_acquire(w.port())))
 }
 
-/// Takes the lock if nobody holds or awaits it, never waiting: `*acquired`
-/// is 1 if it was taken, else 0.
+/// Takes the lock if nobody holds or awaits it, never waiting for a
+/// holder: `*acquired` is 1 if it was taken, else 0.
 #[no_mangle]
 pub unsafe extern "C" fn outboard_lock_try(lock: *const outboard_lock, acquired: *mut c_int) -> c_int {
     guard(|| {
-        let got = unsafe { deref(lock, "lock") }?.with(|l, w| Ok(l.try_lock(w.port())?))?;
+        let l = unsafe { deref(lock, "lock") }?;
+        l.run(|l, w| l.start_try(w.port()))?;
+        let got = l.with(|l, _| Ok(l.is_held()))?;
         unsafe { put(acquired, c_int::from(got), "acquired") }
     })
 }
 
-/// Releases the lock, handing it to the next waiter if there is one.
+/// Releases the lock, handing it to the next waiter if there is one (and
+/// waiting, without holding the process's other threads, for one that
+/// has queued but not yet linked itself).
 #[no_mangle]
 pub unsafe extern "C" fn outboard_lock_release(lock: *const outboard_lock) -> c_int {
-    guard(|| unsafe { deref(lock, "lock") }?.with(|l, w| Ok(l.release(w.port())?)))
+    guard(|| unsafe { deref(lock, "lock") }?.run(|l, w| l.start_release(w.port())))
 }
 
 /// Frees this rank's handle and its queue words. Every rank must be done

@@ -38,7 +38,7 @@ impl DirectAtomic {
     }
 }
 
-fn value_of(c: Completion) -> u64 {
+pub(crate) fn value_of(c: Completion) -> u64 {
     match c {
         Completion::Atomic { value } => value,
         other => unreachable!("an atomic completed as {other:?}"),

@@ -19,12 +19,21 @@
 //! not yet linked), wait for `next` and then clear the successor's
 //! `locked`. Remote words are reached with the engines' atomics; a rank's
 //! own words with local atomics, which are atomic with respect to them.
+//!
+//! Split-phase, as the collectives are: [`McsLock::start_acquire`] and
+//! [`McsLock::start_release`] begin, [`McsLock::test`] advances as far as
+//! the completions allow without waiting, and the blocking calls loop over
+//! it. A driver that cannot block (the simulator) waits between tests in
+//! its own way: for a completion while an atomic is under way, by polling
+//! memory while [`McsLock::spinning`] (the words a waiter polls are
+//! written by the peers' engines, which tell the host nothing).
 
 use outboard_engine::{AtomicOp, AtomicWidth, Datatype, Endpoint, HostBuf, ReduceOp, Reduction};
 use thiserror::Error;
 
+use crate::atomic_server::HbAtomic;
 use crate::coll::Group;
-use crate::{HostError, Port, PortIo, RemoteWord};
+use crate::{HostError, Port, PortIo, RemoteWord, Request};
 
 /// Offset of `next` in a rank's words.
 const NEXT: u64 = 0;
@@ -56,6 +65,10 @@ pub enum LockError {
     /// `release` while this rank does not hold it.
     #[error("this rank does not hold the lock")]
     NotHeld,
+    /// A release or try while another operation on the lock is under way
+    /// on this rank (split-phase calls not yet tested to the end).
+    #[error("another acquire, try or release of this lock is under way on this rank")]
+    Busy,
     /// A lock word held something that is not a rank of the table
     /// (the memory was written by something else).
     #[error("lock word holds {0}, not a rank")]
@@ -75,6 +88,37 @@ pub enum LockError {
     Host(#[from] HostError),
 }
 
+/// Where an acquire, a try or a release stands: what its last atomic was
+/// (its old value ends the step), or which own word it polls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Step {
+    /// Acquire: swapped this rank into the home's `lock`.
+    SwapIn,
+    /// Acquire: wrote this rank into its predecessor's `next`.
+    Link,
+    /// Acquire: polls own `locked` until the predecessor clears it.
+    AwaitHandOver,
+    /// Try: compared-and-swapped this rank into a nil `lock`.
+    Try,
+    /// Release: compared-and-swapped the home's `lock` from this rank to
+    /// nil.
+    Free,
+    /// Release: polls own `next` until the rank that swapped itself in
+    /// links itself.
+    AwaitLink,
+    /// Release: cleared the successor's `locked`.
+    HandOver,
+}
+
+/// A remote atomic under way.
+#[derive(Debug)]
+enum Pending {
+    /// Performed by the word's engine.
+    Engine(Request),
+    /// Performed by the word's host-based server.
+    Server(HbAtomic),
+}
+
 /// One rank's handle on a distributed MCS lock.
 #[derive(Debug)]
 pub struct McsLock {
@@ -84,8 +128,12 @@ pub struct McsLock {
     words: HostBuf,
     key: u64,
     held: bool,
-    /// Queued behind another rank, waiting for its hand-over.
-    waiting: bool,
+    /// The operation under way, if any.
+    step: Option<Step>,
+    /// The remote atomic of `step`, until it completes.
+    pending: Option<Pending>,
+    /// The old value that ends `step`, once there.
+    value: Option<u64>,
     queued_behind: Option<u32>,
     /// Host-based: each rank's atomic server, which performs the
     /// operations on its words instead of its engine.
@@ -107,9 +155,8 @@ impl McsLock {
         if rank as usize >= table.len() || home as usize >= table.len() {
             return Err(LockError::BadTable { rank, home, len: table.len() });
         }
-        Ok(McsLock { table, rank, home, words, key, held: false, waiting: false, queued_behind: None, servers: None })
+        Ok(McsLock { table, rank, home, words, key, held: false, step: None, pending: None, value: None, queued_behind: None, servers: None })
     }
-
     /// Creates the lock collectively over `group` (every member calls it,
     /// with the same `home`): each member prepares its words and the
     /// members exchange their slots with an allreduce (a bitwise-or of
@@ -148,7 +195,8 @@ impl McsLock {
         self.rank
     }
 
-    /// Whether this rank holds the lock.
+    /// Whether this rank holds the lock (given up as soon as a release
+    /// starts).
     pub fn is_held(&self) -> bool {
         self.held
     }
@@ -169,17 +217,36 @@ impl McsLock {
         u64::from(self.rank) + 1
     }
 
-    /// `op` on word `at` of `rank`'s words: locally for this rank's own,
-    /// through the engines otherwise.
-    fn on<P: PortIo>(&self, port: &mut Port<P>, rank: u32, at: u64, op: AtomicOp) -> Result<u64, HostError> {
+    /// Enters `step` with `op` on word `at` of `rank`'s words: performed
+    /// at once for this rank's own (a local atomic), started through the
+    /// engines (or the rank's server) otherwise.
+    fn go<P: PortIo>(&mut self, port: &mut Port<P>, step: Step, rank: u32, at: u64, op: AtomicOp) -> Result<(), HostError> {
+        self.step = Some(step);
         if rank == self.rank {
-            return port.local_atomic(self.words, at, AtomicWidth::W64, op);
+            self.value = Some(port.local_atomic(self.words, at, AtomicWidth::W64, op)?);
+            return Ok(());
         }
         let s = self.table[rank as usize];
-        if let Some(servers) = &self.servers {
-            return port.hb_atomic(servers[rank as usize], s.key, s.offset + at, AtomicWidth::W64, op);
+        self.pending = Some(match &self.servers {
+            Some(servers) => Pending::Server(port.start_hb_atomic(servers[rank as usize], s.key, s.offset + at, AtomicWidth::W64, op)?),
+            None => Pending::Engine(port.start_atomic(RemoteWord { ep: s.ep, key: s.key, offset: s.offset + at, width: AtomicWidth::W64 }, op)?),
+        });
+        Ok(())
+    }
+
+    /// The old value that ends the current step, if its atomic is done.
+    fn step_value<P: PortIo>(&mut self, port: &mut Port<P>) -> Result<Option<u64>, HostError> {
+        if let Some(v) = self.value.take() {
+            return Ok(Some(v));
         }
-        port.atomic(RemoteWord { ep: s.ep, key: s.key, offset: s.offset + at, width: AtomicWidth::W64 }, op)
+        let done = match self.pending.as_mut() {
+            Some(Pending::Engine(r)) => port.test(*r).map(|c| c.map(crate::atomic::value_of)),
+            Some(Pending::Server(a)) => port.test_hb_atomic(a),
+            None => None,
+        };
+        let Some(v) = done else { return Ok(None) };
+        self.pending = None;
+        v.map(Some)
     }
 
     /// One of this rank's own words, read in place.
@@ -197,112 +264,154 @@ impl McsLock {
         }
     }
 
-    /// Waits until one of this rank's own words satisfies `done`, driving
-    /// the port meanwhile.
-    fn poll_own<P: PortIo>(&self, port: &mut Port<P>, at: u64, done: impl Fn(u64) -> bool) -> Result<u64, HostError> {
-        loop {
-            let v = self.own(port, at)?;
-            if done(v) {
-                return Ok(v);
-            }
-            port.progress();
-            port.io().idle();
+    /// Starts acquiring the lock; [`McsLock::test`] says when this rank
+    /// holds it. Starting again while an acquire is under way goes on with
+    /// that one.
+    pub fn start_acquire<P: PortIo>(&mut self, port: &mut Port<P>) -> Result<(), LockError> {
+        match self.step {
+            _ if self.held => return Err(LockError::AlreadyHeld),
+            Some(Step::SwapIn | Step::Link | Step::AwaitHandOver) => return Ok(()),
+            Some(_) => return Err(LockError::Busy),
+            None => {}
         }
+        self.queued_behind = None;
+        port.local_atomic(self.words, NEXT, AtomicWidth::W64, AtomicOp::Swap(NIL))?;
+        self.go(port, Step::SwapIn, self.home, LOCK, AtomicOp::Swap(self.me()))?;
+        Ok(())
     }
 
-    /// Blocks until this rank holds the lock.
-    pub fn acquire<P: PortIo>(&mut self, port: &mut Port<P>) -> Result<(), LockError> {
-        if !self.enqueue(port)? {
-            self.poll_own(port, LOCKED, |v| v == 0)?;
-            self.took_over();
+    /// Starts taking the lock if nobody holds or awaits it;
+    /// [`McsLock::test`] says when the answer is in ([`McsLock::is_held`]).
+    pub fn start_try<P: PortIo>(&mut self, port: &mut Port<P>) -> Result<(), LockError> {
+        if self.held {
+            return Err(LockError::AlreadyHeld);
+        }
+        if self.step.is_some() {
+            return Err(LockError::Busy);
+        }
+        self.queued_behind = None;
+        port.local_atomic(self.words, NEXT, AtomicWidth::W64, AtomicOp::Swap(NIL))?;
+        self.go(port, Step::Try, self.home, LOCK, AtomicOp::CompareSwap { compare: NIL, new: self.me() })?;
+        Ok(())
+    }
+
+    /// Starts releasing the lock, handing it to the next waiter if there
+    /// is one; [`McsLock::test`] says when it is done.
+    pub fn start_release<P: PortIo>(&mut self, port: &mut Port<P>) -> Result<(), LockError> {
+        if self.step.is_some() {
+            return Err(LockError::Busy);
+        }
+        if !self.held {
+            return Err(LockError::NotHeld);
+        }
+        // Given up from here on: the successor may hold it before this
+        // release's last atomic completes.
+        self.held = false;
+        match self.own(port, NEXT)? {
+            NIL => self.go(port, Step::Free, self.home, LOCK, AtomicOp::CompareSwap { compare: self.me(), new: NIL })?,
+            next => {
+                let succ = self.rank_in(next)?;
+                self.go(port, Step::HandOver, succ, LOCKED, AtomicOp::Swap(0))?;
+            }
         }
         Ok(())
     }
 
-    /// Joins the lock's queue: `true` when the lock is this rank's at
-    /// once, `false` when its predecessor still holds it and this rank
-    /// must wait for the hand-over ([`McsLock::handed_over`]). Split so
-    /// that a caller can wait without blocking the port for others (the C
-    /// ABI's other threads).
-    pub fn enqueue<P: PortIo>(&mut self, port: &mut Port<P>) -> Result<bool, LockError> {
-        if self.held {
-            return Err(LockError::AlreadyHeld);
+    /// Advances the operation under way as far as its completions allow,
+    /// without waiting: `true` once it is done (and when none is under
+    /// way). On an error the operation is abandoned.
+    pub fn test<P: PortIo>(&mut self, port: &mut Port<P>) -> Result<bool, LockError> {
+        let r = self.advance(port);
+        if r.is_err() {
+            self.step = None;
+            self.pending = None;
+            self.value = None;
         }
-        if self.waiting {
-            return Ok(false);
-        }
-        let me = self.me();
-        self.on(port, self.rank, NEXT, AtomicOp::Swap(NIL))?;
-        let pred = self.on(port, self.home, LOCK, AtomicOp::Swap(me))?;
-        self.queued_behind = None;
-        if pred == NIL {
-            self.held = true;
-            return Ok(true);
-        }
-        let pred = self.rank_in(pred)?;
-        self.queued_behind = Some(pred);
-        // Set before linking: the predecessor may release as soon as it
-        // sees the link.
-        self.on(port, self.rank, LOCKED, AtomicOp::Swap(1))?;
-        self.on(port, pred, NEXT, AtomicOp::Swap(me))?;
-        self.waiting = true;
-        Ok(false)
+        r
     }
 
-    /// After [`McsLock::enqueue`] said to wait: whether the predecessor
-    /// has handed the lock over (one look at this rank's own word, after
-    /// driving the port once). Then this rank holds it.
-    pub fn handed_over<P: PortIo>(&mut self, port: &mut Port<P>) -> Result<bool, LockError> {
-        if self.held {
-            return Ok(true);
+    fn advance<P: PortIo>(&mut self, port: &mut Port<P>) -> Result<bool, LockError> {
+        loop {
+            let Some(step) = self.step else { return Ok(true) };
+            match step {
+                Step::AwaitHandOver => {
+                    port.progress();
+                    if self.own(port, LOCKED)? != 0 {
+                        return Ok(false);
+                    }
+                    self.held = true;
+                    self.step = None;
+                    continue;
+                }
+                Step::AwaitLink => {
+                    port.progress();
+                    let next = self.own(port, NEXT)?;
+                    if next == NIL {
+                        return Ok(false);
+                    }
+                    let succ = self.rank_in(next)?;
+                    self.go(port, Step::HandOver, succ, LOCKED, AtomicOp::Swap(0))?;
+                    continue;
+                }
+                _ => {}
+            }
+            let Some(old) = self.step_value(port)? else { return Ok(false) };
+            self.step = None;
+            match step {
+                Step::SwapIn if old == NIL => self.held = true,
+                Step::SwapIn => {
+                    let pred = self.rank_in(old)?;
+                    self.queued_behind = Some(pred);
+                    // Set before linking: the predecessor may release as
+                    // soon as it sees the link.
+                    port.local_atomic(self.words, LOCKED, AtomicWidth::W64, AtomicOp::Swap(1))?;
+                    self.go(port, Step::Link, pred, NEXT, AtomicOp::Swap(self.me()))?;
+                }
+                Step::Link => self.step = Some(Step::AwaitHandOver),
+                Step::Try => self.held = old == NIL,
+                // Nobody queued: the lock is free.
+                Step::Free if old == self.me() => {}
+                // A rank swapped itself in after us and is about to link.
+                Step::Free => self.step = Some(Step::AwaitLink),
+                Step::HandOver => {}
+                Step::AwaitHandOver | Step::AwaitLink => unreachable!("polling steps end above"),
+            }
         }
-        if !self.waiting {
-            return Err(LockError::NotHeld);
-        }
-        port.progress();
-        if self.own(port, LOCKED)? != 0 {
-            return Ok(false);
-        }
-        self.took_over();
-        Ok(true)
     }
 
-    fn took_over(&mut self) {
-        self.held = true;
-        self.waiting = false;
+    /// Whether the operation under way waits on one of this rank's own
+    /// words, which the peers' engines write without telling this host: a
+    /// driver between tests polls memory then, rather than waiting for a
+    /// completion.
+    pub fn spinning(&self) -> bool {
+        matches!(self.step, Some(Step::AwaitHandOver | Step::AwaitLink))
     }
 
-    /// Takes the lock if nobody holds or awaits it; never waits.
+    /// Tests until the operation under way is done, driving the port.
+    fn finish<P: PortIo>(&mut self, port: &mut Port<P>) -> Result<(), LockError> {
+        while !self.test(port)? {
+            port.io().idle();
+        }
+        Ok(())
+    }
+
+    /// Blocks until this rank holds the lock.
+    pub fn acquire<P: PortIo>(&mut self, port: &mut Port<P>) -> Result<(), LockError> {
+        self.start_acquire(port)?;
+        self.finish(port)
+    }
+
+    /// Takes the lock if nobody holds or awaits it; never waits for a
+    /// holder (only for its own atomic).
     pub fn try_lock<P: PortIo>(&mut self, port: &mut Port<P>) -> Result<bool, LockError> {
-        if self.held {
-            return Err(LockError::AlreadyHeld);
-        }
-        self.on(port, self.rank, NEXT, AtomicOp::Swap(NIL))?;
-        let old = self.on(port, self.home, LOCK, AtomicOp::CompareSwap { compare: NIL, new: self.me() })?;
-        self.held = old == NIL;
-        self.queued_behind = None;
+        self.start_try(port)?;
+        self.finish(port)?;
         Ok(self.held)
     }
 
     /// Releases the lock, handing it to the next waiter if there is one.
     pub fn release<P: PortIo>(&mut self, port: &mut Port<P>) -> Result<(), LockError> {
-        if !self.held {
-            return Err(LockError::NotHeld);
-        }
-        let mut next = self.own(port, NEXT)?;
-        if next == NIL {
-            let me = self.me();
-            let old = self.on(port, self.home, LOCK, AtomicOp::CompareSwap { compare: me, new: NIL })?;
-            if old == me {
-                self.held = false;
-                return Ok(());
-            }
-            // A rank swapped itself in after us and is about to link.
-            next = self.poll_own(port, NEXT, |v| v != NIL)?;
-        }
-        let succ = self.rank_in(next)?;
-        self.on(port, succ, LOCKED, AtomicOp::Swap(0))?;
-        self.held = false;
-        Ok(())
+        self.start_release(port)?;
+        self.finish(port)
     }
 }

@@ -354,3 +354,85 @@ fn host_based_server_serves_each_request_once_in_every_waiting_mode() {
         assert_eq!(mem(&net, 0).engine(NodeId(0)).stats().atomics_executed, 0, "the engine performed none of them");
     }
 }
+
+/// The lock's split-phase calls, driven from one thread for three ranks
+/// (no call blocks): one holder at a time, the waiter spinning on its own
+/// word until the hand-over, and calls that would interleave two
+/// operations refused.
+#[test]
+fn split_phase_lock_hands_over_from_one_thread_and_refuses_interleaved_calls() {
+    let net = network(3, 31);
+    let mut ports: Vec<_> = (0..3).map(|i| port(&net, i)).collect();
+    let prepared: Vec<_> = ports.iter_mut().map(|p| McsLock::prepare(p).unwrap()).collect();
+    let table: Vec<LockSlot> = prepared.iter().map(|(_, _, s)| *s).collect();
+    let mut locks: Vec<McsLock> =
+        prepared.iter().enumerate().map(|(r, (w, k, _))| McsLock::from_table(table.clone(), r as u32, 0, *w, *k).unwrap()).collect();
+    // Tests ranks 1 and 2 until `done` says so, stepping the network.
+    let run = |locks: &mut Vec<McsLock>, ports: &mut Vec<Port<Watched>>, done: &dyn Fn(&[McsLock], [bool; 2]) -> bool| {
+        for _ in 0..1_000_000 {
+            let t = [locks[1].test(&mut ports[1]).unwrap(), locks[2].test(&mut ports[2]).unwrap()];
+            assert!(!(locks[1].is_held() && locks[2].is_held()), "two holders");
+            if done(locks, t) {
+                return;
+            }
+            ports[0].io().idle();
+        }
+        panic!("the lock made no progress");
+    };
+    locks[1].start_acquire(&mut ports[1]).unwrap();
+    run(&mut locks, &mut ports, &|l, _| l[1].is_held());
+    locks[2].start_acquire(&mut ports[2]).unwrap();
+    run(&mut locks, &mut ports, &|l, _| l[2].spinning());
+    assert_eq!(locks[2].queued_behind(), Some(1));
+    assert!(matches!(locks[2].start_release(&mut ports[2]), Err(LockError::Busy)));
+    assert!(matches!(locks[2].start_try(&mut ports[2]), Err(LockError::Busy)));
+    locks[2].start_acquire(&mut ports[2]).expect("starting again goes on with the acquire under way");
+    assert!(matches!(locks[1].start_acquire(&mut ports[1]), Err(LockError::AlreadyHeld)));
+    locks[1].start_release(&mut ports[1]).unwrap();
+    assert!(matches!(locks[1].start_release(&mut ports[1]), Err(LockError::Busy)));
+    run(&mut locks, &mut ports, &|l, t| t[0] && l[2].is_held());
+    assert!(!locks[1].is_held());
+    locks[2].start_release(&mut ports[2]).unwrap();
+    run(&mut locks, &mut ports, &|l, t| t[1] && !l[2].is_held());
+    assert_eq!(word_at(&net, 0, prepared[0].0, 16), 0, "the lock word is nil again");
+}
+
+/// Host-based atomics in flight together from one port, and a server
+/// driven through `arrived` / `serve_arrived`, all from one thread: every
+/// request is served exactly once, each reply reaches its own request.
+#[test]
+fn split_phase_host_based_atomics_in_flight_together_are_each_served_once() {
+    use outboard_host::atomic_server::AtomicServer;
+    let net = network(2, 41);
+    let mut server_port = port(&net, 0);
+    let mut client = port(&net, 1);
+    let region = server_port.buffer(8).unwrap();
+    let key = server_port.register(region).unwrap();
+    let sep = server_port.endpoint();
+    let mut server = AtomicServer::new();
+    server.expose(key, region);
+    let mut ops: Vec<_> = (0..24).map(|_| Some(client.start_hb_atomic(sep, key, 0, AtomicWidth::W64, AtomicOp::FetchAdd(1)).unwrap())).collect();
+    let mut olds = Vec::new();
+    for _ in 0..1_000_000 {
+        if server.arrived(&mut server_port).unwrap() {
+            assert!(server.serve_arrived(&mut server_port).unwrap());
+        }
+        for op in ops.iter_mut() {
+            if let Some(a) = op {
+                if let Some(r) = client.test_hb_atomic(a) {
+                    olds.push(r.unwrap());
+                    *op = None;
+                }
+            }
+        }
+        if olds.len() == ops.len() && server.replies_sent(&mut server_port).unwrap() {
+            break;
+        }
+        client.io().idle();
+    }
+    olds.sort_unstable();
+    assert_eq!(olds, (0..24).collect::<Vec<u64>>(), "each request served once");
+    assert_eq!(server.served, 24);
+    assert!(!server.serve_arrived(&mut server_port).unwrap(), "nothing left to serve");
+    assert_eq!(word_at(&net, 0, region, 0), 24);
+}

@@ -25,7 +25,7 @@ use std::rc::Rc;
 use std::task::{Context, Poll};
 
 use outboard_engine::{TokenMirror, 
-    Command, CommandError, Completion, Dma, Endpoint, Event, HostBuf, Instant, OpId, OpenError, PortId, RecvMatch,
+    AtomicOp, AtomicWidth, Command, CommandError, Completion, Dma, Endpoint, Event, HostBuf, Instant, OpId, OpenError, PortId, RecvMatch,
 };
 use outboard_host::{CollRequest, HostError, MemoryError, MultiSend, Port, PortIo, Request};
 use rand::Rng;
@@ -553,5 +553,20 @@ impl PortIo for SimIo {
             .host()
             .write(self.ep.port, addr, data)
             .map_err(|_| MemoryError::Invalid { addr, len: data.len() })
+    }
+
+    /// The host's own atomic on its memory: one locked instruction on a
+    /// word the process polls, priced as one poll of its memory
+    /// (`host.poll_us`).
+    fn atomic(&mut self, addr: u64, width: AtomicWidth, op: AtomicOp) -> Result<u64, MemoryError> {
+        let cost = self.proc.world.borrow().cost.host_poll;
+        self.proc.charge(cost);
+        let mut w = self.proc.world.borrow_mut();
+        w.nodes[self.ep.node.0 as usize]
+            .engine
+            .dma_mut()
+            .host()
+            .atomic(self.ep.port, addr, width, op)
+            .map_err(|_| MemoryError::Invalid { addr, len: width.bytes() as usize })
     }
 }

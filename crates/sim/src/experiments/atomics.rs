@@ -30,30 +30,26 @@
 //! there is taken from it: uniprocessor kernel) and the share of time the
 //! home NIC is not idle.
 //!
-//! The lock's steps are those of `outboard_host::McsLock` (whose calls
-//! block, which a simulated process cannot), written here against the
-//! split-phase calls.
+//! The lock is the host library's `McsLock` and the server its
+//! `AtomicServer`, driven through their split-phase calls: a simulated
+//! process cannot block, so it waits between tests in virtual time (for a
+//! completion, or polling its memory while the lock spins on its own
+//! words). How a server waits, and what a wake-up costs, is the driver's
+//! part: the experiment's model of the paper's three receive calls.
 
 use std::cell::RefCell;
 use std::rc::Rc;
 
-use outboard_engine::{AtomicOp, AtomicWidth, Completion, Endpoint, HostBuf, NodeId, PortId, RecvMatch};
-use outboard_host::{HostError, Port, PortIo, RemoteWord};
+use outboard_engine::{AtomicOp, AtomicWidth, Completion, Endpoint, HostBuf, NodeId, PortId};
+use outboard_host::atomic_server::AtomicServer;
+use outboard_host::lock::{LockError, LockSlot, McsLock};
+use outboard_host::{HostError, Port, RemoteWord};
 
 use super::{ExperimentError, FirstError, Outcome, Params, Row, Shared, XAxis};
 use crate::process::{Proc, SimIo};
 use crate::profile::Profile;
 use crate::sim::Simulation;
 use crate::time::{Dur, Time};
-
-/// Tag of a request to a host-based server; replies carry `REPLY | n`.
-const REQUEST: u64 = 0x4154_4f4d_0000_0000;
-const REPLY: u64 = 0x4154_5250_0000_0000;
-/// Request and reply sizes of the host library's atomic server.
-const REQUEST_LEN: u32 = 48;
-const REPLY_LEN: u32 = 16;
-/// Op code of the message that stops a server.
-const STOP: u8 = 0;
 
 /// How the old value of an offloaded operation comes back, and whether
 /// host and NIC share a mutex: the paper's three NIC variants.
@@ -142,18 +138,6 @@ impl OpKind {
     }
 }
 
-fn op_code(op: AtomicOp) -> (u8, u64, u64) {
-    match op {
-        AtomicOp::FetchAdd(v) => (1, v, 0),
-        AtomicOp::Swap(v) => (2, v, 0),
-        AtomicOp::CompareSwap { compare, new } => (3, new, compare),
-    }
-}
-
-fn word(b: &[u8], i: usize) -> u64 {
-    u64::from_le_bytes(b[i..i + 8].try_into().expect("8 bytes"))
-}
-
 /// Time a host-based server spent on the CPU for one request: from its
 /// arrival (or the server's wake-up) to the reply posted.
 #[derive(Debug, Clone, Copy)]
@@ -162,22 +146,26 @@ struct Served {
     busy: Dur,
 }
 
-/// A host-based atomic server: serves requests on `words` until a stop
-/// message, recording its CPU time per request.
-async fn serve(p: Proc, mut port: Port<SimIo>, words: HostBuf, wait: HostWait, log: Shared<Vec<Served>>) -> Result<(), HostError> {
+/// The host library's atomic server on `words` (registered under `key`),
+/// waiting for each request as `wait` says and recording its CPU time per
+/// request; it ends with the first request it serves after `stop` is set
+/// ([`stop_server`] sends that one).
+async fn serve(
+    p: Proc,
+    mut port: Port<SimIo>,
+    (words, key): (HostBuf, u64),
+    wait: HostWait,
+    log: Shared<Vec<Served>>,
+    stop: Shared<bool>,
+) -> Result<(), HostError> {
     let cost = p.world.borrow().cost.clone();
-    let mut sends = Vec::new();
+    let mut server = AtomicServer::new();
+    server.expose(key, words);
     loop {
-        let buf = port.buffer(REQUEST_LEN)?;
-        let req = port.start_recv(RecvMatch::tag(REQUEST), buf)?;
         let waiting_from = p.now();
-        let r = loop {
-            sends.retain(|s| port.test(*s).is_none());
-            if let Some(r) = port.test(req) {
-                break r;
-            }
+        while !server.arrived(&mut port)? {
             p.idle().await;
-        };
+        }
         // Arrival: the process was inside the library from `waiting_from`.
         let arrived = p.now();
         let blocked = match wait {
@@ -188,31 +176,14 @@ async fn serve(p: Proc, mut port: Port<SimIo>, words: HostBuf, wait: HostWait, l
         if blocked {
             p.charge(cost.host_wakeup);
         }
-        let src = match r? {
-            Completion::Received { src, .. } => src,
-            other => unreachable!("a receive completed as {other:?}"),
-        };
-        let m = port.read_buffer(buf)?;
-        port.free(buf)?;
-        if m[0] == STOP {
+        server.serve_arrived(&mut port)?;
+        log.borrow_mut().push(Served { at: arrived, busy: p.now().since(arrived) });
+        if *stop.borrow() {
             break;
         }
-        let (data, compare) = (word(&m, 24), word(&m, 32));
-        let op = match m[0] {
-            1 => AtomicOp::FetchAdd(data),
-            2 => AtomicOp::Swap(data),
-            _ => AtomicOp::CompareSwap { compare, new: data },
-        };
-        let width = if m[1] == 4 { AtomicWidth::W32 } else { AtomicWidth::W64 };
-        let old = port.local_atomic(words, word(&m, 16), width, op)?;
-        let mut reply = [0u8; REPLY_LEN as usize];
-        reply[8..].copy_from_slice(&old.to_le_bytes());
-        let rb = port.buffer_from(&reply)?;
-        sends.push(port.start_send(src, REPLY | (word(&m, 40) & 0xFFFF_FFFF), rb)?);
-        log.borrow_mut().push(Served { at: arrived, busy: p.now().since(arrived) });
     }
-    for s in sends {
-        p.wait(&mut port, s).await?;
+    while !server.replies_sent(&mut port)? {
+        p.idle().await;
     }
     Ok(())
 }
@@ -226,27 +197,17 @@ struct Target {
 }
 
 /// One operation on `t`, waited for; returns the old value.
-async fn remote(p: &Proc, port: &mut Port<SimIo>, t: Target, op: AtomicOp, direct: bool, n: u64) -> Result<u64, HostError> {
+async fn remote(p: &Proc, port: &mut Port<SimIo>, t: Target, op: AtomicOp, direct: bool) -> Result<u64, HostError> {
     if let Some(server) = t.server {
-        let reply = port.buffer(REPLY_LEN)?;
-        // Replies name the request by its low 32 bits.
-        let n = n & 0xFFFF_FFFF;
-        let r = port.start_recv(RecvMatch::from(server.node, server.port, REPLY | n), reply)?;
-        let (code, data, compare) = op_code(op);
-        let mut m = [0u8; REQUEST_LEN as usize];
-        m[0] = code;
-        m[1] = t.word.width as u8;
-        for (i, v) in [(8, t.word.key), (16, t.word.offset), (24, data), (32, compare), (40, n)] {
-            m[i..i + 8].copy_from_slice(&v.to_le_bytes());
+        let w = t.word;
+        let mut a = port.start_hb_atomic(server, w.key, w.offset, w.width, op)?;
+        loop {
+            if let Some(r) = port.test_hb_atomic(&mut a) {
+                p.settle().await;
+                return r;
+            }
+            p.idle().await;
         }
-        let sb = port.buffer_from(&m)?;
-        let s = port.start_send(server, REQUEST, sb)?;
-        p.wait(port, r).await?;
-        let b = port.read_buffer(reply)?;
-        port.free(reply)?;
-        p.wait(port, s).await?;
-        port.free(sb)?;
-        return Ok(word(&b, 8));
     }
     if direct {
         let d = port.start_atomic_direct(t.word, op)?;
@@ -262,13 +223,12 @@ async fn remote(p: &Proc, port: &mut Port<SimIo>, t: Target, op: AtomicOp, direc
     }
 }
 
-/// Sends a stop message to a host-based server.
-async fn stop_server(p: &Proc, port: &mut Port<SimIo>, server: Endpoint) -> Result<(), HostError> {
-    let m = [STOP; REQUEST_LEN as usize];
-    let sb = port.buffer_from(&m)?;
-    let s = port.start_send(server, REQUEST, sb)?;
-    p.wait(port, s).await?;
-    port.free(sb)
+/// Ends a host-based server whose `stop` is set: one last request (a
+/// fetch-and-add of 0 on word 0 of `key`) wakes it, and it ends after
+/// serving that.
+async fn stop_server(p: &Proc, port: &mut Port<SimIo>, server: Endpoint, key: u64) -> Result<(), HostError> {
+    let word = RemoteWord { ep: server, key, offset: 0, width: AtomicWidth::W64 };
+    remote(p, port, Target { word, server: Some(server) }, AtomicOp::FetchAdd(0), false).await.map(drop)
 }
 
 fn ep(node: u32, port: u8) -> Endpoint {
@@ -295,9 +255,10 @@ pub fn op_latency(profile: &Profile, via: Via, kind: OpKind, iters: u32, seed: u
     let key: Shared<Option<u64>> = Rc::new(RefCell::new(None));
     let span: Shared<Option<(Time, Time)>> = Rc::new(RefCell::new(None));
     let log = Rc::new(RefCell::new(Vec::new()));
+    let stop: Shared<bool> = Rc::new(RefCell::new(false));
     // The target: its word, registered; a server on port 1 if host-based.
     {
-        let (err, key) = (err.clone(), key.clone());
+        let (err, key, stop) = (err.clone(), key.clone(), stop.clone());
         sim.spawn(1, move |p| async move {
             let r: Result<(), HostError> = async {
                 let mut port = p.open_port(0).expect("fresh port");
@@ -306,7 +267,7 @@ pub fn op_latency(profile: &Profile, via: Via, kind: OpKind, iters: u32, seed: u
                 *key.borrow_mut() = Some(k);
                 if let Via::Host(wait) = via {
                     let server = p.open_port(1).expect("fresh port");
-                    serve(p.clone(), server, words, wait, log).await?;
+                    serve(p.clone(), server, (words, k), wait, log, stop).await?;
                 }
                 Ok(())
             }
@@ -315,7 +276,7 @@ pub fn op_latency(profile: &Profile, via: Via, kind: OpKind, iters: u32, seed: u
         });
     }
     {
-        let (err, key, span) = (err.clone(), key.clone(), span.clone());
+        let (err, key, span, stop) = (err.clone(), key.clone(), span.clone(), stop.clone());
         sim.spawn(0, move |p| async move {
             let r: Result<(), HostError> = async {
                 let mut port = p.open_port(0).expect("fresh port");
@@ -333,12 +294,13 @@ pub fn op_latency(profile: &Profile, via: Via, kind: OpKind, iters: u32, seed: u
                     if i == 2 {
                         start = p.now();
                     }
-                    let old = remote(&p, &mut port, t, kind.op(i, current), direct, i).await?;
+                    let old = remote(&p, &mut port, t, kind.op(i, current), direct).await?;
                     current = kind.op(i, old).apply(AtomicWidth::W32, old);
                 }
                 *span.borrow_mut() = Some((start, p.now()));
                 if let Some(s) = server {
-                    stop_server(&p, &mut port, s).await?;
+                    *stop.borrow_mut() = true;
+                    stop_server(&p, &mut port, s, key).await?;
                 }
                 Ok(())
             }
@@ -422,78 +384,25 @@ pub(super) fn run_ops(p: &Params, progress: &mut dyn FnMut(usize, usize)) -> Res
     })
 }
 
-/// One rank's lock words: `next`, `locked`, and at the home `lock`.
-const NEXT: u64 = 0;
-const LOCKED: u64 = 8;
-const LOCK: u64 = 16;
-const NIL: u64 = 0;
-
-/// A rank's view of the lock: the table of every rank's words.
-struct Lock {
-    me: u32,
-    home: u32,
-    own: HostBuf,
-    /// Per rank: its words (and its server, host-based).
-    table: Vec<Target>,
-    seq: u64,
-}
-
-impl Lock {
-    async fn on(&mut self, p: &Proc, port: &mut Port<SimIo>, rank: u32, at: u64, op: AtomicOp) -> Result<u64, HostError> {
-        if rank == self.me {
-            let local = p.world.borrow().cost.host_poll;
-            p.charge(local);
-            return port.local_atomic(self.own, at, AtomicWidth::W64, op);
+/// Tests `lock`'s operation until it is done, waiting between tests as a
+/// host would: for a completion while an atomic is under way, polling its
+/// memory every `host.poll_us` while the lock spins on its own words
+/// (written by the peers' engines, which raise no event).
+async fn drive(p: &Proc, port: &mut Port<SimIo>, lock: &mut McsLock) -> Result<(), LockError> {
+    let step = p.world.borrow().cost.host_poll.max(Dur::from_us(0.05));
+    loop {
+        let from = p.now();
+        if lock.test(port)? {
+            p.settle().await;
+            return Ok(());
         }
-        let mut t = self.table[rank as usize];
-        t.word.offset += at;
-        self.seq += 1;
-        remote(p, port, t, op, false, self.seq).await
-    }
-
-    fn read_own(&self, port: &Port<SimIo>, at: u64) -> Result<u64, HostError> {
-        let mut b = [0u8; 8];
-        port.io_ref().read(self.own.addr + at, &mut b)?;
-        Ok(u64::from_ne_bytes(b))
-    }
-
-    /// Spins on an own word (written by a NIC or a server) until `done`.
-    async fn poll_own(&self, p: &Proc, port: &mut Port<SimIo>, at: u64, done: impl Fn(u64) -> bool) -> Result<u64, HostError> {
-        let step = p.world.borrow().cost.host_poll.max(Dur::from_us(0.05));
-        loop {
-            let v = self.read_own(port, at)?;
-            if done(v) {
-                return Ok(v);
-            }
-            let t = p.now() + step;
-            p.sleep_until(t).await;
+        if lock.spinning() {
+            // A test charges its look at memory; the poll interval is the
+            // floor.
+            p.sleep_until(from + step).await;
+        } else {
+            p.idle().await;
         }
-    }
-
-    async fn acquire(&mut self, p: &Proc, port: &mut Port<SimIo>) -> Result<(), HostError> {
-        let me = u64::from(self.me) + 1;
-        self.on(p, port, self.me, NEXT, AtomicOp::Swap(NIL)).await?;
-        let pred = self.on(p, port, self.home, LOCK, AtomicOp::Swap(me)).await?;
-        if pred != NIL {
-            self.on(p, port, self.me, LOCKED, AtomicOp::Swap(1)).await?;
-            self.on(p, port, (pred - 1) as u32, NEXT, AtomicOp::Swap(me)).await?;
-            self.poll_own(p, port, LOCKED, |v| v == 0).await?;
-        }
-        Ok(())
-    }
-
-    async fn release(&mut self, p: &Proc, port: &mut Port<SimIo>) -> Result<(), HostError> {
-        let me = u64::from(self.me) + 1;
-        let mut next = self.read_own(port, NEXT)?;
-        if next == NIL {
-            let old = self.on(p, port, self.home, LOCK, AtomicOp::CompareSwap { compare: me, new: NIL }).await?;
-            if old == me {
-                return Ok(());
-            }
-            next = self.poll_own(p, port, NEXT, |v| v != NIL).await?;
-        }
-        self.on(p, port, (next - 1) as u32, LOCKED, AtomicOp::Swap(0)).await?;
-        Ok(())
     }
 }
 
@@ -529,60 +438,59 @@ pub fn lock_run(profile: &Profile, via: Via, contenders: u32, delay: Dur, window
     let all = Rc::new(RefCell::new(0u64));
     let home_log: Shared<Vec<Served>> = Rc::new(RefCell::new(Vec::new()));
     let host = matches!(via, Via::Host(_));
+    let stop: Shared<bool> = Rc::new(RefCell::new(false));
     // Start after set-up; measure from one window's warm-up on.
     let start = Time::ZERO + Dur::from_us(500.0);
     let (from, to) = (start + Dur::from_us(200.0), start + Dur::from_us(200.0) + window);
     for node in 0..nodes {
-        let (err, keys, ready, finished, cycles, all) =
-            (err.clone(), keys.clone(), ready.clone(), finished.clone(), cycles.clone(), all.clone());
+        let (err, keys, ready, finished, cycles, all, stop) =
+            (err.clone(), keys.clone(), ready.clone(), finished.clone(), cycles.clone(), all.clone(), stop.clone());
         let log = if node == 0 { home_log.clone() } else { Rc::new(RefCell::new(Vec::new())) };
-        // The words, and a server thread if host-based.
-        let words: Shared<Option<HostBuf>> = Rc::new(RefCell::new(None));
+        // The words and their key, and a server thread if host-based.
+        let words: Shared<Option<(HostBuf, u64)>> = Rc::new(RefCell::new(None));
         if let Via::Host(wait) = via {
-            let (err, words) = (err.clone(), words.clone());
+            let (err, words, stop) = (err.clone(), words.clone(), stop.clone());
             sim.spawn(node, move |p| async move {
                 let r: Result<(), HostError> = async {
                     let port = p.open_port(1).expect("fresh port");
                     let w = await_slot(&p, &words).await;
-                    serve(p.clone(), port, w, wait, log).await
+                    serve(p.clone(), port, w, wait, log, stop).await
                 }
                 .await;
                 err.record(r);
             });
         }
         sim.spawn(node, move |p| async move {
-            let r: Result<(), HostError> = async {
+            let r: Result<(), ExperimentError> = async {
                 let mut port = p.open_port(0).expect("fresh port");
-                let own = port.buffer(24)?;
+                let own = port.buffer(outboard_host::lock::LOCK_WORDS_LEN)?;
                 let key = p.register(&mut port, own).await?;
-                *words.borrow_mut() = Some(own);
+                *words.borrow_mut() = Some((own, key));
                 keys.borrow_mut()[node as usize] = Some((own, key));
                 if keys.borrow().iter().all(Option::is_some) {
                     *ready.borrow_mut() = Some(());
                 }
                 await_slot(&p, &ready).await;
-                let table = keys
+                let table: Vec<LockSlot> = keys
                     .borrow()
                     .iter()
                     .enumerate()
-                    .map(|(n, k)| {
-                        let (_, key) = k.expect("all registered");
-                        let n = n as u32;
-                        Target {
-                            word: RemoteWord { ep: ep(n, 0), key, offset: 0, width: AtomicWidth::W64 },
-                            server: host.then(|| ep(n, 1)),
-                        }
-                    })
+                    .map(|(n, k)| LockSlot { ep: ep(n as u32, 0), key: k.expect("all registered").1, offset: 0 })
                     .collect();
-                let mut lock = Lock { me: node, home: 0, own, table, seq: 0 };
+                let mut lock = McsLock::from_table(table.clone(), node, 0, own, key)?;
+                if host {
+                    lock = lock.over_servers((0..nodes).map(|n| ep(n, 1)).collect())?;
+                }
                 if node != 0 {
                     p.sleep_until(start).await;
                     while p.now() < to {
-                        lock.acquire(&p, &mut port).await?;
+                        lock.start_acquire(&mut port)?;
+                        drive(&p, &mut port, &mut lock).await?;
                         if delay > Dur::ZERO {
                             p.compute(delay).await;
                         }
-                        lock.release(&p, &mut port).await?;
+                        lock.start_release(&mut port)?;
+                        drive(&p, &mut port, &mut lock).await?;
                         if node == 1 {
                             cycles.borrow_mut().push(p.now());
                         }
@@ -598,8 +506,9 @@ pub fn lock_run(profile: &Profile, via: Via, contenders: u32, delay: Dur, window
                 // The last contender to finish stops every server.
                 *finished.borrow_mut() += 1;
                 if host && *finished.borrow() == nodes {
-                    for n in 0..nodes {
-                        stop_server(&p, &mut port, ep(n, 1)).await?;
+                    *stop.borrow_mut() = true;
+                    for (n, slot) in table.iter().enumerate() {
+                        stop_server(&p, &mut port, ep(n as u32, 1), slot.key).await?;
                     }
                 }
                 Ok(())

@@ -71,6 +71,9 @@ pub enum ExperimentError {
     /// A host-library call failed inside the simulation.
     #[error("host library: {0}")]
     Host(#[from] outboard_host::HostError),
+    /// The host library's MCS lock refused a call inside the simulation.
+    #[error("lock: {0}")]
+    Lock(#[from] outboard_host::lock::LockError),
     /// A parameter is out of range.
     #[error("{0}")]
     Param(String),
@@ -82,20 +85,20 @@ pub enum ExperimentError {
 /// The first host-library error of any simulated process in a run: processes
 /// record their result, the experiment checks once the simulation is over.
 #[derive(Clone, Default)]
-pub(crate) struct FirstError(Shared<Option<outboard_host::HostError>>);
+pub(crate) struct FirstError(Shared<Option<ExperimentError>>);
 
 impl FirstError {
     /// Keeps `r`'s error unless an earlier one is already kept.
-    pub(crate) fn record(&self, r: Result<(), outboard_host::HostError>) {
+    pub(crate) fn record<E: Into<ExperimentError>>(&self, r: Result<(), E>) {
         if let Err(e) = r {
-            self.0.borrow_mut().get_or_insert(e);
+            self.0.borrow_mut().get_or_insert(e.into());
         }
     }
 
     /// The kept error, if any.
     pub(crate) fn check(&self) -> Result<(), ExperimentError> {
         match self.0.borrow_mut().take() {
-            Some(e) => Err(e.into()),
+            Some(e) => Err(e),
             None => Ok(()),
         }
     }
