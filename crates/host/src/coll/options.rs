@@ -89,6 +89,19 @@ pub enum BarrierAlgorithm {
     },
 }
 
+impl BarrierAlgorithm {
+    /// The short label tables and plots give it (the dissertation's
+    /// abbreviations): `PE`, `dissemination`, `GB binomial`, `GB k=K`.
+    pub fn short_name(self) -> String {
+        match self {
+            BarrierAlgorithm::PairwiseExchange => "PE".into(),
+            BarrierAlgorithm::Dissemination => "dissemination".into(),
+            BarrierAlgorithm::GatherBroadcast { degree: 0 } => "GB binomial".into(),
+            BarrierAlgorithm::GatherBroadcast { degree } => format!("GB k={degree}"),
+        }
+    }
+}
+
 /// How an offloaded barrier travels between the engines: a per-group
 /// choice ([`super::Group::set_barrier_protocol`]), the same at every
 /// member. Host-based barriers are unaffected.

@@ -15,7 +15,7 @@ use std::rc::Rc;
 
 use outboard_host::{BarrierAlgorithm, Mode};
 
-use super::coll::{barrier, barrier_name, run_all, side_by_side};
+use super::coll::{barrier, run_all, side_by_side};
 use super::{ExperimentError, Outcome, Params, Row, Shared, XAxis};
 use crate::profile::Profile;
 use crate::time::Time;
@@ -149,8 +149,8 @@ pub(super) fn run(p: &Params, progress: &mut dyn FnMut(usize, usize)) -> Result<
             notes.push(format!(
                 "{} {n} nodes: best GB degree host {}, nic {}",
                 prof.name,
-                barrier_name(BarrierAlgorithm::GatherBroadcast { degree: hd }),
-                barrier_name(BarrierAlgorithm::GatherBroadcast { degree: od })
+                BarrierAlgorithm::GatherBroadcast { degree: hd }.short_name(),
+                BarrierAlgorithm::GatherBroadcast { degree: od }.short_name()
             ));
             done += 1;
             progress(done, total);

@@ -29,15 +29,6 @@ pub fn mode_name(m: Mode) -> &'static str {
     }
 }
 
-/// Short name of a barrier algorithm.
-pub fn barrier_name(a: BarrierAlgorithm) -> String {
-    match a {
-        BarrierAlgorithm::PairwiseExchange => "PE".into(),
-        BarrierAlgorithm::Dissemination => "dissemination".into(),
-        BarrierAlgorithm::GatherBroadcast { degree: 0 } => "GB binomial".into(),
-        BarrierAlgorithm::GatherBroadcast { degree } => format!("GB k={degree}"),
-    }
-}
 
 /// Element type of the reduction experiments: the dissertation reduced one
 /// 64-bit element, integer or double (4.2).
