@@ -164,7 +164,9 @@ impl HostRun {
     }
 
     /// A buffer of `len` bytes (also for empty messages: the engine needs a
-    /// live address even for zero bytes).
+    /// live address even for zero bytes): holding `data` to send, or to
+    /// receive into - unzeroed, since a message of any other length than
+    /// `len` fails the collective before its bytes are used.
     fn buf_for<P: PortIo>(
         port: &mut Port<P>,
         data: Option<&[u8]>,
@@ -172,7 +174,7 @@ impl HostRun {
     ) -> Result<HostBuf, HostError> {
         match data {
             Some(d) => port.buffer_from(d),
-            None => port.buffer(len as u32),
+            None => port.buffer_unzeroed(len as u32),
         }
     }
 

@@ -80,7 +80,8 @@ impl OffRun {
                 port.buffer_from(piece)?
             };
             let recv = if receives && !piece.is_empty() {
-                port.buffer(piece.len() as u32)?
+                // The engine writes every byte of the result.
+                port.buffer_unzeroed(piece.len() as u32)?
             } else {
                 EMPTY
             };

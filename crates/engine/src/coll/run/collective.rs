@@ -118,6 +118,11 @@ impl Running {
         comb: &mut Combiner<'_>,
         sends: &mut Vec<PendingSends>,
     ) -> bool {
+        if self.stalled() {
+            // Nothing to do: a group's collectives are all run on every
+            // arrival for any of them (up to 64 pieces of one command).
+            return false;
+        }
         let sched = Arc::clone(&self.sched);
         let steps = &sched.schedule.steps;
         loop {
@@ -197,6 +202,28 @@ impl Running {
             self.step += 1;
             self.sent = false;
             self.next_recv = 0;
+        }
+    }
+
+    /// Whether running its steps now would change nothing: the current
+    /// step has sent, nothing failed that it must act on, and the packet
+    /// it waits for next has not arrived. Cheap, so that running every
+    /// collective of a group on each arrival costs little for those it
+    /// is not for.
+    fn stalled(&self) -> bool {
+        if !self.sent || self.hurried() {
+            return false;
+        }
+        if self.failed.is_none() && self.lost.is_none() && self.arrived.iter().any(|a| a.failure.is_some()) {
+            return false;
+        }
+        let Some(st) = self.sched.schedule.steps.get(self.step) else { return false };
+        match st.recv_from.get(self.next_recv) {
+            None => false,
+            Some(&src) => {
+                let round = self.sched.recv_round[self.step][self.next_recv];
+                !self.arrived.iter().any(|a| a.src_rank == src && a.round == round)
+            }
         }
     }
 
