@@ -37,7 +37,7 @@
  *   OUTBOARD_MPI_BCAST_TREE=binomial|kary:DEGREE|chain|postal:LAMBDA
  *   OUTBOARD_MPI_REDUCE_DEGREE=N (0: binomial)
  *   OUTBOARD_MPI_REDUCE_ALGORITHM=tree|block-trees
- *   OUTBOARD_MPI_ALLREDUCE_ALGORITHM=block-trees|tree|recursive-doubling
+ *   OUTBOARD_MPI_ALLREDUCE_ALGORITHM=auto|block-trees|tree|recursive-doubling
  *                                        the collective choices of every communicator;
  *                                        per communicator, the MPI_Info keys
  *                                        outboard_barrier_algorithm, ... on
@@ -80,7 +80,7 @@ const char *const ob_opt_env[O_COUNT] = {"OUTBOARD_MPI_BARRIER_ALGORITHM", "OUTB
                                          "OUTBOARD_MPI_ALLREDUCE_ALGORITHM"};
 /* The defaults' canonical values: a variable that says one chooses nothing
  * (so the communicator keeps the node's shared-memory path). */
-static const char *const opt_default[O_COUNT] = {"dissemination", "point-to-point", "collective", "binomial", "0", "tree", "block-trees"};
+static const char *const opt_default[O_COUNT] = {"dissemination", "point-to-point", "collective", "binomial", "0", "tree", "auto"};
 
 static const char *const why_text[W_COUNT] = {
     "taken over", "pass-through by configuration", "datatype not offloadable",

@@ -374,7 +374,7 @@ def choices(w):
     from outboard import BarrierAlgorithm as BA, BarrierProtocol as BP, BcastMode as BM, TreeShape as TS
 
     with w.new_group() as g:
-        check(g.describe() == "mode offloaded; barrier dissemination over point-to-point; broadcast offloaded on a binomial tree; reduce on a binomial tree; allreduce block trees (binomial tree)", g.describe())
+        check(g.describe() == "mode offloaded; barrier dissemination over point-to-point; broadcast offloaded on a binomial tree; reduce on a binomial tree; allreduce by length (recursive doubling, block trees (binomial tree) for long data)", g.describe())
         data = bytes((i * 5 + 1) & 0xFF for i in range(5000))
 
         def bcast_as(what):
@@ -410,8 +410,10 @@ def choices(w):
         raises(outboard.ArgumentError, g.set_bcast_mode, 9, contains="OUTBOARD_BCAST_NIC_ASSISTED")
         g.set_reduce_degree(3)
         check(g.allreduce(rank + 1) == w.size * (w.size + 1) // 2)
-        check(g.taken.get("allreduce offloaded 3-ary tree", 0) > 0, f"{g.taken}")
-        check("reduce on a 3-ary tree" in g.describe())
+        # Short data by recursive doubling (the default chooses by
+        # length); the degree reaches the block trees of long data.
+        check(g.taken.get("allreduce offloaded recursive doubling", 0) > 0, f"{g.taken}")
+        check("reduce on a 3-ary tree" in g.describe() and "block trees (3-ary tree) for long data" in g.describe(), g.describe())
     print("choices ok", flush=True)
 
 

@@ -61,7 +61,7 @@ int main(void) {
 
     /* Defaults. */
     OK(outboard_group_describe(g, text, sizeof text));
-    CHECK(strcmp(text, "mode offloaded; barrier dissemination over point-to-point; broadcast offloaded on a binomial tree; reduce on a binomial tree; allreduce block trees (binomial tree)") == 0);
+    CHECK(strcmp(text, "mode offloaded; barrier dissemination over point-to-point; broadcast offloaded on a binomial tree; reduce on a binomial tree; allreduce by length (recursive doubling, block trees (binomial tree) for long data)") == 0);
     CHECK(outboard_group_describe(g, text, 10) == OUTBOARD_ERR_ARG && text[0] == 0);
 
     /* Barrier algorithms and protocol. */
@@ -147,7 +147,9 @@ int main(void) {
     CHECK(strstr(outboard_last_error(), "OUTBOARD_TREE_POSTAL") != NULL);
     printf("rank %u: broadcast trees taken\n", rank);
 
-    /* Reduction tree degree: reduce and allreduce. */
+    /* Reduction tree degree: reduce and allreduce (on block trees, which
+     * run data of one packet on the one tree). */
+    OK(outboard_group_set_option(g, "allreduce_algorithm", "block-trees"));
     OK(outboard_group_set_reduce_degree(g, 2));
     OK(outboard_group_describe(g, text, sizeof text));
     CHECK(strstr(text, "reduce on a 2-ary tree") != NULL);
@@ -162,6 +164,7 @@ int main(void) {
     OK(outboard_group_set_reduce_degree(g, 0));
     OK(outboard_allreduce(g, &v, &sum, 1, OUTBOARD_INT64, OUTBOARD_SUM));
     CHECK(taken(g, "allreduce offloaded binomial tree"));
+    OK(outboard_group_set_option(g, "allreduce_algorithm", "auto"));
     printf("rank %u: reduction trees taken\n", rank);
 
     /* The same choices from text, as the PMPI library's variables and
@@ -173,31 +176,36 @@ int main(void) {
     OK(outboard_group_set_option(g, "barrier_protocol", "nic-collective"));
     barrier_as(g, "barrier offloaded gather-broadcast on a 4-ary tree over the NIC collective protocol");
     OK(outboard_group_set_option(g, "reduce_degree", "5"));
+    /* By length (the default): short data by recursive doubling. */
+    int doubled = taken(g, "allreduce offloaded recursive doubling");
     OK(outboard_allreduce(g, &v, &sum, 1, OUTBOARD_INT64, OUTBOARD_SUM));
-    CHECK(taken(g, "allreduce offloaded 5-ary tree"));
-    /* The allreduce algorithm: block trees (the default) run data of one
-     * packet on the one tree; more data spreads over trees rooted at
-     * every member. */
+    CHECK(sum == (int64_t)size * (size + 1) / 2);
+    CHECK(taken(g, "allreduce offloaded recursive doubling") == doubled + 1);
+    /* Block trees run data of one packet on the one tree; more data
+     * spreads over trees rooted at every member. By length, data past the
+     * crossover (8 KiB offloaded) runs on block trees too. */
     enum { LONG = 3000 };
     static int64_t in[LONG], out[LONG];
     for (int i = 0; i < LONG; i++) in[i] = (int64_t)rank * LONG + i;
-    OK(outboard_group_set_option(g, "allreduce_algorithm", "block-trees"));
     uint32_t nodes = 0;
     OK(outboard_group_nodes(g, &nodes));
-    int trees = taken(g, "allreduce offloaded 5-ary tree");
-    OK(outboard_allreduce(g, in, out, LONG, OUTBOARD_INT64, OUTBOARD_SUM));
-    for (int i = 0; i < LONG; i++) CHECK(out[i] == (int64_t)LONG * size * (size - 1) / 2 + (int64_t)i * size);
-    /* One node engine for all: one block, among one node's leader. */
-    if (nodes > 1) CHECK(taken(g, "allreduce offloaded block trees (5-ary tree)") == 1);
-    else CHECK(taken(g, "allreduce offloaded 5-ary tree") == trees + 1);
+    for (int round = 0; round < 2; round++) {
+        if (round == 1) OK(outboard_group_set_option(g, "allreduce_algorithm", "block-trees"));
+        int trees = taken(g, "allreduce offloaded 5-ary tree");
+        OK(outboard_allreduce(g, in, out, LONG, OUTBOARD_INT64, OUTBOARD_SUM));
+        for (int i = 0; i < LONG; i++) CHECK(out[i] == (int64_t)LONG * size * (size - 1) / 2 + (int64_t)i * size);
+        /* One node engine for all: one block, among one node's leader. */
+        if (nodes > 1) CHECK(taken(g, "allreduce offloaded block trees (5-ary tree)") == round + 1);
+        else CHECK(taken(g, "allreduce offloaded 5-ary tree") == trees + 1);
+    }
     OK(outboard_group_set_option(g, "allreduce_algorithm", "rd"));
     OK(outboard_allreduce(g, &v, &sum, 1, OUTBOARD_INT64, OUTBOARD_SUM));
     CHECK(sum == (int64_t)size * (size + 1) / 2);
-    CHECK(taken(g, "allreduce offloaded recursive doubling"));
+    CHECK(taken(g, "allreduce offloaded recursive doubling") == doubled + 2);
     OK(outboard_group_describe(g, text, sizeof text));
     CHECK(strstr(text, "; allreduce recursive doubling") != NULL);
     CHECK(outboard_group_set_option(g, "allreduce_algorithm", "ring") == OUTBOARD_ERR_ARG);
-    CHECK(strstr(outboard_last_error(), "block-trees") && strstr(outboard_last_error(), "recursive-doubling"));
+    CHECK(strstr(outboard_last_error(), "auto") && strstr(outboard_last_error(), "block-trees") && strstr(outboard_last_error(), "recursive-doubling"));
     /* The reduce algorithm likewise: block trees (the tree is the default)
      * reduce each block on a tree of its own and send it on to the root -
      * among more than two nodes; between two it is the plain tree reduce. */

@@ -641,9 +641,11 @@ int outboard_group_set_reduce_degree(const outboard_group *group, uint32_t degre
 // binomial), `reduce_algorithm` (`tree` - the default -, `block-trees`:
 // the data cut into blocks, each reduced on a tree rooted at a member of
 // its own and sent on to the root, which is one tree for data of one
-// packet or between two nodes) or `allreduce_algorithm` (`block-trees` - the default: the
+// packet or between two nodes) or `allreduce_algorithm` (`auto` - the
+// default: recursive doubling for short data, block trees for long, the
+// crossover measured for the transport and mode -, `block-trees`: the
 // data cut into blocks, each reduced and broadcast back on a tree rooted
-// at a member of its own, which is one tree for data of one packet -,
+// at a member of its own, which is one tree for data of one packet,
 // `tree`, `recursive-doubling`); the values are parsed as the `OUTBOARD_MPI_*` variable of
 // the same choice is. A bad option or value fails with
 // `OUTBOARD_ERR_ARG` and a sentence naming what is accepted.

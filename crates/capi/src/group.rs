@@ -469,14 +469,15 @@ fn apply_reduce_degree(g: &outboard_group, degree: u32) -> Result<(), Error> {
     })
 }
 
-/// The allreduce algorithm by its setting's name (`tree`, `block-trees`,
-/// `recursive-doubling`), on the group's reduction tree.
+/// The allreduce algorithm by its setting's name (`auto`, `tree`,
+/// `block-trees`, `recursive-doubling`), on the group's reduction tree.
 fn apply_allreduce_algorithm(g: &outboard_group, name: &str) -> Result<(), Error> {
     change_defaults(g, |d| {
         d.allreduce = match name {
             "tree" => AllreduceAlgorithm::Tree(d.tree),
             "recursive-doubling" => AllreduceAlgorithm::RecursiveDoubling,
-            _ => AllreduceAlgorithm::BlockTrees(d.tree),
+            "block-trees" => AllreduceAlgorithm::BlockTrees(d.tree),
+            _ => AllreduceAlgorithm::Auto(d.tree),
         }
     })
 }
@@ -575,9 +576,11 @@ pub unsafe extern "C" fn outboard_group_set_reduce_degree(group: *const outboard
 /// binomial), `reduce_algorithm` (`tree` - the default -, `block-trees`:
 /// the data cut into blocks, each reduced on a tree rooted at a member of
 /// its own and sent on to the root, which is one tree for data of one
-/// packet or between two nodes) or `allreduce_algorithm` (`block-trees` - the default: the
+/// packet or between two nodes) or `allreduce_algorithm` (`auto` - the
+/// default: recursive doubling for short data, block trees for long, the
+/// crossover measured for the transport and mode -, `block-trees`: the
 /// data cut into blocks, each reduced and broadcast back on a tree rooted
-/// at a member of its own, which is one tree for data of one packet -,
+/// at a member of its own, which is one tree for data of one packet,
 /// `tree`, `recursive-doubling`); the values are parsed as the `OUTBOARD_MPI_*` variable of
 /// the same choice is. A bad option or value fails with
 /// `OUTBOARD_ERR_ARG` and a sentence naming what is accepted.

@@ -104,6 +104,17 @@ pub trait PortIo {
         }
         Ok(old)
     }
+    /// The longest allreduce contribution, in bytes, that
+    /// [`AllreduceAlgorithm::Auto`](crate::AllreduceAlgorithm::Auto) runs
+    /// by recursive doubling in `mode` (block trees above): the crossover
+    /// measured for this transport. The default is the runtime's, over UDP
+    /// between engines (`outboard bench allreduce -n 2,4 --sizes
+    /// 8,1K,4K,8K,16K,32K` on a 2-core machine: offloaded, recursive
+    /// doubling ahead up to 4-8 KiB with 4 ranks; host-based, up to
+    /// 32 KiB); the simulator gives each profile's.
+    fn allreduce_doubling_max(&self, mode: crate::Mode) -> usize {
+        runtime_allreduce_doubling_max(mode)
+    }
     /// The largest contribution one offloaded collective carries: the
     /// engine's `max_collective_len` (its MTU less the packet and collective
     /// headers). Longer offloaded data is split into consecutive
@@ -131,3 +142,12 @@ pub trait PortIo {
 /// [`PortIo::coll_max_len`] for the engine's default configuration.
 pub const DEFAULT_COLL_MAX_LEN: u32 =
     outboard_engine::max_collective_len_for(outboard_engine::DEFAULT_MTU);
+
+/// The runtime's allreduce crossover ([`PortIo::allreduce_doubling_max`]),
+/// for I/O layers with no measurement of their own.
+pub fn runtime_allreduce_doubling_max(mode: crate::Mode) -> usize {
+    match mode {
+        crate::Mode::Offloaded => 8 << 10,
+        crate::Mode::HostBased => 32 << 10,
+    }
+}

@@ -34,7 +34,7 @@ pub use coll::{
     Group, Mode, TreeShape,
 };
 pub use atomic::{DirectAtomic, RemoteWord};
-pub use io::{MemoryError, PortIo, DEFAULT_COLL_MAX_LEN};
+pub use io::{runtime_allreduce_doubling_max, MemoryError, PortIo, DEFAULT_COLL_MAX_LEN};
 pub use outboard_engine::{
     AtomicOp, AtomicReturn, AtomicWidth, CollError, Command, CommandError, Completion, Datatype, Endpoint, Event, GroupId, HostBuf,
     Instant, NodeId, OpError, OpId, PortId, RecvMatch, ReduceOp, Reduction, Schedule,

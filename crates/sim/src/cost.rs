@@ -28,6 +28,8 @@ pub struct CostModel {
     pub host_copy_below: u32,
     /// Messages from this size on go by rendezvous (`HostCosts::rendezvous_from_bytes`).
     pub rendezvous_from: Option<u32>,
+    /// The profile's measured crossovers for choices by size.
+    pub tuning: crate::profile::Tuning,
     /// The rendezvous writes instead of reading (`HostCosts::rendezvous_write`).
     pub rendezvous_write: bool,
     /// Host: posting a receive.
@@ -138,6 +140,7 @@ impl CostModel {
             host_copy_byte: PerByte::from_us(p.host.copy_us_per_byte),
             host_copy_below: p.host.copy_below_bytes,
             rendezvous_from: p.host.rendezvous_from_bytes,
+            tuning: p.tuning,
             rendezvous_write: p.host.rendezvous_write,
             host_post_recv: Dur::from_us(p.host.post_recv_us),
             host_event: Dur::from_us(p.host.event_us),

@@ -404,6 +404,26 @@ pub struct Profile {
     /// full packets, and `sim barrier` runs its dissertation figures.
     #[serde(default)]
     pub coll_proto: Option<CollProtoCosts>,
+    /// The host library's choices by size measured on this profile
+    /// (absent: the runtime's).
+    #[serde(default)]
+    pub tuning: Tuning,
+}
+
+/// Crossovers measured on a profile with `outboard sim coll-size`, which
+/// the host library's choices by size take on it
+/// ([`outboard_host::PortIo::allreduce_doubling_max`]). Absent values are
+/// the runtime's.
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Tuning {
+    /// The longest offloaded allreduce run by recursive doubling (block
+    /// trees above) when the algorithm is chosen by length.
+    #[serde(default)]
+    pub allreduce_doubling_max_offloaded: Option<u32>,
+    /// The same, host-based.
+    #[serde(default)]
+    pub allreduce_doubling_max_host_based: Option<u32>,
 }
 
 /// What a collective-protocol packet costs the NIC processor.

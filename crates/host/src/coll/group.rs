@@ -158,6 +158,7 @@ pub fn describe_allreduce(a: AllreduceAlgorithm) -> String {
         AllreduceAlgorithm::Tree(t) => describe_tree(t),
         AllreduceAlgorithm::RecursiveDoubling => "recursive doubling".into(),
         AllreduceAlgorithm::BlockTrees(t) => format!("block trees ({})", describe_tree(t)),
+        AllreduceAlgorithm::Auto(t) => format!("by length (recursive doubling, block trees ({}) for long data)", describe_tree(t)),
     }
 }
 
@@ -505,6 +506,9 @@ pub(crate) fn schedule_for(
         ScheduleKey::AllreduceAt(shape, root) => s::allreduce_tree(&tree_for(shape, size, root % size.max(1))?, rank),
         ScheduleKey::Allreduce(AllreduceAlgorithm::BlockTrees(_)) => {
             unreachable!("an allreduce on block trees runs its blocks' schedules (AllreduceAt), none of its own")
+        }
+        ScheduleKey::Allreduce(AllreduceAlgorithm::Auto(_)) => {
+            unreachable!("a call resolves an allreduce by length (Port::key_for_len) before it takes a schedule")
         }
         // Node forms need the members' nodes: `Group::schedule_of`
         // builds them; a flat schedule in their place would run a

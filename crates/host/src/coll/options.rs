@@ -180,6 +180,14 @@ pub enum AllreduceAlgorithm {
     /// makes its root and inner members carry the whole data once per
     /// child. For large data; small data gains nothing from the blocks.
     BlockTrees(TreeShape),
+    /// Chosen by the data's length, call by call: recursive doubling up to
+    /// the transport's crossover ([`crate::PortIo::allreduce_doubling_max`],
+    /// measured for each transport and mode), block trees of this shape
+    /// above. Short data takes log2(n) exchanges instead of a tree's way
+    /// up and down (about half the time); long data the bandwidth of
+    /// block trees. Every member resolves it alike, since an allreduce's
+    /// length is the same at every member.
+    Auto(TreeShape),
 }
 
 impl AllreduceAlgorithm {
@@ -189,17 +197,26 @@ impl AllreduceAlgorithm {
         match self {
             AllreduceAlgorithm::Tree(_) => AllreduceAlgorithm::Tree(t),
             AllreduceAlgorithm::BlockTrees(_) => AllreduceAlgorithm::BlockTrees(t),
+            AllreduceAlgorithm::Auto(_) => AllreduceAlgorithm::Auto(t),
             AllreduceAlgorithm::RecursiveDoubling => AllreduceAlgorithm::RecursiveDoubling,
+        }
+    }
+
+    /// The algorithm a call on `len` bytes runs: [`AllreduceAlgorithm::Auto`]
+    /// resolved against the crossover `doubling_max`; any other unchanged.
+    pub fn for_len(self, len: usize, doubling_max: usize) -> AllreduceAlgorithm {
+        match self {
+            AllreduceAlgorithm::Auto(_) if len <= doubling_max => AllreduceAlgorithm::RecursiveDoubling,
+            AllreduceAlgorithm::Auto(t) => AllreduceAlgorithm::BlockTrees(t),
+            a => a,
         }
     }
 }
 
-/// Block trees on binomial trees: for data of one packet that is the
-/// binomial tree allreduce itself (one block, rooted at rank 0, the same
-/// schedule); longer data spreads over roots.
+/// By length, block trees on binomial trees for long data.
 impl Default for AllreduceAlgorithm {
     fn default() -> Self {
-        AllreduceAlgorithm::BlockTrees(TreeShape::Binomial)
+        AllreduceAlgorithm::Auto(TreeShape::Binomial)
     }
 }
 

@@ -43,10 +43,11 @@ pub enum Op {
 }
 
 /// Every collective the experiment times, in row order.
-pub const OPS: [Op; 7] = [
+pub const OPS: [Op; 8] = [
     Op::Allreduce(AllreduceAlgorithm::Tree(TreeShape::Binomial)),
     Op::Allreduce(AllreduceAlgorithm::RecursiveDoubling),
     Op::Allreduce(AllreduceAlgorithm::BlockTrees(TreeShape::Binomial)),
+    Op::Allreduce(AllreduceAlgorithm::Auto(TreeShape::Binomial)),
     Op::Bcast(TreeShape::Binomial),
     Op::Bcast(TreeShape::Chain),
     Op::Reduce(ReduceAlgorithm::Tree(TreeShape::Binomial)),
@@ -60,6 +61,7 @@ impl Op {
             Op::Allreduce(AllreduceAlgorithm::Tree(_)) => "allreduce tree",
             Op::Allreduce(AllreduceAlgorithm::RecursiveDoubling) => "allreduce recursive-doubling",
             Op::Allreduce(AllreduceAlgorithm::BlockTrees(_)) => "allreduce block-trees",
+            Op::Allreduce(AllreduceAlgorithm::Auto(_)) => "allreduce auto",
             Op::Bcast(TreeShape::Chain) => "bcast chain",
             Op::Bcast(_) => "bcast tree",
             Op::Reduce(ReduceAlgorithm::Tree(_)) => "reduce tree",
@@ -195,6 +197,20 @@ mod tests {
             t(AllreduceAlgorithm::BlockTrees(TreeShape::Binomial)),
         );
         assert!(blocks < tree && blocks < rd, "block trees {blocks:.1} us, tree {tree:.1}, recursive doubling {rd:.1}");
+    }
+
+    /// The allreduce chosen by length follows the profile's measured
+    /// crossovers (`[tuning]`): recursive doubling's schedule for short
+    /// data, block trees' for long, in both modes.
+    #[test]
+    fn an_allreduce_by_length_runs_doubling_short_and_block_trees_long() {
+        let profile = Profile::builtin("dpu400");
+        for mode in [Mode::Offloaded, Mode::HostBased] {
+            let t = |a, size| time_us(&profile, 8, mode, Op::Allreduce(a), size, 2, 1).unwrap();
+            let auto = AllreduceAlgorithm::Auto(TreeShape::Binomial);
+            assert_eq!(t(auto, 8), t(AllreduceAlgorithm::RecursiveDoubling, 8), "{mode:?}, 8 B");
+            assert_eq!(t(auto, 1 << 20), t(AllreduceAlgorithm::BlockTrees(TreeShape::Binomial), 1 << 20), "{mode:?}, 1 MiB");
+        }
     }
 
     /// Likewise a 1 MiB reduce on block trees beats one tree: the root's
