@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 use outboard_engine::{Endpoint, NodeId, OpenError, PortId};
 use outboard_host::atomic_server::{AtomicServer, ServerWait};
 use outboard_host::lock::{LockError, McsLock};
-use outboard_host::{AtomicOp, AtomicWidth, Datatype, HostBuf, Port, PortIo, ReduceOp, Reduction, RemoteWord};
+use outboard_host::{AtomicOp, AtomicWidth, Datatype, HostBuf, Port, ReduceOp, Reduction, RemoteWord};
 use outboard_runtime::RtPort;
 
 use crate::error::{deref, guard, put, Error, OUTBOARD_ERR_OTHER, OUTBOARD_ERR_RESOURCE, OUTBOARD_ERR_STATE};
@@ -250,20 +250,10 @@ impl outboard_lock {
             return Ok(());
         }
         let _waiting = self.shared.waiting();
-        loop {
-            if self.with(|l, w| Ok(l.test(w.port())?))? {
-                return Ok(());
-            }
-            if self.shared.contended() {
-                // Another thread waits too: leave it the world.
-                std::thread::sleep(std::time::Duration::from_micros(10));
-            } else {
-                self.shared.with(|w| {
-                    w.port().io().idle();
-                    Ok(())
-                })?;
-            }
+        while !self.with(|l, w| Ok(l.test(w.port())?))? {
+            self.shared.pause()?;
         }
+        Ok(())
     }
 }
 

@@ -578,7 +578,7 @@ pub unsafe extern "C" fn outboard_group_set_reduce_degree(group: *const outboard
 /// its own and sent on to the root, which is one tree for data of one
 /// packet or between two nodes) or `allreduce_algorithm` (`auto` - the
 /// default: recursive doubling for short data, block trees for long, the
-/// crossover measured for the transport and mode -, `block-trees`: the
+/// crossover measured for the transport -, `block-trees`: the
 /// data cut into blocks, each reduced and broadcast back on a tree rooted
 /// at a member of its own, which is one tree for data of one packet,
 /// `tree`, `recursive-doubling`); the values are parsed as the `OUTBOARD_MPI_*` variable of

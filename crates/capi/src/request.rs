@@ -279,16 +279,7 @@ pub unsafe extern "C" fn outboard_wait(req: *mut *mut outboard_request, status: 
         if rc != OUTBOARD_OK || done != 0 {
             return rc;
         }
-        if shared.contended() {
-            std::thread::sleep(std::time::Duration::from_micros(10));
-            continue;
-        }
-        let idle = guard(|| {
-            shared.with(|w| {
-                w.port().io().idle();
-                Ok(())
-            })
-        });
+        let idle = guard(|| shared.pause());
         if idle != OUTBOARD_OK {
             return idle;
         }

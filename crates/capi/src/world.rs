@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex, PoisonError, Weak};
 
 use outboard_runtime::bootstrap::ExchangeBootstrap;
 use outboard_runtime::node_coll::NodeColl;
-use outboard_host::Port;
+use outboard_host::{Port, PortIo};
 use outboard_runtime::{Options, RtPort, World};
 
 use crate::error::{deref, guard, put, Error, OUTBOARD_ERR_STATE};
@@ -86,6 +86,20 @@ impl Shared {
     /// not even start the collective both depend on.
     pub(crate) fn contended(&self) -> bool {
         self.waiters.load(Ordering::Acquire) > 1
+    }
+
+    /// One pause of a waiting thread between two tests: a short sleep
+    /// that leaves the world to the other waiters when there are some,
+    /// else the port's idle step (which drives a host-driven engine).
+    pub(crate) fn pause(&self) -> Result<(), Error> {
+        if self.contended() {
+            std::thread::sleep(std::time::Duration::from_micros(10));
+            return Ok(());
+        }
+        self.with(|w| {
+            w.port().io().idle();
+            Ok(())
+        })
     }
 }
 

@@ -157,8 +157,9 @@ impl AtomicServer {
                 });
             }
         };
-        let m = port.read_buffer(buf)?;
+        let m = port.read_buffer(buf);
         port.free(buf)?;
+        let m = m?;
         let (status, value) = match self.perform(port, &m) {
             Ok(v) => (0, v),
             Err(e) => (error_code(e), 0),
@@ -246,10 +247,9 @@ impl AtomicServer {
         }
         let mut failed = None;
         for (s, b) in std::mem::take(&mut self.replies) {
-            if let Err(e) = port.wait(s) {
+            if let Err(e) = port.wait(s).map(drop).and(port.free(b)) {
                 failed.get_or_insert(e);
             }
-            port.free(b)?;
         }
         failed.map_or(Ok(()), Err)
     }
@@ -291,6 +291,8 @@ pub struct HbAtomic {
     /// Why it failed, once it has: the reply's receive, cancelled, is
     /// still reaped before the buffer is freed.
     failed: Option<HostError>,
+    /// Its result was handed back (its buffers are freed).
+    done: bool,
 }
 
 impl<P: PortIo> Port<P> {
@@ -315,7 +317,7 @@ impl<P: PortIo> Port<P> {
         for (i, v) in [(8, key), (16, offset), (24, data), (32, compare), (40, n)] {
             m[i..i + 8].copy_from_slice(&v.to_le_bytes());
         }
-        let mut a = HbAtomic { request: None, reply: Some(reply), reply_buf, answer: None, failed: None };
+        let mut a = HbAtomic { request: None, reply: Some(reply), reply_buf, answer: None, failed: None, done: false };
         let sent = self.buffer_from(&m).and_then(|b| match self.start_send(server, REQUEST_TAG, b) {
             Ok(s) => Ok((s, b)),
             Err(e) => self.free(b).and(Err(e)),
@@ -332,11 +334,22 @@ impl<P: PortIo> Port<P> {
     /// except that a failed one cancels its reply's receive
     /// ([`Port::cancel`]).
     pub fn test_hb_atomic(&mut self, a: &mut HbAtomic) -> Option<Result<u64, HostError>> {
+        if a.done {
+            return Some(Err(HostError::UnknownRequest));
+        }
         if let Some((s, b)) = a.request {
             if let Some(r) = self.test(s) {
                 a.request = None;
-                if let Err(e) = self.free(b).and(r) {
-                    self.fail_hb_atomic(a, e);
+                let freed = self.free(b);
+                match r {
+                    // The request never reached the server: no reply comes.
+                    Err(e) => self.fail_hb_atomic(a, e),
+                    // It did: the reply still comes, and is awaited.
+                    Ok(_) => {
+                        if let Err(e) = freed {
+                            a.failed.get_or_insert(e);
+                        }
+                    }
                 }
             }
         }
@@ -358,6 +371,7 @@ impl<P: PortIo> Port<P> {
         if a.request.is_some() || a.reply.is_some() {
             return None;
         }
+        a.done = true;
         let freed = self.free(a.reply_buf);
         Some(match (a.failed.take(), a.answer.take(), freed) {
             (Some(e), _, _) | (None, _, Err(e)) => Err(e),

@@ -28,7 +28,7 @@
 //! memory while [`McsLock::spinning`] (the words a waiter polls are
 //! written by the peers' engines, which tell the host nothing).
 
-use outboard_engine::{AtomicOp, AtomicWidth, Datatype, Endpoint, HostBuf, ReduceOp, Reduction};
+use outboard_engine::{AtomicOp, AtomicWidth, CommandError, Datatype, Endpoint, HostBuf, ReduceOp, Reduction};
 use thiserror::Error;
 
 use crate::atomic_server::HbAtomic;
@@ -65,8 +65,9 @@ pub enum LockError {
     /// `release` while this rank does not hold it.
     #[error("this rank does not hold the lock")]
     NotHeld,
-    /// A release or try while another operation on the lock is under way
-    /// on this rank (split-phase calls not yet tested to the end).
+    /// A start while another operation on the lock is under way on this
+    /// rank (split-phase calls not yet tested to the end): any start but
+    /// an acquire's again during an acquire.
     #[error("another acquire, try or release of this lock is under way on this rank")]
     Busy,
     /// A lock word held something that is not a rank of the table
@@ -113,6 +114,9 @@ enum Step {
 /// A remote atomic under way.
 #[derive(Debug)]
 enum Pending {
+    /// Not started yet: the port had no token for it; started on a later
+    /// test.
+    Unstarted { rank: u32, at: u64, op: AtomicOp },
     /// Performed by the word's engine.
     Engine(Request),
     /// Performed by the word's host-based server.
@@ -219,19 +223,43 @@ impl McsLock {
 
     /// Enters `step` with `op` on word `at` of `rank`'s words: performed
     /// at once for this rank's own (a local atomic), started through the
-    /// engines (or the rank's server) otherwise.
+    /// engines (or the rank's server) otherwise - or on a later test, if
+    /// the port has no token for it now. On an error the lock is as
+    /// before (no step under way).
     fn go<P: PortIo>(&mut self, port: &mut Port<P>, step: Step, rank: u32, at: u64, op: AtomicOp) -> Result<(), HostError> {
-        self.step = Some(step);
-        if rank == self.rank {
-            self.value = Some(port.local_atomic(self.words, at, AtomicWidth::W64, op)?);
-            return Ok(());
+        let started = if rank == self.rank {
+            port.local_atomic(self.words, at, AtomicWidth::W64, op).map(|v| {
+                self.value = Some(v);
+                None
+            })
+        } else {
+            self.start(port, rank, at, op).map(Some)
+        };
+        match started {
+            Ok(pending) => {
+                self.pending = pending;
+                self.step = Some(step);
+                Ok(())
+            }
+            Err(e) => {
+                self.step = None;
+                Err(e)
+            }
         }
+    }
+
+    /// Starts `op` on word `at` of `rank`'s words (another rank's).
+    fn start<P: PortIo>(&self, port: &mut Port<P>, rank: u32, at: u64, op: AtomicOp) -> Result<Pending, HostError> {
         let s = self.table[rank as usize];
-        self.pending = Some(match &self.servers {
-            Some(servers) => Pending::Server(port.start_hb_atomic(servers[rank as usize], s.key, s.offset + at, AtomicWidth::W64, op)?),
-            None => Pending::Engine(port.start_atomic(RemoteWord { ep: s.ep, key: s.key, offset: s.offset + at, width: AtomicWidth::W64 }, op)?),
-        });
-        Ok(())
+        let r = match &self.servers {
+            Some(servers) => port.start_hb_atomic(servers[rank as usize], s.key, s.offset + at, AtomicWidth::W64, op).map(Pending::Server),
+            None => port.start_atomic(RemoteWord { ep: s.ep, key: s.key, offset: s.offset + at, width: AtomicWidth::W64 }, op).map(Pending::Engine),
+        };
+        match r {
+            // Tokens come back as operations complete: not an error.
+            Err(HostError::Command(CommandError::NoSendToken | CommandError::NoRecvToken)) => Ok(Pending::Unstarted { rank, at, op }),
+            r => r,
+        }
     }
 
     /// The old value that ends the current step, if its atomic is done.
@@ -239,10 +267,13 @@ impl McsLock {
         if let Some(v) = self.value.take() {
             return Ok(Some(v));
         }
+        if let Some(Pending::Unstarted { rank, at, op }) = self.pending {
+            self.pending = Some(self.start(port, rank, at, op)?);
+        }
         let done = match self.pending.as_mut() {
             Some(Pending::Engine(r)) => port.test(*r).map(|c| c.map(crate::atomic::value_of)),
             Some(Pending::Server(a)) => port.test_hb_atomic(a),
-            None => None,
+            Some(Pending::Unstarted { .. }) | None => None,
         };
         let Some(v) = done else { return Ok(None) };
         self.pending = None;
@@ -304,9 +335,6 @@ impl McsLock {
         if !self.held {
             return Err(LockError::NotHeld);
         }
-        // Given up from here on: the successor may hold it before this
-        // release's last atomic completes.
-        self.held = false;
         match self.own(port, NEXT)? {
             NIL => self.go(port, Step::Free, self.home, LOCK, AtomicOp::CompareSwap { compare: self.me(), new: NIL })?,
             next => {
@@ -314,6 +342,10 @@ impl McsLock {
                 self.go(port, Step::HandOver, succ, LOCKED, AtomicOp::Swap(0))?;
             }
         }
+        // Given up from here on (still held if the release could not
+        // start): the successor may hold it before this release's last
+        // atomic completes.
+        self.held = false;
         Ok(())
     }
 

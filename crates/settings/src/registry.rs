@@ -473,7 +473,7 @@ pub const REDUCE_ALGORITHM: Choice = Choice { names: &[("tree", &[]), ("block-tr
 /// `outboard_allreduce_algorithm` MPI_Info key.
 pub static MPI_ALLREDUCE_ALGORITHM: Var<Choice> = Var {
     name: "OUTBOARD_MPI_ALLREDUCE_ALGORITHM",
-    doc: "The algorithm of allreductions taken over: auto (recursive doubling up to 8 KiB offloaded and 32 KiB host-based, the crossovers measured between engines over UDP; block trees above), block-trees (the data cut into blocks, each reduced and broadcast back on a tree rooted at a rank of its own: one tree for data of one packet, the bandwidth of reduce-scatter plus allgather for more), tree (reduce to rank 0 and broadcast back on one tree), or recursive-doubling; the trees' degree is OUTBOARD_MPI_REDUCE_DEGREE's; per communicator, the MPI_Info key outboard_allreduce_algorithm.",
+    doc: "The algorithm of allreductions taken over: auto (recursive doubling up to 8 KiB, the crossover measured between engines over UDP, in both modes so that they give the same bits; block trees above), block-trees (the data cut into blocks, each reduced and broadcast back on a tree rooted at a rank of its own: one tree for data of one packet, the bandwidth of reduce-scatter plus allgather for more), tree (reduce to rank 0 and broadcast back on one tree), or recursive-doubling; the trees' degree is OUTBOARD_MPI_REDUCE_DEGREE's; per communicator, the MPI_Info key outboard_allreduce_algorithm.",
     group: Group::Mpi,
     kind: ALLREDUCE_ALGORITHM,
     default: Fallback::Value("auto"),

@@ -509,13 +509,9 @@ impl PortIo for SimIo {
         }
     }
 
-    fn allreduce_doubling_max(&self, mode: outboard_host::Mode) -> usize {
-        let t = self.proc.world.borrow().cost.tuning;
-        let measured = match mode {
-            outboard_host::Mode::Offloaded => t.allreduce_doubling_max_offloaded,
-            outboard_host::Mode::HostBased => t.allreduce_doubling_max_host_based,
-        };
-        measured.map_or_else(|| outboard_host::runtime_allreduce_doubling_max(mode), |b| b as usize)
+    fn allreduce_doubling_max(&self) -> usize {
+        let measured = self.proc.world.borrow().cost.tuning.allreduce_doubling_max;
+        measured.map_or_else(outboard_host::runtime_allreduce_doubling_max, |b| b as usize)
     }
 
     fn coll_max_len(&self) -> u32 {

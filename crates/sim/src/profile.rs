@@ -417,13 +417,12 @@ pub struct Profile {
 #[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct Tuning {
-    /// The longest offloaded allreduce run by recursive doubling (block
-    /// trees above) when the algorithm is chosen by length.
+    /// The longest allreduce run by recursive doubling (block trees
+    /// above) when the algorithm is chosen by length: the offloaded
+    /// crossover, one value for both modes so that they give the same
+    /// bits.
     #[serde(default)]
-    pub allreduce_doubling_max_offloaded: Option<u32>,
-    /// The same, host-based.
-    #[serde(default)]
-    pub allreduce_doubling_max_host_based: Option<u32>,
+    pub allreduce_doubling_max: Option<u32>,
 }
 
 /// What a collective-protocol packet costs the NIC processor.

@@ -164,8 +164,7 @@ impl<P: PortIo> Port<P> {
                 ScheduleKey::Allreduce(AllreduceAlgorithm::BlockTrees(s.for_len(n, unit)))
             }
             ScheduleKey::Allreduce(a @ AllreduceAlgorithm::Auto(_)) => {
-                let m = if mode == BcastMode::HostBased { Mode::HostBased } else { Mode::Offloaded };
-                let a = a.for_len(len, self.io_ref().allreduce_doubling_max(m));
+                let a = a.for_len(len, self.io_ref().allreduce_doubling_max());
                 self.key_for_len(n, mode, ScheduleKey::Allreduce(a), len)
             }
             k => k,

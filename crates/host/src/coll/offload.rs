@@ -80,8 +80,7 @@ impl OffRun {
                 port.buffer_from(piece)?
             };
             let recv = if receives && !piece.is_empty() {
-                // The engine writes every byte of the result.
-                port.buffer_unzeroed(piece.len() as u32)?
+                port.buffer(piece.len() as u32)?
             } else {
                 EMPTY
             };

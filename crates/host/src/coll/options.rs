@@ -182,8 +182,8 @@ pub enum AllreduceAlgorithm {
     BlockTrees(TreeShape),
     /// Chosen by the data's length, call by call: recursive doubling up to
     /// the transport's crossover ([`crate::PortIo::allreduce_doubling_max`],
-    /// measured for each transport and mode), block trees of this shape
-    /// above. Short data takes log2(n) exchanges instead of a tree's way
+    /// measured for each transport, the same in both modes so that they
+    /// give the same bits), block trees of this shape above. Short data takes log2(n) exchanges instead of a tree's way
     /// up and down (about half the time); long data the bandwidth of
     /// block trees. Every member resolves it alike, since an allreduce's
     /// length is the same at every member.

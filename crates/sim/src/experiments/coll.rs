@@ -29,7 +29,6 @@ pub fn mode_name(m: Mode) -> &'static str {
     }
 }
 
-
 /// Element type of the reduction experiments: the dissertation reduced one
 /// 64-bit element, integer or double (4.2).
 pub fn sum_of(float: bool) -> Reduction {

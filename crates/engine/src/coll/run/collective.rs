@@ -181,7 +181,7 @@ impl Running {
             while self.next_recv < st.recv_from.len() {
                 let src = st.recv_from[self.next_recv];
                 let round = sched.recv_round[self.step][self.next_recv];
-                let Some(i) = self.arrived.iter().position(|a| a.src_rank == src && a.round == round) else { break };
+                let Some(i) = self.arrival(src, round) else { break };
                 let a = self.arrived.swap_remove(i);
                 if self.failed.is_some() || self.lost.is_some() {
                     // Nothing more is combined; the steps go on.
@@ -222,9 +222,15 @@ impl Running {
             None => false,
             Some(&src) => {
                 let round = self.sched.recv_round[self.step][self.next_recv];
-                !self.arrived.iter().any(|a| a.src_rank == src && a.round == round)
+                self.arrival(src, round).is_none()
             }
         }
+    }
+
+    /// Where the packet from rank `src` for `round` is among the arrivals,
+    /// if it came.
+    fn arrival(&self, src: u32, round: u16) -> Option<usize> {
+        self.arrived.iter().position(|a| a.src_rank == src && a.round == round)
     }
 
     /// The cause its packets carry once it has failed, if it has.
@@ -333,7 +339,7 @@ impl Running {
             let from = if i == self.step { self.next_recv } else { 0 };
             st.recv_from.iter().enumerate().skip(from).filter_map(move |(j, &src)| {
                 let round = self.sched.recv_round[i][j];
-                (!self.arrived.iter().any(|a| a.src_rank == src && a.round == round)).then_some(src)
+                self.arrival(src, round).is_none().then_some(src)
             })
         })
     }
