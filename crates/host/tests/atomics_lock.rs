@@ -280,14 +280,21 @@ fn eight_ranks_lock_in_turn() {
     check(&log, 8, 150);
 }
 
+/// Three ranks of a lock homed at rank 0: their ports, prepared words,
+/// the table and each rank's lock.
+#[allow(clippy::type_complexity)]
+fn three_ranks(net: &Arc<Mutex<Network>>) -> (Vec<Port<Watched>>, Vec<(HostBuf, u64, LockSlot)>, Vec<LockSlot>, Vec<McsLock>) {
+    let mut ports: Vec<_> = (0..3).map(|i| port(net, i)).collect();
+    let prepared: Vec<_> = ports.iter_mut().map(|p| McsLock::prepare(p).unwrap()).collect();
+    let table: Vec<LockSlot> = prepared.iter().map(|(_, _, s)| *s).collect();
+    let locks = prepared.iter().enumerate().map(|(r, (w, k, _))| McsLock::from_table(table.clone(), r as u32, 0, *w, *k).unwrap()).collect();
+    (ports, prepared, table, locks)
+}
+
 #[test]
 fn try_lock_takes_only_a_free_lock() {
     let net = network(3, 9);
-    let mut ports: Vec<_> = (0..3).map(|i| port(&net, i)).collect();
-    let prepared: Vec<_> = ports.iter_mut().map(|p| McsLock::prepare(p).unwrap()).collect();
-    let table: Vec<LockSlot> = prepared.iter().map(|(_, _, s)| *s).collect();
-    let mut locks: Vec<McsLock> =
-        prepared.iter().enumerate().map(|(r, (w, k, _))| McsLock::from_table(table.clone(), r as u32, 0, *w, *k).unwrap()).collect();
+    let (mut ports, prepared, table, mut locks) = three_ranks(&net);
     assert!(locks[1].try_lock(&mut ports[1]).unwrap());
     assert!(!locks[2].try_lock(&mut ports[2]).unwrap());
     assert!(!locks[0].try_lock(&mut ports[0]).unwrap(), "the home rank too");
@@ -362,11 +369,7 @@ fn host_based_server_serves_each_request_once_in_every_waiting_mode() {
 #[test]
 fn split_phase_lock_hands_over_from_one_thread_and_refuses_interleaved_calls() {
     let net = network(3, 31);
-    let mut ports: Vec<_> = (0..3).map(|i| port(&net, i)).collect();
-    let prepared: Vec<_> = ports.iter_mut().map(|p| McsLock::prepare(p).unwrap()).collect();
-    let table: Vec<LockSlot> = prepared.iter().map(|(_, _, s)| *s).collect();
-    let mut locks: Vec<McsLock> =
-        prepared.iter().enumerate().map(|(r, (w, k, _))| McsLock::from_table(table.clone(), r as u32, 0, *w, *k).unwrap()).collect();
+    let (mut ports, prepared, _, mut locks) = three_ranks(&net);
     // Tests ranks 1 and 2 until `done` says so, stepping the network.
     let run = |locks: &mut Vec<McsLock>, ports: &mut Vec<Port<Watched>>, done: &dyn Fn(&[McsLock], [bool; 2]) -> bool| {
         for _ in 0..1_000_000 {
