@@ -109,12 +109,8 @@ impl Error {
     /// message says what else may have failed there.
     pub fn with_operator(mut self, module: Option<&str>) -> Error {
         let Some(name) = module else { return self };
-        let upstream = |c: &CollError| match c {
-            CollError::FailedUpstream { rank } => Some(*rank),
-            _ => None,
-        };
-        let rank = match &self.host {
-            Some(HostError::Op(OpError::Collective(c))) | Some(HostError::Coll(CollectiveError::Engine(c))) => upstream(c),
+        let rank = match self.host.as_ref().and_then(HostError::coll_error) {
+            Some(CollError::FailedUpstream { rank }) => Some(*rank),
             _ => None,
         };
         if let Some(rank) = rank {
@@ -154,12 +150,10 @@ impl From<HostError> for Error {
             HostError::Coll(_) => OUTBOARD_ERR_COLL,
             HostError::Op(op) => op_code(op),
         };
-        let msg = match &e {
-            HostError::Op(OpError::Collective(CollError::ModuleFailed { module, failure }))
-            | HostError::Coll(CollectiveError::Engine(CollError::ModuleFailed { module, failure })) => module_failed(*module, failure),
-            HostError::Op(OpError::Collective(CollError::ScheduleMismatch { ours, theirs }))
-            | HostError::Coll(CollectiveError::Engine(CollError::ScheduleMismatch { ours, theirs })) => mismatch(*ours, Some(*theirs)),
-            HostError::Coll(CollectiveError::Mismatch { ours }) => mismatch(*ours, None),
+        let msg = match (e.coll_error(), &e) {
+            (Some(CollError::ModuleFailed { module, failure }), _) => module_failed(*module, failure),
+            (Some(CollError::ScheduleMismatch { ours, theirs }), _) => mismatch(*ours, Some(*theirs)),
+            (_, HostError::Coll(CollectiveError::Mismatch { ours })) => mismatch(*ours, None),
             _ => e.to_string(),
         };
         Error { host: Some(e), ..Error::new(code, msg) }

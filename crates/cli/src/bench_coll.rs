@@ -1028,14 +1028,11 @@ fn print_copies(kind: Kind, a: &CollArgs, fig: &Figures) {
     }
 }
 
-/// A mode's column header.
+/// A mode's column header: its broadcast column's, as the latency tables
+/// head it (every mode a benchmark measures is one of theirs).
 fn mode_label(m: BcastMode) -> &'static str {
-    match m {
-        BcastMode::Offloaded => "offloaded",
-        BcastMode::HostBased => "host-based",
-        BcastMode::NicAssisted { chunk: BcastMode::WHOLE } => "nic-whole",
-        BcastMode::NicAssisted { .. } => "nic-asst",
-    }
+    use clap::ValueEnum;
+    BcastCol::value_variants().iter().find(|c| c.mode() == m).map_or("?", |c| c.header())
 }
 
 /// The broadcast table: one column per mode, then host-based over each

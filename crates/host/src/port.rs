@@ -41,6 +41,17 @@ pub enum HostError {
 }
 
 impl HostError {
+    /// The engine's collective error behind this one, if that is why the
+    /// call failed: a collective's completion carries it
+    /// (`OpError::Collective`), and the host library passes it on
+    /// (`CollectiveError::Engine`); callers look through both alike.
+    pub fn coll_error(&self) -> Option<&outboard_engine::CollError> {
+        match self {
+            HostError::Op(OpError::Collective(c)) | HostError::Coll(CollectiveError::Engine(c)) => Some(c),
+            _ => None,
+        }
+    }
+
     /// The node whose process failed, when that is why this call failed:
     /// ULFM's `MPI_ERR_PROC_FAILED` (the MPI fault-tolerance proposal's
     /// class for "a process this operation needs has failed"). The node is

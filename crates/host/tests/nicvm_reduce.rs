@@ -13,9 +13,9 @@
 mod common;
 
 use common::{Cluster, Rng};
-use outboard_engine::{CollError, CombineFailure, Datatype, EngineConfig, OpError};
+use outboard_engine::{CollError, CombineFailure, Datatype, EngineConfig};
 use outboard_host::nicvm::LoadOptions;
-use outboard_host::{AllreduceAlgorithm, CollRequest, CollectiveError, Group, GroupId, HostError, NicModule, TreeShape};
+use outboard_host::{AllreduceAlgorithm, CollRequest, Group, GroupId, HostError, NicModule, TreeShape};
 use outboard_testnet::LinkConfig;
 use proptest::prelude::*;
 
@@ -164,11 +164,7 @@ fn user_defined_operators_at_16_ranks() {
 
 /// The collective error inside a host error, if any.
 fn coll_error(e: &HostError) -> Option<CollError> {
-    match e {
-        HostError::Op(OpError::Collective(c)) => Some(*c),
-        HostError::Coll(CollectiveError::Engine(c)) => Some(*c),
-        _ => None,
-    }
+    e.coll_error().copied()
 }
 
 #[test]

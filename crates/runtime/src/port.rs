@@ -264,8 +264,8 @@ impl Drop for LocalPort {
 /// every local process (`OUTBOARD_ENGINE=node`).
 pub struct RtPort {
     kind: Kind,
-    /// Payload bytes the host library copied into and out of the
-    /// engine's memory through this handle ([`RtPort::host_copied`]).
+    /// Bytes the host library wrote into and read out of the engine's
+    /// memory through this handle ([`RtPort::host_copied`]).
     host_copied: AtomicU64,
 }
 
@@ -335,9 +335,11 @@ impl RtPort {
         }
     }
 
-    /// Payload bytes the host library has copied into the engine's memory
-    /// (a send's or a contribution's bytes into a port buffer) and out of
-    /// it (a receive's or a result's) through this port so far: the
+    /// Bytes the host library has written into the engine's memory (a
+    /// send's or a contribution's bytes into a port buffer) and read out
+    /// of it (a receive's or a result's) through this port so far - every
+    /// access, so also the few words of locks, atomic results and
+    /// rendezvous handshakes, which are small beside data: the
     /// copies zero copy would save, beside the engine's own
     /// ([`TransportStats::copied_out`]), which a NIC's DMA would make.
     pub fn host_copied(&self) -> u64 {

@@ -154,14 +154,9 @@ impl<P: PortIo> CollRun<P> for BlocksRun {
 /// Whether `e` says the members called different collectives, or that
 /// the collective failed upstream (which a mismatch there may be).
 fn may_be_mismatch(e: &HostError) -> bool {
-    use outboard_engine::{CollError, OpError};
-    use super::CollectiveError;
-    let engine = |c: &CollError| matches!(c, CollError::ScheduleMismatch { .. } | CollError::FailedUpstream { .. });
-    match e {
-        HostError::Coll(CollectiveError::Mismatch { .. }) => true,
-        HostError::Coll(CollectiveError::Engine(c)) | HostError::Op(OpError::Collective(c)) => engine(c),
-        _ => false,
-    }
+    use outboard_engine::CollError;
+    matches!(e, HostError::Coll(super::CollectiveError::Mismatch { .. }))
+        || matches!(e.coll_error(), Some(CollError::ScheduleMismatch { .. } | CollError::FailedUpstream { .. }))
 }
 
 #[cfg(test)]

@@ -226,8 +226,10 @@ proptest! {
         let want = expected(kind, n, red, &inputs);
         // The reference runs the blocks' own schedules; on integers, whose
         // operations are exact, the blocks must also give what one tree
-        // gives.
-        if !red.dtype.is_float() {
+        // gives. (A reduce between two is the plain tree in the reference
+        // too: nothing to compare there.)
+        let blocks_in_reference = !(matches!(kind, Kind::Reduce(..)) && n <= 2);
+        if !red.dtype.is_float() && blocks_in_reference {
             let one_tree = match kind {
                 Kind::Reduce(_, root) => Kind::Reduce(ReduceAlgorithm::Tree(shape), root),
                 _ => Kind::Allreduce(AllreduceAlgorithm::Tree(shape)),
