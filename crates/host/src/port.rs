@@ -86,6 +86,8 @@ pub struct Port<P: PortIo> {
     /// Messages to and from the node's other ports through shared memory
     /// (module `local`).
     pub(crate) local: crate::local::LocalState,
+    /// Application-bypass groups on this port (module `bypass`).
+    pub(crate) bypass: crate::bypass::BypassSet,
 }
 
 impl<P: PortIo> Port<P> {
@@ -101,6 +103,7 @@ impl<P: PortIo> Port<P> {
             coll: CollState::default(),
             rndv,
             local: Default::default(),
+            bypass: Default::default(),
         }
     }
 
@@ -278,6 +281,7 @@ impl<P: PortIo> Port<P> {
         self.poll_events();
         self.local_progress();
         self.coll_advance();
+        self.bypass_pump();
     }
 
     /// Moves every completion the engine has into the pending table.
@@ -290,6 +294,10 @@ impl<P: PortIo> Port<P> {
     /// Puts a completion into the pending table (dropped if its request
     /// was forgotten).
     pub(crate) fn record(&mut self, e: Event) {
+        if crate::bypass::is_bypass(e.op) {
+            self.bypass.on_event(e);
+            return;
+        }
         let Some(result) = self.rndv_event(e.op, e.result) else { return };
         if let Some(slot) = self.pending.get_mut(&e.op) {
             *slot = Some(result);

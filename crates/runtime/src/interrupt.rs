@@ -4,7 +4,8 @@
 //!
 //! - [`deliver_by_signal`]: a POSIX realtime signal to the application
 //!   thread itself (`tgkill` from the engine thread), whose handler runs
-//!   [`Bypass::on_interrupt`] - the design the chapter chose (one thread,
+//!   [`Interruptible::on_interrupt`] (for a [`Bypass`],
+//!   [`Bypass::on_interrupt`]) - the design the chapter chose (one thread,
 //!   a signal handler, no CPU spent while nothing arrives);
 //! - [`deliver_by_thread`]: a progress thread blocked on an eventfd, which
 //!   the engine thread writes - the alternative (the "broadcast thread that
@@ -18,6 +19,7 @@
 #![allow(unsafe_code)]
 
 use std::cell::Cell;
+use std::ptr::NonNull;
 use std::io;
 use std::marker::PhantomData;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -70,10 +72,48 @@ pub fn signal_number() -> libc::c_int {
     libc::SIGRTMIN() + 3
 }
 
+/// What a port's interrupts run: the driver of its bypass groups - a
+/// [`Bypass`] (a port of its own), or a library that keeps bypass groups on
+/// the port it uses for everything else (the C ABI's world).
+pub trait Interruptible: Send + Sync + 'static {
+    /// The handler: async-signal-safe (a try of the driver's progress lock,
+    /// then [`outboard_host::Port::bypass_progress`]; a lock found held is
+    /// noted for the holder to re-poll).
+    fn on_interrupt(&self);
+    /// Runs `f` on the port's transport with the driver's lock held and
+    /// interrupts off.
+    fn with_port(&self, f: &mut dyn FnMut(&mut RtPort));
+}
+
+impl Interruptible for Bypass<RtPort> {
+    fn on_interrupt(&self) {
+        Bypass::on_interrupt(self);
+    }
+
+    fn with_port(&self, f: &mut dyn FnMut(&mut RtPort)) {
+        self.with_io(|io| f(io));
+    }
+}
+
 thread_local! {
-    /// The bypass port whose interrupts this thread's signal handler
-    /// serves (null: none, the handler only counts).
-    static TARGET: Cell<*const Bypass<RtPort>> = const { Cell::new(std::ptr::null()) };
+    /// The driver whose interrupts this thread's signal handler serves
+    /// (none: the handler only counts).
+    static TARGET: Cell<Option<NonNull<dyn Interruptible>>> = const { Cell::new(None) };
+}
+
+/// Points the port's interrupts at `set`'s target when it is `Some` (its
+/// `None`: nowhere); returns whether the port took it (a node engine's
+/// cannot be interrupted) and whether its node's progress is
+/// host-assisted.
+fn point(target: &dyn Interruptible, mut set: Option<Option<Target>>) -> (bool, bool) {
+    let (mut ok, mut assisted) = (false, false);
+    target.with_port(&mut |io| {
+        assisted = matches!(io.progress(), Progress::HostAssisted { .. });
+        if let Some(t) = set.take() {
+            ok = io.set_irq(t);
+        }
+    });
+    (ok, assisted)
 }
 
 /// Handler entries (all threads), and the monotonic time of the last, for
@@ -93,12 +133,11 @@ fn mono_ns() -> u64 {
 extern "C" fn on_signal(_sig: libc::c_int) {
     LAST_ENTRY_NS.store(mono_ns(), Ordering::SeqCst);
     ENTRIES.fetch_add(1, Ordering::SeqCst);
-    let p = TARGET.with(Cell::get);
-    if !p.is_null() {
+    if let Some(p) = TARGET.with(Cell::get) {
         // SAFETY: set by `deliver_by_signal` on this thread from an `Arc`
         // its guard keeps alive, and cleared (on this thread) before the
         // guard lets it go.
-        unsafe { (*p).on_interrupt() };
+        unsafe { p.as_ref().on_interrupt() };
     }
 }
 
@@ -160,41 +199,44 @@ pub enum DeliveryError {
     Io(#[from] io::Error),
 }
 
-/// Interrupts for `bypass` go to the calling thread as a realtime signal
-/// until the guard is dropped (on this thread: the guard is not `Send`).
-pub fn deliver_by_signal(bypass: &Arc<Bypass<RtPort>>) -> Result<SignalGuard, DeliveryError> {
-    if bypass.with_io(|io| matches!(io.progress(), Progress::HostAssisted { .. })) {
+/// Interrupts for `target`'s port go to the calling thread as a realtime
+/// signal until the guard is dropped (on this thread: the guard is not
+/// `Send`).
+pub fn deliver_by_signal<T: Interruptible>(target: &Arc<T>) -> Result<SignalGuard, DeliveryError> {
+    let target: Arc<dyn Interruptible> = target.clone();
+    if point(&*target, None).1 {
         return Err(DeliveryError::HostAssisted);
     }
     install()?;
-    TARGET.with(|t| t.set(Arc::as_ptr(bypass)));
+    TARGET.with(|t| t.set(Some(NonNull::from(&*target))));
     // SAFETY: getpid has no preconditions.
     let pid = unsafe { libc::getpid() };
-    let target = Target::Signal { pid, tid: gettid(), signo: signal_number() };
-    if !bypass.with_io(|io| io.set_irq(Some(target))) {
-        TARGET.with(|t| t.set(std::ptr::null()));
+    let signal = Target::Signal { pid, tid: gettid(), signo: signal_number() };
+    if !point(&*target, Some(Some(signal))).0 {
+        TARGET.with(|t| t.set(None));
         return Err(DeliveryError::NodeEngine);
     }
-    Ok(SignalGuard { bypass: bypass.clone(), _thread: PhantomData })
+    Ok(SignalGuard { target, _thread: PhantomData })
 }
 
 /// Withdraws signal delivery when dropped.
 pub struct SignalGuard {
-    bypass: Arc<Bypass<RtPort>>,
+    target: Arc<dyn Interruptible>,
     _thread: PhantomData<*const ()>,
 }
 
 impl Drop for SignalGuard {
     fn drop(&mut self) {
-        let _ = self.bypass.with_io(|io| io.set_irq(None));
-        TARGET.with(|t| t.set(std::ptr::null()));
+        let _ = point(&*self.target, Some(None));
+        TARGET.with(|t| t.set(None));
     }
 }
 
-/// Interrupts for `bypass` wake a progress thread (blocked reading an
-/// eventfd) that runs its handler, until the guard is dropped.
-pub fn deliver_by_thread(bypass: &Arc<Bypass<RtPort>>) -> Result<ThreadGuard, DeliveryError> {
-    if !bypass.with_io(|io| io.set_irq(None)) {
+/// Interrupts for `target`'s port wake a progress thread (blocked reading
+/// an eventfd) that runs its handler, until the guard is dropped.
+pub fn deliver_by_thread<T: Interruptible>(target: &Arc<T>) -> Result<ThreadGuard, DeliveryError> {
+    let target: Arc<dyn Interruptible> = target.clone();
+    if !point(&*target, Some(None)).0 {
         return Err(DeliveryError::NodeEngine);
     }
     // SAFETY: creates a descriptor we then own.
@@ -206,7 +248,7 @@ pub fn deliver_by_thread(bypass: &Arc<Bypass<RtPort>>) -> Result<ThreadGuard, De
     let fd = Arc::new(unsafe { OwnedFd::from_raw_fd(raw) });
     let stop = Arc::new(AtomicBool::new(false));
     let thread = {
-        let (fd, stop, b) = (fd.clone(), stop.clone(), bypass.clone());
+        let (fd, stop, t) = (fd.clone(), stop.clone(), target.clone());
         std::thread::Builder::new().name("outboard-progress".into()).spawn(move || {
             let mut n = 0u64;
             loop {
@@ -216,18 +258,18 @@ pub fn deliver_by_thread(bypass: &Arc<Bypass<RtPort>>) -> Result<ThreadGuard, De
                     return;
                 }
                 if r == 8 {
-                    b.on_interrupt();
+                    t.on_interrupt();
                 }
             }
         })?
     };
-    let _ = bypass.with_io(|io| io.set_irq(Some(Target::EventFd(fd.clone()))));
-    Ok(ThreadGuard { bypass: bypass.clone(), fd, stop, thread: Some(thread) })
+    let _ = point(&*target, Some(Some(Target::EventFd(fd.clone()))));
+    Ok(ThreadGuard { target, fd, stop, thread: Some(thread) })
 }
 
 /// Stops the progress thread when dropped.
 pub struct ThreadGuard {
-    bypass: Arc<Bypass<RtPort>>,
+    target: Arc<dyn Interruptible>,
     fd: Arc<OwnedFd>,
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
@@ -235,7 +277,7 @@ pub struct ThreadGuard {
 
 impl Drop for ThreadGuard {
     fn drop(&mut self) {
-        let _ = self.bypass.with_io(|io| io.set_irq(None));
+        let _ = point(&*self.target, Some(None));
         self.stop.store(true, Ordering::SeqCst);
         write_one(self.fd.as_raw_fd());
         if let Some(t) = self.thread.take() {

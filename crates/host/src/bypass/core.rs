@@ -22,6 +22,11 @@ const OP_BIT: u64 = 1 << 62;
 const POOL_BIT: u64 = 1 << 61;
 /// A send (else the slot's receive).
 const SEND_BIT: u64 = 1 << 60;
+/// Where an operation name carries its group's index in the port's set
+/// (12 bits, between the slot's 16 and the flag bits).
+const INDEX_SHIFT: u32 = 48;
+/// How many bypass groups one port can hold.
+pub(crate) const MAX_GROUPS: usize = 1 << 12;
 const EPOCH_MASK: u32 = (1 << 23) - 1;
 const ROOT_MASK: u64 = 0x7FFF;
 
@@ -34,6 +39,11 @@ pub const MAX_LEN: u32 = 16 * 1024;
 /// Whether an event belongs to bypass traffic.
 pub(crate) fn is_bypass(op: OpId) -> bool {
     op.0 & OP_BIT != 0
+}
+
+/// Which of the port's bypass groups an operation of bypass traffic is of.
+pub(crate) fn index_of(op: OpId) -> u16 {
+    ((op.0 >> INDEX_SHIFT) as usize % MAX_GROUPS) as u16
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -82,7 +92,8 @@ pub struct BcastCall {
 enum RecvState {
     /// No receive posted (refused for want of a token, or just freed).
     Idle,
-    Posted,
+    /// A receive posted under this name (which a detach cancels).
+    Posted(OpId),
     /// A value arrived: for a broadcast, forwarded to `next` children so
     /// far with `pending` sends unconfirmed, copied out once `consumed`;
     /// for a reduce, held until its epoch's accumulator takes it (in its
@@ -124,12 +135,13 @@ struct SendSlot {
     have: Vec<bool>,
 }
 
-pub(crate) struct Core<P: PortIo> {
-    pub port: Port<P>,
+pub(crate) struct Core {
+    /// Which of its port's bypass groups this is: carried in every
+    /// operation name, so the port hands each completion to its group.
+    index: u16,
     members: Vec<Endpoint>,
     rank: u32,
     group: GroupId,
-    pub flag: HostBuf,
     recvs: Vec<RecvSlot>,
     sends: Vec<SendSlot>,
     next_op: u64,
@@ -139,15 +151,13 @@ pub(crate) struct Core<P: PortIo> {
     pub stats: BypassStats,
 }
 
-impl<P: PortIo> Core<P> {
-    pub fn new(mut port: Port<P>, members: Vec<Endpoint>, rank: u32, group: GroupId, slots: usize) -> Result<Self, BypassError> {
-        let flag = port.buffer(4)?;
+impl Core {
+    pub fn new<P: PortIo>(port: &mut Port<P>, index: u16, members: Vec<Endpoint>, rank: u32, group: GroupId, slots: usize) -> Result<Self, BypassError> {
         let mut core = Core {
-            port,
+            index,
             members,
             rank,
             group,
-            flag,
             recvs: Vec::with_capacity(4 * slots),
             sends: Vec::with_capacity(2 * slots),
             next_op: 0,
@@ -158,10 +168,16 @@ impl<P: PortIo> Core<P> {
         };
         for i in 0..2 * slots {
             let kind = if i % 2 == 0 { Kind::Bcast } else { Kind::Reduce };
-            core.add_recv(kind, false)?;
+            if let Err(e) = core.add_recv(port, kind, false) {
+                core.release(port);
+                return Err(e.into());
+            }
         }
         for _ in 0..slots {
-            core.add_send()?;
+            if let Err(e) = core.add_send(port) {
+                core.release(port);
+                return Err(e.into());
+            }
         }
         Ok(core)
     }
@@ -174,22 +190,22 @@ impl<P: PortIo> Core<P> {
         self.rank
     }
 
-    fn add_recv(&mut self, kind: Kind, extra: bool) -> Result<(), HostError> {
-        let buf = self.port.buffer(MAX_LEN)?;
+    fn add_recv<P: PortIo>(&mut self, port: &mut Port<P>, kind: Kind, extra: bool) -> Result<(), HostError> {
+        let buf = port.buffer(MAX_LEN)?;
         self.recvs.push(RecvSlot { buf, kind, state: RecvState::Idle, extra });
-        self.pump();
+        self.pump(port);
         Ok(())
     }
 
-    fn add_send(&mut self) -> Result<usize, HostError> {
-        let buf = self.port.buffer(MAX_LEN)?;
+    fn add_send<P: PortIo>(&mut self, port: &mut Port<P>) -> Result<usize, HostError> {
+        let buf = port.buffer(MAX_LEN)?;
         self.sends.push(SendSlot { buf, local: vec![0; MAX_LEN as usize], state: SendState::Free, held: Vec::new(), have: Vec::new() });
         Ok(self.sends.len() - 1)
     }
 
     fn op(&mut self, pool: bool, send: bool, slot: usize) -> OpId {
         self.next_op = (self.next_op + 1) & 0xFFFF_FFFF;
-        let mut id = OP_BIT | ((slot as u64) << 32) | self.next_op;
+        let mut id = OP_BIT | (u64::from(self.index) << INDEX_SHIFT) | ((slot as u64) << 32) | self.next_op;
         if pool {
             id |= POOL_BIT;
         }
@@ -199,34 +215,31 @@ impl<P: PortIo> Core<P> {
         OpId(id)
     }
 
-    pub fn set_flag(&mut self, on: bool) {
-        // A store to host memory, which the engine reads when it would
-        // interrupt: not a command.
-        let _ = self.port.io().write(self.flag.addr, &u32::from(on).to_ne_bytes());
-    }
-
     fn fail(&mut self, e: HostError) {
         self.error.get_or_insert(e);
     }
 
-    /// Takes every completion and does whatever can be done now. Free of
-    /// allocation: what the interrupt handler runs.
-    pub fn progress(&mut self) {
+    /// Takes every completion and does whatever can be done now, for this
+    /// group (out of its port's set while a call runs on it) and the
+    /// port's other bypass groups. Free of allocation.
+    pub fn progress<P: PortIo>(&mut self, port: &mut Port<P>) {
         loop {
-            while let Some(e) = self.port.io().poll_event() {
-                if is_bypass(e.op) {
+            while let Some(e) = port.io().poll_event() {
+                if is_bypass(e.op) && index_of(e.op) == self.index {
                     self.on_event(e);
                 } else {
-                    self.port.record(e);
+                    port.record(e);
                 }
             }
-            if !self.pump() {
+            let mine = self.pump(port);
+            if !(port.bypass_pump() | mine) {
                 break;
             }
         }
     }
 
-    fn on_event(&mut self, e: Event) {
+    /// The port's completion `e` of this group's traffic.
+    pub fn on_event(&mut self, e: Event) {
         let id = e.op.0;
         let slot = ((id >> 32) & 0xFFFF) as usize;
         if id & POOL_BIT != 0 {
@@ -269,7 +282,7 @@ impl<P: PortIo> Core<P> {
 
     /// Posts what can be posted, folds what can be folded, frees what is
     /// done. Whether anything changed.
-    fn pump(&mut self) -> bool {
+    pub fn pump<P: PortIo>(&mut self, port: &mut Port<P>) -> bool {
         let mut changed = false;
         let n = self.n();
         let me = self.rank;
@@ -280,9 +293,9 @@ impl<P: PortIo> Core<P> {
                     let op = self.op(false, false, i);
                     let r = &mut self.recvs[i];
                     let cmd = Command::Recv { op, matching: kind_match(self.group, r.kind), buf: r.buf };
-                    match self.port.io().post(cmd) {
+                    match port.io().post(cmd) {
                         Ok(()) => {
-                            self.recvs[i].state = RecvState::Posted;
+                            self.recvs[i].state = RecvState::Posted(op);
                             changed = true;
                         }
                         Err(CommandError::NoRecvToken) => {}
@@ -296,7 +309,7 @@ impl<P: PortIo> Core<P> {
                         let buf = HostBuf { addr: r.buf.addr, len };
                         let t = tag(self.group, Kind::Bcast, epoch, root);
                         let op = self.op(false, true, i);
-                        if self.post_send(op, child, t, buf, root) {
+                        if self.post_send(port, op, child, t, buf, root) {
                             self.stats.forwarded += 1;
                             self.recvs[i].state = RecvState::Full { epoch, root, len, next: next + 1, pending: pending + 1, consumed, from };
                             changed = true;
@@ -318,7 +331,7 @@ impl<P: PortIo> Core<P> {
                         let child = binomial_children(n, root, me).rev().nth(next as usize).expect("counted");
                         let buf = HostBuf { addr: self.sends[i].buf.addr, len };
                         let op = self.op(true, true, i);
-                        if self.post_send(op, child, tag(self.group, Kind::Bcast, epoch, root), buf, root) {
+                        if self.post_send(port, op, child, tag(self.group, Kind::Bcast, epoch, root), buf, root) {
                             self.sends[i].state = SendState::Root { epoch, root, len, next: next + 1, pending: pending + 1 };
                             changed = true;
                         }
@@ -348,7 +361,7 @@ impl<P: PortIo> Core<P> {
                             Some(k) if l == len => {
                                 let at = k * len as usize..(k + 1) * len as usize;
                                 let s = &mut self.sends[i];
-                                match self.port.io_ref().read(addr, &mut s.held[at]) {
+                                match port.io_ref().read(addr, &mut s.held[at]) {
                                     Ok(()) => s.have[k] = true,
                                     Err(e) => self.fail(HostError::from(e)),
                                 }
@@ -374,9 +387,9 @@ impl<P: PortIo> Core<P> {
                         if let Some(parent) = binomial_parent(n, root, me) {
                             let buf = HostBuf { addr: self.sends[i].buf.addr, len };
                             let l = len as usize;
-                            let data_ok = self.port.io().write(buf.addr, &self.sends[i].local[..l]).is_ok();
+                            let data_ok = port.io().write(buf.addr, &self.sends[i].local[..l]).is_ok();
                             let op = self.op(true, true, i);
-                            if data_ok && self.post_send(op, parent, tag(self.group, Kind::Reduce, epoch, root), buf, root) {
+                            if data_ok && self.post_send(port, op, parent, tag(self.group, Kind::Reduce, epoch, root), buf, root) {
                                 self.sends[i].state = SendState::Acc { epoch, root, red, len, children, folded, sent: true, pending: pending + 1 };
                                 changed = true;
                             }
@@ -395,7 +408,7 @@ impl<P: PortIo> Core<P> {
     /// inner member other than the root (its host acts on it in the
     /// handler; a root or a leaf acts only in its own call). False when
     /// the port has no send token now.
-    fn post_send(&mut self, op: OpId, to: u32, tag: u64, buf: HostBuf, root: u32) -> bool {
+    fn post_send<P: PortIo>(&mut self, port: &mut Port<P>, op: OpId, to: u32, tag: u64, buf: HostBuf, root: u32) -> bool {
         let n = self.n();
         let dest = self.members[to as usize];
         let reduce = tag & (1 << 15) != 0;
@@ -405,7 +418,7 @@ impl<P: PortIo> Core<P> {
         } else {
             Command::Send { op, dest, tag, buf }
         };
-        match self.port.io().post(cmd) {
+        match port.io().post(cmd) {
             Ok(()) => true,
             Err(CommandError::NoSendToken) => false,
             Err(e) => {
@@ -425,24 +438,24 @@ impl<P: PortIo> Core<P> {
     }
 
     /// A free send slot, waiting for one (or adding one after a while).
-    fn free_send(&mut self) -> Result<usize, BypassError> {
+    fn free_send<P: PortIo>(&mut self, port: &mut Port<P>) -> Result<usize, BypassError> {
         for _ in 0..1000 {
-            self.progress();
+            self.progress(port);
             if let Some(i) = self.sends.iter().position(|s| s.state == SendState::Free) {
                 return Ok(i);
             }
-            self.port.io().idle();
+            port.io().idle();
         }
-        Ok(self.add_send()?)
+        Ok(self.add_send(port)?)
     }
 
-    pub fn bcast(&mut self, root: u32, data: &mut [u8]) -> Result<(), BypassError> {
+    pub fn bcast<P: PortIo>(&mut self, port: &mut Port<P>, root: u32, data: &mut [u8]) -> Result<(), BypassError> {
         let mut call = self.bcast_call(root, data.len())?;
         loop {
-            if self.bcast_step(&mut call, data)? {
+            if self.bcast_step(port, &mut call, data)? {
                 return Ok(());
             }
-            self.port.io().idle();
+            port.io().idle();
         }
     }
 
@@ -458,40 +471,40 @@ impl<P: PortIo> Core<P> {
     /// (the root's value copied and its sends posted; elsewhere the value
     /// copied into `data` and this member's forwards posted). A caller
     /// that gets false waits for the port and steps again.
-    pub fn bcast_step(&mut self, call: &mut BcastCall, data: &mut [u8]) -> Result<bool, BypassError> {
+    pub fn bcast_step<P: PortIo>(&mut self, port: &mut Port<P>, call: &mut BcastCall, data: &mut [u8]) -> Result<bool, BypassError> {
         let (epoch, root) = (call.epoch, call.root);
         if self.rank == root {
             let BcastStage::Start { tries } = call.stage else { return Ok(true) };
             // A free send slot (or, after a while, a new one).
-            self.progress();
+            self.progress(port);
             let i = match self.sends.iter().position(|s| s.state == SendState::Free) {
                 Some(i) => i,
-                None if tries + 1 >= 1000 => self.add_send()?,
+                None if tries + 1 >= 1000 => self.add_send(port)?,
                 None => {
                     call.stage = BcastStage::Start { tries: tries + 1 };
                     return Ok(false);
                 }
             };
             let addr = self.sends[i].buf.addr;
-            self.port.io().write(addr, data).map_err(HostError::from)?;
+            port.io().write(addr, data).map_err(HostError::from)?;
             self.sends[i].state = SendState::Root { epoch, root, len: data.len() as u32, next: 0, pending: 0 };
             call.stage = BcastStage::Done;
-            self.progress();
+            self.progress(port);
             self.take()?;
             return Ok(true);
         }
         if let BcastStage::Start { .. } = call.stage {
             // Waiting for the value.
-            self.progress();
+            self.progress(port);
             self.take()?;
             let found = self.recvs.iter().position(|r| {
                 r.kind == Kind::Bcast && matches!(r.state, RecvState::Full { epoch: e, root: ro, consumed: false, .. } if e == epoch & EPOCH_MASK && ro == root)
             });
             let Some(i) = found else {
-                if !self.recvs.iter().any(|r| r.kind == Kind::Bcast && matches!(r.state, RecvState::Posted | RecvState::Idle)) {
+                if !self.recvs.iter().any(|r| r.kind == Kind::Bcast && matches!(r.state, RecvState::Posted(_) | RecvState::Idle)) {
                     // Every slot holds a later value: this call's may sit in the
                     // engine's unexpected queue. Give it a slot.
-                    self.add_recv(Kind::Bcast, true)?;
+                    self.add_recv(port, Kind::Bcast, true)?;
                     self.stats.slots_added += 1;
                 }
                 return Ok(false);
@@ -500,7 +513,7 @@ impl<P: PortIo> Core<P> {
             if len as usize != data.len() {
                 return Err(BypassError::LengthMismatch { expected: data.len() as u32, got: len });
             }
-            self.port.io_ref().read(self.recvs[i].buf.addr, data).map_err(HostError::from)?;
+            port.io_ref().read(self.recvs[i].buf.addr, data).map_err(HostError::from)?;
             self.stats.copied_out += 1;
             if let RecvState::Full { consumed, .. } = &mut self.recvs[i].state {
                 *consumed = true;
@@ -510,7 +523,7 @@ impl<P: PortIo> Core<P> {
         let BcastStage::Copied(i) = call.stage else { return Ok(true) };
         // Leave only once the forwards are posted: nothing else may be
         // there to post them.
-        self.progress();
+        self.progress(port);
         match self.recvs[i].state {
             RecvState::Full { root: ro, next, .. } if next < binomial_children(self.n(), ro, self.rank).count() as u32 => Ok(false),
             _ => {
@@ -521,14 +534,14 @@ impl<P: PortIo> Core<P> {
         }
     }
 
-    pub fn reduce(&mut self, root: u32, red: Reduction, data: &[u8], out: &mut [u8]) -> Result<(), BypassError> {
+    pub fn reduce<P: PortIo>(&mut self, port: &mut Port<P>, root: u32, red: Reduction, data: &[u8], out: &mut [u8]) -> Result<(), BypassError> {
         self.check(root, data.len())?;
         red.validate().map_err(|e| HostError::Coll(crate::CollectiveError::Engine(e)))?;
         red.check_len(data.len()).map_err(|e| HostError::Coll(crate::CollectiveError::Engine(e)))?;
         let epoch = self.reduce_epoch;
         self.reduce_epoch = self.reduce_epoch.wrapping_add(1);
         let children = binomial_children(self.n(), root, self.rank).count() as u32;
-        let i = self.free_send()?;
+        let i = self.free_send(port)?;
         let s = &mut self.sends[i];
         s.local[..data.len()].copy_from_slice(data);
         // Room for every child's contribution, made here, not in a
@@ -543,25 +556,25 @@ impl<P: PortIo> Core<P> {
         if self.rank != root {
             // The rest - the children's contributions, the send up - is the
             // handler's (or a later call's) work.
-            self.progress();
+            self.progress(port);
             return self.take();
         }
         if out.len() != data.len() {
             return Err(BypassError::LengthMismatch { expected: data.len() as u32, got: out.len() as u32 });
         }
         loop {
-            self.progress();
+            self.progress(port);
             self.take()?;
             if let SendState::Acc { folded, .. } = self.sends[i].state {
                 if folded == children {
                     break;
                 }
             }
-            if !self.recvs.iter().any(|r| r.kind == Kind::Reduce && matches!(r.state, RecvState::Posted | RecvState::Idle)) {
-                self.add_recv(Kind::Reduce, true)?;
+            if !self.recvs.iter().any(|r| r.kind == Kind::Reduce && matches!(r.state, RecvState::Posted(_) | RecvState::Idle)) {
+                self.add_recv(port, Kind::Reduce, true)?;
                 self.stats.slots_added += 1;
             }
-            self.port.io().idle();
+            port.io().idle();
         }
         out.copy_from_slice(&self.sends[i].local[..data.len()]);
         self.sends[i].state = SendState::Free;
@@ -591,17 +604,36 @@ impl<P: PortIo> Core<P> {
     }
 
     /// Waits until [`Core::quiet`].
-    pub fn quiesce(&mut self) -> Result<(), BypassError> {
+    pub fn quiesce<P: PortIo>(&mut self, port: &mut Port<P>) -> Result<(), BypassError> {
         loop {
-            self.progress();
+            self.progress(port);
             self.take()?;
             if self.quiet() {
                 return Ok(());
             }
-            if !self.recvs.iter().any(|r| r.kind == Kind::Reduce && matches!(r.state, RecvState::Posted | RecvState::Idle)) {
-                self.add_recv(Kind::Reduce, true)?;
+            if !self.recvs.iter().any(|r| r.kind == Kind::Reduce && matches!(r.state, RecvState::Posted(_) | RecvState::Idle)) {
+                self.add_recv(port, Kind::Reduce, true)?;
             }
-            self.port.io().idle();
+            port.io().idle();
+        }
+    }
+
+    /// Gives back what the group holds at `port` once it is quiet: its
+    /// posted receives cancelled (their buffers are the engine's until
+    /// then), then every buffer freed. Errors are the port's: the group is
+    /// gone either way.
+    pub fn release<P: PortIo>(self, port: &mut Port<P>) {
+        for r in &self.recvs {
+            if let RecvState::Posted(target) = r.state {
+                // A receive that matched meanwhile cannot be cancelled;
+                // its completion is then dropped with the group.
+                if let Ok(req) = port.start(|op| Command::Cancel { op, target }) {
+                    let _ = port.wait(req);
+                }
+            }
+        }
+        for b in self.recvs.iter().map(|r| r.buf).chain(self.sends.iter().map(|s| s.buf)) {
+            let _ = port.free(b);
         }
     }
 }

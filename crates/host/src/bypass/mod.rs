@@ -39,15 +39,18 @@
 //! thread, is excluded by the progress lock.
 
 mod core;
+mod set;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError, TryLockError};
 
-use outboard_engine::{Command, Completion, Endpoint, GroupId, HostBuf, Reduction};
+use outboard_engine::{Endpoint, GroupId, HostBuf, Reduction};
 use thiserror::Error;
 
 pub use self::core::{BcastCall, MAX_LEN};
-use self::core::Core;
+pub(crate) use self::core::is_bypass;
+pub(crate) use self::set::BypassSet;
+pub use self::set::{BypassId, BYPASS_GROUP_FIRST};
 use crate::{HostError, Port, PortIo, Request};
 
 /// Why a bypass call failed.
@@ -76,6 +79,13 @@ pub enum BypassError {
     /// This member is not in the member list.
     #[error("this port is not member {0} of the list")]
     NotMember(u32),
+    /// The port holds as many bypass groups as operation names can tell
+    /// apart.
+    #[error("a port holds at most {0} application-bypass groups")]
+    TooManyGroups(usize),
+    /// The bypass group was detached (or is not this port's).
+    #[error("no such application-bypass group on this port")]
+    NoSuchGroup,
     /// The port or engine failed.
     #[error(transparent)]
     Host(#[from] HostError),
@@ -102,12 +112,17 @@ pub struct BypassStats {
     pub handler_ns: u64,
 }
 
-/// One process's application-bypass port over a group of members (its
-/// own collectives' tags; the group id must not also name a
-/// [`crate::Group`] of the same port). Shared with the interrupt handler:
-/// hold it in an `Arc`.
+/// One process's application-bypass port over a group of members: a
+/// port given over to one bypass group (its own collectives' tags; the
+/// group id must not also name a [`crate::Group`] of the same port), and
+/// the progress lock its interrupt handler tries. Shared with the
+/// interrupt handler: hold it in an `Arc`. A port that also runs the
+/// program's other traffic holds its bypass groups itself
+/// ([`Port::bypass_attach_group`]); its driver then plays this type's
+/// part with a lock of its own.
 pub struct Bypass<P: PortIo> {
-    core: Mutex<Core<P>>,
+    port: Mutex<Port<P>>,
+    id: BypassId,
     missed: AtomicBool,
     handler_runs: AtomicU64,
     handler_busy: AtomicU64,
@@ -120,12 +135,8 @@ impl<P: PortIo> Bypass<P> {
     /// collective (receive) plus `slots` for values this member sends.
     /// Names the port's interrupt flag to the engine and enables it.
     pub fn new(mut port: Port<P>, members: Vec<Endpoint>, rank: u32, group: GroupId, slots: usize) -> Result<Self, BypassError> {
-        let (word, r) = Bypass::start_flag(&mut port)?;
-        match port.wait(r)? {
-            Completion::InterruptFlagSet => {}
-            other => unreachable!("set-flag completed as {other:?}"),
-        }
-        Bypass::with_flag(port, word, members, rank, group, slots)
+        port.name_bypass_flag()?;
+        Bypass::attached(port, members, rank, group, slots)
     }
 
     /// The first half of [`Bypass::new`] for a driver that cannot block
@@ -133,22 +144,21 @@ impl<P: PortIo> Bypass<P> {
     /// it to the engine. Wait for the request, then call
     /// [`Bypass::with_flag`].
     pub fn start_flag(port: &mut Port<P>) -> Result<(HostBuf, Request), BypassError> {
-        let word = port.buffer(4)?;
-        let r = port.start(|op| Command::SetInterruptFlag { op, word })?;
-        Ok((word, r))
+        port.start_bypass_flag()
     }
 
     /// The second half of [`Bypass::new`]: `word` is the flag
     /// [`Bypass::start_flag`] named, its request completed.
-    pub fn with_flag(port: Port<P>, word: HostBuf, members: Vec<Endpoint>, rank: u32, group: GroupId, slots: usize) -> Result<Self, BypassError> {
-        let me = port.endpoint();
-        if members.get(rank as usize).is_none_or(|m| m.node != me.node || m.port != me.port) {
-            return Err(BypassError::NotMember(rank));
-        }
-        let mut core = Core::new(port, members, rank, group, slots.max(1))?;
-        core.flag = word;
+    pub fn with_flag(mut port: Port<P>, word: HostBuf, members: Vec<Endpoint>, rank: u32, group: GroupId, slots: usize) -> Result<Self, BypassError> {
+        port.bypass_flag_named(word);
+        Bypass::attached(port, members, rank, group, slots)
+    }
+
+    fn attached(mut port: Port<P>, members: Vec<Endpoint>, rank: u32, group: GroupId, slots: usize) -> Result<Self, BypassError> {
+        let id = port.bypass_attach(group, members, rank, slots)?;
         let b = Bypass {
-            core: Mutex::new(core),
+            port: Mutex::new(port),
+            id,
             missed: AtomicBool::new(false),
             handler_runs: AtomicU64::new(0),
             handler_busy: AtomicU64::new(0),
@@ -159,52 +169,43 @@ impl<P: PortIo> Bypass<P> {
         Ok(b)
     }
 
-    fn enter(&self) -> MutexGuard<'_, Core<P>> {
-        let mut g = self.core.lock().unwrap_or_else(PoisonError::into_inner);
-        g.set_flag(false);
+    fn enter(&self) -> MutexGuard<'_, Port<P>> {
+        let mut g = self.port.lock().unwrap_or_else(PoisonError::into_inner);
+        g.bypass_enter();
         g
     }
 
-    fn leave(&self, mut g: MutexGuard<'_, Core<P>>) {
-        g.set_flag(true);
-        g.progress();
+    fn leave(&self, mut g: MutexGuard<'_, Port<P>>) {
+        g.bypass_leave();
         drop(g);
         // The lost-signal loop: an interrupt that found the lock held.
         while self.missed.swap(false, Ordering::SeqCst) {
-            let mut g = self.core.lock().unwrap_or_else(PoisonError::into_inner);
-            g.progress();
+            let mut g = self.port.lock().unwrap_or_else(PoisonError::into_inner);
+            g.bypass_progress();
         }
     }
 
-    /// Broadcast from `root`: `data` is the value at the root and is
-    /// overwritten with it elsewhere. The root returns once its value is
-    /// copied and its sends posted; others once the value is here (it may
-    /// have arrived, been forwarded and waited in a slot long before).
+    /// Broadcast from `root` ([`Port::bypass_bcast`]).
     pub fn bcast(&self, root: u32, data: &mut [u8]) -> Result<(), BypassError> {
         let mut g = self.enter();
-        let r = g.bcast(root, data);
+        let r = g.bypass_bcast(self.id, root, data);
         self.leave(g);
         r
     }
 
-    /// Reduce to `root`: `out` (as long as `data`) gets the result at the
-    /// root and is untouched elsewhere. A non-root returns at once; its
-    /// children's contributions are folded and the partial result sent up
-    /// by the handler or a later call.
+    /// Reduce to `root` ([`Port::bypass_reduce`]).
     pub fn reduce(&self, root: u32, red: Reduction, data: &[u8], out: &mut [u8]) -> Result<(), BypassError> {
         let mut g = self.enter();
-        let r = g.reduce(root, red, data, out);
+        let r = g.bypass_reduce(self.id, root, red, data, out);
         self.leave(g);
         r
     }
 
-    /// A barrier over the members, as bypass traffic (a reduce of nothing
-    /// to rank 0, then a broadcast of nothing from it), so that it moves
-    /// every bypass collective still under way while it waits.
+    /// A barrier over the members as bypass traffic
+    /// ([`Port::bypass_barrier`]).
     pub fn barrier(&self) -> Result<(), BypassError> {
-        const NOTHING: Reduction = Reduction { op: outboard_engine::ReduceOp::Bor, dtype: outboard_engine::Datatype::U64 };
         let mut g = self.enter();
-        let r = g.reduce(0, NOTHING, &[], &mut []).and_then(|()| g.bcast(0, &mut []));
+        let r = g.bypass_barrier(self.id);
         self.leave(g);
         r
     }
@@ -213,7 +214,7 @@ impl<P: PortIo> Bypass<P> {
     /// it before dropping, so that no member still waits on this one).
     pub fn quiesce(&self) -> Result<(), BypassError> {
         let mut g = self.enter();
-        let r = g.quiesce();
+        let r = g.bypass_quiesce(self.id);
         self.leave(g);
         r
     }
@@ -222,7 +223,7 @@ impl<P: PortIo> Bypass<P> {
     /// allocation-free progress). Returns at once if the library is busy;
     /// the library then re-polls before it leaves.
     pub fn on_interrupt(&self) {
-        let mut g = match self.core.try_lock() {
+        let mut g = match self.port.try_lock() {
             Ok(g) => g,
             Err(TryLockError::Poisoned(p)) => p.into_inner(),
             Err(TryLockError::WouldBlock) => {
@@ -231,9 +232,9 @@ impl<P: PortIo> Bypass<P> {
                 return;
             }
         };
-        let t0 = g.port.io_ref().now();
-        g.progress();
-        let t1 = g.port.io_ref().now();
+        let t0 = g.io_ref().now();
+        g.bypass_progress();
+        let t1 = g.io_ref().now();
         // Counted before the lock goes: `stats` takes it, so a caller
         // that sees what this run did sees the run counted too.
         self.handler_runs.fetch_add(1, Ordering::Relaxed);
@@ -253,18 +254,18 @@ impl<P: PortIo> Bypass<P> {
 
     /// The counters.
     pub fn stats(&self) -> BypassStats {
-        let g = self.core.lock().unwrap_or_else(PoisonError::into_inner);
+        let g = self.port.lock().unwrap_or_else(PoisonError::into_inner);
         BypassStats {
             handler_runs: self.handler_runs.load(Ordering::Relaxed),
             handler_busy: self.handler_busy.load(Ordering::Relaxed),
             handler_ns: self.handler_ns.load(Ordering::Relaxed),
-            ..g.stats
+            ..g.bypass_stats(self.id).unwrap_or_default()
         }
     }
 
     /// This member's rank.
     pub fn rank(&self) -> u32 {
-        self.core.lock().unwrap_or_else(PoisonError::into_inner).rank()
+        self.port.lock().unwrap_or_else(PoisonError::into_inner).bypass_rank(self.id).expect("attached for the bypass's life")
     }
 
     /// Runs `f` as a library call: the progress lock held and interrupts
@@ -288,7 +289,7 @@ impl<P: PortIo> Bypass<P> {
     /// interrupts off (statistics, memory of the port's node).
     pub fn with_io<R>(&self, f: impl FnOnce(&mut P) -> R) -> R {
         let mut g = self.enter();
-        let r = f(g.port.io());
+        let r = f(g.io());
         self.leave(g);
         r
     }
@@ -297,36 +298,38 @@ impl<P: PortIo> Bypass<P> {
 /// A library call held open by [`Bypass::hold`].
 pub struct Held<'a, P: PortIo> {
     b: &'a Bypass<P>,
-    g: Option<MutexGuard<'a, Core<P>>>,
+    g: Option<MutexGuard<'a, Port<P>>>,
 }
 
 impl<P: PortIo> Held<'_, P> {
-    fn core(&mut self) -> &mut Core<P> {
+    fn port(&mut self) -> &mut Port<P> {
         self.g.as_mut().expect("held until dropped")
     }
 
     /// Starts a broadcast from `root` of a `len`-byte value; step it with
     /// [`Held::bcast_step`].
     pub fn bcast_call(&mut self, root: u32, len: usize) -> Result<BcastCall, BypassError> {
-        self.core().bcast_call(root, len)
+        let id = self.b.id;
+        self.port().bypass_bcast_call(id, root, len)
     }
 
     /// One non-blocking step of `call` ([`Bypass::bcast`]'s semantics for
     /// `data`): true once the call is done. On false, wait until the port
     /// has a completion and step again.
     pub fn bcast_step(&mut self, call: &mut BcastCall, data: &mut [u8]) -> Result<bool, BypassError> {
-        self.core().bcast_step(call, data)
+        let id = self.b.id;
+        self.port().bypass_bcast_step(id, call, data)
     }
 
     /// Moves bypass traffic as a library polling elsewhere would (MPICH's
     /// progress engine handles bypass messages whatever call polls).
     pub fn progress(&mut self) {
-        self.core().progress();
+        self.port().bypass_progress();
     }
 
     /// The transport (the driver's own waits need it).
     pub fn io(&mut self) -> &mut P {
-        self.core().port.io()
+        self.port().io()
     }
 }
 
