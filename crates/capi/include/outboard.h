@@ -28,6 +28,13 @@
 // The atomic server blocks at once (`gm_blocking_receive_no_spin`).
 #define OUTBOARD_SERVER_BLOCK 2
 
+// Reduces run in the group's mode (the default).
+#define OUTBOARD_REDUCE_GROUP_MODE 0
+
+// Reduces of at most 16384 bytes of a built-in operation run by
+// application bypass.
+#define OUTBOARD_REDUCE_BYPASS 1
+
 // 32-bit signed integers (`int32_t`).
 #define OUTBOARD_INT32 1
 
@@ -198,6 +205,12 @@
 // Broadcasts run NIC-assisted: each host hands every piece to its engine
 // once, with one multi-send to all its children.
 #define OUTBOARD_BCAST_NIC_ASSISTED 3
+
+// Blocking broadcasts of at most 16384 bytes run by application bypass:
+// inner members forward in an interrupt handler, so a late member
+// delays nobody below it; longer ones and split-phase ones run in the
+// group's mode.
+#define OUTBOARD_BCAST_BYPASS 4
 
 // Tree shape: MPICH's binomial tree (the default).
 #define OUTBOARD_TREE_BINOMIAL 0
@@ -612,11 +625,24 @@ int outboard_group_set_barrier_protocol(const outboard_group *group, int protoco
 
 // Chooses where the group's broadcasts run: `OUTBOARD_BCAST_GROUP_MODE`
 // (its mode, the default), `OUTBOARD_BCAST_OFFLOADED`,
-// `OUTBOARD_BCAST_HOST_BASED`, or `OUTBOARD_BCAST_NIC_ASSISTED` in pieces
+// `OUTBOARD_BCAST_HOST_BASED`, `OUTBOARD_BCAST_NIC_ASSISTED` in pieces
 // of `chunk` bytes (0: one packet's payload; `UINT32_MAX`: the whole
-// message at once; ignored for the other modes). Every member must choose
-// alike.
+// message at once; ignored for the other modes), or
+// `OUTBOARD_BCAST_BYPASS` (application bypass; the first choice of it in
+// a process turns the engine's interrupts on, as
+// `OUTBOARD_BYPASS_DELIVERY` says, and fails with `OUTBOARD_ERR_STATE`
+// where they cannot be delivered). Every member must choose alike.
 int outboard_group_set_bcast_mode(const outboard_group *group, int mode, uint32_t chunk);
+
+// Chooses where the group's reduces run: `OUTBOARD_REDUCE_GROUP_MODE`
+// (its mode, the default) or `OUTBOARD_REDUCE_BYPASS` (application
+// bypass for blocking reduces of at most 16384 bytes of a built-in
+// operation: a non-root returns once its contribution is copied, and
+// interrupt handlers fold its children's and send up; the rest run in
+// the group's mode). Turning bypass on fails as
+// [`outboard_group_set_bcast_mode`]'s does. Every member must choose
+// alike.
+int outboard_group_set_reduce_mode(const outboard_group *group, int mode);
 
 // Chooses the tree the group's broadcasts run on: `OUTBOARD_TREE_BINOMIAL`,
 // `OUTBOARD_TREE_KARY` of degree `param` (a whole number, at least 1),

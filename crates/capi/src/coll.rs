@@ -294,7 +294,7 @@ where
 
 /// A reduction's contribution at this rank, copied when it is to be
 /// replaced by the result (in place: `sendbuf` null or `recvbuf`).
-unsafe fn contribution<'a>(sendbuf: *const c_void, recvbuf: *mut c_void, len: usize) -> Option<std::borrow::Cow<'a, [u8]>> {
+pub(crate) unsafe fn contribution<'a>(sendbuf: *const c_void, recvbuf: *mut c_void, len: usize) -> Option<std::borrow::Cow<'a, [u8]>> {
     if sendbuf.is_null() || sendbuf == recvbuf.cast_const() {
         return Some(std::borrow::Cow::Owned(unsafe { bytes(recvbuf, len, "recvbuf") }.ok()?.to_vec()));
     }
@@ -328,6 +328,9 @@ pub unsafe extern "C" fn outboard_barrier(group: *const outboard_group) -> c_int
 /// Blocking broadcast (see [`outboard_bcast_start`]).
 #[no_mangle]
 pub unsafe extern "C" fn outboard_bcast(group: *const outboard_group, buf: *mut c_void, len: usize, root: u32) -> c_int {
+    if let Some(rc) = unsafe { crate::bypass::bcast(group, buf, len, root) } {
+        return rc;
+    }
     let node = |g: &outboard_group| {
         let data = unsafe { bytes_mut(buf, len, "buf") }.ok().filter(|_| root < g.size)?;
         Some(move |nc: &mut NodeColl| nc.bcast(data, root))
@@ -357,6 +360,9 @@ pub unsafe extern "C" fn outboard_reduce(
     op: c_int,
     root: u32,
 ) -> c_int {
+    if let Some(rc) = unsafe { crate::bypass::reduce(group, sendbuf, recvbuf, count, dtype, op, root) } {
+        return rc;
+    }
     let node = |g: &outboard_group| {
         let red = on_host(dtype, op)?;
         let len = count.checked_mul(red.dtype.size())?;

@@ -39,6 +39,10 @@ pub struct outboard_group {
     chosen: AtomicBool,
     /// Its broadcasts' mode and tree, where chosen.
     pub(crate) bcast: Mutex<BcastChoice>,
+    /// Application bypass for its broadcasts and reduces (module
+    /// `bypass`): not a choice the engines honour, so it leaves the node's
+    /// and the spanning paths to the group's other collectives.
+    pub(crate) bypass: Mutex<crate::bypass::GroupBypass>,
 }
 
 /// A group's broadcast choices (the host library's group keeps one tree
@@ -152,7 +156,7 @@ fn with_node(w: &mut outboard_runtime::World, g: Group) -> Result<Beside, Error>
 fn hand_out(shared: Arc<Shared>, (g, node, span): Beside, out: *mut *mut outboard_group) -> Result<(), Error> {
     let (rank, size, offloaded) = (g.rank(), g.size(), AtomicBool::new(g.defaults().mode == Mode::Offloaded));
     let span = span.map(SpanPath::new);
-    let h = Box::into_raw(Box::new(outboard_group { shared, group: Mutex::new(g), node: node.map(|n| Arc::new(Mutex::new(n))), span, rank, size, offloaded, chosen: AtomicBool::new(false), bcast: Mutex::new(BcastChoice::default()) }));
+    let h = Box::into_raw(Box::new(outboard_group { shared, group: Mutex::new(g), node: node.map(|n| Arc::new(Mutex::new(n))), span, rank, size, offloaded, chosen: AtomicBool::new(false), bcast: Mutex::new(BcastChoice::default()), bypass: Default::default() }));
     // SAFETY: checked by `put`.
     unsafe { put(out, h, "out") }.inspect_err(|_| drop(unsafe { Box::from_raw(h) }))
 }
@@ -201,6 +205,10 @@ pub unsafe extern "C" fn outboard_split(group: *const outboard_group, color: u32
                 let b = *g.bcast.lock().map_err(|_| Error::new(OUTBOARD_ERR_STATE, "an earlier call panicked with the group in use"))?;
                 *child.bcast.lock().map_err(|_| Error::new(OUTBOARD_ERR_STATE, "an earlier call panicked with the group in use"))? = b;
                 child.chosen.store(g.chosen.load(Ordering::Acquire), Ordering::Release);
+                let (bcast, reduce) = (g.bypass_chosen(false), g.bypass_chosen(true));
+                if bcast || reduce {
+                    child.set_bypass(Some(bcast), Some(reduce))?;
+                }
                 Ok(())
             }
             None => unsafe { put(out, std::ptr::null_mut(), "out") },
@@ -219,6 +227,8 @@ pub unsafe extern "C" fn outboard_group_free(group: *mut outboard_group) -> c_in
         // SAFETY: a handle from this module, freed only here.
         let h = unsafe { Box::from_raw(group) };
         let poisoned = || Error::new(OUTBOARD_ERR_STATE, "an earlier call panicked with the group in use");
+        // Its bypass group first: the handle is still whole.
+        let bypass = h.shared.with(|w| h.detach_bypass(w));
         let g = h.group.into_inner().map_err(|_| poisoned())?;
         // The leaders' group goes too, if it can: a failure there must not
         // keep the group's own id and engine installation.
@@ -230,7 +240,7 @@ pub unsafe extern "C" fn outboard_group_free(group: *mut outboard_group) -> c_in
                 None => Ok(()),
             };
             w.port().free_group(g)?;
-            first
+            first.and(bypass)
         })
     })
 }
@@ -352,6 +362,11 @@ pub const OUTBOARD_BCAST_HOST_BASED: c_int = 2;
 /// Broadcasts run NIC-assisted: each host hands every piece to its engine
 /// once, with one multi-send to all its children.
 pub const OUTBOARD_BCAST_NIC_ASSISTED: c_int = 3;
+/// Blocking broadcasts of at most 16384 bytes run by application bypass:
+/// inner members forward in an interrupt handler, so a late member
+/// delays nobody below it; longer ones and split-phase ones run in the
+/// group's mode.
+pub const OUTBOARD_BCAST_BYPASS: c_int = 4;
 
 /// Tree shape: MPICH's binomial tree (the default).
 pub const OUTBOARD_TREE_BINOMIAL: c_int = 0;
@@ -445,6 +460,7 @@ fn apply_protocol(g: &outboard_group, p: BarrierProtocol) -> Result<(), Error> {
 }
 
 fn apply_bcast_mode(g: &outboard_group, m: Option<BcastMode>) -> Result<(), Error> {
+    g.set_bypass(Some(false), None)?;
     g.choose(|_, g| {
         g.bcast.lock().map_err(|_| Error::new(OUTBOARD_ERR_STATE, "an earlier call panicked with the group in use"))?.mode = m;
         Ok(())
@@ -517,10 +533,13 @@ pub unsafe extern "C" fn outboard_group_set_barrier_protocol(group: *const outbo
 
 /// Chooses where the group's broadcasts run: `OUTBOARD_BCAST_GROUP_MODE`
 /// (its mode, the default), `OUTBOARD_BCAST_OFFLOADED`,
-/// `OUTBOARD_BCAST_HOST_BASED`, or `OUTBOARD_BCAST_NIC_ASSISTED` in pieces
+/// `OUTBOARD_BCAST_HOST_BASED`, `OUTBOARD_BCAST_NIC_ASSISTED` in pieces
 /// of `chunk` bytes (0: one packet's payload; `UINT32_MAX`: the whole
-/// message at once; ignored for the other modes). Every member must choose
-/// alike.
+/// message at once; ignored for the other modes), or
+/// `OUTBOARD_BCAST_BYPASS` (application bypass; the first choice of it in
+/// a process turns the engine's interrupts on, as
+/// `OUTBOARD_BYPASS_DELIVERY` says, and fails with `OUTBOARD_ERR_STATE`
+/// where they cannot be delivered). Every member must choose alike.
 #[no_mangle]
 pub unsafe extern "C" fn outboard_group_set_bcast_mode(group: *const outboard_group, mode: c_int, chunk: u32) -> c_int {
     guard(|| {
@@ -530,13 +549,34 @@ pub unsafe extern "C" fn outboard_group_set_bcast_mode(group: *const outboard_gr
             OUTBOARD_BCAST_OFFLOADED => Some(BcastMode::Offloaded),
             OUTBOARD_BCAST_HOST_BASED => Some(BcastMode::HostBased),
             OUTBOARD_BCAST_NIC_ASSISTED => Some(BcastMode::NicAssisted { chunk }),
+            OUTBOARD_BCAST_BYPASS => return g.set_bypass(Some(true), None),
             _ => {
                 return Err(Error::arg(format!(
-                    "broadcast mode {mode} is none of OUTBOARD_BCAST_GROUP_MODE (0), OUTBOARD_BCAST_OFFLOADED (1), OUTBOARD_BCAST_HOST_BASED (2) and OUTBOARD_BCAST_NIC_ASSISTED (3)"
+                    "broadcast mode {mode} is none of OUTBOARD_BCAST_GROUP_MODE (0), OUTBOARD_BCAST_OFFLOADED (1), OUTBOARD_BCAST_HOST_BASED (2), OUTBOARD_BCAST_NIC_ASSISTED (3) and OUTBOARD_BCAST_BYPASS (4)"
                 )))
             }
         };
         apply_bcast_mode(g, m)
+    })
+}
+
+/// Chooses where the group's reduces run: `OUTBOARD_REDUCE_GROUP_MODE`
+/// (its mode, the default) or `OUTBOARD_REDUCE_BYPASS` (application
+/// bypass for blocking reduces of at most 16384 bytes of a built-in
+/// operation: a non-root returns once its contribution is copied, and
+/// interrupt handlers fold its children's and send up; the rest run in
+/// the group's mode). Turning bypass on fails as
+/// [`outboard_group_set_bcast_mode`]'s does. Every member must choose
+/// alike.
+#[no_mangle]
+pub unsafe extern "C" fn outboard_group_set_reduce_mode(group: *const outboard_group, mode: c_int) -> c_int {
+    guard(|| {
+        let g = unsafe { deref(group, "group") }?;
+        match mode {
+            crate::OUTBOARD_REDUCE_GROUP_MODE => g.set_bypass(None, Some(false)),
+            crate::OUTBOARD_REDUCE_BYPASS => g.set_bypass(None, Some(true)),
+            _ => Err(Error::arg(format!("reduce mode {mode} is neither OUTBOARD_REDUCE_GROUP_MODE (0) nor OUTBOARD_REDUCE_BYPASS (1)"))),
+        }
     })
 }
 
@@ -626,9 +666,14 @@ pub unsafe extern "C" fn outboard_group_set_option(group: *const outboard_group,
                         "offloaded" => Some(BcastMode::Offloaded),
                         "host-based" => Some(BcastMode::HostBased),
                         "nic-assisted" => Some(BcastMode::NicAssisted { chunk: v.param.unwrap_or(0.0) as u32 }),
+                        "bypass" => return g.set_bypass(Some(true), None),
                         _ => None,
                     },
                 )
+            }
+            "reduce_mode" => {
+                let v = r::REDUCE_MODE.parse(value).map_err(|p| bad(option, value, &r::REDUCE_MODE, p))?;
+                g.set_bypass(None, Some(v == "bypass"))
             }
             "bcast_tree" => {
                 let v = r::BCAST_TREE.parse(value).map_err(|p| bad(option, value, &r::BCAST_TREE, p))?;
@@ -653,7 +698,7 @@ pub unsafe extern "C" fn outboard_group_set_option(group: *const outboard_group,
                 apply_allreduce_algorithm(g, v)
             }
             _ => Err(Error::arg(format!(
-                "unknown group option {option:?}: barrier_algorithm, barrier_protocol, bcast_mode, bcast_tree, reduce_degree, reduce_algorithm or allreduce_algorithm"
+                "unknown group option {option:?}: barrier_algorithm, barrier_protocol, bcast_mode, bcast_tree, reduce_mode, reduce_degree, reduce_algorithm or allreduce_algorithm"
             ))),
         }
     })
@@ -693,6 +738,7 @@ pub unsafe extern "C" fn outboard_group_describe(group: *const outboard_group, t
         let (d, protocol) = g.with(|gr, _| Ok((gr.defaults(), gr.barrier_protocol())))?;
         let (bmode, btree) = g.bcast_choice(d.mode, d.tree)?;
         let mode = |m: Mode| if m == Mode::Offloaded { "offloaded" } else { "host-based" };
+        let beyond = |what: String| format!("by application bypass up to {} bytes, else {what}", outboard_host::bypass::MAX_LEN);
         let bmode = match bmode {
             BcastMode::Offloaded => "offloaded".to_string(),
             BcastMode::HostBased => "host-based".to_string(),
@@ -700,6 +746,9 @@ pub unsafe extern "C" fn outboard_group_describe(group: *const outboard_group, t
             BcastMode::NicAssisted { chunk: BcastMode::WHOLE } => "nic-assisted (whole)".to_string(),
             BcastMode::NicAssisted { chunk } => format!("nic-assisted ({chunk}-byte pieces)"),
         };
+        let bmode = if g.bypass_chosen(false) { beyond(bmode) } else { bmode };
+        let reduce = describe_reduce(d.reduce);
+        let reduce = if g.bypass_chosen(true) { beyond(format!("{} {reduce}", mode(d.mode))) } else { reduce };
         let protocol = match protocol {
             BarrierProtocol::PointToPoint => "point-to-point",
             BarrierProtocol::NicCollective => "the NIC collective protocol",
@@ -709,7 +758,7 @@ pub unsafe extern "C" fn outboard_group_describe(group: *const outboard_group, t
             mode(d.mode),
             describe_barrier(d.barrier),
             describe_tree(btree),
-            describe_reduce(d.reduce),
+            reduce,
             describe_allreduce(d.allreduce)
         );
         unsafe { put_text(&line, text, cap) }
@@ -725,7 +774,7 @@ pub unsafe extern "C" fn outboard_group_describe(group: *const outboard_group, t
 pub unsafe extern "C" fn outboard_group_taken(group: *const outboard_group, text: *mut std::ffi::c_char, cap: usize) -> c_int {
     guard(|| {
         let g = unsafe { deref(group, "group") }?;
-        let lines = g.with(|gr, _| Ok(gr.taken().iter().map(|(k, n)| format!("{n} {k}\n")).collect::<String>()))?;
+        let lines = g.with(|gr, w| Ok(gr.taken().iter().map(|(k, n)| format!("{n} {k}\n")).collect::<String>() + &g.bypass_taken(w)))?;
         unsafe { put_text(&lines, text, cap) }
     })
 }

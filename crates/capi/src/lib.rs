@@ -13,6 +13,8 @@
 //! - `world`: init (environment or the program's own allgather), finalize.
 //! - `group`: world group, split, free, mode.
 //! - `coll`: barrier, broadcast, reduce, allreduce, blocking and split-phase.
+//! - `bypass`: application bypass on a group's broadcasts and reduces, and
+//!   the engine's interrupts that drive it.
 //! - `p2p`: tagged send and receive.
 //! - `mem`: registered memory and RDMA.
 //! - `atomic`: remote and local atomics, the MCS lock.
@@ -31,6 +33,7 @@
 #![allow(clippy::missing_safety_doc)]
 
 mod atomic;
+mod bypass;
 mod coll;
 mod error;
 mod group;
@@ -43,6 +46,7 @@ mod span;
 mod world;
 
 pub use atomic::*;
+pub use bypass::{OUTBOARD_REDUCE_BYPASS, OUTBOARD_REDUCE_GROUP_MODE};
 pub use coll::*;
 pub use error::*;
 pub use group::*;

@@ -38,6 +38,8 @@ pub(crate) struct Shared {
     /// closed port's slot reopened would leave the other ranks' receives
     /// from it failing until they saw its new incarnation.
     pub(crate) server_ports: Mutex<Vec<Port<RtPort>>>,
+    /// Application bypass's interrupts (module `bypass`).
+    pub(crate) interrupts: crate::bypass::Interrupts,
 }
 
 /// A thread's presence in a blocking wait ([`Shared::waiting`]).
@@ -52,14 +54,39 @@ impl Drop for Waiting<'_> {
 impl Shared {
     /// Runs `f` on the world, or fails if it was finalized or a panic left
     /// it half-changed.
+    ///
+    /// Once application bypass is on, the call brackets `f` with the
+    /// engine's interrupts off and, after, on again with one more poll;
+    /// an interrupt that found the lock held meanwhile is served here,
+    /// after the lock goes (the lost-signal loop of dissertation 6.2.3).
     pub(crate) fn with<R>(&self, f: impl FnOnce(&mut World) -> Result<R, Error>) -> Result<R, Error> {
-        let mut w = self.world.lock().map_err(|_| Error::new(OUTBOARD_ERR_STATE, "an earlier call panicked with the world in use"))?;
-        let w = w.as_mut().ok_or_else(|| Error::new(OUTBOARD_ERR_STATE, "the world was finalized"))?;
-        f(w).map_err(|e| e.in_ranks(w))
+        let mut guard = self.world.lock().map_err(|_| Error::new(OUTBOARD_ERR_STATE, "an earlier call panicked with the world in use"))?;
+        let w = guard.as_mut().ok_or_else(|| Error::new(OUTBOARD_ERR_STATE, "the world was finalized"))?;
+        let bypass = self.interrupts.on.load(Ordering::Acquire);
+        if bypass {
+            w.port().bypass_enter();
+        }
+        let r = f(w).map_err(|e| e.in_ranks(w));
+        if bypass {
+            w.port().bypass_leave();
+        }
+        drop(guard);
+        while self.interrupts.missed.swap(false, Ordering::SeqCst) {
+            if let Some(w) = self.world.lock().unwrap_or_else(PoisonError::into_inner).as_mut() {
+                w.port().bypass_progress();
+            }
+        }
+        r
+    }
+
+    /// The world's lock if it is free: what an interrupt handler may take.
+    pub(crate) fn world_try_lock(&self) -> Result<std::sync::MutexGuard<'_, Option<World>>, std::sync::TryLockError<std::sync::MutexGuard<'_, Option<World>>>> {
+        self.world.try_lock()
     }
 
     /// Takes the world out (finalize, abandon, abort).
     fn take(&self) -> Option<World> {
+        crate::bypass::stop_delivery(self);
         // Servers' ports close before the engine stops.
         self.server_ports.lock().unwrap_or_else(PoisonError::into_inner).clear();
         let w = self.world.lock().unwrap_or_else(PoisonError::into_inner).take();
@@ -104,7 +131,7 @@ impl Shared {
 }
 
 fn hand_out(world: World, out: *mut *mut outboard_world) -> Result<(), Error> {
-    let h = Box::new(outboard_world { shared: Arc::new(Shared { world: Mutex::new(Some(world)), gone: AtomicBool::new(false), waiters: AtomicUsize::new(0), node_open: AtomicUsize::new(0), node_last: Mutex::new(None), server_ports: Mutex::new(Vec::new()) }) });
+    let h = Box::new(outboard_world { shared: Arc::new(Shared { world: Mutex::new(Some(world)), gone: AtomicBool::new(false), waiters: AtomicUsize::new(0), node_open: AtomicUsize::new(0), node_last: Mutex::new(None), server_ports: Mutex::new(Vec::new()), interrupts: Default::default() }) });
     // SAFETY: `out` checked non-null by `put`; on failure the box is dropped.
     unsafe { put(out, Box::into_raw(h), "out") }
 }

@@ -1,5 +1,5 @@
 //! The C ABI from C: `crates/capi/c/capi_test.c`, `atomic_test.c`,
-//! `atomic_modes_test.c`, `choices_test.c`,
+//! `atomic_modes_test.c`, `bypass_test.c`, `choices_test.c`,
 //! `nicvm_test.c` and the example, compiled with gcc against `include/outboard.h` and `liboutboard_capi.so`, run
 //! under `outboard run` with 2 and 4 ranks, and under Open MPI's `mpirun`
 //! and MPICH's `mpiexec` with no `OUTBOARD_*` variable (`slurm.rs` runs
@@ -213,6 +213,34 @@ fn the_c_choices_test_passes_with_four_ranks_and_on_node_engines() {
         assert!(o.status.success(), "{launcher:?}: stdout:\n{so}\nstderr:\n{se}");
         for r in 0..4 {
             assert!(so.contains(&format!("[{r}] rank {r}: choices: all ")), "{launcher:?}: rank {r} did not finish:\n{so}\n{se}");
+        }
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// Application bypass from C (`bypass_test.c`) with 4 ranks, each
+/// delivery: an inner rank away computing does not hold up the rank below
+/// it, and broadcasts and reduces at every root and length are right.
+#[test]
+fn the_c_bypass_test_passes_with_signal_and_thread_delivery() {
+    if !gcc("the_c_bypass_test_passes_with_signal_and_thread_delivery") {
+        return;
+    }
+    let dir = scratch("bypass");
+    let exe = dir.join("bypass_test");
+    compile(&repo().join("crates/capi/c/bypass_test.c"), &exe, &direct_flags());
+    for delivery in ["signal", "thread"] {
+        let o = Command::new(OUTBOARD)
+            .args(["run", "-n", "4", "--timeout", "300", "--"])
+            .arg(&exe)
+            .env("LD_LIBRARY_PATH", common::capi_lib_dir())
+            .env("OUTBOARD_BYPASS_DELIVERY", delivery)
+            .output()
+            .unwrap();
+        let (so, se) = (String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+        assert!(o.status.success(), "{delivery}: stdout:\n{so}\nstderr:\n{se}");
+        for r in 0..4 {
+            assert!(so.contains(&format!("[{r}] rank {r}: bypass: all ")), "{delivery}: rank {r} did not finish:\n{so}\n{se}");
         }
     }
     let _ = std::fs::remove_dir_all(dir);

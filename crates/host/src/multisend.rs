@@ -106,7 +106,7 @@ impl<P: PortIo> Port<P> {
         if let Some(r) = self.take(req) {
             return Some(r);
         }
-        while let Some(e) = self.io().poll_event() {
+        while let Some(e) = self.next_event() {
             let found = e.op == req.op();
             self.record(e);
             if found {

@@ -286,7 +286,7 @@ impl<P: PortIo> Port<P> {
 
     /// Moves every completion the engine has into the pending table.
     pub(crate) fn poll_events(&mut self) {
-        while let Some(e) = self.io.poll_event() {
+        while let Some(e) = self.next_event() {
             self.record(e);
         }
     }

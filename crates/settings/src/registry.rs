@@ -155,6 +155,15 @@ pub static SHM_P2P: Var<Flag> = Var {
     default: Fallback::Value(true),
 };
 
+/// How application bypass reaches the process.
+pub static BYPASS_DELIVERY: Var<Choice> = Var {
+    name: "OUTBOARD_BYPASS_DELIVERY",
+    doc: "How the engine interrupts a process for application bypass: a realtime signal to the thread that chose bypass (signal), or a progress thread of the library that sleeps until woken (thread).",
+    group: Group::Runtime,
+    kind: Choice { names: &[("signal", &[]), ("thread", &[])] },
+    default: Fallback::Value("signal"),
+};
+
 /// The engine counters at the end of a world.
 pub static STATS: Var<Choice> = Var {
     name: "OUTBOARD_STATS",
@@ -255,6 +264,17 @@ const MPI_HOW: Choice = Choice {
     ],
 };
 
+/// [`MPI_HOW`] and application bypass: for broadcasts and reduces, which
+/// have it.
+const MPI_HOW_OR_BYPASS: Choice = Choice {
+    names: &[
+        ("offload", &["offloaded", "1"]),
+        ("host", &["host-based"]),
+        ("off", &["pmpi", "0"]),
+        ("bypass", &["application-bypass"]),
+    ],
+};
+
 /// How the PMPI library runs collectives.
 pub static MPI: Var<Choice> = Var {
     name: "OUTBOARD_MPI",
@@ -276,18 +296,18 @@ pub static MPI_BARRIER: Var<Choice> = Var {
 /// `OUTBOARD_MPI` for broadcasts alone.
 pub static MPI_BCAST: Var<Choice> = Var {
     name: "OUTBOARD_MPI_BCAST",
-    doc: "OUTBOARD_MPI for MPI_Bcast and MPI_Ibcast alone.",
+    doc: "OUTBOARD_MPI for MPI_Bcast and MPI_Ibcast alone, or bypass: MPI_Bcast by application bypass (inner ranks forward in an interrupt handler, so a late rank delays nobody below it) up to 16384 bytes, offloaded beyond and for MPI_Ibcast.",
     group: Group::Mpi,
-    kind: MPI_HOW,
+    kind: MPI_HOW_OR_BYPASS,
     default: Fallback::Follows(&MPI),
 };
 
 /// `OUTBOARD_MPI` for reductions alone.
 pub static MPI_REDUCE: Var<Choice> = Var {
     name: "OUTBOARD_MPI_REDUCE",
-    doc: "OUTBOARD_MPI for MPI_Reduce and MPI_Ireduce alone.",
+    doc: "OUTBOARD_MPI for MPI_Reduce and MPI_Ireduce alone, or bypass: MPI_Reduce by application bypass (a non-root returns once its value is copied; interrupt handlers fold and send up) up to 16384 bytes of built-in operations, offloaded beyond, for module operators and for MPI_Ireduce.",
     group: Group::Mpi,
-    kind: MPI_HOW,
+    kind: MPI_HOW_OR_BYPASS,
     default: Fallback::Follows(&MPI),
 };
 
@@ -407,7 +427,7 @@ pub const BARRIER_PROTOCOL: Choice = Choice { names: &[("point-to-point", &["p2p
 /// Where the PMPI library's broadcasts run.
 pub static MPI_BCAST_MODE: Var<ChoiceWith> = Var {
     name: "OUTBOARD_MPI_BCAST_MODE",
-    doc: "Where broadcasts taken over run: as OUTBOARD_MPI_BCAST says (collective), offloaded, host-based, or NIC-assisted in pieces of the bytes after the colon (one packet's without; 4294967295: whole); per communicator, the MPI_Info key outboard_bcast_mode.",
+    doc: "Where broadcasts taken over run: as OUTBOARD_MPI_BCAST says (collective), offloaded, host-based, NIC-assisted in pieces of the bytes after the colon (one packet's without; 4294967295: whole), or by application bypass (MPI_Bcast up to 16384 bytes); per communicator, the MPI_Info key outboard_bcast_mode.",
     group: Group::Mpi,
     kind: BCAST_MODE,
     default: Fallback::Value(crate::kinds::Chosen { name: "collective", param: None }),
@@ -420,8 +440,13 @@ pub const BCAST_MODE: ChoiceWith = ChoiceWith {
         ("offloaded", Param::Nothing),
         ("host-based", Param::Nothing),
         ("nic-assisted", Param::Count { what: "CHUNK", min: 0, max: u32::MAX as u64, optional: true }),
+        ("bypass", Param::Nothing),
     ],
 };
+
+/// Where a group's reduces run: in its mode (collective) or by
+/// application bypass (the C ABI's and Python's `reduce_mode` option).
+pub const REDUCE_MODE: Choice = Choice { names: &[("collective", &[]), ("bypass", &["application-bypass"])] };
 
 /// The tree of the PMPI library's broadcasts.
 pub static MPI_BCAST_TREE: Var<ChoiceWith> = Var {
@@ -587,6 +612,7 @@ pub static ALL: &[&dyn Setting] = &[
     &UDP_GSO,
     &SHM_COLL,
     &SHM_P2P,
+    &BYPASS_DELIVERY,
     &STATS,
     &RANK,
     &SIZE,

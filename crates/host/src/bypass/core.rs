@@ -67,6 +67,15 @@ fn decode(tag: u64) -> (u32, u32) {
     (((tag >> 16) as u32) & EPOCH_MASK, (tag & ROOT_MASK) as u32)
 }
 
+/// The root's reduce call under way: its accumulator's slot, how many
+/// children fold into it, and the value's length.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReduceCall {
+    slot: usize,
+    children: u32,
+    len: usize,
+}
+
 /// Where a broadcast call is (see [`Core::bcast_step`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum BcastStage {
@@ -224,7 +233,7 @@ impl Core {
     /// port's other bypass groups. Free of allocation.
     pub fn progress<P: PortIo>(&mut self, port: &mut Port<P>) {
         loop {
-            while let Some(e) = port.io().poll_event() {
+            while let Some(e) = port.next_event() {
                 if is_bypass(e.op) && index_of(e.op) == self.index {
                     self.on_event(e);
                 } else {
@@ -535,9 +544,27 @@ impl Core {
     }
 
     pub fn reduce<P: PortIo>(&mut self, port: &mut Port<P>, root: u32, red: Reduction, data: &[u8], out: &mut [u8]) -> Result<(), BypassError> {
+        let Some(mut call) = self.reduce_call(port, root, red, data, out.len())? else { return Ok(()) };
+        loop {
+            if self.reduce_step(port, &mut call, out)? {
+                return Ok(());
+            }
+            port.io().idle();
+        }
+    }
+
+    /// Starts a reduce call: this member's contribution goes into an
+    /// accumulator, whose children's values and send up are the
+    /// handler's (or a later call's) work. `None` at a non-root, which is
+    /// done; the root steps the call ([`Core::reduce_step`]) until its
+    /// children are in. `out_len` is the root's result buffer's.
+    pub fn reduce_call<P: PortIo>(&mut self, port: &mut Port<P>, root: u32, red: Reduction, data: &[u8], out_len: usize) -> Result<Option<ReduceCall>, BypassError> {
         self.check(root, data.len())?;
         red.validate().map_err(|e| HostError::Coll(crate::CollectiveError::Engine(e)))?;
         red.check_len(data.len()).map_err(|e| HostError::Coll(crate::CollectiveError::Engine(e)))?;
+        if self.rank == root && out_len != data.len() {
+            return Err(BypassError::LengthMismatch { expected: data.len() as u32, got: out_len as u32 });
+        }
         let epoch = self.reduce_epoch;
         self.reduce_epoch = self.reduce_epoch.wrapping_add(1);
         let children = binomial_children(self.n(), root, self.rank).count() as u32;
@@ -553,32 +580,30 @@ impl Core {
         s.have.clear();
         s.have.resize(children as usize, false);
         self.sends[i].state = SendState::Acc { epoch, root, red, len: data.len() as u32, children, folded: 0, sent: false, pending: 0 };
-        if self.rank != root {
-            // The rest - the children's contributions, the send up - is the
-            // handler's (or a later call's) work.
-            self.progress(port);
-            return self.take();
-        }
-        if out.len() != data.len() {
-            return Err(BypassError::LengthMismatch { expected: data.len() as u32, got: out.len() as u32 });
-        }
-        loop {
-            self.progress(port);
-            self.take()?;
-            if let SendState::Acc { folded, .. } = self.sends[i].state {
-                if folded == children {
-                    break;
-                }
+        self.progress(port);
+        self.take()?;
+        Ok((self.rank == root).then_some(ReduceCall { slot: i, children, len: data.len() }))
+    }
+
+    /// One non-blocking step of the root's reduce call: true once every
+    /// child's value is folded and the result is in `out`. On false, wait
+    /// until the port has a completion and step again.
+    pub fn reduce_step<P: PortIo>(&mut self, port: &mut Port<P>, call: &mut ReduceCall, out: &mut [u8]) -> Result<bool, BypassError> {
+        self.progress(port);
+        self.take()?;
+        let i = call.slot;
+        if let SendState::Acc { folded, .. } = self.sends[i].state {
+            if folded == call.children {
+                out[..call.len].copy_from_slice(&self.sends[i].local[..call.len]);
+                self.sends[i].state = SendState::Free;
+                return Ok(true);
             }
-            if !self.recvs.iter().any(|r| r.kind == Kind::Reduce && matches!(r.state, RecvState::Posted(_) | RecvState::Idle)) {
-                self.add_recv(port, Kind::Reduce, true)?;
-                self.stats.slots_added += 1;
-            }
-            port.io().idle();
         }
-        out.copy_from_slice(&self.sends[i].local[..data.len()]);
-        self.sends[i].state = SendState::Free;
-        Ok(())
+        if !self.recvs.iter().any(|r| r.kind == Kind::Reduce && matches!(r.state, RecvState::Posted(_) | RecvState::Idle)) {
+            self.add_recv(port, Kind::Reduce, true)?;
+            self.stats.slots_added += 1;
+        }
+        Ok(false)
     }
 
     fn check(&self, root: u32, len: usize) -> Result<(), BypassError> {

@@ -47,7 +47,7 @@ use std::sync::{Mutex, MutexGuard, PoisonError, TryLockError};
 use outboard_engine::{Endpoint, GroupId, HostBuf, Reduction};
 use thiserror::Error;
 
-pub use self::core::{BcastCall, MAX_LEN};
+pub use self::core::{BcastCall, ReduceCall, MAX_LEN};
 pub(crate) use self::core::is_bypass;
 pub(crate) use self::set::BypassSet;
 pub use self::set::{BypassId, BYPASS_GROUP_FIRST};

@@ -15,8 +15,8 @@
 
 use outboard_engine::{Command, Completion, Endpoint, Event, GroupId, HostBuf, Reduction};
 
-use super::core::{index_of, Core, MAX_GROUPS};
-use super::{BcastCall, BypassError, BypassStats};
+use super::core::{index_of, is_bypass, Core, MAX_GROUPS};
+use super::{BcastCall, BypassError, BypassStats, ReduceCall};
 use crate::coll::Group;
 use crate::{Port, PortIo, Request};
 
@@ -32,6 +32,13 @@ const _: () = assert!(2 * BYPASS_GROUP_FIRST <= 1 << 23);
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct BypassId(u16);
 
+/// Completions of other traffic the handler can set aside for the next
+/// library call (room reserved when the first group attaches): the
+/// library's own handling of them may allocate, which a signal handler
+/// must not. A handler that finds the room full stops polling; the rest
+/// wait in the engine's queue.
+const DEFERRED: usize = 256;
+
 /// The bypass groups of one port.
 #[derive(Default)]
 pub(crate) struct BypassSet {
@@ -39,6 +46,8 @@ pub(crate) struct BypassSet {
     cores: Vec<Option<Core>>,
     /// The port's interrupt flag, once named to the engine.
     flag: Option<HostBuf>,
+    /// Completions of other traffic polled by the handler, oldest first.
+    deferred: std::collections::VecDeque<Event>,
 }
 
 impl BypassSet {
@@ -99,6 +108,7 @@ impl<P: PortIo> Port<P> {
         if members.get(rank as usize).is_none_or(|m| m.node != me.node || m.port != me.port) {
             return Err(BypassError::NotMember(rank));
         }
+        self.bypass.deferred.reserve(DEFERRED);
         let index = match self.bypass.cores.iter().position(Option::is_none) {
             Some(i) => i,
             None if self.bypass.cores.len() < MAX_GROUPS => {
@@ -170,6 +180,20 @@ impl<P: PortIo> Port<P> {
         self.on_group(id, |c, p| c.reduce(p, root, red, data, out))
     }
 
+    /// Starts a reduce call for a driver that must not hold its port for
+    /// the whole wait: `None` at a non-root, which is done; the root steps
+    /// the call with [`Port::bypass_reduce_step`].
+    pub fn bypass_reduce_call(&mut self, id: BypassId, root: u32, red: Reduction, data: &[u8], out_len: usize) -> Result<Option<ReduceCall>, BypassError> {
+        self.on_group(id, |c, p| c.reduce_call(p, root, red, data, out_len))
+    }
+
+    /// One non-blocking step of the root's reduce call: true once the
+    /// result is in `out`. On false, wait until the port has a completion
+    /// and step again.
+    pub fn bypass_reduce_step(&mut self, id: BypassId, call: &mut ReduceCall, out: &mut [u8]) -> Result<bool, BypassError> {
+        self.on_group(id, |c, p| c.reduce_step(p, call, out))
+    }
+
     /// A barrier as bypass traffic of group `id` (a reduce of nothing to
     /// rank 0, then a broadcast of nothing from it), so that it moves
     /// every bypass collective still under way while it waits.
@@ -194,20 +218,33 @@ impl<P: PortIo> Port<P> {
         self.bypass.cores.get(usize::from(id.0)).and_then(Option::as_ref).map(Core::rank)
     }
 
-    /// Takes every completion and moves every bypass group as far as it
-    /// goes now: what the interrupt handler runs. Free of allocation.
+    /// Takes the completions and moves every bypass group as far as it
+    /// goes now: what the interrupt handler runs. Free of allocation:
+    /// completions of other traffic are set aside for the next library
+    /// call ([`Port::next_event`]), not handled here.
     pub fn bypass_progress(&mut self) {
         if self.bypass.is_empty() {
             return;
         }
         loop {
-            while let Some(e) = self.io.poll_event() {
-                self.record(e);
+            while self.bypass.deferred.len() < self.bypass.deferred.capacity() {
+                let Some(e) = self.io.poll_event() else { break };
+                if is_bypass(e.op) {
+                    self.bypass.on_event(e);
+                } else {
+                    self.bypass.deferred.push_back(e);
+                }
             }
             if !self.bypass_pump() {
                 break;
             }
         }
+    }
+
+    /// The next completion for the library: one the handler set aside
+    /// first, then the engine's.
+    pub(crate) fn next_event(&mut self) -> Option<Event> {
+        self.bypass.deferred.pop_front().or_else(|| self.io.poll_event())
     }
 
     /// Posts, folds and frees what each group in the set can now; whether
