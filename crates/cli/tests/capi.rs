@@ -219,8 +219,10 @@ fn the_c_choices_test_passes_with_four_ranks_and_on_node_engines() {
 }
 
 /// Application bypass from C (`bypass_test.c`) with 4 ranks, each
-/// delivery: an inner rank away computing does not hold up the rank below
-/// it, and broadcasts and reduces at every root and length are right.
+/// delivery, with an engine per rank and on node engines (whose process
+/// interrupts the rank's): an inner rank away computing does not hold up
+/// the rank below it, and broadcasts and reduces at every root and length
+/// are right.
 #[test]
 fn the_c_bypass_test_passes_with_signal_and_thread_delivery() {
     if !gcc("the_c_bypass_test_passes_with_signal_and_thread_delivery") {
@@ -229,18 +231,20 @@ fn the_c_bypass_test_passes_with_signal_and_thread_delivery() {
     let dir = scratch("bypass");
     let exe = dir.join("bypass_test");
     compile(&repo().join("crates/capi/c/bypass_test.c"), &exe, &direct_flags());
-    for delivery in ["signal", "thread"] {
+    for (delivery, launcher) in [("signal", &[][..]), ("thread", &[][..]), ("signal", &["--ranks-per-node", "2"][..]), ("thread", &["--ranks-per-node", "4"][..])] {
         let o = Command::new(OUTBOARD)
-            .args(["run", "-n", "4", "--timeout", "300", "--"])
+            .args(["run", "-n", "4", "--timeout", "300"])
+            .args(launcher)
+            .arg("--")
             .arg(&exe)
             .env("LD_LIBRARY_PATH", common::capi_lib_dir())
             .env("OUTBOARD_BYPASS_DELIVERY", delivery)
             .output()
             .unwrap();
         let (so, se) = (String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
-        assert!(o.status.success(), "{delivery}: stdout:\n{so}\nstderr:\n{se}");
+        assert!(o.status.success(), "{delivery} {launcher:?}: stdout:\n{so}\nstderr:\n{se}");
         for r in 0..4 {
-            assert!(so.contains(&format!("[{r}] rank {r}: bypass: all ")), "{delivery}: rank {r} did not finish:\n{so}\n{se}");
+            assert!(so.contains(&format!("[{r}] rank {r}: bypass: all ")), "{delivery} {launcher:?}: rank {r} did not finish:\n{so}\n{se}");
         }
     }
     let _ = std::fs::remove_dir_all(dir);

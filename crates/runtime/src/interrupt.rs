@@ -190,9 +190,9 @@ pub enum DeliveryError {
     /// posting thread - not something a signal handler may do.
     #[error("signal delivery needs the dedicated or spin-then-block progress policy")]
     HostAssisted,
-    /// The port is on a node engine process, which cannot interrupt a
-    /// thread of this process (`OUTBOARD_ENGINE=node`).
-    #[error("selective interrupts need the per-process engine (OUTBOARD_ENGINE=process)")]
+    /// The port is on a node engine process that could not be told where
+    /// to deliver (its socket is gone).
+    #[error("the node engine could not be told where to deliver interrupts (it is gone)")]
     NodeEngine,
     /// A system call failed.
     #[error(transparent)]

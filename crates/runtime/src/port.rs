@@ -305,15 +305,16 @@ impl RtPort {
         }
     }
 
-    /// Where this port's interrupts go (`None`: nowhere). Interrupts need
-    /// an engine in this process; a node engine's ports have none.
+    /// Where this port's interrupts go (`None`: nowhere): the engine
+    /// thread of this process raises them, or the node engine process
+    /// (told over its socket). False when the node engine cannot be told.
     pub(crate) fn set_irq(&self, t: Option<crate::interrupt::Target>) -> bool {
         match &self.kind {
             Kind::Local(p) => {
                 p.set_irq(t);
                 true
             }
-            Kind::Remote(_) => false,
+            Kind::Remote(p) => p.set_irq(t),
         }
     }
 

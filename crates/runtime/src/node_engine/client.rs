@@ -324,6 +324,21 @@ impl RemotePort {
         })
     }
 
+    /// Where the node engine delivers this port's interrupts: the
+    /// engine process signals the thread itself, or writes the eventfd
+    /// (sent over the socket), from when the engine answers. False when
+    /// the engine cannot be told.
+    pub(crate) fn set_irq(&self, t: Option<crate::interrupt::Target>) -> bool {
+        use super::protocol::InterruptTo;
+        use crate::interrupt::Target;
+        let sent = match &t {
+            None => self.conn.send(&Message::Interrupts(InterruptTo::Nowhere), &[]),
+            Some(Target::Signal { tid, .. }) => self.conn.send(&Message::Interrupts(InterruptTo::Thread(*tid as u32)), &[]),
+            Some(Target::EventFd(fd)) => self.conn.send(&Message::Interrupts(InterruptTo::EventFd), &[fd.as_fd()]),
+        };
+        sent.is_ok() && matches!(reply(&self.conn), Ok((Message::Interrupts(_), _)))
+    }
+
     /// The node engine's process.
     pub fn engine_pid(&self) -> Option<u32> {
         self.conn.peer_pid()

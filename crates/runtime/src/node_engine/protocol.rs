@@ -77,6 +77,23 @@ pub enum Message {
     /// The process gives the job up after a failure: the engine tells its
     /// peers this node leaves (`Engine::leave`).
     Leave,
+    /// Where the engine delivers its port's interrupts (application
+    /// bypass); an eventfd travels beside [`InterruptTo::EventFd`]. The
+    /// engine answers with the same message once they go there.
+    Interrupts(InterruptTo),
+}
+
+/// Where a node engine delivers a port's interrupts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InterruptTo {
+    /// Nowhere (the default).
+    Nowhere,
+    /// The runtime's interrupt signal to this thread of the process (the
+    /// engine takes the process from the socket's credentials, so a
+    /// process can only signal itself).
+    Thread(u32),
+    /// One added to the eventfd sent beside.
+    EventFd,
 }
 
 /// What the engine needs from the job's bootstrap to take part in it.
@@ -158,6 +175,7 @@ const REFUSED: u8 = 6;
 const QUERY: u8 = 7;
 const STATUS: u8 = 8;
 const LEAVE: u8 = 9;
+const INTERRUPTS: u8 = 10;
 
 impl Message {
     /// The message's bytes.
@@ -233,6 +251,16 @@ impl Message {
                 put_u64(&mut w, s.loopback);
             }
             Message::Leave => w.push(LEAVE),
+            Message::Interrupts(to) => {
+                w.push(INTERRUPTS);
+                let (how, tid) = match to {
+                    InterruptTo::Nowhere => (0, 0),
+                    InterruptTo::Thread(t) => (1, *t),
+                    InterruptTo::EventFd => (2, 0),
+                };
+                w.push(how);
+                put_u32(&mut w, tid);
+            }
         }
         w
     }
@@ -306,6 +334,16 @@ impl Message {
                 })
             }
             LEAVE => Message::Leave,
+            INTERRUPTS => {
+                let how = r.u8()?;
+                let tid = r.u32()?;
+                Message::Interrupts(match (how, tid) {
+                    (0, 0) => InterruptTo::Nowhere,
+                    (1, t) if t != 0 => InterruptTo::Thread(t),
+                    (2, 0) => InterruptTo::EventFd,
+                    _ => return Err(DecodeError::Field("interrupt target")),
+                })
+            }
             k => return Err(DecodeError::Kind(k)),
         };
         if !r.0.is_empty() {
@@ -422,6 +460,9 @@ mod tests {
             }),
             Message::Status(EngineStatus::default()),
             Message::Leave,
+            Message::Interrupts(InterruptTo::Nowhere),
+            Message::Interrupts(InterruptTo::Thread(4242)),
+            Message::Interrupts(InterruptTo::EventFd),
         ]
     }
 
@@ -452,6 +493,11 @@ mod tests {
         let mut b = Message::Peers { total: 1, first: 0, addrs: vec!["1.2.3.4:5".parse().unwrap()] }.encode();
         b[1] = 0; // total 0 < first + count
         assert_eq!(Message::decode(&b), Err(DecodeError::Field("peer count")));
+        for (how, tid) in [(0u8, 7u32), (1, 0), (2, 1), (3, 0)] {
+            let mut b = vec![INTERRUPTS, how];
+            b.extend_from_slice(&tid.to_le_bytes());
+            assert_eq!(Message::decode(&b), Err(DecodeError::Field("interrupt target")), "{how} {tid}");
+        }
     }
 
     proptest! {

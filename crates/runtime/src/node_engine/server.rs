@@ -25,7 +25,7 @@ use outboard_engine::port_codec::{COMMAND_BYTES, EVENT_BYTES};
 use outboard_engine::{Engine, EngineConfig, JobSecret, NodeId, PortId};
 use thiserror::Error;
 
-use super::protocol::{AttachRequest, EngineStatus, Message, NodeSetup, PROTOCOL_VERSION};
+use super::protocol::{AttachRequest, EngineStatus, InterruptTo, Message, NodeSetup, PROTOCOL_VERSION};
 use super::socket::{Conn, Listener};
 use super::{RemoteWake, SharedCommands, SharedEvents, CONTROL_BYTES, ENGINE_SLEEPING};
 use crate::clock::Clock;
@@ -390,6 +390,7 @@ impl Server {
                 self.detach(id);
                 Ok(())
             }
+            Message::Interrupts(to) => self.interrupts(id, to, fds),
             Message::Configure(_) => Err("this node engine is configured already".into()),
             other => Err(format!("a process does not send {other:?} to its engine")),
         }
@@ -443,6 +444,31 @@ impl Server {
         c.pid = req.pid;
         c.port = Some(port);
         let _ = c.conn.send(&Message::Attached { node: self.node, port: ep.port.0, gen: ep.gen }, &[self.doorbell.as_fd()]);
+        Ok(())
+    }
+
+    /// Points a process's port's interrupts where it asks: its own thread
+    /// (the process from the socket's credentials, so that no process can
+    /// have the engine signal another), an eventfd it sent, or nowhere;
+    /// answers with the same message.
+    fn interrupts(&mut self, id: usize, to: InterruptTo, fds: Vec<OwnedFd>) -> Result<(), String> {
+        let c = self.clients.get(&id).ok_or("an unknown client")?;
+        let who = format!("rank {} (process {})", c.rank.map_or("?".to_string(), |r| r.to_string()), c.pid);
+        let port = c.port.ok_or_else(|| format!("{who} asks for interrupts before it attached a port"))?;
+        let target = match (to, fds.len()) {
+            (InterruptTo::Nowhere, 0) => None,
+            (InterruptTo::Thread(tid), 0) => {
+                let pid = c.conn.peer_pid().ok_or_else(|| format!("{who}'s socket names no process"))?;
+                Some(crate::interrupt::Target::Signal { pid: pid as libc::pid_t, tid: tid as libc::pid_t, signo: crate::interrupt::signal_number() })
+            }
+            (InterruptTo::EventFd, 1) => Some(crate::interrupt::Target::EventFd(Arc::new(fds.into_iter().next().expect("one")))),
+            _ => return Err(format!("{who} must send an eventfd with eventfd interrupts, and nothing else")),
+        };
+        let link = self.driver.ports.get(usize::from(port.0)).and_then(Option::as_ref).ok_or_else(|| format!("{who}'s port is closed"))?;
+        *link.shared.irq.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = target;
+        // The answer: the process goes on only once interrupts go where
+        // it asked, so none raised after its call is lost.
+        let _ = c.conn.send(&Message::Interrupts(to), &[]);
         Ok(())
     }
 
