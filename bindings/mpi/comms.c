@@ -91,6 +91,28 @@ struct comm *ob_lookup(MPI_Comm comm) {
 }
 
 /* The lowest two ids clear in `mask` (0 if fewer are). */
+/* OUTBOARD_MPI_BCAST=bypass and OUTBOARD_MPI_REDUCE=bypass: the blocking
+ * group's broadcasts and reduces by application bypass, where every member
+ * could turn it on (the engine's interrupts: the first time in a process
+ * it names where they go); else none does, saying why once. */
+static void every_bypass(struct comm *c, MPI_Comm comm) {
+    int want_bcast = ob.how[C_BCAST] == H_BYPASS, want_reduce = ob.how[C_REDUCE] == H_BYPASS;
+    if (!want_bcast && !want_reduce) return;
+    int ok = (!want_bcast || outboard_group_set_bcast_mode(c->group[L_BLOCKING], OUTBOARD_BCAST_BYPASS, 0) == OUTBOARD_OK)
+          && (!want_reduce || outboard_group_set_reduce_mode(c->group[L_BLOCKING], OUTBOARD_REDUCE_BYPASS) == OUTBOARD_OK);
+    static int said;
+    if (!ok && !said++)
+        fprintf(stderr, "outboard_mpi: rank %d: OUTBOARD_MPI_%s=bypass: %s; they run offloaded\n", ob.rank, want_bcast ? "BCAST" : "REDUCE",
+                outboard_last_error());
+    int all = 0;
+    PMPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_LAND, comm);
+    c->chosen |= all;
+    if (!all) {
+        outboard_group_set_bcast_mode(c->group[L_BLOCKING], OUTBOARD_BCAST_GROUP_MODE, 0);
+        outboard_group_set_reduce_mode(c->group[L_BLOCKING], OUTBOARD_REDUCE_GROUP_MODE);
+    }
+}
+
 static int two_free(const uint64_t *mask, uint32_t id[2]) {
     int got = 0;
     for (int w = 0; w < ID_WORDS && got < 2; w++) {
@@ -188,6 +210,7 @@ static void map(MPI_Comm comm) {
                 fprintf(stderr, "outboard_mpi: rank %d: %s: %s\n", ob.rank, ob_opt_env[o], outboard_last_error());
         c->chosen = 1;
     }
+    if (every) every_bypass(c, comm);
     pthread_mutex_lock(&ob.lock);
     if (!every) {
         free_groups(c);

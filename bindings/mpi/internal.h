@@ -10,7 +10,10 @@
 #include "outboard.h"
 
 enum coll { C_BARRIER, C_BCAST, C_REDUCE, C_ALLREDUCE, C_COUNT };
-enum how { H_OFF, H_OFFLOAD, H_HOST };
+/* How a collective runs: passed through, offloaded, host-based, or (for
+ * MPI_Bcast and MPI_Reduce) by application bypass, offloaded beyond the
+ * eager limit and in the non-blocking forms. */
+enum how { H_OFF, H_OFFLOAD, H_HOST, H_BYPASS };
 
 /* Why a call was not taken over (verbose mode prints each once per
  * communicator and collective). */

@@ -73,7 +73,7 @@ static const char *const coll_env[C_COUNT] = {"OUTBOARD_MPI_BARRIER", "OUTBOARD_
 static const char *const max_env[C_COUNT] = {NULL, "OUTBOARD_MPI_BCAST_MAX_BYTES", "OUTBOARD_MPI_REDUCE_MAX_BYTES", "OUTBOARD_MPI_ALLREDUCE_MAX_BYTES"};
 static const char *const between_env[C_COUNT] = {NULL, "OUTBOARD_MPI_BCAST_MAX_BYTES_BETWEEN_NODES", "OUTBOARD_MPI_REDUCE_MAX_BYTES_BETWEEN_NODES",
                                                  "OUTBOARD_MPI_ALLREDUCE_MAX_BYTES_BETWEEN_NODES"};
-static const char *const how_name[] = {"off", "offload", "host"};
+static const char *const how_name[] = {"off", "offload", "host", "bypass"};
 const char *const ob_opt_name[O_COUNT] = {"barrier_algorithm", "barrier_protocol", "bcast_mode", "bcast_tree", "reduce_degree", "reduce_algorithm", "allreduce_algorithm"};
 const char *const ob_opt_env[O_COUNT] = {"OUTBOARD_MPI_BARRIER_ALGORITHM", "OUTBOARD_MPI_BARRIER_PROTOCOL", "OUTBOARD_MPI_BCAST_MODE",
                                          "OUTBOARD_MPI_BCAST_TREE", "OUTBOARD_MPI_REDUCE_DEGREE", "OUTBOARD_MPI_REDUCE_ALGORITHM",
@@ -99,7 +99,8 @@ void ob_say(MPI_Comm comm, struct comm *c, enum coll k, int nb, enum why w) {
     char name[MPI_MAX_OBJECT_NAME] = "";
     int len = 0;
     PMPI_Comm_get_name(comm, name, &len);
-    const char *mode = ob.how[k] == H_HOST ? " (host-based)" : ob.how[k] == H_OFFLOAD ? " (offloaded)" : "";
+    const char *mode = ob.how[k] == H_HOST ? " (host-based)" : ob.how[k] == H_OFFLOAD || (ob.how[k] == H_BYPASS && nb) ? " (offloaded)"
+                     : ob.how[k] == H_BYPASS ? " (application bypass up to 16384 bytes, offloaded beyond)" : "";
     char limit[160] = "";
     if (w == W_SIZE)
         snprintf(limit, sizeof limit, " (%lld bytes, %s or OUTBOARD_MPI_MAX_BYTES)", ob.max_bytes[k], max_env[k] ? max_env[k] : "");
@@ -239,7 +240,7 @@ static int read_config(void) {
     char v[64];
     for (int k = 0; k < C_COUNT; k++) {
         if (!setting(coll_env[k], v, sizeof v)) return 0;
-        ob.how[k] = !strcmp(v, "off") ? H_OFF : !strcmp(v, "host") ? H_HOST : H_OFFLOAD;
+        ob.how[k] = !strcmp(v, "off") ? H_OFF : !strcmp(v, "host") ? H_HOST : !strcmp(v, "bypass") ? H_BYPASS : H_OFFLOAD;
         if (!max_env[k]) continue;
         if (!setting(max_env[k], v, sizeof v)) return 0;
         ob.max_bytes[k] = strtoll(v, NULL, 10);

@@ -161,11 +161,12 @@ impl outboard_group {
 
     /// Chooses (or drops) application bypass for the group's broadcasts
     /// or reduces: the first choice turns the world's interrupts on and
-    /// makes the group's bypass group.
+    /// makes the group's bypass group. A group of one has nobody to wait
+    /// for: its calls stay in its mode.
     pub(crate) fn set_bypass(&self, bcast: Option<bool>, reduce: Option<bool>) -> Result<(), Error> {
         let mut b = self.bypass_state();
         let wants = bcast.unwrap_or(b.bcast) || reduce.unwrap_or(b.reduce);
-        if wants && b.id.is_none() {
+        if wants && b.id.is_none() && self.size > 1 {
             start_delivery(&self.shared)?;
             b.id = Some(self.with(|g, w| w.port().bypass_attach_group(g, SLOTS).map_err(bypass_error))?);
         }
@@ -203,10 +204,11 @@ impl outboard_group {
     }
 
     /// Lines for `outboard_group_taken`: what ran by application bypass,
-    /// and what the group's bypass traffic and the world's handler did.
+    /// and what the group's bypass traffic and the world's handler (for
+    /// every group of the process) did, once something ran by it.
     pub(crate) fn bypass_taken(&self, w: &mut outboard_runtime::World) -> String {
         let b = self.bypass_state();
-        let Some(id) = b.id else { return String::new() };
+        let Some(id) = b.id.filter(|_| b.bcasts + b.reduces > 0) else { return String::new() };
         let st = w.port().bypass_stats(id).unwrap_or_default();
         let i = &self.shared.interrupts;
         let mut s = String::new();

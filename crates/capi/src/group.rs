@@ -459,8 +459,15 @@ fn apply_protocol(g: &outboard_group, p: BarrierProtocol) -> Result<(), Error> {
     })
 }
 
+/// A broadcast mode (`None`: the group's). Going back to the group's mode
+/// is no choice of its own: it leaves the node's and the spanning paths
+/// to the group if nothing else was chosen.
 fn apply_bcast_mode(g: &outboard_group, m: Option<BcastMode>) -> Result<(), Error> {
     g.set_bypass(Some(false), None)?;
+    if m.is_none() {
+        g.bcast.lock().map_err(|_| Error::new(OUTBOARD_ERR_STATE, "an earlier call panicked with the group in use"))?.mode = None;
+        return Ok(());
+    }
     g.choose(|_, g| {
         g.bcast.lock().map_err(|_| Error::new(OUTBOARD_ERR_STATE, "an earlier call panicked with the group in use"))?.mode = m;
         Ok(())

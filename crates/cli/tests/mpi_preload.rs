@@ -240,6 +240,39 @@ fn through_the_node_engine_or_engines_per_process_every_taken_over_collective_eq
     }
 }
 
+/// Application bypass from an unmodified MPI program
+/// (`OUTBOARD_MPI_BCAST=bypass`, `OUTBOARD_MPI_REDUCE=bypass`): the same
+/// results as PMPI under both MPIs, with signal delivery on the node
+/// engine and thread delivery on engines per process; verbose mode says
+/// the blocking calls were taken by bypass and the non-blocking ones
+/// offloaded, and the communicators' records count bypass calls.
+#[test]
+fn application_bypass_broadcasts_and_reduces_equal_pmpi() {
+    for (name, cc) in [("openmpi", "mpicc.openmpi"), ("mpich", "mpicc.mpich")] {
+        let Some(mpi) = mpi_or_skip("application_bypass_broadcasts_and_reduces_equal_pmpi", name, cc) else { continue };
+        for (delivery, engine) in [("signal", "node"), ("thread", "process")] {
+            let env = [("OUTBOARD_MPI_BCAST", "bypass"), ("OUTBOARD_MPI_REDUCE", "bypass"), ("OUTBOARD_BYPASS_DELIVERY", delivery), ("OUTBOARD_ENGINE", engine)];
+            let (o, so, se) = mpi.run(4, &env, &["140000", "quick"]);
+            let ctx = format!("{name}, {delivery} delivery, {engine} engine:\nstdout:\n{so}\nstderr:\n{se}");
+            assert!(o.status.success(), "{ctx}");
+            for r in 0..4 {
+                assert!(so.contains(&format!("rank {r}: ")) && so.contains("comparisons with PMPI equal"), "rank {r} did not finish: {ctx}");
+            }
+            for (call, how) in [
+                ("MPI_Bcast", "application bypass up to 16384 bytes, offloaded beyond"),
+                ("MPI_Reduce", "application bypass up to 16384 bytes, offloaded beyond"),
+                ("MPI_Ibcast", "offloaded"),
+                ("MPI_Allreduce", "offloaded"),
+            ] {
+                let line = format!("rank 0: {call} on MPI_COMM_WORLD: taken over ({how})");
+                assert!(se.contains(&line), "no \"{line}\": {ctx}");
+            }
+            let ran = se.lines().find(|l| l.contains("rank 0: MPI_COMM_WORLD's blocking collectives ran as: ")).unwrap_or_else(|| panic!("no record of what ran: {ctx}"));
+            assert!(ran.contains(" broadcast application bypass") && ran.contains(" reduce application bypass"), "{ran}: {ctx}");
+        }
+    }
+}
+
 /// A communicator spanning machines (2 emulated nodes of 2 ranks, each
 /// with its node engine) runs its blocking collectives node by node: the
 /// same results as PMPI, under both MPIs, and the same through the
