@@ -52,7 +52,7 @@ from .lock import AtomicServer, Lock
 from .memory import Memory
 from .nicvm import Delivery, Module, ModuleInfo
 from .request import Request, Status, wait_all
-from .types import ALL_TAG_BITS, ANY_SOURCE, GROUP_ID_LIMIT, UNDEFINED, AtomicOp, BarrierAlgorithm, BarrierProtocol, BcastMode, DType, Mode, Op, ServerWait, TreeShape
+from .types import ALL_TAG_BITS, ANY_SOURCE, GROUP_ID_LIMIT, UNDEFINED, AtomicOp, BarrierAlgorithm, BarrierProtocol, BcastMode, DType, Mode, Op, ReduceMode, ServerWait, TreeShape
 from .world import World
 
 __all__ = [
@@ -86,6 +86,7 @@ __all__ = [
     "ModuleInfo",
     "NotReadyTimeoutError",
     "Op",
+    "ReduceMode",
     "OperationError",
     "OutboardError",
     "PeerError",

@@ -191,6 +191,7 @@ SIGNATURES = {
     "outboard_group_set_barrier": [P, CINT, U32],
     "outboard_group_set_barrier_protocol": [P, CINT],
     "outboard_group_set_bcast_mode": [P, CINT, U32],
+    "outboard_group_set_reduce_mode": [P, CINT],
     "outboard_group_set_bcast_tree": [P, CINT, ctypes.c_double],
     "outboard_group_set_reduce_degree": [P, U32],
     "outboard_group_describe": [P, ctypes.c_char_p, SZ],

@@ -13,7 +13,7 @@ from . import _buffers, _lib, errors, reduction
 from .handle import Handle, made
 from .nicvm import OP_MODULE_FIRST, Module
 from .request import Request
-from .types import UNDEFINED, BarrierAlgorithm, BarrierProtocol, BcastMode, Mode, Op, ServerWait, TreeShape, uint
+from .types import UNDEFINED, BarrierAlgorithm, BarrierProtocol, BcastMode, Mode, Op, ReduceMode, ServerWait, TreeShape, uint
 
 if TYPE_CHECKING:
     from .lock import AtomicServer, Lock
@@ -109,6 +109,11 @@ class Group(Handle):
         """Chooses where broadcasts run; ``chunk``: a NIC-assisted
         broadcast's piece in bytes (0: one packet; 2**32-1: whole)."""
         errors.check(_lib.lib().outboard_group_set_bcast_mode(self._p(), int(mode), uint(chunk, 32, "chunk")))
+
+    def set_reduce_mode(self, mode: ReduceMode) -> None:
+        """Chooses where reduces run: in the group's mode, or by
+        application bypass (``ReduceMode.BYPASS``)."""
+        errors.check(_lib.lib().outboard_group_set_reduce_mode(self._p(), int(mode)))
 
     def set_bcast_tree(self, shape: TreeShape, param: float = 0) -> None:
         """Chooses the broadcast tree; ``param``: a k-ary tree's degree, a
@@ -231,8 +236,16 @@ class Group(Handle):
 
     def reduce(self, values: Any, op: Any = Op.SUM, root: int = 0, dtype: Any = None) -> Any:
         """Combines every member's ``values`` with ``op`` at ``root`` (shapes
-        as in ``allreduce``); ``None`` at the other members."""
-        return self.ireduce(values, op, root, dtype).wait()
+        as in ``allreduce``); ``None`` at the other members. The blocking
+        call itself, so that the group's reduce mode (application bypass)
+        applies."""
+        o, m = _operator(op)
+        r = uint(root, 32, "root")
+        data, count, d, shape = reduction.pack(values, dtype)
+        out = reduction.result_buffer(count, d)
+        p, _ = _buffers.writable(out, "result")
+        errors.check(_lib.lib().outboard_reduce(self._p(), data, p, count, int(d), o, r), module=m)
+        return shape(bytes(out)) if r == self.rank else None
 
     def ireduce(self, values: Any, op: Any = Op.SUM, root: int = 0, dtype: Any = None) -> Request:
         """Starts a reduce (``values`` are copied at once)."""

@@ -175,6 +175,22 @@ class BcastMode(enum.IntEnum):
     NIC_ASSISTED = 3
     """Each host hands every piece to its engine once, with one
     multi-send to all its children."""
+    BYPASS = 4
+    """Application bypass for blocking broadcasts of at most 16384 bytes:
+    inner members forward in an interrupt handler, so a late member
+    delays nobody below it (longer and non-blocking ones run in the
+    group's mode). Interrupts come as ``OUTBOARD_BYPASS_DELIVERY`` says."""
+
+
+class ReduceMode(enum.IntEnum):
+    """Where a group's reduces run (``Group.set_reduce_mode``)."""
+
+    GROUP_MODE = 0
+    """In the group's mode (the default)."""
+    BYPASS = 1
+    """Application bypass for blocking reduces of at most 16384 bytes of
+    a built-in operation: a non-root returns once its contribution is
+    copied, and interrupt handlers fold its children's and send up."""
 
 
 class TreeShape(enum.IntEnum):

@@ -123,22 +123,34 @@ fn start_delivery(shared: &Arc<Shared>) -> Result<(), Error> {
     }
     let how = registry::BYPASS_DELIVERY.get(&outboard_settings::ProcessEnv).map_err(|e| Error::arg(e.to_string()))?;
     shared.with(|w| w.port().name_bypass_flag().map_err(bypass_error))?;
-    let refused = |e: DeliveryError| {
+    let refused = |how: &'static str| move |e: DeliveryError| {
         let why = match e {
             DeliveryError::HostAssisted => {
                 "a signal handler cannot run the engine's turns that host-assisted progress puts on the application's thread: set OUTBOARD_BYPASS_DELIVERY=thread, or OUTBOARD_PROGRESS=dedicated or spin-then-block".to_string()
             }
-            DeliveryError::NodeEngine => "this rank's engine cannot interrupt it".to_string(),
+            DeliveryError::NodeEngine => "this rank's node engine could not be told where to deliver them (it is gone)".to_string(),
             DeliveryError::Io(e) => e.to_string(),
         };
         Error::new(OUTBOARD_ERR_STATE, format!("application bypass needs the engine's interrupts ({how} delivery): {why}"))
     };
-    if how == "thread" {
+    let by_thread = |refused: &dyn Fn(DeliveryError) -> Error| -> Result<(), Error> {
         let g = deliver_by_thread(shared).map_err(refused)?;
         *shared.interrupts.thread.lock().unwrap_or_else(PoisonError::into_inner) = Some(g);
-    } else {
-        let g = deliver_by_signal(shared).map_err(refused)?;
-        SIGNALS.with(|s| *s.borrow_mut() = Some(g));
+        Ok(())
+    };
+    match how {
+        Some("thread") => by_thread(&refused("thread"))?,
+        Some(_) => {
+            let g = deliver_by_signal(shared).map_err(refused("signal"))?;
+            SIGNALS.with(|s| *s.borrow_mut() = Some(g));
+        }
+        // Signals where a handler may run the library's progress; a
+        // progress thread where that would run the engine too.
+        None => match deliver_by_signal(shared) {
+            Ok(g) => SIGNALS.with(|s| *s.borrow_mut() = Some(g)),
+            Err(DeliveryError::HostAssisted) => by_thread(&refused("thread"))?,
+            Err(e) => return Err(refused("signal")(e)),
+        },
     }
     shared.interrupts.on.store(true, Ordering::SeqCst);
     Ok(())

@@ -156,12 +156,12 @@ pub static SHM_P2P: Var<Flag> = Var {
 };
 
 /// How application bypass reaches the process.
-pub static BYPASS_DELIVERY: Var<Choice> = Var {
+pub static BYPASS_DELIVERY: OptVar<Choice> = OptVar {
     name: "OUTBOARD_BYPASS_DELIVERY",
     doc: "How the engine interrupts a process for application bypass: a realtime signal to the thread that chose bypass (signal), or a progress thread of the library that sleeps until woken (thread).",
     group: Group::Runtime,
     kind: Choice { names: &[("signal", &[]), ("thread", &[])] },
-    default: Fallback::Value("signal"),
+    decided: "signal, or thread where host-assisted progress runs the engine on the application's thread (a signal handler must not)",
 };
 
 /// The engine counters at the end of a world.
