@@ -91,26 +91,31 @@ struct comm *ob_lookup(MPI_Comm comm) {
 }
 
 /* The lowest two ids clear in `mask` (0 if fewer are). */
-/* OUTBOARD_MPI_BCAST=bypass and OUTBOARD_MPI_REDUCE=bypass: the blocking
- * group's broadcasts and reduces by application bypass, where every member
- * could turn it on (the engine's interrupts: the first time in a process
- * it names where they go); else none does, saying why once. */
-static void every_bypass(struct comm *c, MPI_Comm comm) {
-    int want_bcast = ob.how[C_BCAST] == H_BYPASS, want_reduce = ob.how[C_REDUCE] == H_BYPASS;
-    if (!want_bcast && !want_reduce) return;
-    int ok = (!want_bcast || outboard_group_set_bcast_mode(c->group[L_BLOCKING], OUTBOARD_BCAST_BYPASS, 0) == OUTBOARD_OK)
-          && (!want_reduce || outboard_group_set_reduce_mode(c->group[L_BLOCKING], OUTBOARD_REDUCE_BYPASS) == OUTBOARD_OK);
+/* Application bypass for the blocking group's broadcasts (`bcast`) and
+ * reduces (`reduce`), where every member could turn it on (the engine's
+ * interrupts: the first time in a process it names where they go); else
+ * none does, saying why once (`what`: the setting that asked). Collective
+ * over `comm`. The non-blocking lane keeps its mode: bypass is for
+ * blocking calls. */
+static int bypass_all(struct comm *c, MPI_Comm comm, int bcast, int reduce, const char *what) {
+    int ok = (!bcast || outboard_group_set_bcast_mode(c->group[L_BLOCKING], OUTBOARD_BCAST_BYPASS, 0) == OUTBOARD_OK)
+          && (!reduce || outboard_group_set_reduce_mode(c->group[L_BLOCKING], OUTBOARD_REDUCE_BYPASS) == OUTBOARD_OK);
     static int said;
-    if (!ok && !said++)
-        fprintf(stderr, "outboard_mpi: rank %d: OUTBOARD_MPI_%s=bypass: %s; they run offloaded\n", ob.rank, want_bcast ? "BCAST" : "REDUCE",
-                outboard_last_error());
+    if (!ok && !said++) fprintf(stderr, "outboard_mpi: rank %d: %s=bypass: %s; they run offloaded\n", ob.rank, what, outboard_last_error());
     int all = 0;
     PMPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_LAND, comm);
-    c->chosen |= all;
     if (!all) {
-        outboard_group_set_bcast_mode(c->group[L_BLOCKING], OUTBOARD_BCAST_GROUP_MODE, 0);
-        outboard_group_set_reduce_mode(c->group[L_BLOCKING], OUTBOARD_REDUCE_GROUP_MODE);
+        if (bcast) outboard_group_set_bcast_mode(c->group[L_BLOCKING], OUTBOARD_BCAST_GROUP_MODE, 0);
+        if (reduce) outboard_group_set_reduce_mode(c->group[L_BLOCKING], OUTBOARD_REDUCE_GROUP_MODE);
     }
+    c->chosen |= all;
+    return all;
+}
+
+/* Whether the environment chooses bypass for broadcasts: OUTBOARD_MPI_BCAST
+ * or OUTBOARD_MPI_BCAST_MODE. */
+static int env_bypass_bcast(void) {
+    return ob.how[C_BCAST] == H_BYPASS || (ob.opt_set[O_BCAST_MODE] && !strcmp(ob.opt[O_BCAST_MODE], "bypass"));
 }
 
 static int two_free(const uint64_t *mask, uint32_t id[2]) {
@@ -204,13 +209,15 @@ static void map(MPI_Comm comm) {
     if (every) outboard_group_nodes(c->group[L_BLOCKING], &c->nodes);
     /* The environment's choices, checked at MPI_Init: alike everywhere. */
     for (int o = 0; every && o < O_COUNT; o++) {
-        if (!ob.opt_set[o]) continue;
+        if (!ob.opt_set[o] || (o == O_BCAST_MODE && !strcmp(ob.opt[o], "bypass"))) continue;
         for (int l = 0; l < L_COUNT; l++)
             if (outboard_group_set_option(c->group[l], ob_opt_name[o], ob.opt[o]) != OUTBOARD_OK)
                 fprintf(stderr, "outboard_mpi: rank %d: %s: %s\n", ob.rank, ob_opt_env[o], outboard_last_error());
         c->chosen = 1;
     }
-    if (every) every_bypass(c, comm);
+    if (every && (env_bypass_bcast() || ob.how[C_REDUCE] == H_BYPASS))
+        bypass_all(c, comm, env_bypass_bcast(), ob.how[C_REDUCE] == H_BYPASS,
+                   ob.how[C_BCAST] == H_BYPASS || ob.how[C_REDUCE] == H_BYPASS ? "OUTBOARD_MPI_BCAST or _REDUCE" : "OUTBOARD_MPI_BCAST_MODE");
     pthread_mutex_lock(&ob.lock);
     if (!every) {
         free_groups(c);
@@ -272,6 +279,12 @@ static int apply_info(MPI_Comm comm, MPI_Info info, const char *call) {
         if (PMPI_Info_get(info, info_key[o], (int)sizeof v - 1, v, &flag) != MPI_SUCCESS || !flag) continue;
         if (!c || !c->group[L_BLOCKING]) {
             if (ob.verbose) fprintf(stderr, "outboard_mpi: rank %d: %s: MPI_Info key %s ignored: the communicator's collectives pass through\n", ob.rank, call, info_key[o]);
+            continue;
+        }
+        if (o == O_BCAST_MODE && !strcmp(v, "bypass")) {
+            /* Collective like the call: all members or none. */
+            bypass_all(c, comm, 1, 0, info_key[o]);
+            any = 1;
             continue;
         }
         for (int l = 0; l < L_COUNT; l++)

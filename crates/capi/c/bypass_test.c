@@ -33,17 +33,6 @@ static void compute(double s) {
     while (now() < end) x = x * 6364136223846793005ull + 1;
 }
 
-/* How many of the group's collectives or bypass events ran as `what`. */
-static long taken(outboard_group *g, const char *what) {
-    static char text[8192];
-    OK(outboard_group_taken(g, text, sizeof text));
-    for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
-        char *sp = strchr(line, ' ');
-        if (sp && strcmp(sp + 1, what) == 0) return atol(line);
-    }
-    return 0;
-}
-
 int main(void) {
     setvbuf(stdout, NULL, _IOLBF, 0);
     outboard_world *w;

@@ -25,4 +25,16 @@ static int checks;
     fprintf(stderr, "rank %u: %s at line %d returned %d (%s), not %d with \"%s\"\n", rank, #call, __LINE__, rc_, outboard_last_error(), code, text); \
     exit(1); } } while (0)
 
+/* How many of the group's collectives (or application bypass events) ran
+ * as `what`, from its record (outboard_group_taken); 0: none. */
+static inline long taken(outboard_group *g, const char *what) {
+    static char text[8192];
+    OK(outboard_group_taken(g, text, sizeof text));
+    for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
+        char *sp = strchr(line, ' ');
+        if (sp && strcmp(sp + 1, what) == 0) return atol(line);
+    }
+    return 0;
+}
+
 #endif

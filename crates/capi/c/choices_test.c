@@ -13,17 +13,6 @@
 
 #define LEN 10000
 
-/* Whether the group's record has a line "<count> <what>" with count > 0. */
-/* How many of the group's collectives ran as `what` (0: none). */
-static int taken(outboard_group *g, const char *what) {
-    static char text[8192];
-    OK(outboard_group_taken(g, text, sizeof text));
-    for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
-        char *sp = strchr(line, ' ');
-        if (sp && strcmp(sp + 1, what) == 0) return atoi(line);
-    }
-    return 0;
-}
 
 /* A broadcast of LEN bytes from the last rank, checked everywhere, then
  * the record must name `what`. */

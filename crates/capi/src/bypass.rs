@@ -28,14 +28,17 @@ use outboard_runtime::RtPort;
 use outboard_settings::registry;
 
 use crate::coll::{contribution, reduction};
-use crate::error::{bytes_mut, guard, Error, OUTBOARD_ERR_ARG, OUTBOARD_ERR_COLL, OUTBOARD_ERR_STATE};
+use crate::error::{bytes_mut, guard, Error, OUTBOARD_ERR_ARG, OUTBOARD_ERR_COLL, OUTBOARD_ERR_RESOURCE, OUTBOARD_ERR_STATE};
 use crate::group::outboard_group;
 use crate::nicvm::is_module;
 use crate::world::Shared;
 
 /// Temporary slots per kind of collective: values of later calls that
-/// may arrive before this member's call (more are added as needed).
-const SLOTS: usize = 4;
+/// may arrive before this member's call (more are added as needed). One:
+/// every slot is a receive kept posted, and a program may have many
+/// groups (an MPI program, a communicator each) on a port whose receive
+/// tokens are shared with everything else it does.
+const SLOTS: usize = 1;
 
 /// Reduces run in the group's mode (the default).
 pub const OUTBOARD_REDUCE_GROUP_MODE: c_int = 0;
@@ -83,16 +86,19 @@ thread_local! {
 
 impl Interruptible for Shared {
     fn on_interrupt(&self) {
+        // Noted before the try: a holder that lets the lock go between a
+        // failed try and a later note would leave it unserved.
+        self.interrupts.missed.store(true, Ordering::SeqCst);
         let mut w = match self.world_try_lock() {
             Ok(w) => w,
             Err(TryLockError::WouldBlock) => {
-                self.interrupts.missed.store(true, Ordering::SeqCst);
                 self.interrupts.busy.fetch_add(1, Ordering::Relaxed);
                 return;
             }
             // A panic left the world half-changed: nothing to move.
             Err(TryLockError::Poisoned(_)) => return,
         };
+        self.interrupts.missed.store(false, Ordering::SeqCst);
         if let Some(w) = w.as_mut() {
             w.port().bypass_progress();
             self.interrupts.runs.fetch_add(1, Ordering::Relaxed);
@@ -122,13 +128,16 @@ fn start_delivery(shared: &Arc<Shared>) -> Result<(), Error> {
         return Ok(());
     }
     let how = registry::BYPASS_DELIVERY.get(&outboard_settings::ProcessEnv).map_err(|e| Error::arg(e.to_string()))?;
+    // A guard left on this thread by a world finalized on another goes
+    // first: its drop would clear the new one's handler.
+    drop(SIGNALS.with(|s| s.borrow_mut().take()));
     shared.with(|w| w.port().name_bypass_flag().map_err(bypass_error))?;
     let refused = |how: &'static str| move |e: DeliveryError| {
         let why = match e {
             DeliveryError::HostAssisted => {
                 "a signal handler cannot run the engine's turns that host-assisted progress puts on the application's thread: set OUTBOARD_BYPASS_DELIVERY=thread, or OUTBOARD_PROGRESS=dedicated or spin-then-block".to_string()
             }
-            DeliveryError::NodeEngine => "this rank's node engine could not be told where to deliver them (it is gone)".to_string(),
+            DeliveryError::NodeEngine => "this rank's node engine could not be told where to deliver them (it is gone, or refused: see its messages on stderr)".to_string(),
             DeliveryError::Io(e) => e.to_string(),
         };
         Error::new(OUTBOARD_ERR_STATE, format!("application bypass needs the engine's interrupts ({how} delivery): {why}"))
@@ -162,7 +171,8 @@ fn bypass_error(e: BypassError) -> Error {
         BypassError::Host(h) => h.into(),
         BypassError::BadRoot(_) | BypassError::TooLong { .. } => Error::new(OUTBOARD_ERR_ARG, format!("application bypass: {e}")),
         BypassError::LengthMismatch { .. } => Error::new(OUTBOARD_ERR_COLL, format!("application bypass: {e}")),
-        BypassError::NotMember(_) | BypassError::TooManyGroups(_) | BypassError::NoSuchGroup => Error::new(OUTBOARD_ERR_STATE, format!("application bypass: {e}")),
+        BypassError::ReceiveBudget { .. } | BypassError::TooManyGroups(_) => Error::new(OUTBOARD_ERR_RESOURCE, format!("application bypass: {e}")),
+        BypassError::NotMember(_) | BypassError::NoSuchGroup => Error::new(OUTBOARD_ERR_STATE, format!("application bypass: {e}")),
     }
 }
 
@@ -176,14 +186,35 @@ impl outboard_group {
     /// makes the group's bypass group. A group of one has nobody to wait
     /// for: its calls stay in its mode.
     pub(crate) fn set_bypass(&self, bcast: Option<bool>, reduce: Option<bool>) -> Result<(), Error> {
-        let mut b = self.bypass_state();
-        let wants = bcast.unwrap_or(b.bcast) || reduce.unwrap_or(b.reduce);
-        if wants && b.id.is_none() && self.size > 1 {
+        // The group's bypass lock is never held while the world's is taken
+        // (`outboard_group_taken` takes them the other way round).
+        let (attached, b0, r0) = {
+            let b = self.bypass_state();
+            (b.id.is_some(), b.bcast, b.reduce)
+        };
+        let wants = bcast.unwrap_or(b0) || reduce.unwrap_or(r0);
+        let made = if wants && !attached && self.size > 1 {
             start_delivery(&self.shared)?;
-            b.id = Some(self.with(|g, w| w.port().bypass_attach_group(g, SLOTS).map_err(bypass_error))?);
+            Some(self.with(|g, w| w.port().bypass_attach_group(g, SLOTS).map_err(bypass_error))?)
+        } else {
+            None
+        };
+        let spare = {
+            let mut b = self.bypass_state();
+            b.bcast = bcast.unwrap_or(b.bcast);
+            b.reduce = reduce.unwrap_or(b.reduce);
+            match (made, b.id) {
+                (Some(id), None) => {
+                    b.id = Some(id);
+                    None
+                }
+                // Another thread attached meanwhile: ours goes.
+                (made, _) => made,
+            }
+        };
+        if let Some(id) = spare {
+            self.shared.with(|w| w.port().bypass_detach(id).map_err(bypass_error))?;
         }
-        b.bcast = bcast.unwrap_or(b.bcast);
-        b.reduce = reduce.unwrap_or(b.reduce);
         Ok(())
     }
 

@@ -191,8 +191,8 @@ pub enum DeliveryError {
     #[error("signal delivery needs the dedicated or spin-then-block progress policy")]
     HostAssisted,
     /// The port is on a node engine process that could not be told where
-    /// to deliver (its socket is gone).
-    #[error("the node engine could not be told where to deliver interrupts (it is gone)")]
+    /// to deliver (its socket is gone, or it refused).
+    #[error("the node engine could not be told where to deliver interrupts (it is gone, or refused)")]
     NodeEngine,
     /// A system call failed.
     #[error(transparent)]
@@ -263,8 +263,12 @@ pub fn deliver_by_thread<T: Interruptible>(target: &Arc<T>) -> Result<ThreadGuar
             }
         })?
     };
-    let _ = point(&*target, Some(Some(Target::EventFd(fd.clone()))));
-    Ok(ThreadGuard { target, fd, stop, thread: Some(thread) })
+    let guard = ThreadGuard { target, fd, stop, thread: Some(thread) };
+    if !point(&*guard.target, Some(Some(Target::EventFd(guard.fd.clone())))).0 {
+        // The guard's drop stops the thread.
+        return Err(DeliveryError::NodeEngine);
+    }
+    Ok(guard)
 }
 
 /// Stops the progress thread when dropped.

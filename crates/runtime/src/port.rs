@@ -59,7 +59,8 @@ impl LocalPort {
             Progress::HostAssisted { preempted_spin, preempted_gap, .. } => WaitPacer::new(preempted_spin, preempted_gap, LOADED_FOR),
             _ => WaitPacer::new(Duration::MAX, Duration::MAX, Duration::ZERO),
         };
-        LocalPort { node, ep, commands, events, shared, tokens, idle_since: None, idle_calls: 0, pacer, outstanding: Outstanding::default() }
+        let outstanding = Outstanding::for_port(&node.config);
+        LocalPort { node, ep, commands, events, shared, tokens, idle_since: None, idle_calls: 0, pacer, outstanding }
     }
 
     /// Where this port's interrupts go (`None`: nowhere).

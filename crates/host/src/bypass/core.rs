@@ -195,6 +195,11 @@ impl Core {
         self.members.len() as u32
     }
 
+    /// How many receive slots the group has (each a receive kept posted).
+    pub fn recv_slots(&self) -> usize {
+        self.recvs.len()
+    }
+
     pub fn rank(&self) -> u32 {
         self.rank
     }

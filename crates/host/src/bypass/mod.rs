@@ -50,7 +50,7 @@ use thiserror::Error;
 pub use self::core::{BcastCall, ReduceCall, MAX_LEN};
 pub(crate) use self::core::is_bypass;
 pub(crate) use self::set::BypassSet;
-pub use self::set::{BypassId, BYPASS_GROUP_FIRST};
+pub use self::set::{BypassId, BYPASS_GROUP_FIRST, RECV_BUDGET};
 use crate::{HostError, Port, PortIo, Request};
 
 /// Why a bypass call failed.
@@ -83,6 +83,17 @@ pub enum BypassError {
     /// apart.
     #[error("a port holds at most {0} application-bypass groups")]
     TooManyGroups(usize),
+    /// Attaching would keep more receives posted than the port's bypass
+    /// groups may hold ([`RECV_BUDGET`]).
+    #[error("application bypass would keep {asked} more receives posted on this port beside {posted}, beyond its budget of {budget}: free a group that uses it first")]
+    ReceiveBudget {
+        /// Receives the port's bypass groups keep posted now.
+        posted: usize,
+        /// What the new group would add.
+        asked: usize,
+        /// The budget.
+        budget: usize,
+    },
     /// The bypass group was detached (or is not this port's).
     #[error("no such application-bypass group on this port")]
     NoSuchGroup,
@@ -223,15 +234,18 @@ impl<P: PortIo> Bypass<P> {
     /// allocation-free progress). Returns at once if the library is busy;
     /// the library then re-polls before it leaves.
     pub fn on_interrupt(&self) {
+        // Noted before the try: a holder that lets the lock go between a
+        // failed try and a later note would leave it unserved.
+        self.missed.store(true, Ordering::SeqCst);
         let mut g = match self.port.try_lock() {
             Ok(g) => g,
             Err(TryLockError::Poisoned(p)) => p.into_inner(),
             Err(TryLockError::WouldBlock) => {
-                self.missed.store(true, Ordering::SeqCst);
                 self.handler_busy.fetch_add(1, Ordering::Relaxed);
                 return;
             }
         };
+        self.missed.store(false, Ordering::SeqCst);
         let t0 = g.io_ref().now();
         g.bypass_progress();
         let t1 = g.io_ref().now();

@@ -39,6 +39,13 @@ pub struct BypassId(u16);
 /// wait in the engine's queue.
 const DEFERRED: usize = 256;
 
+/// Receives a port's bypass groups keep posted, at most, when a group
+/// attaches (a quarter of an engine port's 256 receive tokens): every
+/// slot holds a token for the group's life, and the port's other traffic
+/// needs the rest. A call may add a slot beyond, when every slot holds a
+/// later value; those go when the group does.
+pub const RECV_BUDGET: usize = 64;
+
 /// The bypass groups of one port.
 #[derive(Default)]
 pub(crate) struct BypassSet {
@@ -107,6 +114,10 @@ impl<P: PortIo> Port<P> {
         let me = self.endpoint();
         if members.get(rank as usize).is_none_or(|m| m.node != me.node || m.port != me.port) {
             return Err(BypassError::NotMember(rank));
+        }
+        let posted: usize = self.bypass.cores.iter().flatten().map(Core::recv_slots).sum();
+        if posted + 2 * slots.max(1) > RECV_BUDGET {
+            return Err(BypassError::ReceiveBudget { posted, asked: 2 * slots.max(1), budget: RECV_BUDGET });
         }
         self.bypass.deferred.reserve(DEFERRED);
         let index = match self.bypass.cores.iter().position(Option::is_none) {

@@ -216,3 +216,20 @@ fn a_reduce_folds_in_tree_order_whatever_the_arrival_order() {
         assert_eq!(got[0][i as usize].to_bits(), want.to_bits(), "round {i}: {} against {want}", got[0][i as usize]);
     }
 }
+
+#[test]
+fn a_port_holds_bypass_groups_within_its_receive_budget_and_detaching_gives_room_back() {
+    let net = Arc::new(Mutex::new(Network::with_defaults(2, LinkConfig::default(), 3)));
+    let mut port = Port::new(NetIo::open(&net, NodeId(0)).unwrap());
+    let other = Port::new(NetIo::open(&net, NodeId(1)).unwrap());
+    let members = vec![port.endpoint(), other.endpoint()];
+    // One slot per kind: two receives kept posted per group.
+    let ids: Vec<BypassId> = (0..RECV_BUDGET / 2).map(|i| port.bypass_attach(GroupId(100 + i as u64), members.clone(), 0, 1).unwrap()).collect();
+    match port.bypass_attach(GroupId(99), members.clone(), 0, 1) {
+        Err(BypassError::ReceiveBudget { posted, asked: 2, budget }) => assert_eq!((posted, budget), (RECV_BUDGET, RECV_BUDGET)),
+        other => panic!("{:?}", other.map(|_| ())),
+    }
+    port.bypass_detach(ids[3]).unwrap();
+    assert_eq!(port.bypass_bcast(ids[3], 0, &mut []), Err(BypassError::NoSuchGroup));
+    port.bypass_attach(GroupId(99), members, 0, 1).unwrap();
+}

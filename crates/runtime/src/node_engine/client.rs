@@ -311,7 +311,7 @@ impl RemotePort {
             settings,
             progress,
             tokens: TokenMirror::new(&config),
-            outstanding: Outstanding::default(),
+            outstanding: Outstanding::for_port(&config),
             lost: None,
             p2p: None,
             p2p_moved: 0,

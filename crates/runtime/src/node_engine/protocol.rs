@@ -18,7 +18,7 @@ use thiserror::Error;
 /// The version of this protocol (and of the segment layout and the
 /// command and event encodings): a process and an engine of different
 /// versions refuse each other with a sentence, not garbled commands.
-pub const PROTOCOL_VERSION: u32 = 1;
+pub const PROTOCOL_VERSION: u32 = 2;
 
 /// Most addresses in one [`Message::Peers`] message (a job's peer list
 /// travels in several).

@@ -461,7 +461,16 @@ impl Server {
                 let pid = c.conn.peer_pid().ok_or_else(|| format!("{who}'s socket names no process"))?;
                 Some(crate::interrupt::Target::Signal { pid: pid as libc::pid_t, tid: tid as libc::pid_t, signo: crate::interrupt::signal_number() })
             }
-            (InterruptTo::EventFd, 1) => Some(crate::interrupt::Target::EventFd(Arc::new(fds.into_iter().next().expect("one")))),
+            (InterruptTo::EventFd, 1) => {
+                let fd = fds.into_iter().next().expect("one");
+                // The engine thread writes it: anything that could block
+                // (a pipe nobody reads) would stall the node.
+                let what = std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd())).unwrap_or_default();
+                if what.as_os_str() != "anon_inode:[eventfd]" {
+                    return Err(format!("{who} sent {} for its interrupts, not an eventfd", what.display()));
+                }
+                Some(crate::interrupt::Target::EventFd(Arc::new(fd)))
+            }
             _ => return Err(format!("{who} must send an eventfd with eventfd interrupts, and nothing else")),
         };
         let link = self.driver.ports.get(usize::from(port.0)).and_then(Option::as_ref).ok_or_else(|| format!("{who}'s port is closed"))?;
