@@ -273,6 +273,25 @@ fn application_bypass_broadcasts_and_reduces_equal_pmpi() {
     }
 }
 
+/// More live communicators with application bypass than a port's bypass
+/// receives allow (`bypass_many.c`): the later ones run offloaded after
+/// one sentence saying why, every result is right, and communicators made
+/// after the others are freed take bypass again.
+#[test]
+fn communicators_beyond_the_bypass_budget_run_offloaded_and_freeing_gives_it_back() {
+    let test = "communicators_beyond_the_bypass_budget_run_offloaded_and_freeing_gives_it_back";
+    for (name, cc, n) in [("openmpi", "mpicc.openmpi", 4), ("mpich", "mpicc.mpich", 2)] {
+        let Some(mpi) = mpi_or_skip(test, name, cc) else { continue };
+        let prog = program(&mpi, "bypass_many");
+        let (o, so, se) = mpi.run_prog(&prog, n, &[("OUTBOARD_MPI_BCAST", "bypass"), ("OUTBOARD_MPI_REDUCE", "bypass")], &[]);
+        let ctx = format!("{name}, {n} ranks:\nstdout:\n{so}\nstderr:\n{se}");
+        assert!(o.status.success() && so.contains("all checks passed"), "{ctx}");
+        assert!(se.contains("=bypass: application bypass: application bypass would keep 2 more receives posted"), "no budget sentence: {ctx}");
+        let again = se.lines().find(|l| l.starts_with("outboard_mpi: rank 0: again's blocking collectives ran as: ")).unwrap_or_else(|| panic!("no record: {ctx}"));
+        assert!(again.contains("1 broadcast application bypass") && again.contains("1 reduce application bypass"), "{again}: {ctx}");
+    }
+}
+
 /// A communicator spanning machines (2 emulated nodes of 2 ranks, each
 /// with its node engine) runs its blocking collectives node by node: the
 /// same results as PMPI, under both MPIs, and the same through the
