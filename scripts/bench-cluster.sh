@@ -18,7 +18,11 @@
 # (blocking calls node by node: shared memory within a node, the leaders
 # through the engines) and with every call through the engines; then, by
 # bindings/mpi/bench/mpi_sweep.c, where Open MPI over TCP and Outboard
-# cross, size by size from 1 KiB to 1 MiB.
+# cross, size by size from 1 KiB to 1 MiB; then, by
+# bindings/mpi/bench/mpi_skew.c, 8 ranks' time inside MPI_Bcast and
+# MPI_Reduce of 8 B after a random 0..skew us of computing (0, 200, 1000),
+# Open MPI alone beside the library offloaded and by application bypass
+# (signal and thread delivery).
 #
 # Usage: bash scripts/bench-cluster.sh [iterations=100] [largest-bytes=1048576]
 # Needs Open MPI's mpicc and mpirun. The outboard command and
@@ -44,16 +48,18 @@ mpirun=$(command -v mpirun.openmpi || command -v mpirun)
 tmp=$(mktemp -d -t outboard-bench-cluster.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-if [ -f "$bin/liboutboard_mpi_openmpi.so" ] && [ -x "$bin/mpi_bench" ] && [ -x "$bin/mpi_sweep" ]; then
+if [ -f "$bin/liboutboard_mpi_openmpi.so" ] && [ -x "$bin/mpi_bench" ] && [ -x "$bin/mpi_sweep" ] && [ -x "$bin/mpi_skew" ]; then
     lib=$bin/liboutboard_mpi_openmpi.so
     cp "$bin/mpi_bench" "$tmp/bench"
     cp "$bin/mpi_sweep" "$tmp/sweep"
+    cp "$bin/mpi_skew" "$tmp/skew"
 else
     mpicc=$(command -v mpicc.openmpi || command -v mpicc)
     "$bin/outboard" mpi-lib --mpicc "$mpicc" --out "$tmp" > /dev/null
     lib=$(ls "$tmp"/liboutboard_mpi_*.so)
     "$mpicc" -O2 bindings/mpi/bench/mpi_bench.c -o "$tmp/bench"
     "$mpicc" -O2 bindings/mpi/bench/mpi_sweep.c -o "$tmp/sweep"
+    "$mpicc" -O2 bindings/mpi/bench/mpi_skew.c -o "$tmp/skew"
 fi
 # Each rank names its node (ranks 3k..3k+2 on node k) before the program
 # starts, and the core its node's engine takes: the machine's last cores,
@@ -113,4 +119,18 @@ if [ "$(nproc)" -ge 16 ]; then
     echo "# 4 nodes x 3 ranks, blocking calls on doubles by size: Open MPI over TCP, +Outboard node engines taking every size"
     printf '%-11s %8s %11s %11s\n' op bytes openmpi-tcp node4x3
     paste -d' ' "$tmp/sweep-tcp" "$tmp/sweep-node" | awk '{ printf "%-11s %8s %11s %11s\n", $1, $2, $3, $6 }'
+fi
+
+# Skew tolerance: 8 ranks on one node, a core each, the node engine on
+# another (columns: call bytes skew_us, then each run's mean us inside).
+if [ "$(nproc)" -gt 8 ]; then
+    skew() { mpirun -np 8 "$@" "$tmp/skew" 200 8 0,200,1000 | grep -v '^#'; }
+    skew > "$tmp/skew-openmpi"
+    skew -x LD_PRELOAD="$lib" -x OUTBOARD_ENGINE=node > "$tmp/skew-offloaded"
+    skew -x LD_PRELOAD="$lib" -x OUTBOARD_ENGINE=node -x OUTBOARD_MPI_BCAST=bypass -x OUTBOARD_MPI_REDUCE=bypass -x OUTBOARD_BYPASS_DELIVERY=signal > "$tmp/skew-signal"
+    skew -x LD_PRELOAD="$lib" -x OUTBOARD_ENGINE=node -x OUTBOARD_MPI_BCAST=bypass -x OUTBOARD_MPI_REDUCE=bypass -x OUTBOARD_BYPASS_DELIVERY=thread > "$tmp/skew-thread"
+    echo "# 1 node x 8 ranks, time inside the call (mean us) after a random 0..skew us of computing: Open MPI, +Outboard offloaded, +application bypass (signal), +application bypass (thread)"
+    printf '%-11s %6s %8s %11s %11s %11s %11s\n' op bytes skew_us openmpi offloaded bypass-sig bypass-thr
+    paste -d' ' "$tmp/skew-openmpi" "$tmp/skew-offloaded" "$tmp/skew-signal" "$tmp/skew-thread" |
+        awk '{ printf "%-11s %6s %8s %11s %11s %11s %11s\n", $1, $2, $3, $4, $10, $16, $22 }'
 fi
