@@ -60,6 +60,7 @@ static void lock_wait_leaves_the_world(outboard_lock *lock, const char *what) {
 }
 
 int main(void) {
+    setvbuf(stdout, NULL, _IOLBF, 0); /* progress lines survive a kill */
     OK(outboard_init(&w));
     OK(outboard_rank(w, &rank));
     OK(outboard_size(w, &size));
