@@ -58,6 +58,17 @@ pub(crate) struct GroupBypass {
     pub reduces: u64,
 }
 
+impl GroupBypass {
+    /// Whether reduces (`reduce`) or broadcasts run by application bypass.
+    fn chosen(&self, reduce: bool) -> bool {
+        if reduce {
+            self.reduce
+        } else {
+            self.bcast
+        }
+    }
+}
+
 /// The world's side of application bypass: whether interrupts are on, the
 /// lost-signal flag, and the handler's counters.
 #[derive(Default)]
@@ -221,20 +232,14 @@ impl outboard_group {
     /// Whether broadcasts (`reduce` false) or reduces run by application
     /// bypass.
     pub(crate) fn bypass_chosen(&self, reduce: bool) -> bool {
-        let b = self.bypass_state();
-        if reduce {
-            b.reduce
-        } else {
-            b.bcast
-        }
+        self.bypass_state().chosen(reduce)
     }
 
     /// The group's bypass group, when a `len`-byte broadcast (`reduce`
     /// false) or reduce runs by application bypass.
     fn bypass_for(&self, reduce: bool, len: usize) -> Option<BypassId> {
         let b = self.bypass_state();
-        let chosen = if reduce { b.reduce } else { b.bcast };
-        b.id.filter(|_| chosen && len <= MAX_LEN as usize)
+        b.id.filter(|_| b.chosen(reduce) && len <= MAX_LEN as usize)
     }
 
     fn count_bypass(&self, reduce: bool) {
@@ -301,7 +306,6 @@ pub(crate) unsafe fn bcast(group: *const outboard_group, buf: *mut c_void, len: 
 /// A blocking reduce by application bypass, when the group chose it for
 /// this length and the operation is a built-in one; `None` sends the call
 /// on.
-#[allow(clippy::too_many_arguments)]
 pub(crate) unsafe fn reduce(group: *const outboard_group, sendbuf: *const c_void, recvbuf: *mut c_void, count: usize, dtype: c_int, op: c_int, root: u32) -> Option<c_int> {
     // SAFETY: a handle from this library or null, as the caller promises.
     let g = unsafe { group.as_ref() }?;

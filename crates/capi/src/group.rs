@@ -464,14 +464,14 @@ fn apply_protocol(g: &outboard_group, p: BarrierProtocol) -> Result<(), Error> {
 /// to the group if nothing else was chosen.
 fn apply_bcast_mode(g: &outboard_group, m: Option<BcastMode>) -> Result<(), Error> {
     g.set_bypass(Some(false), None)?;
-    if m.is_none() {
-        g.bcast.lock().map_err(|_| Error::new(OUTBOARD_ERR_STATE, "an earlier call panicked with the group in use"))?.mode = None;
-        return Ok(());
-    }
-    g.choose(|_, g| {
+    let set = |g: &outboard_group| -> Result<(), Error> {
         g.bcast.lock().map_err(|_| Error::new(OUTBOARD_ERR_STATE, "an earlier call panicked with the group in use"))?.mode = m;
         Ok(())
-    })
+    };
+    match m {
+        None => set(g),
+        Some(_) => g.choose(|_, g| set(g)),
+    }
 }
 
 fn apply_bcast_tree(g: &outboard_group, t: TreeShape) -> Result<(), Error> {
