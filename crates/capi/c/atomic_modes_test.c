@@ -43,6 +43,10 @@ static void *barrier_thread(void *arg) {
  * thread could not start the barrier, rank 1 would never release, and
  * nothing would ever end. */
 static void lock_wait_leaves_the_world(outboard_lock *lock, const char *what) {
+    /* Everyone is done with the lock first: a rank still queueing from an
+     * earlier loop would wait behind rank 1, which releases only after
+     * barriers that rank never reaches. */
+    OK(outboard_barrier(all));
     if (rank == 1) OK(outboard_lock_acquire(lock));
     OK(outboard_barrier(all)); /* everyone knows rank 1 holds it */
     if (rank == 0) {
