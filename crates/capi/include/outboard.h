@@ -746,6 +746,198 @@ int outboard_rdma_read(const outboard_world *world,
                        uint64_t local_offset,
                        size_t len);
 
+// Starts an allgather of `len` bytes per rank: `recvbuf` gets rank `r`'s
+// `sendbuf` at offset `r * len`. `sendbuf` null: in place (this rank's
+// data is already at its offset of `recvbuf`).
+int outboard_allgather_start(const outboard_group *group,
+                             const void *sendbuf,
+                             size_t len,
+                             void *recvbuf,
+                             outboard_request **req);
+
+// Starts an allgatherv: rank `r` contributes `counts[r]` bytes, which land
+// at `recvbuf + displs[r]` everywhere (`displs` null: one after the
+// other). Every rank passes the same `counts` and `displs`; blocks must
+// not overlap. `sendbuf` null: in place.
+int outboard_allgatherv_start(const outboard_group *group,
+                              const void *sendbuf,
+                              void *recvbuf,
+                              const size_t *counts,
+                              const size_t *displs,
+                              outboard_request **req);
+
+// Starts a gather of `len` bytes per rank to `root`, whose `recvbuf` gets
+// rank `r`'s data at offset `r * len` (ignored elsewhere, may be null).
+// `sendbuf` null at the root: in place.
+int outboard_gather_start(const outboard_group *group,
+                          const void *sendbuf,
+                          size_t len,
+                          void *recvbuf,
+                          uint32_t root,
+                          outboard_request **req);
+
+// Starts a gatherv to `root`: rank `r` contributes `counts[r]` bytes,
+// which land at the root's `recvbuf + displs[r]`. Unlike MPI, every rank
+// passes `counts` and `displs` (the same everywhere).
+int outboard_gatherv_start(const outboard_group *group,
+                           const void *sendbuf,
+                           void *recvbuf,
+                           const size_t *counts,
+                           const size_t *displs,
+                           uint32_t root,
+                           outboard_request **req);
+
+// Starts a scatter of `len` bytes per rank from `root`, whose `sendbuf`
+// holds rank `r`'s block at offset `r * len` (ignored elsewhere). Each
+// rank's block lands in its `recvbuf` (null at the root: kept in place).
+int outboard_scatter_start(const outboard_group *group,
+                           const void *sendbuf,
+                           size_t len,
+                           void *recvbuf,
+                           uint32_t root,
+                           outboard_request **req);
+
+// Starts a scatterv from `root`: rank `r` gets the `counts[r]` bytes at
+// the root's `sendbuf + displs[r]`. Unlike MPI, every rank passes
+// `counts` and `displs` (the same everywhere).
+int outboard_scatterv_start(const outboard_group *group,
+                            const void *sendbuf,
+                            const size_t *counts,
+                            const size_t *displs,
+                            void *recvbuf,
+                            uint32_t root,
+                            outboard_request **req);
+
+// Starts an alltoall of `len` bytes per pair: block `j` of this rank's
+// `sendbuf` (offset `j * len`) goes to rank `j`, and rank `i`'s block for
+// this rank lands at offset `i * len` of `recvbuf`.
+int outboard_alltoall_start(const outboard_group *group,
+                            const void *sendbuf,
+                            size_t len,
+                            void *recvbuf,
+                            outboard_request **req);
+
+// Starts a reduce-scatter of `count` elements per rank (MPI's
+// reduce-scatter-block): `sendbuf` holds `size * count` elements, and
+// this rank's `recvbuf` gets the combination over ranks of block `rank`.
+// `sendbuf` null: the data is in `recvbuf`, which must hold all of it.
+int outboard_reduce_scatter_block_start(const outboard_group *group,
+                                        const void *sendbuf,
+                                        void *recvbuf,
+                                        size_t count,
+                                        int dtype,
+                                        int op,
+                                        outboard_request **req);
+
+// Starts a reduce-scatter: rank `r` gets the combination over ranks of
+// the `counts[r]` elements that follow the blocks of ranks below it in
+// `sendbuf`. `sendbuf` null: the data is in `recvbuf`, which must hold
+// all of it.
+int outboard_reduce_scatter_start(const outboard_group *group,
+                                  const void *sendbuf,
+                                  void *recvbuf,
+                                  const size_t *counts,
+                                  int dtype,
+                                  int op,
+                                  outboard_request **req);
+
+// Starts an inclusive scan of `count` elements: rank `r`'s `recvbuf` gets
+// the combination of ranks 0 to `r`'s `sendbuf`, left to right.
+// `sendbuf` null: in place.
+int outboard_scan_start(const outboard_group *group,
+                        const void *sendbuf,
+                        void *recvbuf,
+                        size_t count,
+                        int dtype,
+                        int op,
+                        outboard_request **req);
+
+// Starts an exclusive scan: rank `r`'s `recvbuf` gets the combination of
+// ranks 0 to `r - 1`'s `sendbuf`; rank 0's `recvbuf` is left untouched.
+int outboard_exscan_start(const outboard_group *group,
+                          const void *sendbuf,
+                          void *recvbuf,
+                          size_t count,
+                          int dtype,
+                          int op,
+                          outboard_request **req);
+
+// Blocking allgather (see [`outboard_allgather_start`]).
+int outboard_allgather(const outboard_group *group, const void *sendbuf, size_t len, void *recvbuf);
+
+// Blocking allgatherv (see [`outboard_allgatherv_start`]).
+int outboard_allgatherv(const outboard_group *group,
+                        const void *sendbuf,
+                        void *recvbuf,
+                        const size_t *counts,
+                        const size_t *displs);
+
+// Blocking gather (see [`outboard_gather_start`]).
+int outboard_gather(const outboard_group *group,
+                    const void *sendbuf,
+                    size_t len,
+                    void *recvbuf,
+                    uint32_t root);
+
+// Blocking gatherv (see [`outboard_gatherv_start`]).
+int outboard_gatherv(const outboard_group *group,
+                     const void *sendbuf,
+                     void *recvbuf,
+                     const size_t *counts,
+                     const size_t *displs,
+                     uint32_t root);
+
+// Blocking scatter (see [`outboard_scatter_start`]).
+int outboard_scatter(const outboard_group *group,
+                     const void *sendbuf,
+                     size_t len,
+                     void *recvbuf,
+                     uint32_t root);
+
+// Blocking scatterv (see [`outboard_scatterv_start`]).
+int outboard_scatterv(const outboard_group *group,
+                      const void *sendbuf,
+                      const size_t *counts,
+                      const size_t *displs,
+                      void *recvbuf,
+                      uint32_t root);
+
+// Blocking alltoall (see [`outboard_alltoall_start`]).
+int outboard_alltoall(const outboard_group *group, const void *sendbuf, size_t len, void *recvbuf);
+
+// Blocking reduce-scatter-block (see
+// [`outboard_reduce_scatter_block_start`]).
+int outboard_reduce_scatter_block(const outboard_group *group,
+                                  const void *sendbuf,
+                                  void *recvbuf,
+                                  size_t count,
+                                  int dtype,
+                                  int op);
+
+// Blocking reduce-scatter (see [`outboard_reduce_scatter_start`]).
+int outboard_reduce_scatter(const outboard_group *group,
+                            const void *sendbuf,
+                            void *recvbuf,
+                            const size_t *counts,
+                            int dtype,
+                            int op);
+
+// Blocking inclusive scan (see [`outboard_scan_start`]).
+int outboard_scan(const outboard_group *group,
+                  const void *sendbuf,
+                  void *recvbuf,
+                  size_t count,
+                  int dtype,
+                  int op);
+
+// Blocking exclusive scan (see [`outboard_exscan_start`]).
+int outboard_exscan(const outboard_group *group,
+                    const void *sendbuf,
+                    void *recvbuf,
+                    size_t count,
+                    int dtype,
+                    int op);
+
 // Compiles and verifies the module `source` (NUL-terminated UTF-8) as
 // `name` (1 to 64 of `A-Z a-z 0-9 _ . -`, the same at every rank that
 // loads it). Local: no world needed. A source that does not compile

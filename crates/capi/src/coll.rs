@@ -97,7 +97,7 @@ fn on_host(dtype: c_int, op: c_int) -> Option<Reduction> {
 
 /// The mode a collective with reduction `r` runs in: a module's operator
 /// only on the engines, whatever the group's mode.
-fn mode_for(r: &Reduction, group_mode: Mode) -> Mode {
+pub(crate) fn mode_for(r: &Reduction, group_mode: Mode) -> Mode {
     if is_module(r) {
         Mode::Offloaded
     } else {
@@ -105,7 +105,7 @@ fn mode_for(r: &Reduction, group_mode: Mode) -> Mode {
     }
 }
 
-unsafe fn start(group: *const outboard_group, out: *mut *mut outboard_request, kind: impl FnOnce(&outboard_group) -> Result<Kind, Error>) -> Result<(), Error> {
+pub(crate) unsafe fn start(group: *const outboard_group, out: *mut *mut outboard_request, kind: impl FnOnce(&outboard_group) -> Result<Kind, Error>) -> Result<(), Error> {
     let g = unsafe { deref(group, "group") }?;
     if out.is_null() {
         return Err(Error::arg("request is null"));

@@ -27,6 +27,10 @@ pub(crate) enum Kind {
     /// `module`: the name of the module that is its operator, which its
     /// failure names.
     Coll { req: CollRequest, out: *mut u8, len: usize, module: Option<Arc<str>> },
+    /// A collective whose result holds `blocks` of `out` (if not null),
+    /// each copied to the same offsets there: the v-forms' blocks, with
+    /// what lies between them untouched.
+    Placed { req: CollRequest, out: *mut u8, blocks: Vec<std::ops::Range<usize>>, module: Option<Arc<str>> },
     /// A send from a buffer the library allocated.
     Send { req: Request, buf: HostBuf },
     /// A receive into a buffer the library allocated, copied to `out`.
@@ -132,6 +136,20 @@ fn poll(r: &mut outboard_request) -> Result<Option<Finished>, Error> {
                         // SAFETY: the program promised `len` writable bytes
                         // at `out` until completion.
                         unsafe { std::ptr::copy_nonoverlapping(v.as_ptr(), *out, n) };
+                    }
+                    Ok(())
+                }
+                Some(Err(e)) => Err(Error::from(e).with_operator(module.as_deref())),
+            },
+            Kind::Placed { req, out, blocks, module } => match port.coll_test(req) {
+                None => return Ok(None),
+                Some(Ok(v)) => {
+                    if !out.is_null() {
+                        for b in blocks.iter().filter(|b| b.end <= v.len()) {
+                            // SAFETY: the program promised the blocks'
+                            // bytes at `out` writable until completion.
+                            unsafe { std::ptr::copy_nonoverlapping(v[b.clone()].as_ptr(), out.add(b.start), b.len()) };
+                        }
                     }
                     Ok(())
                 }

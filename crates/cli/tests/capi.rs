@@ -218,6 +218,28 @@ fn the_c_choices_test_passes_with_four_ranks_and_on_node_engines() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
+/// Allgather, gather, scatter, alltoall, reduce-scatter and the scans from
+/// C (`movement_test.c`), blocking and split-phase, both modes, their
+/// v-forms and in place, at lengths of 0, 1, odd and beyond a packet:
+/// with 1, 3 and 4 ranks, and with ranks sharing node engines.
+#[test]
+fn the_c_movement_test_passes_with_one_three_and_four_ranks_and_on_node_engines() {
+    if !gcc("the_c_movement_test_passes_with_one_three_and_four_ranks_and_on_node_engines") {
+        return;
+    }
+    let dir = scratch("movement");
+    let exe = dir.join("movement_test");
+    compile(&repo().join("crates/capi/c/movement_test.c"), &exe, &direct_flags());
+    for (n, launcher) in [(1, &[][..]), (3, &[][..]), (4, &[][..]), (4, &["--ranks-per-node", "2"][..])] {
+        let (o, so, se) = run_with(n, launcher, &exe);
+        assert!(o.status.success(), "{n} ranks {launcher:?}: stdout:\n{so}\nstderr:\n{se}");
+        for r in 0..n {
+            assert!(so.contains(&format!("[{r}] rank {r}: movement: all ")), "{n} ranks {launcher:?}: rank {r} did not finish:\n{so}\n{se}");
+        }
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}
+
 /// Application bypass from C (`bypass_test.c`) with 4 ranks, each
 /// delivery, with an engine per rank and on node engines (whose process
 /// interrupts the rank's): an inner rank away computing does not hold up

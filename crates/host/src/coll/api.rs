@@ -13,6 +13,7 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use outboard_engine::{GroupId, HostBuf, MemberList, Reduction};
 
 use super::group::{IdPool, ScheduleKey};
+use super::movement::View;
 use super::run::{piece_len, CollRun, Spec};
 use super::{
     AllreduceAlgorithm, BarrierAlgorithm, BcastMode, CollectiveError, Group, Mode, ReduceAlgorithm, TreeShape,
@@ -40,6 +41,8 @@ struct CollOp<P: PortIo> {
     /// Requests hand their results back in start order per group and mode.
     mode: BcastMode,
     want_result: bool,
+    /// The part of the run's result the caller gets.
+    view: View,
     /// What runs it; `None` once finished.
     run: Option<Box<dyn CollRun<P>>>,
     result: Option<Result<Vec<u8>, HostError>>,
@@ -107,17 +110,36 @@ impl<P: PortIo> CollState<P> {
 }
 
 impl<P: PortIo> Port<P> {
-    fn start_coll(
+    pub(super) fn start_coll(
         &mut self,
         g: &mut Group,
         mode: BcastMode,
         spec: Spec<'_>,
+    ) -> Result<CollRequest, HostError> {
+        self.start_coll_viewed(g, mode, spec, View::Whole)
+    }
+
+    /// [`Port::start_coll`], handing back only `view` of the result.
+    pub(super) fn start_coll_viewed(
+        &mut self,
+        g: &mut Group,
+        mode: BcastMode,
+        spec: Spec<'_>,
+        view: View,
     ) -> Result<CollRequest, HostError> {
         self.register_group(g)?;
         let spec = Spec {
             key: self.key_for_len(g.size(), mode, spec.key, spec.data.len()),
             ..spec
         };
+        self.check_reduction(mode, &spec)?;
+        let run = self.start_run(g, mode, &spec)?;
+        Ok(self.enqueue(g, mode, run, spec.want_result, view))
+    }
+
+    /// Refuses a reduction the engine would refuse, or one a host-based
+    /// run cannot combine, before any member waits.
+    pub(super) fn check_reduction(&self, mode: BcastMode, spec: &Spec<'_>) -> Result<(), HostError> {
         if let Some(r) = spec.reduction {
             r.validate().map_err(CollectiveError::from)?;
             if matches!(r.op, outboard_engine::ReduceOp::Module { .. }) && mode != BcastMode::Offloaded {
@@ -127,7 +149,11 @@ impl<P: PortIo> Port<P> {
             r.check_len(spec.data.len())
                 .map_err(CollectiveError::from)?;
         }
-        let run = self.start_run(g, mode, &spec)?;
+        Ok(())
+    }
+
+    /// Takes `run` into the port's bookkeeping as a new request of `g`.
+    pub(super) fn enqueue(&mut self, g: &Group, mode: BcastMode, run: Box<dyn CollRun<P>>, want_result: bool, view: View) -> CollRequest {
         let id = self.coll.next_id;
         self.coll.next_id += 1;
         self.coll.backlog.extend((0..run.backlog()).map(|i| (id, i)));
@@ -136,7 +162,8 @@ impl<P: PortIo> Port<P> {
             CollOp {
                 group: g.id(),
                 mode,
-                want_result: spec.want_result,
+                want_result,
+                view,
                 run: Some(run),
                 result: None,
             },
@@ -144,13 +171,13 @@ impl<P: PortIo> Port<P> {
         // Post what can be posted now: a host-based collective sends its
         // first messages at once.
         self.progress();
-        Ok(CollRequest { id })
+        CollRequest { id }
     }
 
     /// `key` with a link-derived postal tree resolved for the unit the
     /// tree forwards in `mode`: the whole message host-based, one piece
     /// offloaded or NIC-assisted.
-    fn key_for_len(&self, n: u32, mode: BcastMode, key: ScheduleKey, len: usize) -> ScheduleKey {
+    pub(super) fn key_for_len(&self, n: u32, mode: BcastMode, key: ScheduleKey, len: usize) -> ScheduleKey {
         let piece = piece_len(self.io_ref(), mode);
         let unit = u32::try_from(len).unwrap_or(u32::MAX).min(piece);
         match key {
@@ -225,7 +252,7 @@ impl<P: PortIo> Port<P> {
                         (Err(_), Some(setup)) if needs_install => Err(*setup),
                         (r, _) => r,
                     };
-                    op.result = Some(r.map(|v| if op.want_result { v } else { Vec::new() }));
+                    op.result = Some(r.map(|v| if op.want_result { op.view.of(v) } else { Vec::new() }));
                 }
             }
         }
@@ -291,7 +318,7 @@ impl<P: PortIo> Port<P> {
         }
     }
 
-    fn check_root(g: &Group, root: u32) -> Result<(), HostError> {
+    pub(super) fn check_root(g: &Group, root: u32) -> Result<(), HostError> {
         if root >= g.size() {
             return Err(CollectiveError::RootOutOfRange {
                 root,

@@ -57,6 +57,9 @@ pub(crate) fn count(len: usize, elem: usize, roots: u32, unit: usize) -> usize {
 #[derive(Debug)]
 pub(crate) struct BlocksRun {
     parts: Vec<Part>,
+    /// The one part whose result the run hands back (a reduce-scatter's
+    /// own block); `None`: all of them, joined.
+    keep: Option<usize>,
     /// (part, its backlog entry) for each of this run's backlog entries,
     /// parts in order: the port posts them in that order.
     backlog: Vec<(usize, usize)>,
@@ -90,7 +93,13 @@ impl BlocksRun {
     pub fn new<P: PortIo>(runs: Vec<BlockRun>) -> BlocksRun {
         let mut parts: Vec<Part> = runs.into_iter().map(|run| Part { run, result: None }).collect();
         let backlog = parts.iter_mut().enumerate().flat_map(|(p, part)| (0..part.run.run::<P>().backlog()).map(move |i| (p, i))).collect();
-        BlocksRun { parts, backlog }
+        BlocksRun { parts, backlog, keep: None }
+    }
+
+    /// The run of `runs` that hands back only part `keep`'s result (the
+    /// first failure in part order all the same).
+    pub fn keeping<P: PortIo>(runs: Vec<BlockRun>, keep: usize) -> BlocksRun {
+        BlocksRun { keep: Some(keep), ..BlocksRun::new::<P>(runs) }
     }
 }
 
@@ -137,9 +146,10 @@ impl<P: PortIo> CollRun<P> for BlocksRun {
             return None;
         }
         let mut out = Vec::new();
-        for p in std::mem::take(&mut self.parts) {
+        for (i, p) in std::mem::take(&mut self.parts).into_iter().enumerate() {
             match p.result.expect("all finished") {
-                Ok(v) => out.extend_from_slice(&v),
+                Ok(v) if self.keep.is_none_or(|k| k == i) => out.extend_from_slice(&v),
+                Ok(_) => {}
                 Err(e) => return Some(Err(e)),
             }
         }

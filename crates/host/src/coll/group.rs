@@ -66,6 +66,10 @@ pub(crate) enum ScheduleKey {
     NodeReduceAt(TreeShape, u32, u32),
     /// The network-then-node form of a broadcast from a root on a tree.
     NodeBcast(TreeShape, u32),
+    /// An inclusive scan on a chain in rank order ([`s::scan_chain`]).
+    Scan,
+    /// An exclusive scan on a chain in rank order ([`s::exscan_chain`]).
+    Exscan,
 }
 
 /// Schedule numbers from this bit up are handed out in order of first use
@@ -194,6 +198,8 @@ pub(crate) fn describe_choice(mode: BcastMode, key: ScheduleKey, nic_protocol: b
         ScheduleKey::Bcast(t, _) => format!("broadcast {mode} {}", describe_tree(t)),
         ScheduleKey::Allreduce(a) => format!("allreduce {mode} {}", describe_allreduce(a)),
         ScheduleKey::AllreduceAt(t, root) => format!("allreduce {mode} {} rooted at rank {root}", describe_tree(t)),
+        ScheduleKey::Scan => format!("scan {mode} chain"),
+        ScheduleKey::Exscan => format!("exclusive scan {mode} chain"),
         k => unreachable!("flat() left a node form: {k:?}"),
     }
 }
@@ -510,6 +516,8 @@ pub(crate) fn schedule_for(
         ScheduleKey::Allreduce(AllreduceAlgorithm::Auto(_)) => {
             unreachable!("a call resolves an allreduce by length (Port::key_for_len) before it takes a schedule")
         }
+        ScheduleKey::Scan => s::scan_chain(rank, size),
+        ScheduleKey::Exscan => s::exscan_chain(rank, size),
         // Node forms need the members' nodes: `Group::schedule_of`
         // builds them; a flat schedule in their place would run a
         // different collective than the node-mates' forms.

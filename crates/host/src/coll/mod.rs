@@ -16,12 +16,15 @@
 //!   a call's mode starts one.
 //! - `setup`: groups registered at the port and installed at the engine.
 //! - `api`: the split-phase calls on [`crate::Port`].
+//! - `movement`: allgather, gather, scatter, alltoall, reduce-scatter and
+//!   the scans, on the same schedules and both modes.
 //! - `split`: `Port::split` (MPI_Comm_split).
 
 mod api;
 pub(crate) mod blocks;
 mod group;
 mod hostbased;
+mod movement;
 mod nicassist;
 mod offload;
 mod options;
@@ -40,6 +43,7 @@ use thiserror::Error;
 
 pub(crate) use api::CollState;
 pub use api::CollRequest;
+pub use movement::Layout;
 pub use options::{
     AllreduceAlgorithm, BarrierAlgorithm, BarrierProtocol, BcastMode, CollDefaults, Mode, ReduceAlgorithm, TreeShape,
 };
@@ -98,6 +102,10 @@ pub enum CollectiveError {
         /// This member's schedule number.
         ours: u16,
     },
+    /// Blocks of a gather, scatter, allgather or reduce-scatter that
+    /// overlap, hold partial elements, or are not one per member.
+    #[error("bad block layout: {0}")]
+    BadLayout(&'static str),
     /// A tree that is not a spanning tree, or a degree of 0.
     #[error("bad tree: {0}")]
     BadTree(&'static str),

@@ -154,12 +154,19 @@ impl<P: PortIo> Port<P> {
                 data: &spec.data[range],
                 ..*spec
             };
-            runs.push(match mode {
-                BcastMode::HostBased => BlockRun::HostBased(Box::new(start_host_based(g, &part)?)),
-                _ => BlockRun::Offloaded(self.start_offloaded(g, &part)?),
-            });
+            runs.push(self.block_run(g, mode, &part)?);
         }
         Ok(BlocksRun::new::<P>(runs))
+    }
+
+    /// One part of a run of several collectives ([`BlocksRun`]): the
+    /// usual host-based run of `spec` in that mode, the offloaded one
+    /// otherwise.
+    pub(super) fn block_run(&mut self, g: &mut Group, mode: BcastMode, spec: &Spec<'_>) -> Result<BlockRun, HostError> {
+        Ok(match mode {
+            BcastMode::HostBased => BlockRun::HostBased(Box::new(start_host_based(g, spec)?)),
+            _ => BlockRun::Offloaded(self.start_offloaded(g, spec)?),
+        })
     }
 
     fn start_offloaded(&mut self, g: &mut Group, spec: &Spec<'_>) -> Result<OffRun, HostError> {

@@ -143,6 +143,41 @@ pub fn allreduce_recursive_doubling(rank: u32, size: u32) -> Schedule {
     pairwise(rank, size, Fold::Combine)
 }
 
+/// Inclusive scan on a chain in rank order: rank `r` folds rank `r - 1`'s
+/// prefix in as the left operand, then hands the result to `r + 1`, so
+/// rank `r` ends with `v0 op v1 op ... op vr` combined left to right (any
+/// associative operation, commutative or not). `size - 1` hops: the
+/// latency-bound form, whose every message is one element vector long.
+pub fn scan_chain(rank: u32, size: u32) -> Schedule {
+    let mut steps = Vec::new();
+    if rank > 0 {
+        steps.push(Step::recv([rank - 1], Fold::Combine));
+    }
+    if rank + 1 < size {
+        steps.push(Step::send([rank + 1]));
+    }
+    Schedule::new(steps)
+}
+
+/// Exclusive scan on a chain: the inclusive chain ([`scan_chain`]), each
+/// rank sending its prefix twice, and each rank's value then replaced by
+/// the second copy of its predecessor's prefix, `v0 op ... op v(r-1)`.
+/// Rank 0's value is its own contribution (MPI leaves it undefined).
+pub fn exscan_chain(rank: u32, size: u32) -> Schedule {
+    let mut steps = Vec::new();
+    if rank > 0 {
+        steps.push(Step::recv([rank - 1], Fold::Combine));
+    }
+    if rank + 1 < size {
+        steps.push(Step::send([rank + 1]));
+        steps.push(Step::send([rank + 1]));
+    }
+    if rank > 0 {
+        steps.push(Step::recv([rank - 1], Fold::Replace));
+    }
+    Schedule::new(steps)
+}
+
 /// Dissemination barrier: in round k send to `rank + 2^k`, wait for
 /// `rank - 2^k` (mod size); ceil(log2 size) rounds for any size.
 pub fn barrier_dissemination(rank: u32, size: u32) -> Schedule {

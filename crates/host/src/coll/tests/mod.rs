@@ -3,6 +3,7 @@
 
 mod bcast;
 mod harness;
+mod movement;
 mod network;
 mod nic_protocol;
 mod reference_checks;

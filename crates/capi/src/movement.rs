@@ -1,0 +1,384 @@
+//! Allgather, gather, scatter, alltoall, reduce-scatter and the scans on a
+//! group, blocking and split-phase, in the group's mode (a module's
+//! operator: offloaded). Data-movement calls count bytes; the v-forms
+//! take a count and a displacement in bytes per rank, which every rank
+//! passes alike. How each runs: `outboard_host`'s `Layout` and the
+//! `movement` module of its collectives.
+
+use std::ffi::{c_int, c_void};
+use std::ops::Range;
+
+use outboard_host::{Layout, Mode, Reduction};
+
+use crate::coll::{mode_for, operator, start};
+use crate::error::{bytes, Error};
+use crate::group::outboard_group;
+use crate::request::{finish, outboard_request, Kind};
+
+/// `n` byte counts or displacements at `p` (one per rank of the group).
+unsafe fn per_rank<'a>(p: *const usize, n: u32, what: &str) -> Result<&'a [usize], Error> {
+    if p.is_null() {
+        return Err(Error::arg(format!("{what} is null (one entry per rank is needed)")));
+    }
+    // SAFETY: the caller promises one entry per rank of the group.
+    Ok(unsafe { std::slice::from_raw_parts(p, n as usize) })
+}
+
+/// The layout of `counts` and `displs` (null `displs`: blocks one after
+/// the other).
+unsafe fn layout(counts: *const usize, displs: *const usize, n: u32) -> Result<Layout, Error> {
+    let counts = unsafe { per_rank(counts, n, "counts") }?;
+    let l = if displs.is_null() {
+        Layout::packed(counts)
+    } else {
+        Layout::new(counts, unsafe { per_rank(displs, n, "displs") }?)
+    };
+    l.map_err(|e| Error::arg(e.to_string()))
+}
+
+/// This rank's contribution: `sendbuf`, or (null: in place) its block of
+/// `recvbuf`.
+unsafe fn own_block<'a>(sendbuf: *const c_void, recvbuf: *mut c_void, block: Range<usize>) -> Result<&'a [u8], Error> {
+    if sendbuf.is_null() {
+        let all = unsafe { bytes(recvbuf, block.end, "recvbuf (in place)") }?;
+        return Ok(&all[block]);
+    }
+    unsafe { bytes(sendbuf, block.len(), "sendbuf") }
+}
+
+/// A request whose result's `blocks` land at the same offsets of `out`
+/// (gaps between them untouched); `out` null: the rank gets nothing.
+fn placed(req: outboard_host::CollRequest, out: *mut c_void, blocks: Vec<Range<usize>>, module: Option<std::sync::Arc<str>>) -> Kind {
+    Kind::Placed { req, out: out.cast(), blocks, module }
+}
+
+/// Starts an allgather of `len` bytes per rank: `recvbuf` gets rank `r`'s
+/// `sendbuf` at offset `r * len`. `sendbuf` null: in place (this rank's
+/// data is already at its offset of `recvbuf`).
+#[no_mangle]
+pub unsafe extern "C" fn outboard_allgather_start(group: *const outboard_group, sendbuf: *const c_void, len: usize, recvbuf: *mut c_void, req: *mut *mut outboard_request) -> c_int {
+    crate::error::guard(|| unsafe {
+        start(group, req, |g| {
+            let l = Layout::even(g.size, len);
+            allgather_kind(g, sendbuf, recvbuf, &l)
+        })
+    })
+}
+
+/// Starts an allgatherv: rank `r` contributes `counts[r]` bytes, which land
+/// at `recvbuf + displs[r]` everywhere (`displs` null: one after the
+/// other). Every rank passes the same `counts` and `displs`; blocks must
+/// not overlap. `sendbuf` null: in place.
+#[no_mangle]
+pub unsafe extern "C" fn outboard_allgatherv_start(
+    group: *const outboard_group,
+    sendbuf: *const c_void,
+    recvbuf: *mut c_void,
+    counts: *const usize,
+    displs: *const usize,
+    req: *mut *mut outboard_request,
+) -> c_int {
+    crate::error::guard(|| unsafe {
+        start(group, req, |g| {
+            let l = layout(counts, displs, g.size)?;
+            allgather_kind(g, sendbuf, recvbuf, &l)
+        })
+    })
+}
+
+unsafe fn allgather_kind(g: &outboard_group, sendbuf: *const c_void, recvbuf: *mut c_void, l: &Layout) -> Result<Kind, Error> {
+    if l.extent() > 0 && recvbuf.is_null() {
+        return Err(Error::arg("recvbuf is null"));
+    }
+    let data = unsafe { own_block(sendbuf, recvbuf, l.block(g.rank)) }?;
+    let r = g.with(|g, w| {
+        let d = g.defaults();
+        Ok(w.port().start_allgather(g, d.mode, d.allreduce, l, data)?)
+    })?;
+    Ok(placed(r, recvbuf, (0..l.members()).map(|q| l.block(q)).collect(), None))
+}
+
+/// Starts a gather of `len` bytes per rank to `root`, whose `recvbuf` gets
+/// rank `r`'s data at offset `r * len` (ignored elsewhere, may be null).
+/// `sendbuf` null at the root: in place.
+#[no_mangle]
+pub unsafe extern "C" fn outboard_gather_start(group: *const outboard_group, sendbuf: *const c_void, len: usize, recvbuf: *mut c_void, root: u32, req: *mut *mut outboard_request) -> c_int {
+    crate::error::guard(|| unsafe { start(group, req, |g| gather_kind(g, sendbuf, recvbuf, &Layout::even(g.size, len), root)) })
+}
+
+/// Starts a gatherv to `root`: rank `r` contributes `counts[r]` bytes,
+/// which land at the root's `recvbuf + displs[r]`. Unlike MPI, every rank
+/// passes `counts` and `displs` (the same everywhere).
+#[no_mangle]
+pub unsafe extern "C" fn outboard_gatherv_start(
+    group: *const outboard_group,
+    sendbuf: *const c_void,
+    recvbuf: *mut c_void,
+    counts: *const usize,
+    displs: *const usize,
+    root: u32,
+    req: *mut *mut outboard_request,
+) -> c_int {
+    crate::error::guard(|| unsafe {
+        start(group, req, |g| {
+            let l = layout(counts, displs, g.size)?;
+            gather_kind(g, sendbuf, recvbuf, &l, root)
+        })
+    })
+}
+
+unsafe fn gather_kind(g: &outboard_group, sendbuf: *const c_void, recvbuf: *mut c_void, l: &Layout, root: u32) -> Result<Kind, Error> {
+    let at_root = g.rank == root;
+    if at_root && l.extent() > 0 && recvbuf.is_null() {
+        return Err(Error::arg("recvbuf is null at the root"));
+    }
+    if !at_root && sendbuf.is_null() && !l.block(g.rank).is_empty() {
+        return Err(Error::arg("sendbuf is null (in place is for the root)"));
+    }
+    let data = unsafe { own_block(sendbuf, recvbuf, l.block(g.rank)) }?;
+    let r = g.with(|g, w| {
+        let d = g.defaults();
+        Ok(w.port().start_gather(g, d.mode, d.reduce, root, l, data)?)
+    })?;
+    let out = if at_root { recvbuf } else { std::ptr::null_mut() };
+    Ok(placed(r, out, (0..l.members()).map(|q| l.block(q)).collect(), None))
+}
+
+/// Starts a scatter of `len` bytes per rank from `root`, whose `sendbuf`
+/// holds rank `r`'s block at offset `r * len` (ignored elsewhere). Each
+/// rank's block lands in its `recvbuf` (null at the root: kept in place).
+#[no_mangle]
+pub unsafe extern "C" fn outboard_scatter_start(group: *const outboard_group, sendbuf: *const c_void, len: usize, recvbuf: *mut c_void, root: u32, req: *mut *mut outboard_request) -> c_int {
+    crate::error::guard(|| unsafe { start(group, req, |g| scatter_kind(g, sendbuf, recvbuf, &Layout::even(g.size, len), root)) })
+}
+
+/// Starts a scatterv from `root`: rank `r` gets the `counts[r]` bytes at
+/// the root's `sendbuf + displs[r]`. Unlike MPI, every rank passes
+/// `counts` and `displs` (the same everywhere).
+#[no_mangle]
+pub unsafe extern "C" fn outboard_scatterv_start(
+    group: *const outboard_group,
+    sendbuf: *const c_void,
+    counts: *const usize,
+    displs: *const usize,
+    recvbuf: *mut c_void,
+    root: u32,
+    req: *mut *mut outboard_request,
+) -> c_int {
+    crate::error::guard(|| unsafe {
+        start(group, req, |g| {
+            let l = layout(counts, displs, g.size)?;
+            scatter_kind(g, sendbuf, recvbuf, &l, root)
+        })
+    })
+}
+
+unsafe fn scatter_kind(g: &outboard_group, sendbuf: *const c_void, recvbuf: *mut c_void, l: &Layout, root: u32) -> Result<Kind, Error> {
+    let at_root = g.rank == root;
+    let mine = l.block(g.rank).len();
+    if !at_root && mine > 0 && recvbuf.is_null() {
+        return Err(Error::arg("recvbuf is null"));
+    }
+    let data = if at_root { unsafe { bytes(sendbuf, l.extent(), "sendbuf at the root") }? } else { &[] };
+    let r = g.with(|g, w| {
+        let d = g.defaults();
+        Ok(w.port().start_scatter(g, d.mode, d.tree, root, l, data)?)
+    })?;
+    Ok(placed(r, recvbuf, vec![0..mine], None))
+}
+
+/// Starts an alltoall of `len` bytes per pair: block `j` of this rank's
+/// `sendbuf` (offset `j * len`) goes to rank `j`, and rank `i`'s block for
+/// this rank lands at offset `i * len` of `recvbuf`.
+#[no_mangle]
+pub unsafe extern "C" fn outboard_alltoall_start(group: *const outboard_group, sendbuf: *const c_void, len: usize, recvbuf: *mut c_void, req: *mut *mut outboard_request) -> c_int {
+    crate::error::guard(|| unsafe {
+        start(group, req, |g| {
+            let total = len.checked_mul(g.size as usize).ok_or_else(|| Error::arg("len too large"))?;
+            if total > 0 && recvbuf.is_null() {
+                return Err(Error::arg("recvbuf is null"));
+            }
+            let src = if sendbuf.is_null() { recvbuf.cast_const() } else { sendbuf };
+            let data = bytes(src, total, "sendbuf")?;
+            let r = g.with(|g, w| {
+                let d = g.defaults();
+                Ok(w.port().start_alltoall(g, d.mode, d.allreduce, len, data)?)
+            })?;
+            Ok(placed(r, recvbuf, vec![0..total], None))
+        })
+    })
+}
+
+/// Starts a reduce-scatter of `count` elements per rank (MPI's
+/// reduce-scatter-block): `sendbuf` holds `size * count` elements, and
+/// this rank's `recvbuf` gets the combination over ranks of block `rank`.
+/// `sendbuf` null: the data is in `recvbuf`, which must hold all of it.
+#[no_mangle]
+pub unsafe extern "C" fn outboard_reduce_scatter_block_start(
+    group: *const outboard_group,
+    sendbuf: *const c_void,
+    recvbuf: *mut c_void,
+    count: usize,
+    dtype: c_int,
+    op: c_int,
+    req: *mut *mut outboard_request,
+) -> c_int {
+    crate::error::guard(|| unsafe {
+        let (red, module) = operator(dtype, op)?;
+        let len = count.checked_mul(red.dtype.size()).ok_or_else(|| Error::arg("count too large"))?;
+        start(group, req, |g| reduce_scatter_kind(g, sendbuf, recvbuf, &Layout::even(g.size, len), red, module))
+    })
+}
+
+/// Starts a reduce-scatter: rank `r` gets the combination over ranks of
+/// the `counts[r]` elements that follow the blocks of ranks below it in
+/// `sendbuf`. `sendbuf` null: the data is in `recvbuf`, which must hold
+/// all of it.
+#[no_mangle]
+pub unsafe extern "C" fn outboard_reduce_scatter_start(
+    group: *const outboard_group,
+    sendbuf: *const c_void,
+    recvbuf: *mut c_void,
+    counts: *const usize,
+    dtype: c_int,
+    op: c_int,
+    req: *mut *mut outboard_request,
+) -> c_int {
+    crate::error::guard(|| unsafe {
+        let (red, module) = operator(dtype, op)?;
+        start(group, req, |g| {
+            let counts = per_rank(counts, g.size, "counts")?;
+            let bytes: Vec<usize> = counts.iter().map(|c| c.checked_mul(red.dtype.size()).ok_or_else(|| Error::arg("a count is too large"))).collect::<Result<_, _>>()?;
+            let l = Layout::packed(&bytes).map_err(|e| Error::arg(e.to_string()))?;
+            reduce_scatter_kind(g, sendbuf, recvbuf, &l, red, module)
+        })
+    })
+}
+
+unsafe fn reduce_scatter_kind(g: &outboard_group, sendbuf: *const c_void, recvbuf: *mut c_void, l: &Layout, red: Reduction, module: Option<std::sync::Arc<str>>) -> Result<Kind, Error> {
+    let mine = l.block(g.rank).len();
+    if mine > 0 && recvbuf.is_null() {
+        return Err(Error::arg("recvbuf is null"));
+    }
+    let src = if sendbuf.is_null() { recvbuf.cast_const() } else { sendbuf };
+    let data = unsafe { bytes(src, l.extent(), "sendbuf") }?;
+    let r = g.with(|g, w| {
+        let d = g.defaults();
+        Ok(w.port().start_reduce_scatter(g, mode_for(&red, d.mode), d.reduce.shape(), red, l, data)?)
+    })?;
+    Ok(placed(r, recvbuf, vec![0..mine], module))
+}
+
+/// Starts an inclusive scan of `count` elements: rank `r`'s `recvbuf` gets
+/// the combination of ranks 0 to `r`'s `sendbuf`, left to right.
+/// `sendbuf` null: in place.
+#[no_mangle]
+pub unsafe extern "C" fn outboard_scan_start(group: *const outboard_group, sendbuf: *const c_void, recvbuf: *mut c_void, count: usize, dtype: c_int, op: c_int, req: *mut *mut outboard_request) -> c_int {
+    crate::error::guard(|| unsafe { scan_start(group, sendbuf, recvbuf, count, dtype, op, req, false) })
+}
+
+/// Starts an exclusive scan: rank `r`'s `recvbuf` gets the combination of
+/// ranks 0 to `r - 1`'s `sendbuf`; rank 0's `recvbuf` is left untouched.
+#[no_mangle]
+pub unsafe extern "C" fn outboard_exscan_start(group: *const outboard_group, sendbuf: *const c_void, recvbuf: *mut c_void, count: usize, dtype: c_int, op: c_int, req: *mut *mut outboard_request) -> c_int {
+    crate::error::guard(|| unsafe { scan_start(group, sendbuf, recvbuf, count, dtype, op, req, true) })
+}
+
+#[allow(clippy::too_many_arguments)]
+unsafe fn scan_start(group: *const outboard_group, sendbuf: *const c_void, recvbuf: *mut c_void, count: usize, dtype: c_int, op: c_int, req: *mut *mut outboard_request, exclusive: bool) -> Result<(), Error> {
+    let (red, module) = operator(dtype, op)?;
+    let len = count.checked_mul(red.dtype.size()).ok_or_else(|| Error::arg("count too large"))?;
+    if len > 0 && recvbuf.is_null() {
+        return Err(Error::arg("recvbuf is null"));
+    }
+    unsafe {
+        start(group, req, |g| {
+            let src = if sendbuf.is_null() { recvbuf.cast_const() } else { sendbuf };
+            let data = bytes(src, len, "sendbuf")?;
+            let r = g.with(|g, w| {
+                let mode: Mode = mode_for(&red, g.defaults().mode);
+                let p = w.port();
+                Ok(if exclusive { p.start_exscan(g, mode, red, data)? } else { p.start_scan(g, mode, red, data)? })
+            })?;
+            Ok(placed(r, recvbuf, vec![0..len], module))
+        })
+    }
+}
+
+/// Blocking allgather (see [`outboard_allgather_start`]).
+#[no_mangle]
+pub unsafe extern "C" fn outboard_allgather(group: *const outboard_group, sendbuf: *const c_void, len: usize, recvbuf: *mut c_void) -> c_int {
+    let mut r = std::ptr::null_mut();
+    unsafe { finish(outboard_allgather_start(group, sendbuf, len, recvbuf, &mut r), r) }
+}
+
+/// Blocking allgatherv (see [`outboard_allgatherv_start`]).
+#[no_mangle]
+pub unsafe extern "C" fn outboard_allgatherv(group: *const outboard_group, sendbuf: *const c_void, recvbuf: *mut c_void, counts: *const usize, displs: *const usize) -> c_int {
+    let mut r = std::ptr::null_mut();
+    unsafe { finish(outboard_allgatherv_start(group, sendbuf, recvbuf, counts, displs, &mut r), r) }
+}
+
+/// Blocking gather (see [`outboard_gather_start`]).
+#[no_mangle]
+pub unsafe extern "C" fn outboard_gather(group: *const outboard_group, sendbuf: *const c_void, len: usize, recvbuf: *mut c_void, root: u32) -> c_int {
+    let mut r = std::ptr::null_mut();
+    unsafe { finish(outboard_gather_start(group, sendbuf, len, recvbuf, root, &mut r), r) }
+}
+
+/// Blocking gatherv (see [`outboard_gatherv_start`]).
+#[no_mangle]
+pub unsafe extern "C" fn outboard_gatherv(group: *const outboard_group, sendbuf: *const c_void, recvbuf: *mut c_void, counts: *const usize, displs: *const usize, root: u32) -> c_int {
+    let mut r = std::ptr::null_mut();
+    unsafe { finish(outboard_gatherv_start(group, sendbuf, recvbuf, counts, displs, root, &mut r), r) }
+}
+
+/// Blocking scatter (see [`outboard_scatter_start`]).
+#[no_mangle]
+pub unsafe extern "C" fn outboard_scatter(group: *const outboard_group, sendbuf: *const c_void, len: usize, recvbuf: *mut c_void, root: u32) -> c_int {
+    let mut r = std::ptr::null_mut();
+    unsafe { finish(outboard_scatter_start(group, sendbuf, len, recvbuf, root, &mut r), r) }
+}
+
+/// Blocking scatterv (see [`outboard_scatterv_start`]).
+#[no_mangle]
+pub unsafe extern "C" fn outboard_scatterv(group: *const outboard_group, sendbuf: *const c_void, counts: *const usize, displs: *const usize, recvbuf: *mut c_void, root: u32) -> c_int {
+    let mut r = std::ptr::null_mut();
+    unsafe { finish(outboard_scatterv_start(group, sendbuf, counts, displs, recvbuf, root, &mut r), r) }
+}
+
+/// Blocking alltoall (see [`outboard_alltoall_start`]).
+#[no_mangle]
+pub unsafe extern "C" fn outboard_alltoall(group: *const outboard_group, sendbuf: *const c_void, len: usize, recvbuf: *mut c_void) -> c_int {
+    let mut r = std::ptr::null_mut();
+    unsafe { finish(outboard_alltoall_start(group, sendbuf, len, recvbuf, &mut r), r) }
+}
+
+/// Blocking reduce-scatter-block (see
+/// [`outboard_reduce_scatter_block_start`]).
+#[no_mangle]
+pub unsafe extern "C" fn outboard_reduce_scatter_block(group: *const outboard_group, sendbuf: *const c_void, recvbuf: *mut c_void, count: usize, dtype: c_int, op: c_int) -> c_int {
+    let mut r = std::ptr::null_mut();
+    unsafe { finish(outboard_reduce_scatter_block_start(group, sendbuf, recvbuf, count, dtype, op, &mut r), r) }
+}
+
+/// Blocking reduce-scatter (see [`outboard_reduce_scatter_start`]).
+#[no_mangle]
+pub unsafe extern "C" fn outboard_reduce_scatter(group: *const outboard_group, sendbuf: *const c_void, recvbuf: *mut c_void, counts: *const usize, dtype: c_int, op: c_int) -> c_int {
+    let mut r = std::ptr::null_mut();
+    unsafe { finish(outboard_reduce_scatter_start(group, sendbuf, recvbuf, counts, dtype, op, &mut r), r) }
+}
+
+/// Blocking inclusive scan (see [`outboard_scan_start`]).
+#[no_mangle]
+pub unsafe extern "C" fn outboard_scan(group: *const outboard_group, sendbuf: *const c_void, recvbuf: *mut c_void, count: usize, dtype: c_int, op: c_int) -> c_int {
+    let mut r = std::ptr::null_mut();
+    unsafe { finish(outboard_scan_start(group, sendbuf, recvbuf, count, dtype, op, &mut r), r) }
+}
+
+/// Blocking exclusive scan (see [`outboard_exscan_start`]).
+#[no_mangle]
+pub unsafe extern "C" fn outboard_exscan(group: *const outboard_group, sendbuf: *const c_void, recvbuf: *mut c_void, count: usize, dtype: c_int, op: c_int) -> c_int {
+    let mut r = std::ptr::null_mut();
+    unsafe { finish(outboard_exscan_start(group, sendbuf, recvbuf, count, dtype, op, &mut r), r) }
+}

@@ -1,0 +1,348 @@
+//! The data-movement collectives - allgather, gather, scatter, alltoall,
+//! reduce-scatter - and the scans, built on the engine's one collective
+//! model: a member's value goes to some ranks at each step, and packets
+//! received are folded into it.
+//!
+//! # How each one runs
+//!
+//! A member's block travels in a buffer the size of the whole result (the
+//! [`Layout`]'s extent), zero everywhere but where the member's own block
+//! lies:
+//!
+//! - **allgather** is an allreduce of those buffers with bitwise or on
+//!   64-bit words: blocks do not overlap, so or-ing places each one, bit
+//!   for bit, whatever the order of combination. By length it runs as the
+//!   allreduce does: recursive doubling (the allgather's own short-data
+//!   algorithm: log2 n steps) for short data, block trees for long.
+//! - **gather** is the reduce of the same buffers to the root.
+//! - **scatter** is a broadcast of the root's whole buffer; each member
+//!   keeps its block.
+//! - **alltoall** is an allgather of every member's row of the n x n
+//!   matrix of blocks; each member keeps its column.
+//! - **reduce-scatter**: short data is an allreduce of which each member
+//!   keeps its block; long data is one tree reduce per block, rooted at
+//!   the block's owner, all started at once, so every member sends each
+//!   block once.
+//! - **scan** and **exclusive scan** run on a chain in rank order
+//!   ([`super::schedules::scan_chain`]), each rank folding its
+//!   predecessor's prefix in as the left operand.
+//!
+//! Both modes run these same schedules, offloaded (the engines place,
+//! combine and forward without the hosts) or host-based.
+//!
+//! # What it costs
+//!
+//! Every message carries the whole buffer, not only the blocks its sender
+//! has gathered so far: recursive doubling moves `log2 n` times the result
+//! per member where the bandwidth-optimal allgather moves `(n - 1) / n`
+//! times it. Short data is latency-bound and loses nothing; long data
+//! moves several times the bytes (an alltoall `n` times the data it
+//! delivers), which is why the MPI library takes these over only up to a
+//! length of its own.
+
+use std::ops::Range;
+
+use outboard_engine::{CollError, Datatype, ReduceOp, Reduction};
+
+use super::blocks::{BlockRun, BlocksRun};
+use super::group::ScheduleKey;
+use super::run::Spec;
+use super::{AllreduceAlgorithm, BcastMode, CollRequest, CollectiveError, Group, Mode, ReduceAlgorithm, TreeShape};
+use crate::{HostError, Port, PortIo};
+
+/// Bitwise or on 64-bit words: combining zero-padded blocks that do not
+/// overlap places each block whatever the order.
+const PLACE: Reduction = Reduction { op: ReduceOp::Bor, dtype: Datatype::U64 };
+
+/// Where each member's block lies in a collective's assembled buffer, in
+/// bytes (MPI's counts and displacements times the element size). Blocks
+/// may leave gaps but never overlap.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Layout {
+    blocks: Vec<Range<usize>>,
+}
+
+impl Layout {
+    /// `members` blocks of `len` bytes each, one after the other.
+    pub fn even(members: u32, len: usize) -> Layout {
+        Layout { blocks: (0..members as usize).map(|r| r * len..(r + 1) * len).collect() }
+    }
+
+    /// Blocks of `counts[r]` bytes at offset `displs[r]`, one per member.
+    pub fn new(counts: &[usize], displs: &[usize]) -> Result<Layout, CollectiveError> {
+        if counts.len() != displs.len() {
+            return Err(CollectiveError::BadLayout("as many counts as displacements are needed"));
+        }
+        let mut blocks = Vec::with_capacity(counts.len());
+        for (&c, &d) in counts.iter().zip(displs) {
+            let end = d.checked_add(c).ok_or(CollectiveError::BadLayout("a block ends beyond the address space"))?;
+            blocks.push(d..end);
+        }
+        let mut sorted: Vec<&Range<usize>> = blocks.iter().filter(|b| !b.is_empty()).collect();
+        sorted.sort_by_key(|b| b.start);
+        if sorted.windows(2).any(|w| w[0].end > w[1].start) {
+            return Err(CollectiveError::BadLayout("two members' blocks overlap"));
+        }
+        Ok(Layout { blocks })
+    }
+
+    /// Consecutive blocks of `counts[r]` bytes (a reduce-scatter's).
+    pub fn packed(counts: &[usize]) -> Result<Layout, CollectiveError> {
+        let mut displs = Vec::with_capacity(counts.len());
+        let mut at = 0usize;
+        for &c in counts {
+            displs.push(at);
+            at = at.checked_add(c).ok_or(CollectiveError::BadLayout("the blocks end beyond the address space"))?;
+        }
+        Layout::new(counts, &displs)
+    }
+
+    /// Bytes the assembled buffer spans: the end of its last block.
+    pub fn extent(&self) -> usize {
+        self.blocks.iter().map(|b| b.end).max().unwrap_or(0)
+    }
+
+    /// Member `rank`'s block.
+    pub fn block(&self, rank: u32) -> Range<usize> {
+        self.blocks[rank as usize].clone()
+    }
+
+    /// Members it has blocks for.
+    pub fn members(&self) -> u32 {
+        self.blocks.len() as u32
+    }
+
+    fn check(&self, g: &Group) -> Result<(), CollectiveError> {
+        if self.members() != g.size() {
+            return Err(CollectiveError::BadLayout("the layout needs one block per member of the group"));
+        }
+        Ok(())
+    }
+
+    /// The zero buffer of the extent, rounded up to whole words, with
+    /// `data` in member `rank`'s block.
+    fn placed(&self, rank: u32, data: &[u8]) -> Result<Vec<u8>, HostError> {
+        let block = self.block(rank);
+        if data.len() != block.len() {
+            return Err(CollectiveError::from(CollError::LengthMismatch { expected: block.len() as u32, got: data.len() as u32 }).into());
+        }
+        let mut buf = vec![0u8; self.extent().next_multiple_of(PLACE.dtype.size())];
+        buf[block].copy_from_slice(data);
+        Ok(buf)
+    }
+}
+
+/// The part of a run's result a call hands back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum View {
+    /// All of it.
+    Whole,
+    /// These ranges of it, joined in order.
+    Ranges(Vec<Range<usize>>),
+}
+
+impl View {
+    pub(crate) fn of(&self, v: Vec<u8>) -> Vec<u8> {
+        match self {
+            View::Whole => v,
+            View::Ranges(rs) if rs.len() == 1 && rs[0].start == 0 => {
+                let mut v = v;
+                v.truncate(rs[0].end);
+                v
+            }
+            View::Ranges(rs) => {
+                let mut out = Vec::with_capacity(rs.iter().map(|r| r.len()).sum());
+                for r in rs {
+                    out.extend_from_slice(v.get(r.clone()).unwrap_or_default());
+                }
+                out
+            }
+        }
+    }
+}
+
+impl<P: PortIo> Port<P> {
+    /// Starts an allgather: every member gets every member's `data`, each
+    /// at its block of `layout` (an allgatherv when the blocks differ), in
+    /// a buffer of the layout's extent (gaps zero). `algo` is the
+    /// allreduce's ([`AllreduceAlgorithm::Auto`] chooses by length).
+    pub fn start_allgather(&mut self, g: &mut Group, mode: Mode, algo: AllreduceAlgorithm, layout: &Layout, data: &[u8]) -> Result<CollRequest, HostError> {
+        layout.check(g)?;
+        let buf = layout.placed(g.rank(), data)?;
+        let spec = Spec { key: ScheduleKey::Allreduce(algo), reduction: Some(PLACE), data: &buf, want_result: true };
+        self.start_coll_viewed(g, mode.into(), spec, View::Ranges(vec![0..layout.extent()]))
+    }
+
+    /// Starts a gather to `root`: the root gets every member's `data` at
+    /// its block of `layout` (a gatherv when the blocks differ), the
+    /// others nothing. `algo` is the reduce's.
+    pub fn start_gather(&mut self, g: &mut Group, mode: Mode, algo: impl Into<ReduceAlgorithm>, root: u32, layout: &Layout, data: &[u8]) -> Result<CollRequest, HostError> {
+        Self::check_root(g, root)?;
+        layout.check(g)?;
+        let buf = layout.placed(g.rank(), data)?;
+        let key = match algo.into() {
+            ReduceAlgorithm::Tree(t) => ScheduleKey::Reduce(t, root),
+            ReduceAlgorithm::BlockTrees(t) => ScheduleKey::ReduceBlocks(t, root),
+        };
+        let spec = Spec { key, reduction: Some(PLACE), data: &buf, want_result: g.rank() == root };
+        self.start_coll_viewed(g, mode.into(), spec, View::Ranges(vec![0..layout.extent()]))
+    }
+
+    /// Starts a scatter from `root`: each member gets its block of
+    /// `layout` out of the root's `data` (the layout's extent; ignored
+    /// elsewhere, where it may be empty). A scatterv when the blocks differ.
+    pub fn start_scatter(&mut self, g: &mut Group, mode: Mode, tree: TreeShape, root: u32, layout: &Layout, data: &[u8]) -> Result<CollRequest, HostError> {
+        Self::check_root(g, root)?;
+        layout.check(g)?;
+        let extent = layout.extent();
+        let zeros;
+        let data = if g.rank() == root {
+            if data.len() != extent {
+                return Err(CollectiveError::from(CollError::LengthMismatch { expected: extent as u32, got: data.len() as u32 }).into());
+            }
+            data
+        } else {
+            zeros = vec![0u8; extent];
+            &zeros[..]
+        };
+        let spec = Spec { key: ScheduleKey::Bcast(tree, root), reduction: None, data, want_result: true };
+        self.start_coll_viewed(g, mode.into(), spec, View::Ranges(vec![layout.block(g.rank())]))
+    }
+
+    /// Starts an alltoall: `data` is this member's `n` blocks of `block`
+    /// bytes, block `j` for member `j`; the result is the `n` blocks the
+    /// members sent this one, in rank order.
+    pub fn start_alltoall(&mut self, g: &mut Group, mode: Mode, algo: AllreduceAlgorithm, block: usize, data: &[u8]) -> Result<CollRequest, HostError> {
+        let n = g.size() as usize;
+        let row = block.checked_mul(n).ok_or(CollectiveError::BadLayout("an alltoall's blocks span beyond the address space"))?;
+        row.checked_mul(n).ok_or(CollectiveError::BadLayout("an alltoall's blocks span beyond the address space"))?;
+        let matrix = Layout::even(g.size(), row);
+        let buf = matrix.placed(g.rank(), data)?;
+        let me = g.rank() as usize;
+        let column = (0..n).map(|i| i * row + me * block..i * row + (me + 1) * block).collect();
+        let spec = Spec { key: ScheduleKey::Allreduce(algo), reduction: Some(PLACE), data: &buf, want_result: true };
+        self.start_coll_viewed(g, mode.into(), spec, View::Ranges(column))
+    }
+
+    /// Starts a reduce-scatter: every member passes the layout's extent
+    /// of `red`'s elements, and each gets the combination of all members'
+    /// block of `layout` at its own rank (`Layout::packed` of the counts,
+    /// for MPI's reduce-scatter). Data up to the allreduce's recursive
+    /// doubling length runs as an allreduce of which each member keeps its
+    /// block; longer data as one reduce per block on a `tree` rooted at its
+    /// owner, all under way at once.
+    pub fn start_reduce_scatter(&mut self, g: &mut Group, mode: Mode, tree: TreeShape, red: Reduction, layout: &Layout, data: &[u8]) -> Result<CollRequest, HostError> {
+        layout.check(g)?;
+        let extent = layout.extent();
+        if data.len() != extent {
+            return Err(CollectiveError::from(CollError::LengthMismatch { expected: extent as u32, got: data.len() as u32 }).into());
+        }
+        let elem = red.dtype.size();
+        if (0..g.size()).any(|r| layout.block(r).start % elem != 0 || layout.block(r).len() % elem != 0) {
+            return Err(CollectiveError::BadLayout("a reduce-scatter's blocks must hold whole elements").into());
+        }
+        let mine = layout.block(g.rank());
+        if g.size() == 1 || extent <= self.io_ref().allreduce_doubling_max() as usize {
+            let spec = Spec { key: ScheduleKey::Allreduce(AllreduceAlgorithm::Auto(tree)), reduction: Some(red), data, want_result: true };
+            return self.start_coll_viewed(g, mode.into(), spec, View::Ranges(vec![mine]));
+        }
+        self.register_group(g)?;
+        let mode: BcastMode = mode.into();
+        let mut runs: Vec<BlockRun> = Vec::with_capacity(g.size() as usize);
+        for b in 0..g.size() {
+            let part = Spec {
+                key: ScheduleKey::Reduce(tree, b),
+                reduction: Some(red),
+                data: &data[layout.block(b)],
+                want_result: b == g.rank(),
+            };
+            let part = Spec { key: self.key_for_len(g.size(), mode, part.key, part.data.len()), ..part };
+            self.check_reduction(mode, &part)?;
+            runs.push(self.block_run(g, mode, &part)?);
+            g.note_taken(mode, part.key);
+        }
+        let run = BlocksRun::keeping::<P>(runs, g.rank() as usize);
+        Ok(self.enqueue(g, mode, Box::new(run), true, View::Whole))
+    }
+
+    /// Starts an inclusive scan: member `r` gets the combination of members
+    /// 0 to `r`'s `data`, left to right.
+    pub fn start_scan(&mut self, g: &mut Group, mode: Mode, red: Reduction, data: &[u8]) -> Result<CollRequest, HostError> {
+        let spec = Spec { key: ScheduleKey::Scan, reduction: Some(red), data, want_result: true };
+        self.start_coll(g, mode.into(), spec)
+    }
+
+    /// Starts an exclusive scan: member `r` gets the combination of members
+    /// 0 to `r - 1`'s `data`; member 0 gets nothing (MPI leaves its result
+    /// undefined).
+    pub fn start_exscan(&mut self, g: &mut Group, mode: Mode, red: Reduction, data: &[u8]) -> Result<CollRequest, HostError> {
+        let spec = Spec { key: ScheduleKey::Exscan, reduction: Some(red), data, want_result: g.rank() > 0 };
+        self.start_coll(g, mode.into(), spec)
+    }
+
+    /// Blocking allgather ([`Port::start_allgather`]).
+    pub fn allgather(&mut self, g: &mut Group, mode: Mode, algo: AllreduceAlgorithm, layout: &Layout, data: &[u8]) -> Result<Vec<u8>, HostError> {
+        let r = self.start_allgather(g, mode, algo, layout, data)?;
+        self.coll_wait(r)
+    }
+
+    /// Blocking gather ([`Port::start_gather`]).
+    pub fn gather(&mut self, g: &mut Group, mode: Mode, algo: impl Into<ReduceAlgorithm>, root: u32, layout: &Layout, data: &[u8]) -> Result<Vec<u8>, HostError> {
+        let r = self.start_gather(g, mode, algo, root, layout, data)?;
+        self.coll_wait(r)
+    }
+
+    /// Blocking scatter ([`Port::start_scatter`]).
+    pub fn scatter(&mut self, g: &mut Group, mode: Mode, tree: TreeShape, root: u32, layout: &Layout, data: &[u8]) -> Result<Vec<u8>, HostError> {
+        let r = self.start_scatter(g, mode, tree, root, layout, data)?;
+        self.coll_wait(r)
+    }
+
+    /// Blocking alltoall ([`Port::start_alltoall`]).
+    pub fn alltoall(&mut self, g: &mut Group, mode: Mode, algo: AllreduceAlgorithm, block: usize, data: &[u8]) -> Result<Vec<u8>, HostError> {
+        let r = self.start_alltoall(g, mode, algo, block, data)?;
+        self.coll_wait(r)
+    }
+
+    /// Blocking reduce-scatter ([`Port::start_reduce_scatter`]).
+    pub fn reduce_scatter(&mut self, g: &mut Group, mode: Mode, tree: TreeShape, red: Reduction, layout: &Layout, data: &[u8]) -> Result<Vec<u8>, HostError> {
+        let r = self.start_reduce_scatter(g, mode, tree, red, layout, data)?;
+        self.coll_wait(r)
+    }
+
+    /// Blocking inclusive scan ([`Port::start_scan`]).
+    pub fn scan(&mut self, g: &mut Group, mode: Mode, red: Reduction, data: &[u8]) -> Result<Vec<u8>, HostError> {
+        let r = self.start_scan(g, mode, red, data)?;
+        self.coll_wait(r)
+    }
+
+    /// Blocking exclusive scan ([`Port::start_exscan`]).
+    pub fn exscan(&mut self, g: &mut Group, mode: Mode, red: Reduction, data: &[u8]) -> Result<Vec<u8>, HostError> {
+        let r = self.start_exscan(g, mode, red, data)?;
+        self.coll_wait(r)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn layouts_refuse_overlap_and_measure_their_extent() {
+        let l = Layout::new(&[4, 0, 8], &[8, 100, 0]).unwrap();
+        assert_eq!(l.extent(), 100);
+        assert_eq!(l.block(0), 8..12);
+        assert!(Layout::new(&[4, 8], &[0, 2]).is_err(), "overlap");
+        assert!(Layout::new(&[4], &[0, 2]).is_err(), "counts and displacements differ in number");
+        assert_eq!(Layout::packed(&[3, 0, 5]).unwrap().block(2), 3..8);
+        assert_eq!(Layout::even(3, 2).extent(), 6);
+    }
+
+    #[test]
+    fn views_join_their_ranges() {
+        let v: Vec<u8> = (0..10).collect();
+        assert_eq!(View::Whole.of(v.clone()), v);
+        assert_eq!(View::Ranges(vec![0..3]).of(v.clone()), vec![0, 1, 2]);
+        assert_eq!(View::Ranges(vec![1..2, 8..10]).of(v), vec![1, 8, 9]);
+    }
+}
