@@ -12,7 +12,7 @@
 
 /* The group to run collective `k` of `bytes` on, or NULL (the reason
  * printed in verbose mode). */
-static outboard_group *take(MPI_Comm comm, enum coll k, int nb, enum why w, long long bytes, struct comm **cp) {
+outboard_group *ob_take(MPI_Comm comm, enum coll k, int nb, enum why w, long long bytes, struct comm **cp) {
     if (!ob.up || comm == MPI_COMM_NULL) return NULL;
     struct comm *c = ob_lookup(comm);
     if (cp) *cp = c;
@@ -50,7 +50,7 @@ static enum why reduction(MPI_Comm comm, int count, MPI_Datatype dt, MPI_Op op, 
 
 /* A root outside the group: MPI_ERR_ROOT, through the communicator's
  * error handler (every rank sees the same root). */
-static int bad_root(outboard_group *g, int root, MPI_Comm comm) {
+int ob_bad_root(outboard_group *g, int root, MPI_Comm comm) {
     uint32_t n = 0;
     outboard_group_size(g, &n);
     if (root >= 0 && (uint32_t)root < n) return 0;
@@ -58,7 +58,7 @@ static int bad_root(outboard_group *g, int root, MPI_Comm comm) {
     return 1;
 }
 
-static uint32_t my_rank(outboard_group *g) {
+uint32_t ob_my_rank(outboard_group *g) {
     uint32_t me = 0;
     outboard_group_rank(g, &me);
     return me;
@@ -72,14 +72,14 @@ static int packed(const void *src, int count, MPI_Datatype dt, long long bytes, 
     return src ? ob_pack(src, count, dt, *out, bytes, comm) : MPI_SUCCESS;
 }
 
-static int done(MPI_Comm comm, enum coll k, int rc) {
+int ob_done(MPI_Comm comm, enum coll k, int rc) {
     return rc == OUTBOARD_OK ? MPI_SUCCESS : ob_failed(comm, ob_coll_name[k], rc);
 }
 
 int MPI_Barrier(MPI_Comm comm) {
-    outboard_group *g = take(comm, C_BARRIER, L_BLOCKING, W_TAKEN, 0, NULL);
+    outboard_group *g = ob_take(comm, C_BARRIER, L_BLOCKING, W_TAKEN, 0, NULL);
     if (!g) return PMPI_Barrier(comm);
-    return done(comm, C_BARRIER, outboard_barrier(g));
+    return ob_done(comm, C_BARRIER, outboard_barrier(g));
 }
 
 int MPI_Bcast(void *buf, int count, MPI_Datatype dt, int root, MPI_Comm comm) {
@@ -87,15 +87,15 @@ int MPI_Bcast(void *buf, int count, MPI_Datatype dt, int root, MPI_Comm comm) {
     struct layout l;
     long long bytes = 0;
     enum why w = message(count, dt, C_BCAST, &l, &bytes);
-    outboard_group *g = take(comm, C_BCAST, L_BLOCKING, w, bytes, NULL);
+    outboard_group *g = ob_take(comm, C_BCAST, L_BLOCKING, w, bytes, NULL);
     if (!g) return PMPI_Bcast(buf, count, dt, root, comm);
-    if (bad_root(g, root, comm)) return MPI_ERR_ROOT;
-    if (l.contiguous) return done(comm, C_BCAST, outboard_bcast(g, buf, (size_t)bytes, (uint32_t)root));
-    int me_root = my_rank(g) == (uint32_t)root;
+    if (ob_bad_root(g, root, comm)) return MPI_ERR_ROOT;
+    if (l.contiguous) return ob_done(comm, C_BCAST, outboard_bcast(g, buf, (size_t)bytes, (uint32_t)root));
+    int me_root = ob_my_rank(g) == (uint32_t)root;
     void *tmp = NULL;
     int rc = packed(me_root ? buf : NULL, count, dt, bytes, comm, &tmp);
     if (rc == MPI_SUCCESS) {
-        rc = done(comm, C_BCAST, outboard_bcast(g, tmp, (size_t)bytes, (uint32_t)root));
+        rc = ob_done(comm, C_BCAST, outboard_bcast(g, tmp, (size_t)bytes, (uint32_t)root));
         if (rc == MPI_SUCCESS && !me_root) rc = ob_unpack(tmp, bytes, buf, count, dt, comm);
     }
     free(tmp);
@@ -108,11 +108,11 @@ int MPI_Reduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype dt, M
     long long bytes = 0;
     int obop = 0;
     enum why w = reduction(comm, count, dt, op, C_REDUCE, &l, &bytes, &obop);
-    outboard_group *g = take(comm, C_REDUCE, L_BLOCKING, w, bytes, NULL);
+    outboard_group *g = ob_take(comm, C_REDUCE, L_BLOCKING, w, bytes, NULL);
     if (!g) return PMPI_Reduce(sendbuf, recvbuf, count, dt, op, root, comm);
-    if (bad_root(g, root, comm)) return MPI_ERR_ROOT;
+    if (ob_bad_root(g, root, comm)) return MPI_ERR_ROOT;
     const void *src = sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf;
-    return done(comm, C_REDUCE, outboard_reduce(g, src, recvbuf, (size_t)count, l.base, obop, (uint32_t)root));
+    return ob_done(comm, C_REDUCE, outboard_reduce(g, src, recvbuf, (size_t)count, l.base, obop, (uint32_t)root));
 }
 
 int MPI_Allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype dt, MPI_Op op, MPI_Comm comm) {
@@ -121,10 +121,10 @@ int MPI_Allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype dt
     long long bytes = 0;
     int obop = 0;
     enum why w = reduction(comm, count, dt, op, C_ALLREDUCE, &l, &bytes, &obop);
-    outboard_group *g = take(comm, C_ALLREDUCE, L_BLOCKING, w, bytes, NULL);
+    outboard_group *g = ob_take(comm, C_ALLREDUCE, L_BLOCKING, w, bytes, NULL);
     if (!g) return PMPI_Allreduce(sendbuf, recvbuf, count, dt, op, comm);
     const void *src = sendbuf == MPI_IN_PLACE ? NULL : sendbuf;
-    return done(comm, C_ALLREDUCE, outboard_allreduce(g, src, recvbuf, (size_t)count, l.base, obop));
+    return ob_done(comm, C_ALLREDUCE, outboard_allreduce(g, src, recvbuf, (size_t)count, l.base, obop));
 }
 
 /* ---- Non-blocking forms: the same decisions; a packed copy lives until
@@ -132,7 +132,7 @@ int MPI_Allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype dt
 
 int MPI_Ibarrier(MPI_Comm comm, MPI_Request *req) {
     struct comm *c = NULL;
-    outboard_group *g = take(comm, C_BARRIER, L_NONBLOCKING, W_TAKEN, 0, &c);
+    outboard_group *g = ob_take(comm, C_BARRIER, L_NONBLOCKING, W_TAKEN, 0, &c);
     if (!g) return PMPI_Ibarrier(comm, req);
     outboard_request *r = NULL;
     int rc = outboard_barrier_start(g, &r);
@@ -145,15 +145,15 @@ int MPI_Ibcast(void *buf, int count, MPI_Datatype dt, int root, MPI_Comm comm, M
     long long bytes = 0;
     struct comm *c = NULL;
     enum why w = message(count, dt, C_BCAST, &l, &bytes);
-    outboard_group *g = take(comm, C_BCAST, L_NONBLOCKING, w, bytes, &c);
+    outboard_group *g = ob_take(comm, C_BCAST, L_NONBLOCKING, w, bytes, &c);
     if (!g) return PMPI_Ibcast(buf, count, dt, root, comm, req);
-    if (bad_root(g, root, comm)) return MPI_ERR_ROOT;
+    if (ob_bad_root(g, root, comm)) return MPI_ERR_ROOT;
     outboard_request *r = NULL;
     if (l.contiguous) {
         int rc = outboard_bcast_start(g, buf, (size_t)bytes, (uint32_t)root, &r);
         return ob_wrap(comm, c, C_BCAST, rc, r, NULL, req);
     }
-    int me_root = my_rank(g) == (uint32_t)root;
+    int me_root = ob_my_rank(g) == (uint32_t)root;
     void *tmp = NULL;
     int rc = packed(me_root ? buf : NULL, count, dt, bytes, comm, &tmp);
     if (rc != MPI_SUCCESS) {
@@ -172,9 +172,9 @@ int MPI_Ireduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype dt, 
     int obop = 0;
     struct comm *c = NULL;
     enum why w = reduction(comm, count, dt, op, C_REDUCE, &l, &bytes, &obop);
-    outboard_group *g = take(comm, C_REDUCE, L_NONBLOCKING, w, bytes, &c);
+    outboard_group *g = ob_take(comm, C_REDUCE, L_NONBLOCKING, w, bytes, &c);
     if (!g) return PMPI_Ireduce(sendbuf, recvbuf, count, dt, op, root, comm, req);
-    if (bad_root(g, root, comm)) return MPI_ERR_ROOT;
+    if (ob_bad_root(g, root, comm)) return MPI_ERR_ROOT;
     const void *src = sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf;
     outboard_request *r = NULL;
     int rc = outboard_reduce_start(g, src, recvbuf, (size_t)count, l.base, obop, (uint32_t)root, &r);
@@ -188,7 +188,7 @@ int MPI_Iallreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype d
     int obop = 0;
     struct comm *c = NULL;
     enum why w = reduction(comm, count, dt, op, C_ALLREDUCE, &l, &bytes, &obop);
-    outboard_group *g = take(comm, C_ALLREDUCE, L_NONBLOCKING, w, bytes, &c);
+    outboard_group *g = ob_take(comm, C_ALLREDUCE, L_NONBLOCKING, w, bytes, &c);
     if (!g) return PMPI_Iallreduce(sendbuf, recvbuf, count, dt, op, comm, req);
     const void *src = sendbuf == MPI_IN_PLACE ? NULL : sendbuf;
     outboard_request *r = NULL;

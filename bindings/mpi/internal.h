@@ -9,7 +9,13 @@
 
 #include "outboard.h"
 
-enum coll { C_BARRIER, C_BCAST, C_REDUCE, C_ALLREDUCE, C_COUNT };
+enum coll {
+    C_BARRIER, C_BCAST, C_REDUCE, C_ALLREDUCE,
+    /* movement.c; one OUTBOARD_MPI_* variable per family (allgather,
+     * reduce-scatter, scan) */
+    C_ALLGATHER, C_ALLGATHERV, C_GATHER, C_SCATTER, C_ALLTOALL, C_REDUCE_SCATTER_BLOCK, C_REDUCE_SCATTER, C_SCAN, C_EXSCAN,
+    C_COUNT
+};
 /* How a collective runs: passed through, offloaded, host-based, or (for
  * MPI_Bcast and MPI_Reduce) by application bypass, offloaded beyond the
  * eager limit and in the non-blocking forms. */
@@ -76,6 +82,12 @@ int ob_pack(const void *buf, int count, MPI_Datatype dt, void *out, long long by
 int ob_unpack(const void *in, long long bytes, void *buf, int count, MPI_Datatype dt, MPI_Comm comm);
 void ob_types_start(void);
 void ob_types_stop(void);
+
+/* colls.c: what every collective's wrapper does first and last. */
+outboard_group *ob_take(MPI_Comm comm, enum coll k, int nb, enum why w, long long bytes, struct comm **cp);
+int ob_bad_root(outboard_group *g, int root, MPI_Comm comm);
+uint32_t ob_my_rank(outboard_group *g);
+int ob_done(MPI_Comm comm, enum coll k, int rc);
 
 /* requests.c */
 struct staging;

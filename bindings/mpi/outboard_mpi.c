@@ -13,6 +13,9 @@
  * modules.c (NICVM modules as reduction operators, outboard_mpi.h),
  * fortran.c (the Fortran entry points).
  *
+ * movement.c (allgather, gather, scatter, alltoall, reduce-scatter and the
+ * scans).
+ *
  * MPI_Init / MPI_Init_thread call PMPI first, then bring Outboard up from
  * the MPI job itself (engine addresses and rank 0's job key exchanged with
  * PMPI_Allgather on a private duplicate of MPI_COMM_WORLD). MPI_Barrier,
@@ -24,9 +27,11 @@
  * Environment (the same at every rank; checked at MPI_Init, where a bad
  * value stops the job with a sentence naming the variable):
  *   OUTBOARD_MPI=offload|host|off        all collectives (default offload)
- *   OUTBOARD_MPI_BARRIER / _BCAST / _REDUCE / _ALLREDUCE = offload|host|off
+ *   OUTBOARD_MPI_BARRIER / _BCAST / _REDUCE / _ALLREDUCE / _ALLGATHER / _GATHER / _SCATTER
+ *     / _ALLTOALL / _REDUCE_SCATTER / _SCAN = offload|host|off
  *   OUTBOARD_MPI_MAX_BYTES=SIZE          larger messages pass through (default 1M)
- *   OUTBOARD_MPI_BCAST_MAX_BYTES / _REDUCE_MAX_BYTES / _ALLREDUCE_MAX_BYTES=SIZE
+ *   OUTBOARD_MPI_BCAST_MAX_BYTES / _REDUCE_MAX_BYTES / _ALLREDUCE_MAX_BYTES / _ALLGATHER_MAX_BYTES
+ *     / ... / _SCAN_MAX_BYTES=SIZE
  *                                        the same per collective, overriding the above
  *   OUTBOARD_MPI_BCAST_MAX_BYTES_BETWEEN_NODES (128K) / _REDUCE_... (16K) / _ALLREDUCE_... (16K)
  *                                        the same on communicators spanning nodes (engines),
@@ -47,6 +52,7 @@
  *                                        what a communicator's collectives ran
  *                                        as when it is freed
  */
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -67,10 +73,21 @@
 
 struct ob_state ob = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
-const char *const ob_coll_name[C_COUNT] = {"MPI_Barrier", "MPI_Bcast", "MPI_Reduce", "MPI_Allreduce"};
-const char *const ob_icoll_name[C_COUNT] = {"MPI_Ibarrier", "MPI_Ibcast", "MPI_Ireduce", "MPI_Iallreduce"};
-static const char *const coll_env[C_COUNT] = {"OUTBOARD_MPI_BARRIER", "OUTBOARD_MPI_BCAST", "OUTBOARD_MPI_REDUCE", "OUTBOARD_MPI_ALLREDUCE"};
-static const char *const max_env[C_COUNT] = {NULL, "OUTBOARD_MPI_BCAST_MAX_BYTES", "OUTBOARD_MPI_REDUCE_MAX_BYTES", "OUTBOARD_MPI_ALLREDUCE_MAX_BYTES"};
+const char *const ob_coll_name[C_COUNT] = {"MPI_Barrier", "MPI_Bcast", "MPI_Reduce", "MPI_Allreduce", "MPI_Allgather", "MPI_Allgatherv",
+                                           "MPI_Gather", "MPI_Scatter", "MPI_Alltoall", "MPI_Reduce_scatter_block", "MPI_Reduce_scatter",
+                                           "MPI_Scan", "MPI_Exscan"};
+const char *const ob_icoll_name[C_COUNT] = {"MPI_Ibarrier", "MPI_Ibcast", "MPI_Ireduce", "MPI_Iallreduce", "MPI_Iallgather", "MPI_Iallgatherv",
+                                            "MPI_Igather", "MPI_Iscatter", "MPI_Ialltoall", "MPI_Ireduce_scatter_block", "MPI_Ireduce_scatter",
+                                            "MPI_Iscan", "MPI_Iexscan"};
+static const char *const coll_env[C_COUNT] = {"OUTBOARD_MPI_BARRIER", "OUTBOARD_MPI_BCAST", "OUTBOARD_MPI_REDUCE", "OUTBOARD_MPI_ALLREDUCE",
+                                              "OUTBOARD_MPI_ALLGATHER", "OUTBOARD_MPI_ALLGATHER", "OUTBOARD_MPI_GATHER", "OUTBOARD_MPI_SCATTER",
+                                              "OUTBOARD_MPI_ALLTOALL", "OUTBOARD_MPI_REDUCE_SCATTER", "OUTBOARD_MPI_REDUCE_SCATTER",
+                                              "OUTBOARD_MPI_SCAN", "OUTBOARD_MPI_SCAN"};
+static const char *const max_env[C_COUNT] = {NULL, "OUTBOARD_MPI_BCAST_MAX_BYTES", "OUTBOARD_MPI_REDUCE_MAX_BYTES", "OUTBOARD_MPI_ALLREDUCE_MAX_BYTES",
+                                             "OUTBOARD_MPI_ALLGATHER_MAX_BYTES", "OUTBOARD_MPI_ALLGATHER_MAX_BYTES", "OUTBOARD_MPI_GATHER_MAX_BYTES",
+                                             "OUTBOARD_MPI_SCATTER_MAX_BYTES", "OUTBOARD_MPI_ALLTOALL_MAX_BYTES", "OUTBOARD_MPI_REDUCE_SCATTER_MAX_BYTES",
+                                             "OUTBOARD_MPI_REDUCE_SCATTER_MAX_BYTES", "OUTBOARD_MPI_SCAN_MAX_BYTES", "OUTBOARD_MPI_SCAN_MAX_BYTES"};
+/* NULL: the collective has no threshold of its own between nodes. */
 static const char *const between_env[C_COUNT] = {NULL, "OUTBOARD_MPI_BCAST_MAX_BYTES_BETWEEN_NODES", "OUTBOARD_MPI_REDUCE_MAX_BYTES_BETWEEN_NODES",
                                                  "OUTBOARD_MPI_ALLREDUCE_MAX_BYTES_BETWEEN_NODES"};
 static const char *const how_name[] = {"off", "offload", "host", "bypass"};
@@ -244,6 +261,8 @@ static int read_config(void) {
         if (!max_env[k]) continue;
         if (!setting(max_env[k], v, sizeof v)) return 0;
         ob.max_bytes[k] = strtoll(v, NULL, 10);
+        ob.max_bytes_between_nodes[k] = LLONG_MAX;
+        if (!between_env[k]) continue;
         if (!setting(between_env[k], v, sizeof v)) return 0;
         ob.max_bytes_between_nodes[k] = strtoll(v, NULL, 10);
     }

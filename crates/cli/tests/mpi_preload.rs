@@ -197,6 +197,39 @@ fn under_open_mpi_every_taken_over_collective_equals_pmpi() {
     check(&mpi, 4, "host-based", &[("OUTBOARD_MPI", "host")], &["140000", "quick"]);
 }
 
+/// The data-movement collectives and the scans
+/// (`bindings/mpi/tests/compare_movement.c`) equal PMPI's results under
+/// Open MPI and MPICH with 2, 3 and 4 ranks, offloaded and host-based, and
+/// the verbose lines show every one of them taken over.
+#[test]
+fn data_movement_collectives_and_scans_equal_pmpi_under_both_mpis() {
+    for (name, cc) in [("openmpi", "mpicc.openmpi"), ("mpich", "mpicc.mpich")] {
+        let Some(mpi) = mpi_or_skip("data_movement_collectives_and_scans_equal_pmpi_under_both_mpis", name, cc) else { continue };
+        let prog = mpi.dir.join("compare_movement");
+        let src = repo().join("bindings/mpi/tests/compare_movement.c").display().to_string();
+        mpi.cc_run(&["-O1".into(), "-Wall".into(), "-Wextra".into(), "-Werror".into(), src, "-o".into(), prog.display().to_string()]).unwrap();
+        for (n, mode, env) in [(2, "offloaded", &[][..]), (3, "offloaded", &[][..]), (4, "host-based", &[("OUTBOARD_MPI", "host")][..])] {
+            let (o, so, se) = mpi.run_prog(&prog, n, env, &[]);
+            let ctx = format!("{name} with {n} ranks ({mode}):\nstdout:\n{so}\nstderr:\n{se}");
+            assert!(o.status.success(), "{ctx}");
+            for r in 0..n {
+                assert!(so.contains(&format!("rank {r}: ")) && so.contains("movement comparisons with PMPI equal"), "rank {r} did not finish: {ctx}");
+            }
+            let calls = [
+                "MPI_Allgather", "MPI_Iallgather", "MPI_Allgatherv", "MPI_Gather", "MPI_Igather", "MPI_Scatter", "MPI_Iscatter", "MPI_Alltoall",
+                "MPI_Ialltoall", "MPI_Reduce_scatter_block", "MPI_Ireduce_scatter_block", "MPI_Reduce_scatter", "MPI_Scan", "MPI_Iscan",
+                "MPI_Exscan", "MPI_Iexscan",
+            ];
+            for call in calls {
+                for comm in ["MPI_COMM_WORLD", "reversed"] {
+                    let line = format!("rank 0: {call} on {comm}: taken over ({mode})");
+                    assert!(se.contains(&line), "no \"{line}\": {ctx}");
+                }
+            }
+        }
+    }
+}
+
 /// Per-collective size thresholds: with small ones, the smallest calls are
 /// still taken over and larger ones pass through to PMPI (the verbose lines
 /// name the threshold and its variable), with the same results.

@@ -320,6 +320,60 @@ pub static MPI_ALLREDUCE: Var<Choice> = Var {
     default: Fallback::Follows(&MPI),
 };
 
+/// `OUTBOARD_MPI` for MPI_Allgather, MPI_Allgatherv and MPI_Iallgather alone.
+pub static MPI_ALLGATHER: Var<Choice> = Var {
+    name: "OUTBOARD_MPI_ALLGATHER",
+    doc: "OUTBOARD_MPI for MPI_Allgather, MPI_Allgatherv and MPI_Iallgather alone.",
+    group: Group::Mpi,
+    kind: MPI_HOW,
+    default: Fallback::Follows(&MPI),
+};
+
+/// `OUTBOARD_MPI` for MPI_Gather and MPI_Igather alone.
+pub static MPI_GATHER: Var<Choice> = Var {
+    name: "OUTBOARD_MPI_GATHER",
+    doc: "OUTBOARD_MPI for MPI_Gather and MPI_Igather alone.",
+    group: Group::Mpi,
+    kind: MPI_HOW,
+    default: Fallback::Follows(&MPI),
+};
+
+/// `OUTBOARD_MPI` for MPI_Scatter and MPI_Iscatter alone.
+pub static MPI_SCATTER: Var<Choice> = Var {
+    name: "OUTBOARD_MPI_SCATTER",
+    doc: "OUTBOARD_MPI for MPI_Scatter and MPI_Iscatter alone.",
+    group: Group::Mpi,
+    kind: MPI_HOW,
+    default: Fallback::Follows(&MPI),
+};
+
+/// `OUTBOARD_MPI` for MPI_Alltoall and MPI_Ialltoall alone.
+pub static MPI_ALLTOALL: Var<Choice> = Var {
+    name: "OUTBOARD_MPI_ALLTOALL",
+    doc: "OUTBOARD_MPI for MPI_Alltoall and MPI_Ialltoall alone.",
+    group: Group::Mpi,
+    kind: MPI_HOW,
+    default: Fallback::Follows(&MPI),
+};
+
+/// `OUTBOARD_MPI` for MPI_Reduce_scatter, MPI_Reduce_scatter_block and MPI_Ireduce_scatter_block alone.
+pub static MPI_REDUCE_SCATTER: Var<Choice> = Var {
+    name: "OUTBOARD_MPI_REDUCE_SCATTER",
+    doc: "OUTBOARD_MPI for MPI_Reduce_scatter, MPI_Reduce_scatter_block and MPI_Ireduce_scatter_block alone.",
+    group: Group::Mpi,
+    kind: MPI_HOW,
+    default: Fallback::Follows(&MPI),
+};
+
+/// `OUTBOARD_MPI` for MPI_Scan, MPI_Exscan, MPI_Iscan and MPI_Iexscan alone.
+pub static MPI_SCAN: Var<Choice> = Var {
+    name: "OUTBOARD_MPI_SCAN",
+    doc: "OUTBOARD_MPI for MPI_Scan, MPI_Exscan, MPI_Iscan and MPI_Iexscan alone.",
+    group: Group::Mpi,
+    kind: MPI_HOW,
+    default: Fallback::Follows(&MPI),
+};
+
 /// The PMPI library's size threshold (a C `long long`).
 const MPI_BYTES: Size = Size {
     max: i64::MAX as u64,
@@ -356,6 +410,60 @@ pub static MPI_REDUCE_MAX_BYTES: Var<Size> = Var {
 pub static MPI_ALLREDUCE_MAX_BYTES: Var<Size> = Var {
     name: "OUTBOARD_MPI_ALLREDUCE_MAX_BYTES",
     doc: "OUTBOARD_MPI_MAX_BYTES for MPI_Allreduce and MPI_Iallreduce alone.",
+    group: Group::Mpi,
+    kind: MPI_BYTES,
+    default: Fallback::Follows(&MPI_MAX_BYTES),
+};
+
+/// The size threshold of `OUTBOARD_MPI_ALLGATHER`'s calls. Every message of an offloaded allgather carries all ranks' blocks (docs/mpi.md).
+pub static MPI_ALLGATHER_MAX_BYTES: Var<Size> = Var {
+    name: "OUTBOARD_MPI_ALLGATHER_MAX_BYTES",
+    doc: "MPI_Allgather, MPI_Allgatherv and MPI_Iallgather on more bytes than this (all ranks' blocks together) pass through to the MPI.",
+    group: Group::Mpi,
+    kind: MPI_BYTES,
+    default: Fallback::Value(64 << 10),
+};
+
+/// The size threshold of `OUTBOARD_MPI_GATHER`'s calls. Every message of an offloaded gather carries all ranks' blocks.
+pub static MPI_GATHER_MAX_BYTES: Var<Size> = Var {
+    name: "OUTBOARD_MPI_GATHER_MAX_BYTES",
+    doc: "MPI_Gather and MPI_Igather on more bytes than this (all ranks' blocks together) pass through to the MPI.",
+    group: Group::Mpi,
+    kind: MPI_BYTES,
+    default: Fallback::Value(64 << 10),
+};
+
+/// The size threshold of `OUTBOARD_MPI_SCATTER`'s calls. Every member of an offloaded scatter receives all ranks' blocks.
+pub static MPI_SCATTER_MAX_BYTES: Var<Size> = Var {
+    name: "OUTBOARD_MPI_SCATTER_MAX_BYTES",
+    doc: "MPI_Scatter and MPI_Iscatter on more bytes than this (all ranks' blocks together) pass through to the MPI.",
+    group: Group::Mpi,
+    kind: MPI_BYTES,
+    default: Fallback::Value(64 << 10),
+};
+
+/// The size threshold of `OUTBOARD_MPI_ALLTOALL`'s calls. Every message of an offloaded alltoall carries all n x n blocks.
+pub static MPI_ALLTOALL_MAX_BYTES: Var<Size> = Var {
+    name: "OUTBOARD_MPI_ALLTOALL_MAX_BYTES",
+    doc: "MPI_Alltoall and MPI_Ialltoall on more bytes than this (the n x n blocks of all ranks together) pass through to the MPI.",
+    group: Group::Mpi,
+    kind: MPI_BYTES,
+    default: Fallback::Value(64 << 10),
+};
+
+/// The size threshold of `OUTBOARD_MPI_REDUCE_SCATTER`'s calls. Long reduce-scatters run one reduce per block: no extra bytes.
+pub static MPI_REDUCE_SCATTER_MAX_BYTES: Var<Size> = Var {
+    name: "OUTBOARD_MPI_REDUCE_SCATTER_MAX_BYTES",
+    doc: "MPI_Reduce_scatter, MPI_Reduce_scatter_block and MPI_Ireduce_scatter_block on more bytes than this (all ranks' blocks together) pass through to the MPI.",
+    group: Group::Mpi,
+    kind: MPI_BYTES,
+    default: Fallback::Follows(&MPI_MAX_BYTES),
+};
+
+/// The size threshold of `OUTBOARD_MPI_SCAN`'s calls. A scan's messages carry one rank's data.
+pub static MPI_SCAN_MAX_BYTES: Var<Size> = Var {
+    name: "OUTBOARD_MPI_SCAN_MAX_BYTES",
+    doc: "MPI_Scan, MPI_Exscan, MPI_Iscan and MPI_Iexscan on more bytes than this pass through to the MPI.",
     group: Group::Mpi,
     kind: MPI_BYTES,
     default: Fallback::Follows(&MPI_MAX_BYTES),
@@ -626,10 +734,22 @@ pub static ALL: &[&dyn Setting] = &[
     &MPI_BCAST,
     &MPI_REDUCE,
     &MPI_ALLREDUCE,
+    &MPI_ALLGATHER,
+    &MPI_GATHER,
+    &MPI_SCATTER,
+    &MPI_ALLTOALL,
+    &MPI_REDUCE_SCATTER,
+    &MPI_SCAN,
     &MPI_MAX_BYTES,
     &MPI_BCAST_MAX_BYTES,
     &MPI_REDUCE_MAX_BYTES,
     &MPI_ALLREDUCE_MAX_BYTES,
+    &MPI_ALLGATHER_MAX_BYTES,
+    &MPI_GATHER_MAX_BYTES,
+    &MPI_SCATTER_MAX_BYTES,
+    &MPI_ALLTOALL_MAX_BYTES,
+    &MPI_REDUCE_SCATTER_MAX_BYTES,
+    &MPI_SCAN_MAX_BYTES,
     &MPI_BCAST_MAX_BYTES_BETWEEN_NODES,
     &MPI_REDUCE_MAX_BYTES_BETWEEN_NODES,
     &MPI_ALLREDUCE_MAX_BYTES_BETWEEN_NODES,

@@ -6,11 +6,12 @@ use std::path::Path;
 /// The library's C files, compiled together into one shared object (the
 /// test `mpi_lib::every_c_file_of_the_library_is_built` checks that none
 /// in bindings/mpi is left out).
-pub const C_FILES: [(&str, &str); 7] = [
+pub const C_FILES: [(&str, &str); 8] = [
     ("outboard_mpi.c", include_str!("../../../../bindings/mpi/outboard_mpi.c")),
     ("types.c", include_str!("../../../../bindings/mpi/types.c")),
     ("comms.c", include_str!("../../../../bindings/mpi/comms.c")),
     ("colls.c", include_str!("../../../../bindings/mpi/colls.c")),
+    ("movement.c", include_str!("../../../../bindings/mpi/movement.c")),
     ("requests.c", include_str!("../../../../bindings/mpi/requests.c")),
     ("modules.c", include_str!("../../../../bindings/mpi/modules.c")),
     ("fortran.c", include_str!("../../../../bindings/mpi/fortran.c")),

@@ -1,0 +1,478 @@
+/* MPI_Allgather, MPI_Allgatherv, MPI_Gather, MPI_Scatter, MPI_Alltoall,
+ * MPI_Reduce_scatter_block, MPI_Reduce_scatter, MPI_Scan and MPI_Exscan on
+ * Outboard, and the non-blocking forms of all but the v-forms (which pass
+ * through). The decision to take a call over is made as in colls.c, from
+ * what every rank agrees on: the communicator, the collective, the bytes
+ * of the type signatures (the whole assembled buffer is what the size
+ * threshold applies to: Outboard moves it in every message), and a
+ * reduction's predefined type and operation. Data not laid out as one run
+ * of bytes at a rank moves through a packed copy there.
+ *
+ * MPI_Gatherv and MPI_Scatterv pass through: their non-root ranks do not
+ * know where the other ranks' blocks lie, which Outboard's forms need. */
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+static int comm_size(MPI_Comm comm) {
+    int n = 0;
+    if (comm != MPI_COMM_NULL) PMPI_Comm_size(comm, &n);
+    return n;
+}
+
+/* Bytes of `count` elements of `dt`'s signature in *bytes, and whether a
+ * collective whose assembled buffer holds `times` of them is taken over
+ * by size. */
+static enum why sized(int count, MPI_Datatype dt, long long times, enum coll k, struct layout *l, long long *bytes) {
+    if (count < 0 || ob_layout(dt, l) != 0) return W_DATATYPE; /* PMPI reports it */
+    *bytes = (long long)count * l->size;
+    long long total = *bytes * times;
+    if (total > ob.max_bytes[k] || total > INT_MAX) return W_SIZE;
+    return W_TAKEN;
+}
+
+/* The same for a reduction, which also needs an operator the engines run. */
+static enum why reducible(MPI_Comm comm, int count, MPI_Datatype dt, MPI_Op op, long long times, enum coll k, struct layout *l, long long *bytes, int *obop) {
+    enum why w = sized(count, dt, times, k, l, bytes);
+    if (w == W_DATATYPE) return w;
+    int m = ob_module_reduction(comm, l, op, obop);
+    enum why r = m >= 0 ? (enum why)m : ob_reduction(l, op, obop);
+    return r != W_TAKEN ? r : w;
+}
+
+/* A call's buffers as Outboard takes them: packed bytes to send (NULL: in
+ * place) and room for the packed result, each the program's own buffer
+ * where it is one run of bytes, else a copy. */
+struct io {
+    const void *src;
+    void *dst;
+    void *stmp;     /* packed send copy, freed once the call has started */
+    void *rtmp;     /* packed result, unpacked into the receive buffer */
+};
+
+/* The send side: `count` elements of `dt` at `buf` as `bytes` packed
+ * bytes. MPI_ERR_TRUNCATE when the signature is not `bytes` long (the
+ * receive side's: an erroneous program). */
+static int send_side(const void *buf, int count, MPI_Datatype dt, long long bytes, MPI_Comm comm, const char *call, struct io *io) {
+    struct layout l;
+    if (count < 0 || ob_layout(dt, &l) != 0 || (long long)count * l.size != bytes)
+        return ob_fail_msg(comm, MPI_ERR_TRUNCATE, call, "the send type signature is not as long as the receive type signature");
+    if (l.contiguous) {
+        io->src = buf;
+        return MPI_SUCCESS;
+    }
+    io->stmp = malloc(bytes ? (size_t)bytes : 1);
+    if (!io->stmp) return MPI_ERR_NO_MEM;
+    io->src = io->stmp;
+    return ob_pack(buf, count, dt, io->stmp, bytes, comm);
+}
+
+/* The receive side: room for `bytes` packed bytes that are `count`
+ * elements of a type laid out as `l` at `buf`. */
+static int recv_side(void *buf, const struct layout *l, long long bytes, struct io *io) {
+    if (l->contiguous) {
+        io->dst = buf;
+        return MPI_SUCCESS;
+    }
+    io->rtmp = malloc(bytes ? (size_t)bytes : 1);
+    if (!io->rtmp) return MPI_ERR_NO_MEM;
+    io->dst = io->rtmp;
+    return MPI_SUCCESS;
+}
+
+/* In place with a packed result: element block `at` (of `count` elements,
+ * `bytes` packed) of the receive buffer copied to its place in the copy. */
+static int pack_own(const void *buf, int count, MPI_Datatype dt, long long at, long long bytes, MPI_Comm comm, struct io *io) {
+    if (!io->rtmp) return MPI_SUCCESS;
+    MPI_Aint lb, extent;
+    PMPI_Type_get_extent(dt, &lb, &extent);
+    return ob_pack((const char *)buf + at * count * extent, count, dt, (char *)io->rtmp + at * bytes, bytes, comm);
+}
+
+/* A call given up before it started: its copies freed. */
+static int abandon(struct io *io, int rc) {
+    free(io->stmp);
+    free(io->rtmp);
+    return rc;
+}
+
+/* After a blocking call: its MPI result, the packed result unpacked into
+ * `buf` (`count` elements of `dt`, `bytes` packed), the copies freed. */
+static int finished(MPI_Comm comm, enum coll k, int rc, struct io *io, void *buf, int count, MPI_Datatype dt, long long bytes) {
+    int err = ob_done(comm, k, rc);
+    if (err == MPI_SUCCESS && io->rtmp) err = ob_unpack(io->rtmp, bytes, buf, count, dt, comm);
+    free(io->stmp);
+    free(io->rtmp);
+    return err;
+}
+
+/* After a non-blocking start: the MPI request, unpacking at completion. */
+static int started(MPI_Comm comm, struct comm *c, enum coll k, int rc, outboard_request *r, struct io *io, void *buf, int count, MPI_Datatype dt,
+                   long long bytes, MPI_Request *req) {
+    free(io->stmp);
+    struct staging *s = io->rtmp ? ob_staging(io->rtmp, buf, count, dt, bytes, comm, 1) : NULL;
+    return ob_wrap(comm, c, k, rc, r, s, req);
+}
+
+/* ---- Allgather ---- */
+
+/* MPI_Allgather's buffers; MPI_SUCCESS or the error. */
+static int allgather_io(const void *sendbuf, int scount, MPI_Datatype stype, void *recvbuf, int rcount, MPI_Datatype rtype, const struct layout *rl,
+                        long long per, int n, outboard_group *g, MPI_Comm comm, enum coll k, int nb, struct io *io) {
+    int rc = recv_side(recvbuf, rl, per * n, io);
+    if (rc != MPI_SUCCESS) return rc;
+    if (sendbuf == MPI_IN_PLACE) return pack_own(recvbuf, rcount, rtype, ob_my_rank(g), per, comm, io);
+    return send_side(sendbuf, scount, stype, per, comm, nb ? ob_icoll_name[k] : ob_coll_name[k], io);
+}
+
+int MPI_Allgather(const void *sendbuf, int scount, MPI_Datatype stype, void *recvbuf, int rcount, MPI_Datatype rtype, MPI_Comm comm) {
+    if (!ob.up) return PMPI_Allgather(sendbuf, scount, stype, recvbuf, rcount, rtype, comm);
+    int n = comm_size(comm);
+    struct layout rl;
+    long long per = 0;
+    enum why w = sized(rcount, rtype, n, C_ALLGATHER, &rl, &per);
+    outboard_group *g = ob_take(comm, C_ALLGATHER, L_BLOCKING, w, per * n, NULL);
+    if (!g) return PMPI_Allgather(sendbuf, scount, stype, recvbuf, rcount, rtype, comm);
+    struct io io = {0};
+    int rc = allgather_io(sendbuf, scount, stype, recvbuf, rcount, rtype, &rl, per, n, g, comm, C_ALLGATHER, 0, &io);
+    if (rc != MPI_SUCCESS) return abandon(&io, rc);
+    return finished(comm, C_ALLGATHER, outboard_allgather(g, io.src, (size_t)per, io.dst), &io, recvbuf, rcount * n, rtype, per * n);
+}
+
+int MPI_Iallgather(const void *sendbuf, int scount, MPI_Datatype stype, void *recvbuf, int rcount, MPI_Datatype rtype, MPI_Comm comm, MPI_Request *req) {
+    if (!ob.up) return PMPI_Iallgather(sendbuf, scount, stype, recvbuf, rcount, rtype, comm, req);
+    int n = comm_size(comm);
+    struct layout rl;
+    long long per = 0;
+    struct comm *c = NULL;
+    enum why w = sized(rcount, rtype, n, C_ALLGATHER, &rl, &per);
+    outboard_group *g = ob_take(comm, C_ALLGATHER, L_NONBLOCKING, w, per * n, &c);
+    if (!g) return PMPI_Iallgather(sendbuf, scount, stype, recvbuf, rcount, rtype, comm, req);
+    struct io io = {0};
+    int rc = allgather_io(sendbuf, scount, stype, recvbuf, rcount, rtype, &rl, per, n, g, comm, C_ALLGATHER, 1, &io);
+    if (rc != MPI_SUCCESS) return abandon(&io, rc);
+    outboard_request *r = NULL;
+    int orc = outboard_allgather_start(g, io.src, (size_t)per, io.dst, &r);
+    return started(comm, c, C_ALLGATHER, orc, r, &io, recvbuf, rcount * n, rtype, per * n, req);
+}
+
+/* The v-form runs on packed blocks one after the other (the same layout
+ * at every rank, whatever each one's displacements), then each block is
+ * put at its displacement here. */
+int MPI_Allgatherv(const void *sendbuf, int scount, MPI_Datatype stype, void *recvbuf, const int rcounts[], const int displs[], MPI_Datatype rtype,
+                   MPI_Comm comm) {
+    if (!ob.up) return PMPI_Allgatherv(sendbuf, scount, stype, recvbuf, rcounts, displs, rtype, comm);
+    int n = comm_size(comm);
+    long long total = 0;
+    int bad = 0;
+    for (int q = 0; q < n; q++) {
+        bad |= rcounts[q] < 0;
+        total += rcounts[q];
+    }
+    struct layout rl;
+    long long elems = 0, bytes = 0;
+    enum why w = bad ? W_DATATYPE : sized(1, rtype, total, C_ALLGATHERV, &rl, &elems);
+    if (w != W_DATATYPE) bytes = elems * total;
+    outboard_group *g = ob_take(comm, C_ALLGATHERV, L_BLOCKING, w, bytes, NULL);
+    if (!g) return PMPI_Allgatherv(sendbuf, scount, stype, recvbuf, rcounts, displs, rtype, comm);
+    size_t *counts = malloc((size_t)n * sizeof *counts);
+    long long *at = malloc((size_t)n * sizeof *at);
+    char *packed = malloc(bytes ? (size_t)bytes : 1);
+    if (!counts || !at || !packed) {
+        free(counts);
+        free(at);
+        free(packed);
+        return MPI_ERR_NO_MEM;
+    }
+    long long sum = 0;
+    for (int q = 0; q < n; q++) {
+        counts[q] = (size_t)(rcounts[q] * elems);
+        at[q] = sum;
+        sum += (long long)counts[q];
+    }
+    MPI_Aint lb, extent;
+    PMPI_Type_get_extent(rtype, &lb, &extent);
+    int me = (int)ob_my_rank(g);
+    struct io io = {0};
+    int rc = MPI_SUCCESS;
+    if (sendbuf == MPI_IN_PLACE) {
+        rc = ob_pack((char *)recvbuf + (MPI_Aint)displs[me] * extent, rcounts[me], rtype, packed + at[me], (long long)counts[me], comm);
+        io.src = NULL;
+    } else {
+        rc = send_side(sendbuf, scount, stype, (long long)counts[me], comm, ob_coll_name[C_ALLGATHERV], &io);
+    }
+    if (rc == MPI_SUCCESS) rc = ob_done(comm, C_ALLGATHERV, outboard_allgatherv(g, io.src, packed, counts, NULL));
+    for (int q = 0; q < n && rc == MPI_SUCCESS; q++) {
+        char *to = (char *)recvbuf + (MPI_Aint)displs[q] * extent;
+        if (rl.contiguous) memcpy(to, packed + at[q], counts[q]);
+        else rc = ob_unpack(packed + at[q], (long long)counts[q], to, rcounts[q], rtype, comm);
+    }
+    free(io.stmp);
+    free(counts);
+    free(at);
+    free(packed);
+    return rc;
+}
+
+/* ---- Gather and scatter ---- */
+
+static int gather_io(const void *sendbuf, int scount, MPI_Datatype stype, void *recvbuf, int rcount, MPI_Datatype rtype, long long per, int n,
+                     int root, outboard_group *g, MPI_Comm comm, enum coll k, int nb, struct io *io) {
+    int me = (int)ob_my_rank(g);
+    if (me == root) {
+        struct layout rl;
+        if (ob_layout(rtype, &rl) != 0) return ob_fail_msg(comm, MPI_ERR_TYPE, nb ? ob_icoll_name[k] : ob_coll_name[k], "the receive type cannot be described");
+        int rc = recv_side(recvbuf, &rl, per * n, io);
+        if (rc != MPI_SUCCESS) return rc;
+        if (sendbuf == MPI_IN_PLACE) return pack_own(recvbuf, rcount, rtype, me, per, comm, io);
+    }
+    return send_side(sendbuf, scount, stype, per, comm, nb ? ob_icoll_name[k] : ob_coll_name[k], io);
+}
+
+static int is_root(MPI_Comm comm, int root) {
+    int me = -1;
+    if (comm != MPI_COMM_NULL) PMPI_Comm_rank(comm, &me);
+    return me == root;
+}
+
+int MPI_Gather(const void *sendbuf, int scount, MPI_Datatype stype, void *recvbuf, int rcount, MPI_Datatype rtype, int root, MPI_Comm comm) {
+    if (!ob.up) return PMPI_Gather(sendbuf, scount, stype, recvbuf, rcount, rtype, root, comm);
+    int n = comm_size(comm), me_root = is_root(comm, root);
+    struct layout l;
+    long long per = 0;
+    /* A rank's block in bytes from the side it describes it with: every
+     * rank's agree in a correct program. */
+    int by_recv = me_root && sendbuf == MPI_IN_PLACE;
+    enum why w = sized(by_recv ? rcount : scount, by_recv ? rtype : stype, n, C_GATHER, &l, &per);
+    outboard_group *g = ob_take(comm, C_GATHER, L_BLOCKING, w, per * n, NULL);
+    if (!g) return PMPI_Gather(sendbuf, scount, stype, recvbuf, rcount, rtype, root, comm);
+    if (ob_bad_root(g, root, comm)) return MPI_ERR_ROOT;
+    struct io io = {0};
+    int rc = gather_io(sendbuf, scount, stype, recvbuf, rcount, rtype, per, n, root, g, comm, C_GATHER, 0, &io);
+    if (rc != MPI_SUCCESS) return abandon(&io, rc);
+    rc = outboard_gather(g, io.src, (size_t)per, me_root ? io.dst : NULL, (uint32_t)root);
+    return finished(comm, C_GATHER, rc, &io, recvbuf, rcount * n, rtype, per * n);
+}
+
+int MPI_Igather(const void *sendbuf, int scount, MPI_Datatype stype, void *recvbuf, int rcount, MPI_Datatype rtype, int root, MPI_Comm comm,
+                MPI_Request *req) {
+    if (!ob.up) return PMPI_Igather(sendbuf, scount, stype, recvbuf, rcount, rtype, root, comm, req);
+    int n = comm_size(comm), me_root = is_root(comm, root);
+    struct layout l;
+    long long per = 0;
+    struct comm *c = NULL;
+    /* A rank's block in bytes from the side it describes it with: every
+     * rank's agree in a correct program. */
+    int by_recv = me_root && sendbuf == MPI_IN_PLACE;
+    enum why w = sized(by_recv ? rcount : scount, by_recv ? rtype : stype, n, C_GATHER, &l, &per);
+    outboard_group *g = ob_take(comm, C_GATHER, L_NONBLOCKING, w, per * n, &c);
+    if (!g) return PMPI_Igather(sendbuf, scount, stype, recvbuf, rcount, rtype, root, comm, req);
+    if (ob_bad_root(g, root, comm)) return MPI_ERR_ROOT;
+    struct io io = {0};
+    int rc = gather_io(sendbuf, scount, stype, recvbuf, rcount, rtype, per, n, root, g, comm, C_GATHER, 1, &io);
+    if (rc != MPI_SUCCESS) return abandon(&io, rc);
+    outboard_request *r = NULL;
+    int orc = outboard_gather_start(g, io.src, (size_t)per, me_root ? io.dst : NULL, (uint32_t)root, &r);
+    return started(comm, c, C_GATHER, orc, r, &io, recvbuf, rcount * n, rtype, per * n, req);
+}
+
+static int scatter_io(const void *sendbuf, int scount, MPI_Datatype stype, void *recvbuf, int rcount, MPI_Datatype rtype, long long per, int n,
+                      int me_root, MPI_Comm comm, enum coll k, int nb, struct io *io) {
+    const char *call = nb ? ob_icoll_name[k] : ob_coll_name[k];
+    if (me_root) {
+        int rc = send_side(sendbuf, scount * n, stype, per * n, comm, call, io);
+        if (rc != MPI_SUCCESS || recvbuf == MPI_IN_PLACE) return rc;
+    }
+    struct layout rl;
+    if (ob_layout(rtype, &rl) != 0 || (long long)rcount * rl.size != per)
+        return ob_fail_msg(comm, MPI_ERR_TRUNCATE, call, "the receive type signature is not as long as the send type signature");
+    return recv_side(recvbuf, &rl, per, io);
+}
+
+int MPI_Scatter(const void *sendbuf, int scount, MPI_Datatype stype, void *recvbuf, int rcount, MPI_Datatype rtype, int root, MPI_Comm comm) {
+    if (!ob.up) return PMPI_Scatter(sendbuf, scount, stype, recvbuf, rcount, rtype, root, comm);
+    int n = comm_size(comm), me_root = is_root(comm, root);
+    struct layout l;
+    long long per = 0;
+    enum why w = sized(me_root ? scount : rcount, me_root ? stype : rtype, n, C_SCATTER, &l, &per);
+    outboard_group *g = ob_take(comm, C_SCATTER, L_BLOCKING, w, per * n, NULL);
+    if (!g) return PMPI_Scatter(sendbuf, scount, stype, recvbuf, rcount, rtype, root, comm);
+    if (ob_bad_root(g, root, comm)) return MPI_ERR_ROOT;
+    struct io io = {0};
+    int rc = scatter_io(sendbuf, scount, stype, recvbuf, rcount, rtype, per, n, me_root, comm, C_SCATTER, 0, &io);
+    if (rc != MPI_SUCCESS) return abandon(&io, rc);
+    rc = outboard_scatter(g, me_root ? io.src : NULL, (size_t)per, io.dst, (uint32_t)root);
+    return finished(comm, C_SCATTER, rc, &io, recvbuf, rcount, rtype, per);
+}
+
+int MPI_Iscatter(const void *sendbuf, int scount, MPI_Datatype stype, void *recvbuf, int rcount, MPI_Datatype rtype, int root, MPI_Comm comm,
+                 MPI_Request *req) {
+    if (!ob.up) return PMPI_Iscatter(sendbuf, scount, stype, recvbuf, rcount, rtype, root, comm, req);
+    int n = comm_size(comm), me_root = is_root(comm, root);
+    struct layout l;
+    long long per = 0;
+    struct comm *c = NULL;
+    enum why w = sized(me_root ? scount : rcount, me_root ? stype : rtype, n, C_SCATTER, &l, &per);
+    outboard_group *g = ob_take(comm, C_SCATTER, L_NONBLOCKING, w, per * n, &c);
+    if (!g) return PMPI_Iscatter(sendbuf, scount, stype, recvbuf, rcount, rtype, root, comm, req);
+    if (ob_bad_root(g, root, comm)) return MPI_ERR_ROOT;
+    struct io io = {0};
+    int rc = scatter_io(sendbuf, scount, stype, recvbuf, rcount, rtype, per, n, me_root, comm, C_SCATTER, 1, &io);
+    if (rc != MPI_SUCCESS) return abandon(&io, rc);
+    outboard_request *r = NULL;
+    int orc = outboard_scatter_start(g, me_root ? io.src : NULL, (size_t)per, io.dst, (uint32_t)root, &r);
+    return started(comm, c, C_SCATTER, orc, r, &io, recvbuf, rcount, rtype, per, req);
+}
+
+/* ---- Alltoall: the threshold applies to the n x n blocks together ---- */
+
+static int alltoall_io(const void *sendbuf, int scount, MPI_Datatype stype, void *recvbuf, int rcount, MPI_Datatype rtype, const struct layout *rl,
+                       long long per, int n, MPI_Comm comm, enum coll k, int nb, struct io *io) {
+    int rc = recv_side(recvbuf, rl, per * n, io);
+    if (rc != MPI_SUCCESS) return rc;
+    if (sendbuf == MPI_IN_PLACE) {
+        if (io->rtmp) rc = ob_pack(recvbuf, rcount * n, rtype, io->rtmp, per * n, comm);
+        return rc;
+    }
+    return send_side(sendbuf, scount * n, stype, per * n, comm, nb ? ob_icoll_name[k] : ob_coll_name[k], io);
+}
+
+int MPI_Alltoall(const void *sendbuf, int scount, MPI_Datatype stype, void *recvbuf, int rcount, MPI_Datatype rtype, MPI_Comm comm) {
+    if (!ob.up) return PMPI_Alltoall(sendbuf, scount, stype, recvbuf, rcount, rtype, comm);
+    int n = comm_size(comm);
+    struct layout rl;
+    long long per = 0;
+    enum why w = sized(rcount, rtype, (long long)n * n, C_ALLTOALL, &rl, &per);
+    outboard_group *g = ob_take(comm, C_ALLTOALL, L_BLOCKING, w, per * n * n, NULL);
+    if (!g) return PMPI_Alltoall(sendbuf, scount, stype, recvbuf, rcount, rtype, comm);
+    struct io io = {0};
+    int rc = alltoall_io(sendbuf, scount, stype, recvbuf, rcount, rtype, &rl, per, n, comm, C_ALLTOALL, 0, &io);
+    if (rc != MPI_SUCCESS) return abandon(&io, rc);
+    return finished(comm, C_ALLTOALL, outboard_alltoall(g, io.src, (size_t)per, io.dst), &io, recvbuf, rcount * n, rtype, per * n);
+}
+
+int MPI_Ialltoall(const void *sendbuf, int scount, MPI_Datatype stype, void *recvbuf, int rcount, MPI_Datatype rtype, MPI_Comm comm, MPI_Request *req) {
+    if (!ob.up) return PMPI_Ialltoall(sendbuf, scount, stype, recvbuf, rcount, rtype, comm, req);
+    int n = comm_size(comm);
+    struct layout rl;
+    long long per = 0;
+    struct comm *c = NULL;
+    enum why w = sized(rcount, rtype, (long long)n * n, C_ALLTOALL, &rl, &per);
+    outboard_group *g = ob_take(comm, C_ALLTOALL, L_NONBLOCKING, w, per * n * n, &c);
+    if (!g) return PMPI_Ialltoall(sendbuf, scount, stype, recvbuf, rcount, rtype, comm, req);
+    struct io io = {0};
+    int rc = alltoall_io(sendbuf, scount, stype, recvbuf, rcount, rtype, &rl, per, n, comm, C_ALLTOALL, 1, &io);
+    if (rc != MPI_SUCCESS) return abandon(&io, rc);
+    outboard_request *r = NULL;
+    int orc = outboard_alltoall_start(g, io.src, (size_t)per, io.dst, &r);
+    return started(comm, c, C_ALLTOALL, orc, r, &io, recvbuf, rcount * n, rtype, per * n, req);
+}
+
+/* ---- Reductions: predefined types, so the buffers are contiguous ---- */
+
+int MPI_Reduce_scatter_block(const void *sendbuf, void *recvbuf, int count, MPI_Datatype dt, MPI_Op op, MPI_Comm comm) {
+    if (!ob.up) return PMPI_Reduce_scatter_block(sendbuf, recvbuf, count, dt, op, comm);
+    int n = comm_size(comm), obop = 0;
+    struct layout l;
+    long long per = 0;
+    enum why w = reducible(comm, count, dt, op, n, C_REDUCE_SCATTER_BLOCK, &l, &per, &obop);
+    outboard_group *g = ob_take(comm, C_REDUCE_SCATTER_BLOCK, L_BLOCKING, w, per * n, NULL);
+    if (!g) return PMPI_Reduce_scatter_block(sendbuf, recvbuf, count, dt, op, comm);
+    const void *src = sendbuf == MPI_IN_PLACE ? NULL : sendbuf;
+    return ob_done(comm, C_REDUCE_SCATTER_BLOCK, outboard_reduce_scatter_block(g, src, recvbuf, (size_t)count, l.base, obop));
+}
+
+int MPI_Ireduce_scatter_block(const void *sendbuf, void *recvbuf, int count, MPI_Datatype dt, MPI_Op op, MPI_Comm comm, MPI_Request *req) {
+    if (!ob.up) return PMPI_Ireduce_scatter_block(sendbuf, recvbuf, count, dt, op, comm, req);
+    int n = comm_size(comm), obop = 0;
+    struct layout l;
+    long long per = 0;
+    struct comm *c = NULL;
+    enum why w = reducible(comm, count, dt, op, n, C_REDUCE_SCATTER_BLOCK, &l, &per, &obop);
+    outboard_group *g = ob_take(comm, C_REDUCE_SCATTER_BLOCK, L_NONBLOCKING, w, per * n, &c);
+    if (!g) return PMPI_Ireduce_scatter_block(sendbuf, recvbuf, count, dt, op, comm, req);
+    const void *src = sendbuf == MPI_IN_PLACE ? NULL : sendbuf;
+    outboard_request *r = NULL;
+    int rc = outboard_reduce_scatter_block_start(g, src, recvbuf, (size_t)count, l.base, obop, &r);
+    return ob_wrap(comm, c, C_REDUCE_SCATTER_BLOCK, rc, r, NULL, req);
+}
+
+int MPI_Reduce_scatter(const void *sendbuf, void *recvbuf, const int rcounts[], MPI_Datatype dt, MPI_Op op, MPI_Comm comm) {
+    if (!ob.up) return PMPI_Reduce_scatter(sendbuf, recvbuf, rcounts, dt, op, comm);
+    int n = comm_size(comm), obop = 0, bad = 0;
+    long long total = 0;
+    for (int q = 0; q < n; q++) {
+        bad |= rcounts[q] < 0;
+        total += rcounts[q];
+    }
+    struct layout l;
+    long long elem = 0;
+    enum why w = bad ? W_DATATYPE : reducible(comm, 1, dt, op, total, C_REDUCE_SCATTER, &l, &elem, &obop);
+    outboard_group *g = ob_take(comm, C_REDUCE_SCATTER, L_BLOCKING, w, elem * total, NULL);
+    if (!g) return PMPI_Reduce_scatter(sendbuf, recvbuf, rcounts, dt, op, comm);
+    size_t *counts = malloc((size_t)n * sizeof *counts);
+    if (!counts) return MPI_ERR_NO_MEM;
+    for (int q = 0; q < n; q++) counts[q] = (size_t)rcounts[q];
+    const void *src = sendbuf == MPI_IN_PLACE ? NULL : sendbuf;
+    int rc = ob_done(comm, C_REDUCE_SCATTER, outboard_reduce_scatter(g, src, recvbuf, counts, l.base, obop));
+    free(counts);
+    return rc;
+}
+
+/* ---- Scans ---- */
+
+int MPI_Scan(const void *sendbuf, void *recvbuf, int count, MPI_Datatype dt, MPI_Op op, MPI_Comm comm) {
+    if (!ob.up) return PMPI_Scan(sendbuf, recvbuf, count, dt, op, comm);
+    int obop = 0;
+    struct layout l;
+    long long bytes = 0;
+    enum why w = reducible(comm, count, dt, op, 1, C_SCAN, &l, &bytes, &obop);
+    outboard_group *g = ob_take(comm, C_SCAN, L_BLOCKING, w, bytes, NULL);
+    if (!g) return PMPI_Scan(sendbuf, recvbuf, count, dt, op, comm);
+    const void *src = sendbuf == MPI_IN_PLACE ? NULL : sendbuf;
+    return ob_done(comm, C_SCAN, outboard_scan(g, src, recvbuf, (size_t)count, l.base, obop));
+}
+
+int MPI_Iscan(const void *sendbuf, void *recvbuf, int count, MPI_Datatype dt, MPI_Op op, MPI_Comm comm, MPI_Request *req) {
+    if (!ob.up) return PMPI_Iscan(sendbuf, recvbuf, count, dt, op, comm, req);
+    int obop = 0;
+    struct layout l;
+    long long bytes = 0;
+    struct comm *c = NULL;
+    enum why w = reducible(comm, count, dt, op, 1, C_SCAN, &l, &bytes, &obop);
+    outboard_group *g = ob_take(comm, C_SCAN, L_NONBLOCKING, w, bytes, &c);
+    if (!g) return PMPI_Iscan(sendbuf, recvbuf, count, dt, op, comm, req);
+    const void *src = sendbuf == MPI_IN_PLACE ? NULL : sendbuf;
+    outboard_request *r = NULL;
+    int rc = outboard_scan_start(g, src, recvbuf, (size_t)count, l.base, obop, &r);
+    return ob_wrap(comm, c, C_SCAN, rc, r, NULL, req);
+}
+
+int MPI_Exscan(const void *sendbuf, void *recvbuf, int count, MPI_Datatype dt, MPI_Op op, MPI_Comm comm) {
+    if (!ob.up) return PMPI_Exscan(sendbuf, recvbuf, count, dt, op, comm);
+    int obop = 0;
+    struct layout l;
+    long long bytes = 0;
+    enum why w = reducible(comm, count, dt, op, 1, C_EXSCAN, &l, &bytes, &obop);
+    outboard_group *g = ob_take(comm, C_EXSCAN, L_BLOCKING, w, bytes, NULL);
+    if (!g) return PMPI_Exscan(sendbuf, recvbuf, count, dt, op, comm);
+    const void *src = sendbuf == MPI_IN_PLACE ? NULL : sendbuf;
+    return ob_done(comm, C_EXSCAN, outboard_exscan(g, src, recvbuf, (size_t)count, l.base, obop));
+}
+
+int MPI_Iexscan(const void *sendbuf, void *recvbuf, int count, MPI_Datatype dt, MPI_Op op, MPI_Comm comm, MPI_Request *req) {
+    if (!ob.up) return PMPI_Iexscan(sendbuf, recvbuf, count, dt, op, comm, req);
+    int obop = 0;
+    struct layout l;
+    long long bytes = 0;
+    struct comm *c = NULL;
+    enum why w = reducible(comm, count, dt, op, 1, C_EXSCAN, &l, &bytes, &obop);
+    outboard_group *g = ob_take(comm, C_EXSCAN, L_NONBLOCKING, w, bytes, &c);
+    if (!g) return PMPI_Iexscan(sendbuf, recvbuf, count, dt, op, comm, req);
+    const void *src = sendbuf == MPI_IN_PLACE ? NULL : sendbuf;
+    outboard_request *r = NULL;
+    int rc = outboard_exscan_start(g, src, recvbuf, (size_t)count, l.base, obop, &r);
+    return ob_wrap(comm, c, C_EXSCAN, rc, r, NULL, req);
+}
