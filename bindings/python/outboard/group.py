@@ -7,7 +7,7 @@ from __future__ import annotations
 import ctypes
 import pickle
 import struct
-from typing import TYPE_CHECKING, Any, Dict, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from . import _buffers, _lib, errors, reduction
 from .handle import Handle, made
@@ -28,6 +28,20 @@ def _operator(op: Any) -> Tuple[int, Optional[str]]:
     if isinstance(op, int) and not isinstance(op, bool) and op >= OP_MODULE_FIRST:
         return op, None  # a Module.op: the library checks it
     return int(Op.of(op)), None
+
+
+def _blocks(out: bytearray, n: int, members: int) -> List[bytes]:
+    """``members`` blocks of ``n`` bytes, in order."""
+    return [bytes(out[i * n:(i + 1) * n]) for i in range(members)]
+
+
+def _wait_started(start: Callable[[Any], int], module: Optional[str] = None) -> None:
+    """Starts a split-phase call (``start`` given the request's address)
+    and waits for it: one code path for the blocking and split-phase forms
+    of the C ABI."""
+    req = ctypes.c_void_p()
+    errors.check(start(ctypes.byref(req)), module=module)
+    errors.check(_lib.lib().outboard_wait(ctypes.byref(req), None), module=module)
 
 
 def _uses(group: "Group", op: Any) -> Tuple[Any, ...]:
@@ -258,6 +272,105 @@ class Group(Handle):
         req = ctypes.c_void_p()
         errors.check(_lib.lib().outboard_reduce_start(self._p(), data, p, count, int(d), o, r, ctypes.byref(req)), module=m)
         return Request(req, self, keep=(p, out), finish=lambda _st: shape(bytes(out)) if at_root else None, uses=_uses(self, op), module=m)
+
+    # --- data movement and scans ----------------------------------------
+
+    def allgather(self, data: Any) -> List[bytes]:
+        """Every member's ``data`` (bytes-like, the same length at every
+        member), in rank order, at every member."""
+        return self.iallgather(data).wait()
+
+    def iallgather(self, data: Any) -> Request:
+        """Starts an allgather (``data`` is copied at once)."""
+        src, n = _buffers.readable(_buffers.view(data, "data"), "data")
+        out = bytearray(n * self.size)
+        p, _ = _buffers.writable(out, "result")
+        req = ctypes.c_void_p()
+        errors.check(_lib.lib().outboard_allgather_start(self._p(), src, n, p, ctypes.byref(req)))
+        return Request(req, self, keep=(p, out), finish=lambda _st: _blocks(out, n, self.size), uses=(self,))
+
+    def gather(self, data: Any, root: int = 0) -> Optional[List[bytes]]:
+        """Every member's ``data`` (the same length everywhere), in rank
+        order, at ``root``; ``None`` at the other members."""
+        r = uint(root, 32, "root")
+        src, n = _buffers.readable(_buffers.view(data, "data"), "data")
+        out = bytearray(n * self.size)
+        p, _ = _buffers.writable(out, "result")
+        _wait_started(lambda req: _lib.lib().outboard_gather_start(self._p(), src, n, p, r, req))
+        return _blocks(out, n, self.size) if r == self.rank else None
+
+    def scatter(self, blocks: Optional[Sequence[Any]] = None, root: int = 0) -> bytes:
+        """Block ``i`` of the root's ``blocks`` (one bytes-like per member,
+        all of one length) to member ``i``; the other members pass nothing
+        and learn the length from the root first."""
+        r = uint(root, 32, "root")
+        at_root = r == self.rank
+        if at_root:
+            if blocks is None or len(blocks) != self.size:
+                raise errors.ArgumentError("invalid argument", f"the root passes {self.size} blocks, one per member")
+            views = [bytes(_buffers.view(b, "blocks")) for b in blocks]
+            if len({len(v) for v in views}) > 1:
+                raise errors.ArgumentError("invalid argument", "the blocks differ in length")
+            n = len(views[0]) if views else 0
+        head = bytearray(struct.pack("<Q", n if at_root else 0))
+        self.bcast(head, r)
+        n = struct.unpack("<Q", head)[0]
+        whole = bytearray(b"".join(views)) if at_root else bytearray(0)
+        src = _buffers.readable(whole, "blocks")[0] if at_root and n else None
+        out = bytearray(n)
+        p, _ = _buffers.writable(out, "result")
+        _wait_started(lambda req: _lib.lib().outboard_scatter_start(self._p(), src, n, p, r, req))
+        return bytes(out)
+
+    def alltoall(self, blocks: Sequence[Any]) -> List[bytes]:
+        """Block ``j`` of ``blocks`` (one bytes-like per member, all of one
+        length, the same at every member) to member ``j``; returns the
+        blocks the members sent this one, in rank order."""
+        if len(blocks) != self.size:
+            raise errors.ArgumentError("invalid argument", f"alltoall takes {self.size} blocks, one per member")
+        views = [bytes(_buffers.view(b, "blocks")) for b in blocks]
+        if len({len(v) for v in views}) > 1:
+            raise errors.ArgumentError("invalid argument", "the blocks differ in length")
+        n = len(views[0]) if views else 0
+        whole = bytearray(b"".join(views))
+        src = _buffers.readable(whole, "blocks")[0] if whole else None
+        out = bytearray(n * self.size)
+        p, _ = _buffers.writable(out, "result")
+        _wait_started(lambda req: _lib.lib().outboard_alltoall_start(self._p(), src, n, p, req))
+        return _blocks(out, n, self.size)
+
+    def reduce_scatter(self, values: Any, op: Any = Op.SUM, dtype: Any = None) -> Any:
+        """``values`` holds one block per member (its length a multiple of
+        the group's size); each member gets the combination over members of
+        its own block, shaped as ``allreduce`` shapes results."""
+        o, m = _operator(op)
+        data, count, d, shape = reduction.pack(values, dtype)
+        if count % self.size:
+            raise errors.ArgumentError("invalid argument", f"{count} elements do not split into {self.size} equal blocks")
+        per = count // self.size
+        out = reduction.result_buffer(per, d)
+        p, _ = _buffers.writable(out, "result")
+        _wait_started(lambda req: _lib.lib().outboard_reduce_scatter_block_start(self._p(), data, p, per, int(d), o, req), module=m)
+        return shape(bytes(out))
+
+    def scan(self, values: Any, op: Any = Op.SUM, dtype: Any = None) -> Any:
+        """The combination of members 0 to this one's ``values``, left to
+        right (shapes as in ``allreduce``)."""
+        return self._scan(values, op, dtype, exclusive=False)
+
+    def exscan(self, values: Any, op: Any = Op.SUM, dtype: Any = None) -> Any:
+        """The combination of members 0 to the one before this one;
+        ``None`` at member 0."""
+        return self._scan(values, op, dtype, exclusive=True)
+
+    def _scan(self, values: Any, op: Any, dtype: Any, exclusive: bool) -> Any:
+        o, m = _operator(op)
+        data, count, d, shape = reduction.pack(values, dtype)
+        out = reduction.result_buffer(count, d)
+        p, _ = _buffers.writable(out, "result")
+        start = _lib.lib().outboard_exscan_start if exclusive else _lib.lib().outboard_scan_start
+        _wait_started(lambda req: start(self._p(), data, p, count, int(d), o, req), module=m)
+        return None if exclusive and self.rank == 0 else shape(bytes(out))
 
     # --- lock ------------------------------------------------------------
 

@@ -512,6 +512,36 @@ def modules(w):
     print("modules ok", flush=True)
 
 
+def movement(w):
+    """Allgather, gather, scatter, alltoall, reduce-scatter and the scans,
+    offloaded and host-based: every member's blocks where they belong, and
+    prefixes folded left to right."""
+    n = w.size
+    for mode in (Mode.OFFLOADED, Mode.HOST_BASED):
+        with w.new_group(mode) as g:
+            for length in (0, 1, 13, 9000):
+                mine = bytes((rank * 31 + k) & 0xFF for k in range(length))
+                every = [bytes((r * 31 + k) & 0xFF for k in range(length)) for r in range(n)]
+                check(g.allgather(mine) == every, f"allgather of {length} bytes ({mode})")
+                check(g.iallgather(mine).wait() == every, f"iallgather of {length} bytes ({mode})")
+                for root in range(n):
+                    got = g.gather(mine, root)
+                    check(got == (every if rank == root else None), f"gather of {length} bytes to {root} ({mode})")
+                    got = g.scatter(every if rank == root else None, root)
+                    check(got == every[rank], f"scatter of {length} bytes from {root} ({mode})")
+                pairs = [bytes([rank, j]) * length for j in range(n)]
+                check(g.alltoall(pairs) == [bytes([r, rank]) * length for r in range(n)], f"alltoall of {length} ({mode})")
+            values = [rank * 100 + k for k in range(3 * n)]
+            check(g.reduce_scatter(values) == [sum(r * 100 + k for r in range(n)) for k in range(3 * rank, 3 * rank + 3)], f"reduce_scatter ({mode})")
+            check(g.scan([rank + 1, 2.5]) == [sum(range(1, rank + 2)), 2.5 * (rank + 1)], f"scan ({mode})")
+            ex = g.exscan([rank + 1], Op.MAX)
+            check(ex == (None if rank == 0 else [rank]), f"exscan ({mode}): {ex}")
+            raises(outboard.ArgumentError, g.reduce_scatter, [1] * (n + 1), contains="equal blocks")
+            raises(outboard.ArgumentError, g.alltoall, [b"x"] * (n + 1), contains="one per member")
+            g.barrier()
+    print("movement ok", flush=True)
+
+
 def main():
     global rank
     with outboard.World() as w:
@@ -546,6 +576,7 @@ def main():
         atomic_modes(w)
         choices(w)
         bypass(w)
+        movement(w)
         modules(w)
         left_open = w.new_group()  # freed by the world's close
     check(left_open.closed and w.closed and w.group.closed)

@@ -64,6 +64,15 @@ pub enum BenchCmd {
     /// Broadcast latency by size: offloaded (NIC-forwarded) vs NIC-assisted
     /// (multi-send) vs host-based vs Open MPI's MPI_Bcast over TCP.
     Bcast(crate::bench_coll::BcastArgs),
+    /// Allgather latency by block size: offloaded vs host-based vs Open
+    /// MPI's MPI_Allgather over TCP.
+    Allgather(crate::bench_coll::SizedArgs),
+    /// Alltoall latency by block size: offloaded vs host-based vs Open
+    /// MPI's MPI_Alltoall over TCP.
+    Alltoall(crate::bench_coll::SizedArgs),
+    /// Reduce-scatter latency by block size: offloaded vs host-based vs
+    /// Open MPI's MPI_Reduce_scatter_block over TCP.
+    ReduceScatter(crate::bench_coll::SizedArgs),
     /// Split-phase overlap in the OSU style (start, compute for the pure
     /// latency, wait), offloaded vs host-based vs Open MPI.
     Overlap(crate::bench_coll::OverlapArgs),
@@ -607,6 +616,9 @@ pub fn run(cmd: BenchCmd) -> anyhow::Result<()> {
         BenchCmd::Reduce(a) => return coll(Kind::Reduce, a.into()),
         BenchCmd::Overlap(a) => return coll(Kind::Overlap, a.into()),
         BenchCmd::Bcast(a) => return coll(Kind::Bcast, a.into()),
+        BenchCmd::Allgather(a) => return coll(Kind::Allgather, a.into()),
+        BenchCmd::Alltoall(a) => return coll(Kind::Alltoall, a.into()),
+        BenchCmd::ReduceScatter(a) => return coll(Kind::ReduceScatter, a.into()),
         BenchCmd::Atomics(a) => return crate::bench_atomic::run(a),
         BenchCmd::Lock(a) => return crate::bench_lock::run(a),
         BenchCmd::Nicvm(a) => return crate::bench_nicvm::run(a),

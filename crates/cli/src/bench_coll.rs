@@ -33,7 +33,8 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context};
 use outboard_engine::{Datatype, ReduceOp, Reduction};
 use outboard_host::{
-    AllreduceAlgorithm, BarrierAlgorithm, BarrierProtocol, BcastMode, CollRequest, Group, HostError, Mode, Port, RecvMatch, ReduceAlgorithm, TreeShape,
+    AllreduceAlgorithm, BarrierAlgorithm, BarrierProtocol, BcastMode, CollRequest, Group, HostError, Layout, Mode, Port, RecvMatch, ReduceAlgorithm,
+    TreeShape,
 };
 use outboard_runtime::{machine_cores, Options, Progress, RtPort};
 
@@ -53,6 +54,12 @@ pub enum Kind {
     Overlap,
     /// Broadcast from rank 0, every size.
     Bcast,
+    /// Allgather, every size (each rank's block).
+    Allgather,
+    /// Alltoall, every size (each pair's block).
+    Alltoall,
+    /// Reduce-scatter of i64 sums, every size (each rank's block).
+    ReduceScatter,
 }
 
 impl Kind {
@@ -63,6 +70,19 @@ impl Kind {
             Kind::Reduce => "reduce",
             Kind::Overlap => "overlap",
             Kind::Bcast => "bcast",
+            Kind::Allgather => "allgather",
+            Kind::Alltoall => "alltoall",
+            Kind::ReduceScatter => "reduce-scatter",
+        }
+    }
+
+    /// The data-movement collectives' op, which sizes are blocks of.
+    fn movement(self) -> Option<Op> {
+        match self {
+            Kind::Allgather => Some(Op::Allgather),
+            Kind::Alltoall => Some(Op::Alltoall),
+            Kind::ReduceScatter => Some(Op::ReduceScatter),
+            _ => None,
         }
     }
 
@@ -86,6 +106,7 @@ impl Kind {
     fn default_sizes(self) -> Vec<u32> {
         match self {
             Kind::Bcast => vec![8, 1024, 16 << 10, 256 << 10],
+            Kind::Allgather | Kind::Alltoall | Kind::ReduceScatter => vec![8, 1024, 64 << 10, 1 << 20],
             _ => vec![8, 64, 1024, 4096],
         }
     }
@@ -98,6 +119,8 @@ pub enum OverlapOp {
     Barrier,
     /// Split-phase allreduce (recursive doubling), every size.
     Allreduce,
+    /// Split-phase allgather (by length), every size.
+    Allgather,
 }
 
 impl OverlapOp {
@@ -106,6 +129,7 @@ impl OverlapOp {
         match self {
             OverlapOp::Barrier => Op::Barrier(BarrierAlgorithm::PairwiseExchange),
             OverlapOp::Allreduce => Op::Allreduce(AllreduceAlgorithm::RecursiveDoubling),
+            OverlapOp::Allgather => Op::Allgather,
         }
     }
 
@@ -114,6 +138,7 @@ impl OverlapOp {
         match self {
             OverlapOp::Barrier => "barrier",
             OverlapOp::Allreduce => "allreduce",
+            OverlapOp::Allgather => "allgather",
         }
     }
 }
@@ -368,7 +393,17 @@ enum Op {
     Reduce(ReduceAlgorithm),
     /// A broadcast from rank 0 on the binomial tree.
     Bcast,
+    /// An allgather of each rank's block (by length).
+    Allgather,
+    /// An alltoall of each pair's block (by length).
+    Alltoall,
+    /// A reduce-scatter of i64 sums, each rank's block (by length).
+    ReduceScatter,
 }
+
+/// What the data-movement collectives run on: the allreduce chosen by
+/// length, and the reduce-scatter's trees binomial.
+const BY_LENGTH: AllreduceAlgorithm = AllreduceAlgorithm::Auto(TreeShape::Binomial);
 
 impl Op {
     /// The operation's name in rows and `@` lines.
@@ -378,6 +413,9 @@ impl Op {
             Op::Allreduce(_) => "allreduce",
             Op::Reduce(_) => "reduce",
             Op::Bcast => "bcast",
+            Op::Allgather => "allgather",
+            Op::Alltoall => "alltoall",
+            Op::ReduceScatter => "reduce-scatter",
         }
     }
 
@@ -388,6 +426,7 @@ impl Op {
             Op::Allreduce(x) => label(&ALLREDUCES, &x),
             Op::Reduce(x) => label(&REDUCES, &x),
             Op::Bcast => "binomial",
+            Op::Allgather | Op::Alltoall | Op::ReduceScatter => "by-length",
         }
     }
 
@@ -401,15 +440,24 @@ impl Op {
             (Op::Allreduce(_), true) => "iallreduce",
             (Op::Reduce(_), _) => "reduce",
             (Op::Bcast, _) => "bcast",
+            (Op::Allgather, false) => "allgather",
+            (Op::Allgather, true) => "iallgather",
+            (Op::Alltoall, _) => "alltoall",
+            (Op::ReduceScatter, _) => "reduce_scatter",
         }
     }
 
-    /// What `rank` passes for a case of `size` bytes: a broadcast root's
-    /// message (zeros of the same length elsewhere), or i64 elements.
-    fn data(self, rank: u32, size: u32) -> Vec<u8> {
+    /// What `rank` of `n` passes for a case of `size` bytes: a broadcast
+    /// root's message (zeros of the same length elsewhere), or i64
+    /// elements: one block, or (alltoall, reduce-scatter) one per rank.
+    fn data(self, rank: u32, n: u32, size: u32) -> Vec<u8> {
+        let blocks = match self {
+            Op::Alltoall | Op::ReduceScatter => n,
+            _ => 1,
+        };
         match self {
             Op::Bcast => (0..size).map(|i| if rank == 0 { (i.wrapping_mul(2_654_435_761) >> 13) as u8 } else { 0 }).collect(),
-            _ => (0..size / 8).flat_map(|i| (i64::from(rank) * 1000 + i64::from(i)).to_le_bytes()).collect(),
+            _ => (0..size / 8 * blocks).flat_map(|i| (i64::from(rank) * 1000 + i64::from(i)).to_le_bytes()).collect(),
         }
     }
 
@@ -426,6 +474,9 @@ impl Op {
             Op::Barrier(alg) => port.barrier(g, mode, alg).map(|()| Vec::new()),
             Op::Allreduce(alg) => port.allreduce(g, mode, alg, SUM_I64, data),
             Op::Reduce(alg) => port.reduce(g, mode, alg, 0, SUM_I64, data),
+            Op::Allgather => port.allgather(g, mode, BY_LENGTH, &Layout::even(g.size(), data.len()), data),
+            Op::Alltoall => port.alltoall(g, mode, BY_LENGTH, data.len() / g.size() as usize, data),
+            Op::ReduceScatter => port.reduce_scatter(g, mode, TreeShape::Binomial, SUM_I64, &Layout::even(g.size(), data.len() / g.size() as usize), data),
         }
     }
 
@@ -436,6 +487,11 @@ impl Op {
             Op::Barrier(alg) => port.start_barrier(g, mode, alg),
             Op::Allreduce(alg) => port.start_allreduce(g, mode, alg, SUM_I64, data),
             Op::Reduce(alg) => port.start_reduce(g, mode, alg, 0, SUM_I64, data),
+            Op::Allgather => port.start_allgather(g, mode, BY_LENGTH, &Layout::even(g.size(), data.len()), data),
+            Op::Alltoall => port.start_alltoall(g, mode, BY_LENGTH, data.len() / g.size() as usize, data),
+            Op::ReduceScatter => {
+                port.start_reduce_scatter(g, mode, TreeShape::Binomial, SUM_I64, &Layout::even(g.size(), data.len() / g.size() as usize), data)
+            }
         }
     }
 }
@@ -484,6 +540,12 @@ fn cases(kind: Kind, a: &CollArgs) -> Vec<Case> {
         Kind::Bcast => {
             for &size in a.sizes() {
                 v.push(Case { op: Op::Bcast, size });
+            }
+        }
+        Kind::Allgather | Kind::Alltoall | Kind::ReduceScatter => {
+            let op = kind.movement().expect("a data-movement kind");
+            for &size in a.sizes() {
+                v.push(Case { op, size });
             }
         }
         Kind::Overlap => {
@@ -536,9 +598,9 @@ fn worker_cases(kind: Kind, a: &CollArgs, world: &mut outboard_runtime::World) -
     let mut g = world.group()?;
     let mut mine: Vec<f64> = Vec::new();
     for case in cases(kind, a) {
-        let data = case.op.data(rank, case.size);
+        let data = case.op.data(rank, n, case.size);
         // What a broadcast delivers: the root's data.
-        let root_data = case.op.data(0, case.size);
+        let root_data = case.op.data(0, n, case.size);
         // Runs one blocking collective of this case in `mode`.
         let once = |port: &mut Port<RtPort>, g: &mut Group, bmode: BcastMode| -> anyhow::Result<()> {
             let got = case.op.run(port, g, bmode, &data)?;
@@ -1087,7 +1149,8 @@ fn print_bcast(a: &CollArgs, fig: &Figures, mpi_fig: &Figures) {
 }
 
 fn check(kind: Kind, a: &CollArgs) -> anyhow::Result<()> {
-    if kind == Kind::Allreduce || kind == Kind::Reduce || (kind == Kind::Overlap && a.ops.contains(&OverlapOp::Allreduce)) {
+    let sized = matches!(kind, Kind::Allreduce | Kind::Reduce | Kind::Allgather | Kind::Alltoall | Kind::ReduceScatter);
+    if sized || (kind == Kind::Overlap && a.ops.iter().any(|o| *o != OverlapOp::Barrier)) {
         if a.sizes().is_empty() {
             bail!("--sizes: give at least one size");
         }
@@ -1164,6 +1227,8 @@ pub fn run(kind: Kind, mut a: CollArgs) -> anyhow::Result<()> {
     }
     if kind == Kind::Bcast {
         println!("# data: bytes from rank 0, binomial tree in every mode; NIC-assisted = one multi-send per host and piece, packet-sized pieces; every result checked; an untimed barrier after every broadcast (OSU osu_bcast style; MPI_Barrier for Open MPI)");
+    } else if kind.movement().is_some() {
+        println!("# size: each rank's block (allgather: what it contributes; alltoall: what it sends each rank; reduce-scatter: what it gets, of i64 SUM), so the result holds ranks x size; Outboard's offloaded and host-based forms carry the whole result in every message (bitwise or of placed blocks; long reduce-scatter: one tree reduce per block), chosen by length");
     } else if cases(kind, &a).iter().any(|c| matches!(c.op, Op::Allreduce(_) | Op::Reduce(_))) {
         println!("# data: i64 elements, SUM; reduce to rank 0");
     }

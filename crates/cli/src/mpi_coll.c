@@ -6,8 +6,10 @@
  *
  * usage: ob_mpi_coll OP SIZES WARMUP ITERS ROUNDS
  *   OP     barrier | allreduce | reduce | bcast | ibarrier | iallreduce
+ *          | allgather | iallgather | alltoall | reduce_scatter
  *   SIZES  comma-separated byte counts (int64 elements: 8 B = 1 element;
- *          bcast: bytes from rank 0); ignored for barrier and ibarrier
+ *          bcast: bytes from rank 0; allgather, alltoall, reduce_scatter:
+ *          each rank's block); ignored for barrier and ibarrier
  *
  * Methodology, the same as the Rust side's:
  *   blocking ops: every iteration is timed on its own (bcast: followed by
@@ -45,9 +47,13 @@ static void busy(double secs) {
     }
 }
 
-/* One operation of OP on `count` int64 elements (`bytes` bytes for bcast);
- * returns 0 on success. */
+/* One operation of OP on `count` int64 elements (`bytes` bytes for bcast;
+ * blocks of `count` for the data-movement ones); returns 0 on success. */
 static int once(const char *op, int64_t *in, int64_t *out, int count, int bytes, MPI_Request *req) {
+    if (!strcmp(op, "allgather")) return MPI_Allgather(in, count, MPI_INT64_T, out, count, MPI_INT64_T, MPI_COMM_WORLD);
+    if (!strcmp(op, "iallgather")) return MPI_Iallgather(in, count, MPI_INT64_T, out, count, MPI_INT64_T, MPI_COMM_WORLD, req);
+    if (!strcmp(op, "alltoall")) return MPI_Alltoall(in, count, MPI_INT64_T, out, count, MPI_INT64_T, MPI_COMM_WORLD);
+    if (!strcmp(op, "reduce_scatter")) return MPI_Reduce_scatter_block(in, out, count, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);
     if (!strcmp(op, "bcast")) return MPI_Bcast(in, bytes, MPI_BYTE, 0, MPI_COMM_WORLD);
     if (!strcmp(op, "barrier")) return MPI_Barrier(MPI_COMM_WORLD);
     if (!strcmp(op, "allreduce")) return MPI_Allreduce(in, out, count, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);
@@ -75,8 +81,10 @@ int main(int argc, char **argv) {
     for (char *tok = strtok(sizes, ","); tok; tok = strtok(NULL, ",")) {
         int bytes = atoi(tok);
         int count = bytes > 0 ? (bytes + 7) / 8 : 1;
-        int64_t *in = malloc(sizeof(int64_t) * count), *out = malloc(sizeof(int64_t) * count);
-        for (int i = 0; i < count; i++) in[i] = rank + i;
+        /* Room for every rank's block on both sides (alltoall's and
+         * reduce-scatter's input, allgather's output). */
+        int64_t *in = malloc(sizeof(int64_t) * count * size), *out = malloc(sizeof(int64_t) * count * size);
+        for (int i = 0; i < count * size; i++) in[i] = rank + i;
         MPI_Request req = MPI_REQUEST_NULL;
         if (!split) {
             int n = 0;

@@ -94,6 +94,7 @@ fn ranks_pass(launcher: &[&str]) {
                 assert!(so.contains(&format!("[{r}] {part} {n} ranks ok")), "rank {r} of {n}: no {part:?}:\n{so}");
             }
             assert!(so.contains(&format!("[{r}] messages ok")) && so.contains(&format!("[{r}] rdma and atomics ok")), "{so}");
+            assert!(so.contains(&format!("[{r}] movement ok")), "rank {r} of {n}: no movement:\n{so}");
             assert!(so.contains(&format!("[{r}] allreduce with spin failed: ")) && so.contains(&format!("[{r}] modules ok")), "{so}");
         }
         assert!(!se.contains("ResourceWarning"), "a handle left unclosed:\n{se}");
