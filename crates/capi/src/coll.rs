@@ -91,7 +91,7 @@ pub(crate) fn operator(dtype: c_int, op: c_int) -> Result<(Reduction, Option<Arc
 
 /// A built-in reduction for the node's and the spanning paths, which do
 /// not run modules (`None` sends a module's operator to the engine).
-fn on_host(dtype: c_int, op: c_int) -> Option<Reduction> {
+pub(crate) fn on_host(dtype: c_int, op: c_int) -> Option<Reduction> {
     reduction(dtype, op).ok().filter(|r| !is_module(r))
 }
 
@@ -266,7 +266,7 @@ pub unsafe extern "C" fn outboard_allreduce_start(
 /// given the group, finds the call's arguments sound and returns the
 /// collective to run; `None` sends the call to the engine's path, which
 /// reports unsound arguments. The collective runs inside [`guard`].
-unsafe fn on_node<F>(group: *const outboard_group, prepare: impl FnOnce(&outboard_group) -> Option<F>) -> Option<c_int>
+pub(crate) unsafe fn on_node<F>(group: *const outboard_group, prepare: impl FnOnce(&outboard_group) -> Option<F>) -> Option<c_int>
 where
     F: FnOnce(&mut NodeColl) -> Result<(), NodeCollError>,
 {

@@ -4,13 +4,20 @@
 //! take a count and a displacement in bytes per rank, which every rank
 //! passes alike. How each runs: `outboard_host`'s `Layout` and the
 //! `movement` module of its collectives.
+//!
+//! In a group whose members all run on this node, the blocking calls meet
+//! in shared memory, as the group's reductions do: the placed blocks are
+//! combined there by the same bitwise or ([`PLACE`]), and a scan is the
+//! allgather of the contributions, each rank folding its prefix from them
+//! left to right, the order the engine's chain folds in.
 
 use std::ffi::{c_int, c_void};
 use std::ops::Range;
 
-use outboard_host::{Layout, Mode, Reduction};
+use outboard_host::{Layout, Mode, Reduction, PLACE};
+use outboard_runtime::node_coll::{Buffers, NodeColl, NodeCollError};
 
-use crate::coll::{mode_for, operator, start};
+use crate::coll::{mode_for, on_host, on_node, operator, start};
 use crate::error::{bytes, Error};
 use crate::group::outboard_group;
 use crate::request::{finish, outboard_request, Kind};
@@ -50,6 +57,144 @@ unsafe fn own_block<'a>(sendbuf: *const c_void, recvbuf: *mut c_void, block: Ran
 /// (gaps between them untouched); `out` null: the rank gets nothing.
 fn placed(req: outboard_host::CollRequest, out: *mut c_void, blocks: Vec<Range<usize>>, module: Option<std::sync::Arc<str>>) -> Kind {
     Kind::Placed { req, out: out.cast(), blocks, module }
+}
+
+/// Copies `blocks` of `from` to the same offsets at `out`.
+///
+/// # Safety
+/// Every block must lie within the bytes the program gave at `out`.
+unsafe fn place(from: &[u8], out: *mut u8, blocks: impl IntoIterator<Item = Range<usize>>) {
+    for b in blocks {
+        // SAFETY: the caller promises the block's bytes writable at `out`.
+        unsafe { std::ptr::copy_nonoverlapping(from[b.clone()].as_ptr(), out.add(b.start), b.len()) };
+    }
+}
+
+/// A collective in the group's shared memory that ends by writing into
+/// the program's buffers.
+type NodeRun = Box<dyn FnOnce(&mut NodeColl) -> Result<(), NodeCollError>>;
+
+/// An allgather (the layout's blocks) in shared memory; `None` when an
+/// argument is unsound (the engine's path reports it).
+unsafe fn node_allgather(g: &outboard_group, sendbuf: *const c_void, recvbuf: *mut c_void, l: Layout) -> Option<NodeRun> {
+    if recvbuf.is_null() && l.extent() > 0 {
+        return None;
+    }
+    let mut buf = l.placed(g.rank, unsafe { own_block(sendbuf, recvbuf, l.block(g.rank)) }.ok()?).ok()?;
+    let out = recvbuf.cast::<u8>();
+    Some(Box::new(move |nc: &mut NodeColl| {
+        nc.allreduce(Buffers::InPlace(&mut buf), PLACE)?;
+        // SAFETY: the program gave the layout's extent at `recvbuf`.
+        unsafe { place(&buf, out, (0..l.members()).map(|q| l.block(q))) };
+        Ok(())
+    }))
+}
+
+/// A gather (the layout's blocks) to `root` in shared memory.
+unsafe fn node_gather(g: &outboard_group, sendbuf: *const c_void, recvbuf: *mut c_void, l: Layout, root: u32) -> Option<NodeRun> {
+    let at_root = g.rank == root;
+    if root >= g.size || (at_root && recvbuf.is_null() && l.extent() > 0) || (!at_root && sendbuf.is_null() && !l.block(g.rank).is_empty()) {
+        return None;
+    }
+    let mut buf = l.placed(g.rank, unsafe { own_block(sendbuf, recvbuf, l.block(g.rank)) }.ok()?).ok()?;
+    let out = recvbuf.cast::<u8>();
+    Some(Box::new(move |nc: &mut NodeColl| {
+        nc.reduce(Buffers::InPlace(&mut buf), PLACE, root)?;
+        if at_root {
+            // SAFETY: the root gave the layout's extent at `recvbuf`.
+            unsafe { place(&buf, out, (0..l.members()).map(|q| l.block(q))) };
+        }
+        Ok(())
+    }))
+}
+
+/// A scatter (the layout's blocks) from `root` in shared memory.
+unsafe fn node_scatter(g: &outboard_group, sendbuf: *const c_void, recvbuf: *mut c_void, l: Layout, root: u32) -> Option<NodeRun> {
+    let at_root = g.rank == root;
+    let mine = l.block(g.rank);
+    if root >= g.size || (!at_root && recvbuf.is_null() && !mine.is_empty()) {
+        return None;
+    }
+    let mut buf = if at_root { unsafe { bytes(sendbuf, l.extent(), "sendbuf") }.ok()?.to_vec() } else { vec![0u8; l.extent()] };
+    let out = recvbuf.cast::<u8>();
+    Some(Box::new(move |nc: &mut NodeColl| {
+        nc.bcast(&mut buf, root)?;
+        if !out.is_null() {
+            // SAFETY: the program gave its block's length at `recvbuf`.
+            unsafe { place(&buf[mine.clone()], out, [0..mine.len()]) };
+        }
+        Ok(())
+    }))
+}
+
+/// An alltoall of `len` bytes per pair in shared memory: the rows placed,
+/// each rank's column copied out.
+unsafe fn node_alltoall(g: &outboard_group, sendbuf: *const c_void, recvbuf: *mut c_void, len: usize) -> Option<NodeRun> {
+    let n = g.size as usize;
+    let row = len.checked_mul(n)?;
+    row.checked_mul(n)?;
+    if recvbuf.is_null() && row > 0 {
+        return None;
+    }
+    let src = if sendbuf.is_null() { recvbuf.cast_const() } else { sendbuf };
+    let matrix = Layout::even(g.size, row);
+    let mut buf = matrix.placed(g.rank, unsafe { bytes(src, row, "sendbuf") }.ok()?).ok()?;
+    let (out, me) = (recvbuf.cast::<u8>(), g.rank as usize);
+    Some(Box::new(move |nc: &mut NodeColl| {
+        nc.allreduce(Buffers::InPlace(&mut buf), PLACE)?;
+        for i in 0..n {
+            // SAFETY: the program gave `n * len` bytes at `recvbuf`.
+            unsafe { place(&buf[i * row + me * len..i * row + (me + 1) * len], out.wrapping_add(i * len), [0..len]) };
+        }
+        Ok(())
+    }))
+}
+
+/// A reduce-scatter (the layout's blocks, of `red`'s elements) in shared
+/// memory: the whole combined there, each rank's block copied out.
+unsafe fn node_reduce_scatter(g: &outboard_group, sendbuf: *const c_void, recvbuf: *mut c_void, l: Layout, red: Reduction) -> Option<NodeRun> {
+    let mine = l.block(g.rank);
+    if recvbuf.is_null() && !mine.is_empty() {
+        return None;
+    }
+    let src = if sendbuf.is_null() { recvbuf.cast_const() } else { sendbuf };
+    let mut buf = unsafe { bytes(src, l.extent(), "sendbuf") }.ok()?.to_vec();
+    let out = recvbuf.cast::<u8>();
+    Some(Box::new(move |nc: &mut NodeColl| {
+        nc.allreduce(Buffers::InPlace(&mut buf), red)?;
+        // SAFETY: the program gave its block's length at `recvbuf`.
+        unsafe { place(&buf[mine.clone()], out, [0..mine.len()]) };
+        Ok(())
+    }))
+}
+
+/// A scan (exclusive: ranks before this one only) of `len` bytes in shared
+/// memory: the contributions allgathered, this rank's prefix folded from
+/// them left to right, as the engine's chain folds.
+unsafe fn node_scan(g: &outboard_group, sendbuf: *const c_void, recvbuf: *mut c_void, len: usize, red: Reduction, exclusive: bool) -> Option<NodeRun> {
+    if recvbuf.is_null() && len > 0 {
+        return None;
+    }
+    let src = if sendbuf.is_null() { recvbuf.cast_const() } else { sendbuf };
+    let l = Layout::even(g.size, len);
+    let mut buf = l.placed(g.rank, unsafe { bytes(src, len, "sendbuf") }.ok()?).ok()?;
+    red.check_len(len).ok()?;
+    let (out, upto) = (recvbuf.cast::<u8>(), if exclusive { g.rank } else { g.rank + 1 });
+    Some(Box::new(move |nc: &mut NodeColl| {
+        nc.allreduce(Buffers::InPlace(&mut buf), PLACE)?;
+        if upto == 0 {
+            return Ok(());
+        }
+        let mut acc = buf[l.block(0)].to_vec();
+        for q in 1..upto {
+            let mut next = buf[l.block(q)].to_vec();
+            red.fold(&mut next, &acc, true)?;
+            acc = next;
+        }
+        // SAFETY: the program gave `len` bytes at `recvbuf`.
+        unsafe { place(&acc, out, [0..len]) };
+        Ok(())
+    }))
 }
 
 /// Starts an allgather of `len` bytes per rank: `recvbuf` gets rank `r`'s
@@ -308,6 +453,9 @@ unsafe fn scan_start(group: *const outboard_group, sendbuf: *const c_void, recvb
 /// Blocking allgather (see [`outboard_allgather_start`]).
 #[no_mangle]
 pub unsafe extern "C" fn outboard_allgather(group: *const outboard_group, sendbuf: *const c_void, len: usize, recvbuf: *mut c_void) -> c_int {
+    if let Some(rc) = unsafe { on_node(group, |g| node_allgather(g, sendbuf, recvbuf, Layout::even(g.size, len))) } {
+        return rc;
+    }
     let mut r = std::ptr::null_mut();
     unsafe { finish(outboard_allgather_start(group, sendbuf, len, recvbuf, &mut r), r) }
 }
@@ -315,6 +463,9 @@ pub unsafe extern "C" fn outboard_allgather(group: *const outboard_group, sendbu
 /// Blocking allgatherv (see [`outboard_allgatherv_start`]).
 #[no_mangle]
 pub unsafe extern "C" fn outboard_allgatherv(group: *const outboard_group, sendbuf: *const c_void, recvbuf: *mut c_void, counts: *const usize, displs: *const usize) -> c_int {
+    if let Some(rc) = unsafe { on_node(group, |g| node_allgather(g, sendbuf, recvbuf, layout(counts, displs, g.size).ok()?)) } {
+        return rc;
+    }
     let mut r = std::ptr::null_mut();
     unsafe { finish(outboard_allgatherv_start(group, sendbuf, recvbuf, counts, displs, &mut r), r) }
 }
@@ -322,6 +473,9 @@ pub unsafe extern "C" fn outboard_allgatherv(group: *const outboard_group, sendb
 /// Blocking gather (see [`outboard_gather_start`]).
 #[no_mangle]
 pub unsafe extern "C" fn outboard_gather(group: *const outboard_group, sendbuf: *const c_void, len: usize, recvbuf: *mut c_void, root: u32) -> c_int {
+    if let Some(rc) = unsafe { on_node(group, |g| node_gather(g, sendbuf, recvbuf, Layout::even(g.size, len), root)) } {
+        return rc;
+    }
     let mut r = std::ptr::null_mut();
     unsafe { finish(outboard_gather_start(group, sendbuf, len, recvbuf, root, &mut r), r) }
 }
@@ -329,6 +483,9 @@ pub unsafe extern "C" fn outboard_gather(group: *const outboard_group, sendbuf: 
 /// Blocking gatherv (see [`outboard_gatherv_start`]).
 #[no_mangle]
 pub unsafe extern "C" fn outboard_gatherv(group: *const outboard_group, sendbuf: *const c_void, recvbuf: *mut c_void, counts: *const usize, displs: *const usize, root: u32) -> c_int {
+    if let Some(rc) = unsafe { on_node(group, |g| node_gather(g, sendbuf, recvbuf, layout(counts, displs, g.size).ok()?, root)) } {
+        return rc;
+    }
     let mut r = std::ptr::null_mut();
     unsafe { finish(outboard_gatherv_start(group, sendbuf, recvbuf, counts, displs, root, &mut r), r) }
 }
@@ -336,6 +493,9 @@ pub unsafe extern "C" fn outboard_gatherv(group: *const outboard_group, sendbuf:
 /// Blocking scatter (see [`outboard_scatter_start`]).
 #[no_mangle]
 pub unsafe extern "C" fn outboard_scatter(group: *const outboard_group, sendbuf: *const c_void, len: usize, recvbuf: *mut c_void, root: u32) -> c_int {
+    if let Some(rc) = unsafe { on_node(group, |g| node_scatter(g, sendbuf, recvbuf, Layout::even(g.size, len), root)) } {
+        return rc;
+    }
     let mut r = std::ptr::null_mut();
     unsafe { finish(outboard_scatter_start(group, sendbuf, len, recvbuf, root, &mut r), r) }
 }
@@ -343,6 +503,9 @@ pub unsafe extern "C" fn outboard_scatter(group: *const outboard_group, sendbuf:
 /// Blocking scatterv (see [`outboard_scatterv_start`]).
 #[no_mangle]
 pub unsafe extern "C" fn outboard_scatterv(group: *const outboard_group, sendbuf: *const c_void, counts: *const usize, displs: *const usize, recvbuf: *mut c_void, root: u32) -> c_int {
+    if let Some(rc) = unsafe { on_node(group, |g| node_scatter(g, sendbuf, recvbuf, layout(counts, displs, g.size).ok()?, root)) } {
+        return rc;
+    }
     let mut r = std::ptr::null_mut();
     unsafe { finish(outboard_scatterv_start(group, sendbuf, counts, displs, recvbuf, root, &mut r), r) }
 }
@@ -350,6 +513,9 @@ pub unsafe extern "C" fn outboard_scatterv(group: *const outboard_group, sendbuf
 /// Blocking alltoall (see [`outboard_alltoall_start`]).
 #[no_mangle]
 pub unsafe extern "C" fn outboard_alltoall(group: *const outboard_group, sendbuf: *const c_void, len: usize, recvbuf: *mut c_void) -> c_int {
+    if let Some(rc) = unsafe { on_node(group, |g| node_alltoall(g, sendbuf, recvbuf, len)) } {
+        return rc;
+    }
     let mut r = std::ptr::null_mut();
     unsafe { finish(outboard_alltoall_start(group, sendbuf, len, recvbuf, &mut r), r) }
 }
@@ -358,6 +524,13 @@ pub unsafe extern "C" fn outboard_alltoall(group: *const outboard_group, sendbuf
 /// [`outboard_reduce_scatter_block_start`]).
 #[no_mangle]
 pub unsafe extern "C" fn outboard_reduce_scatter_block(group: *const outboard_group, sendbuf: *const c_void, recvbuf: *mut c_void, count: usize, dtype: c_int, op: c_int) -> c_int {
+    let node = |g: &outboard_group| {
+        let red = on_host(dtype, op)?;
+        node_reduce_scatter(g, sendbuf, recvbuf, Layout::even(g.size, count.checked_mul(red.dtype.size())?), red)
+    };
+    if let Some(rc) = unsafe { on_node(group, node) } {
+        return rc;
+    }
     let mut r = std::ptr::null_mut();
     unsafe { finish(outboard_reduce_scatter_block_start(group, sendbuf, recvbuf, count, dtype, op, &mut r), r) }
 }
@@ -365,6 +538,15 @@ pub unsafe extern "C" fn outboard_reduce_scatter_block(group: *const outboard_gr
 /// Blocking reduce-scatter (see [`outboard_reduce_scatter_start`]).
 #[no_mangle]
 pub unsafe extern "C" fn outboard_reduce_scatter(group: *const outboard_group, sendbuf: *const c_void, recvbuf: *mut c_void, counts: *const usize, dtype: c_int, op: c_int) -> c_int {
+    let node = |g: &outboard_group| {
+        let red = on_host(dtype, op)?;
+        let counts = unsafe { per_rank(counts, g.size, "counts") }.ok()?;
+        let bytes: Option<Vec<usize>> = counts.iter().map(|c| c.checked_mul(red.dtype.size())).collect();
+        node_reduce_scatter(g, sendbuf, recvbuf, Layout::packed(&bytes?).ok()?, red)
+    };
+    if let Some(rc) = unsafe { on_node(group, node) } {
+        return rc;
+    }
     let mut r = std::ptr::null_mut();
     unsafe { finish(outboard_reduce_scatter_start(group, sendbuf, recvbuf, counts, dtype, op, &mut r), r) }
 }
@@ -372,6 +554,13 @@ pub unsafe extern "C" fn outboard_reduce_scatter(group: *const outboard_group, s
 /// Blocking inclusive scan (see [`outboard_scan_start`]).
 #[no_mangle]
 pub unsafe extern "C" fn outboard_scan(group: *const outboard_group, sendbuf: *const c_void, recvbuf: *mut c_void, count: usize, dtype: c_int, op: c_int) -> c_int {
+    let node = |g: &outboard_group| {
+        let red = on_host(dtype, op)?;
+        node_scan(g, sendbuf, recvbuf, count.checked_mul(red.dtype.size())?, red, false)
+    };
+    if let Some(rc) = unsafe { on_node(group, node) } {
+        return rc;
+    }
     let mut r = std::ptr::null_mut();
     unsafe { finish(outboard_scan_start(group, sendbuf, recvbuf, count, dtype, op, &mut r), r) }
 }
@@ -379,6 +568,13 @@ pub unsafe extern "C" fn outboard_scan(group: *const outboard_group, sendbuf: *c
 /// Blocking exclusive scan (see [`outboard_exscan_start`]).
 #[no_mangle]
 pub unsafe extern "C" fn outboard_exscan(group: *const outboard_group, sendbuf: *const c_void, recvbuf: *mut c_void, count: usize, dtype: c_int, op: c_int) -> c_int {
+    let node = |g: &outboard_group| {
+        let red = on_host(dtype, op)?;
+        node_scan(g, sendbuf, recvbuf, count.checked_mul(red.dtype.size())?, red, true)
+    };
+    if let Some(rc) = unsafe { on_node(group, node) } {
+        return rc;
+    }
     let mut r = std::ptr::null_mut();
     unsafe { finish(outboard_exscan_start(group, sendbuf, recvbuf, count, dtype, op, &mut r), r) }
 }

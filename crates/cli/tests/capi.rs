@@ -230,7 +230,7 @@ fn the_c_movement_test_passes_with_one_three_and_four_ranks_and_on_node_engines(
     let dir = scratch("movement");
     let exe = dir.join("movement_test");
     compile(&repo().join("crates/capi/c/movement_test.c"), &exe, &direct_flags());
-    for (n, launcher) in [(1, &[][..]), (3, &[][..]), (4, &[][..]), (4, &["--ranks-per-node", "2"][..])] {
+    for (n, launcher) in [(1, &[][..]), (3, &[][..]), (4, &[][..]), (4, &["--ranks-per-node", "2"][..]), (3, &["--ranks-per-node", "3"][..])] {
         let (o, so, se) = run_with(n, launcher, &exe);
         assert!(o.status.success(), "{n} ranks {launcher:?}: stdout:\n{so}\nstderr:\n{se}");
         for r in 0..n {

@@ -31,7 +31,7 @@ pub mod testnet_io;
 
 pub use coll::{
     AllreduceAlgorithm, BarrierAlgorithm, BarrierProtocol, BcastMode, CollDefaults, CollRequest, CollectiveError, ReduceAlgorithm,
-    Group, Layout, Mode, TreeShape,
+    Group, Layout, Mode, TreeShape, PLACE,
 };
 pub use atomic::{DirectAtomic, RemoteWord};
 pub use io::{runtime_allreduce_doubling_max, MemoryError, PortIo, DEFAULT_COLL_MAX_LEN};

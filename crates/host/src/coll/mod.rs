@@ -43,7 +43,7 @@ use thiserror::Error;
 
 pub(crate) use api::CollState;
 pub use api::CollRequest;
-pub use movement::Layout;
+pub use movement::{Layout, PLACE};
 pub use options::{
     AllreduceAlgorithm, BarrierAlgorithm, BarrierProtocol, BcastMode, CollDefaults, Mode, ReduceAlgorithm, TreeShape,
 };

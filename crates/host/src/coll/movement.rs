@@ -51,8 +51,8 @@ use super::{AllreduceAlgorithm, BcastMode, CollRequest, CollectiveError, Group, 
 use crate::{HostError, Port, PortIo};
 
 /// Bitwise or on 64-bit words: combining zero-padded blocks that do not
-/// overlap places each block whatever the order.
-const PLACE: Reduction = Reduction { op: ReduceOp::Bor, dtype: Datatype::U64 };
+/// overlap ([`Layout::placed`]) places each block whatever the order.
+pub const PLACE: Reduction = Reduction { op: ReduceOp::Bor, dtype: Datatype::U64 };
 
 /// Where each member's block lies in a collective's assembled buffer, in
 /// bytes (MPI's counts and displacements times the element size). Blocks
@@ -120,8 +120,9 @@ impl Layout {
     }
 
     /// The zero buffer of the extent, rounded up to whole words, with
-    /// `data` in member `rank`'s block.
-    fn placed(&self, rank: u32, data: &[u8]) -> Result<Vec<u8>, HostError> {
+    /// `data` in member `rank`'s block: what a member contributes to the
+    /// [`PLACE`] reduction that assembles the blocks.
+    pub fn placed(&self, rank: u32, data: &[u8]) -> Result<Vec<u8>, HostError> {
         let block = self.block(rank);
         if data.len() != block.len() {
             return Err(CollectiveError::from(CollError::LengthMismatch { expected: block.len() as u32, got: data.len() as u32 }).into());
