@@ -162,6 +162,10 @@ pub const RUNS: &[Run] = &[
     Run { sizes: &[8, 65536, 1 << 20], ..run("coll-size", "coll-size", &["dpu400", "ib-sdr"], &[16], 8, 4) },
     Run { sizes: &[1 << 24], full_only: true, ..run("coll-size-16m", "coll-size", &["dpu400", "ib-sdr"], &[16], 1, 1) },
     Run { sizes: &[1 << 20], full_only: true, ..run("coll-size-1024", "coll-size", &["dpu400"], &[1024], 1, 1) },
+    // The data-movement collectives and scan against their bound: 16
+    // nodes quick, 1,024 in full runs.
+    Run { sizes: &[8, 1024, 65536], ..run("coll-move", "coll-move", &["dpu400", "ib-sdr"], &[16], 4, 2) },
+    Run { sizes: &[8, 1024], full_only: true, ..run("coll-move-1024", "coll-move", &["dpu400"], &[1024], 1, 1) },
 ];
 
 /// The profiles `experiment` runs on at its paper's points (its first run

@@ -14,6 +14,7 @@ use crate::sim::SimError;
 
 pub mod atomics;
 pub mod bandwidth;
+pub mod movement;
 pub mod barrier;
 pub mod bypass;
 pub mod closed_form;
@@ -57,6 +58,7 @@ pub const NAMES: &[&str] = &["closed-form", "pingpong", "dissemination", "barrie
     "lock-cpu",
     "nicvm",
     "coll-size",
+    "coll-move",
 ];
 
 /// An experiment could not run.
@@ -277,6 +279,7 @@ pub fn run(name: &str, p: &Params, progress: &mut dyn FnMut(usize, usize)) -> Re
         "lock" => atomics::run_lock(p, progress),
         "lock-cpu" => atomics::run_lock_cpu(p, progress),
         "coll-size" => bandwidth::run(p, progress),
+        "coll-move" => movement::run(p, progress),
         other => Err(ExperimentError::Unknown(other.to_string())),
     }
 }
