@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Latency and overlap of barrier, bcast, reduce, allreduce, ibarrier and
-# iallreduce under each installed MPI in its normal configuration (shared
+# Latency and overlap of barrier, bcast, reduce, allreduce, allgather,
+# gather, scatter, alltoall, reduce-scatter, scan, ibarrier, iallreduce and
+# iallgather under each installed MPI in its normal configuration (shared
 # memory within the machine), without and with liboutboard_mpi preloaded,
 # in one run (bindings/mpi/bench/mpi_bench.c); then what an idle engine
 # costs a program of point-to-point calls only (mpi_idle.c). Usage:

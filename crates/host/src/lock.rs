@@ -119,8 +119,9 @@ enum Pending {
     Unstarted { rank: u32, at: u64, op: AtomicOp },
     /// Performed by the word's engine.
     Engine(Request),
-    /// Performed by the word's host-based server.
-    Server(HbAtomic),
+    /// Performed by the word's host-based server; what it performs, so
+    /// that a request the port had no send token for starts again.
+    Server { a: HbAtomic, rank: u32, at: u64, op: AtomicOp },
 }
 
 /// One rank's handle on a distributed MCS lock.
@@ -252,7 +253,7 @@ impl McsLock {
     fn start<P: PortIo>(&self, port: &mut Port<P>, rank: u32, at: u64, op: AtomicOp) -> Result<Pending, HostError> {
         let s = self.table[rank as usize];
         let r = match &self.servers {
-            Some(servers) => port.start_hb_atomic(servers[rank as usize], s.key, s.offset + at, AtomicWidth::W64, op).map(Pending::Server),
+            Some(servers) => port.start_hb_atomic(servers[rank as usize], s.key, s.offset + at, AtomicWidth::W64, op).map(|a| Pending::Server { a, rank, at, op }),
             None => port.start_atomic(RemoteWord { ep: s.ep, key: s.key, offset: s.offset + at, width: AtomicWidth::W64 }, op).map(Pending::Engine),
         };
         match r {
@@ -272,10 +273,17 @@ impl McsLock {
         }
         let done = match self.pending.as_mut() {
             Some(Pending::Engine(r)) => port.test(*r).map(|c| c.map(crate::atomic::value_of)),
-            Some(Pending::Server(a)) => port.test_hb_atomic(a),
+            Some(Pending::Server { a, .. }) => port.test_hb_atomic(a),
             Some(Pending::Unstarted { .. }) | None => None,
         };
         let Some(v) = done else { return Ok(None) };
+        if let (Err(HostError::Command(CommandError::NoSendToken)), Some(Pending::Server { rank, at, op, .. })) = (&v, &self.pending) {
+            // The request never left (its send found no token): the
+            // server did nothing, so it starts again on a later test, as
+            // an engine atomic without a token does.
+            self.pending = Some(Pending::Unstarted { rank: *rank, at: *at, op: *op });
+            return Ok(None);
+        }
         self.pending = None;
         v.map(Some)
     }
