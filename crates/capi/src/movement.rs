@@ -80,8 +80,23 @@ unsafe fn node_allgather(g: &outboard_group, sendbuf: *const c_void, recvbuf: *m
     if recvbuf.is_null() && l.extent() > 0 {
         return None;
     }
-    let mut buf = l.placed(g.rank, unsafe { own_block(sendbuf, recvbuf, l.block(g.rank)) }.ok()?).ok()?;
+    let mine = unsafe { own_block(sendbuf, recvbuf, l.block(g.rank)) }.ok()?;
     let out = recvbuf.cast::<u8>();
+    if l.extent() > outboard_host::runtime_allreduce_doubling_max() {
+        // Long: a broadcast of each block from its member, so that each
+        // rank copies every block once instead of folding n of them.
+        let (me, mine) = (g.rank, mine.to_vec());
+        return Some(Box::new(move |nc: &mut NodeColl| {
+            for q in 0..l.members() {
+                let mut b = if q == me { mine.clone() } else { vec![0u8; l.block(q).len()] };
+                nc.bcast(&mut b, q)?;
+                // SAFETY: the program gave the layout's extent at `recvbuf`.
+                unsafe { place(&b, out.wrapping_add(l.block(q).start), [0..b.len()]) };
+            }
+            Ok(())
+        }));
+    }
+    let mut buf = l.placed(g.rank, mine).ok()?;
     Some(Box::new(move |nc: &mut NodeColl| {
         nc.allreduce(Buffers::InPlace(&mut buf), PLACE)?;
         // SAFETY: the program gave the layout's extent at `recvbuf`.

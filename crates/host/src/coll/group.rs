@@ -70,6 +70,10 @@ pub(crate) enum ScheduleKey {
     Scan,
     /// An exclusive scan on a chain in rank order ([`s::exscan_chain`]).
     Exscan,
+    /// A step of a pairwise exchange ([`s::shift_exchange`]).
+    Shift(u32),
+    /// One value from a rank to another ([`s::transfer`]).
+    Transfer(u32, u32),
 }
 
 /// Schedule numbers from this bit up are handed out in order of first use
@@ -200,6 +204,8 @@ pub(crate) fn describe_choice(mode: BcastMode, key: ScheduleKey, nic_protocol: b
         ScheduleKey::AllreduceAt(t, root) => format!("allreduce {mode} {} rooted at rank {root}", describe_tree(t)),
         ScheduleKey::Scan => format!("scan {mode} chain"),
         ScheduleKey::Exscan => format!("exclusive scan {mode} chain"),
+        ScheduleKey::Shift(k) => format!("pairwise exchange {mode} shift {k}"),
+        ScheduleKey::Transfer(from, to) => format!("transfer {mode} from rank {from} to rank {to}"),
         k => unreachable!("flat() left a node form: {k:?}"),
     }
 }
@@ -518,6 +524,8 @@ pub(crate) fn schedule_for(
         }
         ScheduleKey::Scan => s::scan_chain(rank, size),
         ScheduleKey::Exscan => s::exscan_chain(rank, size),
+        ScheduleKey::Shift(k) => s::shift_exchange(rank, size, k),
+        ScheduleKey::Transfer(from, to) => s::transfer(rank, from, to),
         // Node forms need the members' nodes: `Group::schedule_of`
         // builds them; a flat schedule in their place would run a
         // different collective than the node-mates' forms.

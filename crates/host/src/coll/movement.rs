@@ -140,6 +140,11 @@ pub(crate) enum View {
     Whole,
     /// These ranges of it, joined in order.
     Ranges(Vec<Range<usize>>),
+    /// A buffer of `extent` zero bytes with each `moves` range of the
+    /// result copied to its offset, and this member's own block (`own`)
+    /// at its: the long-data forms, whose parts arrive one after the
+    /// other in an order of their own.
+    Assemble { extent: usize, moves: Vec<(Range<usize>, usize)>, own: Option<(Vec<u8>, usize)> },
 }
 
 impl View {
@@ -158,8 +163,35 @@ impl View {
                 }
                 out
             }
+            View::Assemble { extent, moves, own } => {
+                let mut out = vec![0u8; *extent];
+                for (r, at) in moves {
+                    if let Some(part) = v.get(r.clone()) {
+                        out[*at..*at + part.len()].copy_from_slice(part);
+                    }
+                }
+                if let Some((data, at)) = own {
+                    out[*at..*at + data.len()].copy_from_slice(data);
+                }
+                out
+            }
         }
     }
+}
+
+/// Where the blocks of `members`, joined one after the other in that
+/// order, go in `layout`'s buffer.
+fn packed_moves(layout: &Layout, members: impl IntoIterator<Item = u32>) -> Vec<(Range<usize>, usize)> {
+    let mut at = 0;
+    members
+        .into_iter()
+        .map(|b| {
+            let r = layout.block(b);
+            let m = (at..at + r.len(), r.start);
+            at += r.len();
+            m
+        })
+        .collect()
 }
 
 impl<P: PortIo> Port<P> {
@@ -169,6 +201,9 @@ impl<P: PortIo> Port<P> {
     /// allreduce's ([`AllreduceAlgorithm::Auto`] chooses by length).
     pub fn start_allgather(&mut self, g: &mut Group, mode: Mode, algo: AllreduceAlgorithm, layout: &Layout, data: &[u8]) -> Result<CollRequest, HostError> {
         layout.check(g)?;
+        if self.long(g, layout.extent()) {
+            return self.allgather_by_broadcasts(g, mode, layout, data);
+        }
         let buf = layout.placed(g.rank(), data)?;
         let spec = Spec { key: ScheduleKey::Allreduce(algo), reduction: Some(PLACE), data: &buf, want_result: true };
         self.start_coll_viewed(g, mode.into(), spec, View::Ranges(vec![0..layout.extent()]))
@@ -180,6 +215,9 @@ impl<P: PortIo> Port<P> {
     pub fn start_gather(&mut self, g: &mut Group, mode: Mode, algo: impl Into<ReduceAlgorithm>, root: u32, layout: &Layout, data: &[u8]) -> Result<CollRequest, HostError> {
         Self::check_root(g, root)?;
         layout.check(g)?;
+        if self.long(g, layout.extent()) {
+            return self.gather_by_transfers(g, mode, root, layout, data);
+        }
         let buf = layout.placed(g.rank(), data)?;
         let key = match algo.into() {
             ReduceAlgorithm::Tree(t) => ScheduleKey::Reduce(t, root),
@@ -196,6 +234,12 @@ impl<P: PortIo> Port<P> {
         Self::check_root(g, root)?;
         layout.check(g)?;
         let extent = layout.extent();
+        if g.rank() == root && data.len() != extent {
+            return Err(CollectiveError::from(CollError::LengthMismatch { expected: extent as u32, got: data.len() as u32 }).into());
+        }
+        if self.long(g, extent) {
+            return self.scatter_by_transfers(g, mode, root, layout, data);
+        }
         let zeros;
         let data = if g.rank() == root {
             if data.len() != extent {
@@ -217,6 +261,12 @@ impl<P: PortIo> Port<P> {
         let n = g.size() as usize;
         let row = block.checked_mul(n).ok_or(CollectiveError::BadLayout("an alltoall's blocks span beyond the address space"))?;
         row.checked_mul(n).ok_or(CollectiveError::BadLayout("an alltoall's blocks span beyond the address space"))?;
+        if self.long(g, row * n) {
+            if data.len() != row {
+                return Err(CollectiveError::from(CollError::LengthMismatch { expected: row as u32, got: data.len() as u32 }).into());
+            }
+            return self.alltoall_by_shifts(g, mode, block, data);
+        }
         let matrix = Layout::even(g.size(), row);
         let buf = matrix.placed(g.rank(), data)?;
         let me = g.rank() as usize;
@@ -279,6 +329,98 @@ impl<P: PortIo> Port<P> {
     pub fn start_exscan(&mut self, g: &mut Group, mode: Mode, red: Reduction, data: &[u8]) -> Result<CollRequest, HostError> {
         let spec = Spec { key: ScheduleKey::Exscan, reduction: Some(red), data, want_result: g.rank() > 0 };
         self.start_coll(g, mode.into(), spec)
+    }
+
+    /// Whether an assembled buffer of `extent` bytes is long: past the
+    /// allreduce's recursive-doubling length, where carrying it whole in
+    /// every message costs more than a collective per block. The same at
+    /// every member (they pass the same layout and share the transport).
+    fn long(&self, g: &Group, extent: usize) -> bool {
+        g.size() > 1 && extent > self.io_ref().allreduce_doubling_max() as usize
+    }
+
+    /// Starts one collective per part of `parts` (its schedule and this
+    /// member's data), all under way at once as consecutive collectives of
+    /// the group; the run hands back their results joined in order (only
+    /// part `keep`'s, if given), seen through `view`.
+    fn start_parts(&mut self, g: &mut Group, mode: Mode, parts: &[(ScheduleKey, &[u8])], keep: Option<usize>, want_result: bool, view: View) -> Result<CollRequest, HostError> {
+        self.register_group(g)?;
+        let mode: BcastMode = mode.into();
+        let mut runs: Vec<BlockRun> = Vec::with_capacity(parts.len());
+        for &(key, data) in parts {
+            let part = Spec { key: self.key_for_len(g.size(), mode, key, data.len()), reduction: None, data, want_result: true };
+            runs.push(self.block_run(g, mode, &part)?);
+            g.note_taken(mode, part.key);
+        }
+        let run = match keep {
+            Some(k) => BlocksRun::keeping::<P>(runs, k),
+            None => BlocksRun::new::<P>(runs),
+        };
+        Ok(self.enqueue(g, mode, Box::new(run), want_result, view))
+    }
+
+    /// A long allgather: a broadcast of each member's block from that
+    /// member, on binomial trees, all under way at once: each member takes
+    /// in every other block once.
+    fn allgather_by_broadcasts(&mut self, g: &mut Group, mode: Mode, layout: &Layout, data: &[u8]) -> Result<CollRequest, HostError> {
+        let me = g.rank();
+        if data.len() != layout.block(me).len() {
+            return Err(CollectiveError::from(CollError::LengthMismatch { expected: layout.block(me).len() as u32, got: data.len() as u32 }).into());
+        }
+        let zeros: Vec<Vec<u8>> = (0..g.size()).map(|b| if b == me { Vec::new() } else { vec![0u8; layout.block(b).len()] }).collect();
+        let parts: Vec<(ScheduleKey, &[u8])> =
+            (0..g.size()).map(|b| (ScheduleKey::Bcast(TreeShape::Binomial, b), if b == me { data } else { &zeros[b as usize][..] })).collect();
+        let view = View::Assemble { extent: layout.extent(), moves: packed_moves(layout, 0..g.size()), own: None };
+        self.start_parts(g, mode, &parts, None, true, view)
+    }
+
+    /// A long gather: each block moved from its member to the root, all
+    /// under way at once.
+    fn gather_by_transfers(&mut self, g: &mut Group, mode: Mode, root: u32, layout: &Layout, data: &[u8]) -> Result<CollRequest, HostError> {
+        let me = g.rank();
+        if data.len() != layout.block(me).len() {
+            return Err(CollectiveError::from(CollError::LengthMismatch { expected: layout.block(me).len() as u32, got: data.len() as u32 }).into());
+        }
+        let others: Vec<u32> = (0..g.size()).filter(|&b| b != root).collect();
+        let zeros: Vec<Vec<u8>> = others.iter().map(|&b| if b == me { Vec::new() } else { vec![0u8; layout.block(b).len()] }).collect();
+        let parts: Vec<(ScheduleKey, &[u8])> =
+            others.iter().zip(&zeros).map(|(&b, z)| (ScheduleKey::Transfer(b, root), if b == me { data } else { &z[..] })).collect();
+        let view = View::Assemble { extent: layout.extent(), moves: packed_moves(layout, others.iter().copied()), own: Some((data.to_vec(), layout.block(root).start)) };
+        self.start_parts(g, mode, &parts, None, me == root, view)
+    }
+
+    /// A long scatter: each block moved from the root to its member, all
+    /// under way at once; a member keeps its own.
+    fn scatter_by_transfers(&mut self, g: &mut Group, mode: Mode, root: u32, layout: &Layout, data: &[u8]) -> Result<CollRequest, HostError> {
+        let me = g.rank();
+        let others: Vec<u32> = (0..g.size()).filter(|&b| b != root).collect();
+        let zeros: Vec<Vec<u8>> = others.iter().map(|&b| if me == root { Vec::new() } else { vec![0u8; layout.block(b).len()] }).collect();
+        let parts: Vec<(ScheduleKey, &[u8])> = others
+            .iter()
+            .zip(&zeros)
+            .map(|(&b, z)| (ScheduleKey::Transfer(root, b), if me == root { &data[layout.block(b)] } else { &z[..] }))
+            .collect();
+        if me == root {
+            let own = data[layout.block(root)].to_vec();
+            // The root's result is its own block: the parts' results (what
+            // it sent) are not looked at.
+            let view = View::Assemble { extent: own.len(), moves: Vec::new(), own: Some((own, 0)) };
+            return self.start_parts(g, mode, &parts, None, true, view);
+        }
+        let mine = others.iter().position(|&b| b == me).expect("a member other than the root");
+        self.start_parts(g, mode, &parts, Some(mine), true, View::Whole)
+    }
+
+    /// A long alltoall: the pairwise exchange, one collective per shift
+    /// `s` (each member sends its block for `rank + s` and takes the one
+    /// from `rank - s`), all under way at once.
+    fn alltoall_by_shifts(&mut self, g: &mut Group, mode: Mode, block: usize, data: &[u8]) -> Result<CollRequest, HostError> {
+        let (n, me) = (g.size(), g.rank());
+        let at = |b: u32| b as usize * block..(b as usize + 1) * block;
+        let parts: Vec<(ScheduleKey, &[u8])> = (1..n).map(|s| (ScheduleKey::Shift(s), &data[at((me + s) % n)])).collect();
+        let moves = (1..n).map(|s| ((s as usize - 1) * block..s as usize * block, at((me + n - s) % n).start)).collect();
+        let view = View::Assemble { extent: n as usize * block, moves, own: Some((data[at(me)].to_vec(), at(me).start)) };
+        self.start_parts(g, mode, &parts, None, true, view)
     }
 
     /// Blocking allgather ([`Port::start_allgather`]).

@@ -178,6 +178,33 @@ pub fn exscan_chain(rank: u32, size: u32) -> Schedule {
     Schedule::new(steps)
 }
 
+/// Step `shift` of a pairwise exchange (an alltoall's long-data form):
+/// rank `r` sends its value to `r + shift` and takes the one of
+/// `r - shift` (modulo `size`) in its place. Shift 0 (and a group of one)
+/// is no step at all: the value stays.
+pub fn shift_exchange(rank: u32, size: u32, shift: u32) -> Schedule {
+    let shift = shift % size.max(1);
+    if shift == 0 {
+        return Schedule::new(Vec::new());
+    }
+    let to = ((u64::from(rank) + u64::from(shift)) % u64::from(size)) as u32;
+    let from = ((u64::from(rank) + u64::from(size) - u64::from(shift)) % u64::from(size)) as u32;
+    Schedule::new(vec![Step::exchange([to], [from], Fold::Replace)])
+}
+
+/// One value moved from rank `from` to rank `to` (a gather's or a
+/// scatter's long-data form: one per block): `from` sends, `to` takes it
+/// in place of its own, every other rank does nothing.
+pub fn transfer(rank: u32, from: u32, to: u32) -> Schedule {
+    let steps = match (rank == from, rank == to, from == to) {
+        (_, _, true) => Vec::new(),
+        (true, _, _) => vec![Step::send([to])],
+        (_, true, _) => vec![Step::recv([from], Fold::Replace)],
+        _ => Vec::new(),
+    };
+    Schedule::new(steps)
+}
+
 /// Dissemination barrier: in round k send to `rank + 2^k`, wait for
 /// `rank - 2^k` (mod size); ceil(log2 size) rounds for any size.
 pub fn barrier_dissemination(rank: u32, size: u32) -> Schedule {
