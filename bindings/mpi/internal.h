@@ -13,7 +13,8 @@ enum coll {
     C_BARRIER, C_BCAST, C_REDUCE, C_ALLREDUCE,
     /* movement.c; one OUTBOARD_MPI_* variable per family (allgather,
      * reduce-scatter, scan) */
-    C_ALLGATHER, C_ALLGATHERV, C_GATHER, C_SCATTER, C_ALLTOALL, C_REDUCE_SCATTER_BLOCK, C_REDUCE_SCATTER, C_SCAN, C_EXSCAN,
+    C_ALLGATHER, C_ALLGATHERV, C_GATHER, C_GATHERV, C_SCATTER, C_SCATTERV, C_ALLTOALL, C_REDUCE_SCATTER_BLOCK, C_REDUCE_SCATTER, C_SCAN,
+    C_EXSCAN,
     C_COUNT
 };
 /* How a collective runs: passed through, offloaded, host-based, or (for

@@ -1,15 +1,18 @@
-/* MPI_Allgather, MPI_Allgatherv, MPI_Gather, MPI_Scatter, MPI_Alltoall,
- * MPI_Reduce_scatter_block, MPI_Reduce_scatter, MPI_Scan and MPI_Exscan on
- * Outboard, and the non-blocking forms of all but the v-forms (which pass
- * through). The decision to take a call over is made as in colls.c, from
+/* MPI_Allgather, MPI_Allgatherv, MPI_Gather, MPI_Gatherv, MPI_Scatter,
+ * MPI_Scatterv, MPI_Alltoall, MPI_Reduce_scatter_block, MPI_Reduce_scatter,
+ * MPI_Scan and MPI_Exscan on Outboard, and the non-blocking forms of all
+ * but the v-forms (which pass through). The decision to take a call over is made as in colls.c, from
  * what every rank agrees on: the communicator, the collective, the bytes
  * of the type signatures (the whole assembled buffer is what the size
  * threshold applies to: Outboard moves it in every message), and a
  * reduction's predefined type and operation. Data not laid out as one run
  * of bytes at a rank moves through a packed copy there.
  *
- * MPI_Gatherv and MPI_Scatterv pass through: their non-root ranks do not
- * know where the other ranks' blocks lie, which Outboard's forms need. */
+ * MPI_Gatherv's and MPI_Scatterv's non-root ranks do not know the other
+ * ranks' block lengths, which Outboard's forms need and the size
+ * threshold is about: the ranks first share them (an allgather of each
+ * rank's length, a broadcast of the root's), then decide on the size
+ * alike. */
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
@@ -324,6 +327,127 @@ int MPI_Iscatter(const void *sendbuf, int scount, MPI_Datatype stype, void *recv
     outboard_request *r = NULL;
     int orc = outboard_scatter_start(g, me_root ? io.src : NULL, (size_t)per, io.dst, (uint32_t)root, &r);
     return started(comm, c, C_SCATTER, orc, r, &io, recvbuf, rcount, rtype, per, req);
+}
+
+/* ---- The rooted v-forms: block lengths shared first ---- */
+
+/* The byte lengths of every rank's block, `n` of them in `lens` (shared
+ * by `share`), as the C ABI's counts, and whether their total is within
+ * collective `k`'s threshold (said in verbose mode when it is not). */
+static int within(MPI_Comm comm, enum coll k, const long long *lens, int n, size_t *counts) {
+    long long total = 0;
+    for (int q = 0; q < n; q++) {
+        counts[q] = (size_t)lens[q];
+        total += lens[q];
+    }
+    if (total <= ob.max_bytes[k] && total <= INT_MAX) return 1;
+    ob_say(comm, ob_lookup(comm), k, 0, W_SIZE);
+    return 0;
+}
+
+int MPI_Gatherv(const void *sendbuf, int scount, MPI_Datatype stype, void *recvbuf, const int rcounts[], const int displs[], MPI_Datatype rtype,
+                int root, MPI_Comm comm) {
+    if (!ob.up) return PMPI_Gatherv(sendbuf, scount, stype, recvbuf, rcounts, displs, rtype, root, comm);
+    outboard_group *g = ob_take(comm, C_GATHERV, L_BLOCKING, W_TAKEN, 0, NULL);
+    if (!g) return PMPI_Gatherv(sendbuf, scount, stype, recvbuf, rcounts, displs, rtype, root, comm);
+    if (ob_bad_root(g, root, comm)) return MPI_ERR_ROOT;
+    int n = comm_size(comm), me = (int)ob_my_rank(g), at_root = me == root;
+    /* This rank's block in bytes, from the side it describes it with. */
+    struct layout sl, rl;
+    int by_recv = at_root && sendbuf == MPI_IN_PLACE;
+    if (ob_layout(by_recv ? rtype : stype, &sl) != 0 || (at_root && ob_layout(rtype, &rl) != 0))
+        return ob_fail_msg(comm, MPI_ERR_TYPE, ob_coll_name[C_GATHERV], "a datatype cannot be described");
+    long long mine = (long long)(by_recv ? rcounts[me] : scount) * sl.size;
+    long long *lens = malloc((size_t)n * sizeof *lens);
+    size_t *counts = malloc((size_t)n * sizeof *counts);
+    if (!lens || !counts) {
+        free(lens);
+        free(counts);
+        return MPI_ERR_NO_MEM;
+    }
+    int rc = ob_done(comm, C_GATHERV, outboard_allgather(g, &mine, sizeof mine, lens));
+    if (rc == MPI_SUCCESS && !within(comm, C_GATHERV, lens, n, counts)) {
+        free(lens);
+        free(counts);
+        return PMPI_Gatherv(sendbuf, scount, stype, recvbuf, rcounts, displs, rtype, root, comm);
+    }
+    long long total = 0;
+    for (int q = 0; q < n; q++) total += lens[q];
+    char *packed = at_root ? malloc(total ? (size_t)total : 1) : NULL;
+    struct io io = {0};
+    if (rc == MPI_SUCCESS && at_root && !packed) rc = MPI_ERR_NO_MEM;
+    MPI_Aint lb = 0, extent = 0;
+    if (at_root) PMPI_Type_get_extent(rtype, &lb, &extent);
+    long long before = 0;
+    for (int q = 0; q < me; q++) before += lens[q];
+    if (rc == MPI_SUCCESS && by_recv) {
+        /* In place: the root's block is in its receive buffer. */
+        rc = ob_pack((char *)recvbuf + (MPI_Aint)displs[me] * extent, rcounts[me], rtype, packed + before, mine, comm);
+    } else if (rc == MPI_SUCCESS) {
+        rc = send_side(sendbuf, scount, stype, mine, comm, ob_coll_name[C_GATHERV], &io);
+    }
+    if (rc == MPI_SUCCESS) rc = ob_done(comm, C_GATHERV, outboard_gatherv(g, by_recv ? NULL : io.src, packed, counts, NULL, (uint32_t)root));
+    for (int q = 0, at = 0; rc == MPI_SUCCESS && at_root && q < n; at += (int)counts[q], q++) {
+        char *to = (char *)recvbuf + (MPI_Aint)displs[q] * extent;
+        if (rl.contiguous) memcpy(to, packed + at, counts[q]);
+        else rc = ob_unpack(packed + at, (long long)counts[q], to, rcounts[q], rtype, comm);
+    }
+    free(io.stmp);
+    free(packed);
+    free(lens);
+    free(counts);
+    return rc;
+}
+
+int MPI_Scatterv(const void *sendbuf, const int scounts[], const int displs[], MPI_Datatype stype, void *recvbuf, int rcount, MPI_Datatype rtype,
+                 int root, MPI_Comm comm) {
+    if (!ob.up) return PMPI_Scatterv(sendbuf, scounts, displs, stype, recvbuf, rcount, rtype, root, comm);
+    outboard_group *g = ob_take(comm, C_SCATTERV, L_BLOCKING, W_TAKEN, 0, NULL);
+    if (!g) return PMPI_Scatterv(sendbuf, scounts, displs, stype, recvbuf, rcount, rtype, root, comm);
+    if (ob_bad_root(g, root, comm)) return MPI_ERR_ROOT;
+    int n = comm_size(comm), me = (int)ob_my_rank(g), at_root = me == root;
+    int keeps = !(at_root && recvbuf == MPI_IN_PLACE);
+    struct layout sl, rl;
+    if ((at_root && ob_layout(stype, &sl) != 0) || (keeps && ob_layout(rtype, &rl) != 0))
+        return ob_fail_msg(comm, MPI_ERR_TYPE, ob_coll_name[C_SCATTERV], "a datatype cannot be described");
+    long long *lens = calloc((size_t)n, sizeof *lens);
+    size_t *counts = malloc((size_t)n * sizeof *counts);
+    if (!lens || !counts) {
+        free(lens);
+        free(counts);
+        return MPI_ERR_NO_MEM;
+    }
+    for (int q = 0; at_root && q < n; q++) lens[q] = (long long)scounts[q] * sl.size;
+    int rc = ob_done(comm, C_SCATTERV, outboard_bcast(g, lens, (size_t)n * sizeof *lens, (uint32_t)root));
+    if (rc == MPI_SUCCESS && !within(comm, C_SCATTERV, lens, n, counts)) {
+        free(lens);
+        free(counts);
+        return PMPI_Scatterv(sendbuf, scounts, displs, stype, recvbuf, rcount, rtype, root, comm);
+    }
+    long long total = 0;
+    for (int q = 0; q < n; q++) total += lens[q];
+    char *packed = at_root ? malloc(total ? (size_t)total : 1) : NULL;
+    if (rc == MPI_SUCCESS && at_root && !packed) rc = MPI_ERR_NO_MEM;
+    if (rc == MPI_SUCCESS && at_root) {
+        /* The root's blocks one after the other, from its displacements. */
+        MPI_Aint lb, extent;
+        PMPI_Type_get_extent(stype, &lb, &extent);
+        for (int q = 0, at = 0; rc == MPI_SUCCESS && q < n; at += (int)counts[q], q++)
+            rc = ob_pack((const char *)sendbuf + (MPI_Aint)displs[q] * extent, scounts[q], stype, packed + at, lens[q], comm);
+    }
+    struct io io = {0};
+    if (rc == MPI_SUCCESS && keeps) {
+        if ((long long)rcount * rl.size != lens[me])
+            rc = ob_fail_msg(comm, MPI_ERR_TRUNCATE, ob_coll_name[C_SCATTERV], "the receive type signature is not as long as the root's block for this rank");
+        else rc = recv_side(recvbuf, &rl, lens[me], &io);
+    }
+    if (rc == MPI_SUCCESS) rc = ob_done(comm, C_SCATTERV, outboard_scatterv(g, packed, counts, NULL, keeps ? io.dst : NULL, (uint32_t)root));
+    if (rc == MPI_SUCCESS && io.rtmp) rc = ob_unpack(io.rtmp, lens[me], recvbuf, rcount, rtype, comm);
+    free(io.rtmp);
+    free(packed);
+    free(lens);
+    free(counts);
+    return rc;
 }
 
 /* ---- Alltoall: the threshold applies to the n x n blocks together ---- */

@@ -74,18 +74,19 @@
 struct ob_state ob = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 const char *const ob_coll_name[C_COUNT] = {"MPI_Barrier", "MPI_Bcast", "MPI_Reduce", "MPI_Allreduce", "MPI_Allgather", "MPI_Allgatherv",
-                                           "MPI_Gather", "MPI_Scatter", "MPI_Alltoall", "MPI_Reduce_scatter_block", "MPI_Reduce_scatter",
-                                           "MPI_Scan", "MPI_Exscan"};
+                                           "MPI_Gather", "MPI_Gatherv", "MPI_Scatter", "MPI_Scatterv", "MPI_Alltoall",
+                                           "MPI_Reduce_scatter_block", "MPI_Reduce_scatter", "MPI_Scan", "MPI_Exscan"};
 const char *const ob_icoll_name[C_COUNT] = {"MPI_Ibarrier", "MPI_Ibcast", "MPI_Ireduce", "MPI_Iallreduce", "MPI_Iallgather", "MPI_Iallgatherv",
-                                            "MPI_Igather", "MPI_Iscatter", "MPI_Ialltoall", "MPI_Ireduce_scatter_block", "MPI_Ireduce_scatter",
-                                            "MPI_Iscan", "MPI_Iexscan"};
+                                            "MPI_Igather", "MPI_Igatherv", "MPI_Iscatter", "MPI_Iscatterv", "MPI_Ialltoall",
+                                            "MPI_Ireduce_scatter_block", "MPI_Ireduce_scatter", "MPI_Iscan", "MPI_Iexscan"};
 static const char *const coll_env[C_COUNT] = {"OUTBOARD_MPI_BARRIER", "OUTBOARD_MPI_BCAST", "OUTBOARD_MPI_REDUCE", "OUTBOARD_MPI_ALLREDUCE",
-                                              "OUTBOARD_MPI_ALLGATHER", "OUTBOARD_MPI_ALLGATHER", "OUTBOARD_MPI_GATHER", "OUTBOARD_MPI_SCATTER",
-                                              "OUTBOARD_MPI_ALLTOALL", "OUTBOARD_MPI_REDUCE_SCATTER", "OUTBOARD_MPI_REDUCE_SCATTER",
-                                              "OUTBOARD_MPI_SCAN", "OUTBOARD_MPI_SCAN"};
+                                              "OUTBOARD_MPI_ALLGATHER", "OUTBOARD_MPI_ALLGATHER", "OUTBOARD_MPI_GATHER", "OUTBOARD_MPI_GATHER",
+                                              "OUTBOARD_MPI_SCATTER", "OUTBOARD_MPI_SCATTER", "OUTBOARD_MPI_ALLTOALL", "OUTBOARD_MPI_REDUCE_SCATTER",
+                                              "OUTBOARD_MPI_REDUCE_SCATTER", "OUTBOARD_MPI_SCAN", "OUTBOARD_MPI_SCAN"};
 static const char *const max_env[C_COUNT] = {NULL, "OUTBOARD_MPI_BCAST_MAX_BYTES", "OUTBOARD_MPI_REDUCE_MAX_BYTES", "OUTBOARD_MPI_ALLREDUCE_MAX_BYTES",
                                              "OUTBOARD_MPI_ALLGATHER_MAX_BYTES", "OUTBOARD_MPI_ALLGATHER_MAX_BYTES", "OUTBOARD_MPI_GATHER_MAX_BYTES",
-                                             "OUTBOARD_MPI_SCATTER_MAX_BYTES", "OUTBOARD_MPI_ALLTOALL_MAX_BYTES", "OUTBOARD_MPI_REDUCE_SCATTER_MAX_BYTES",
+                                             "OUTBOARD_MPI_GATHER_MAX_BYTES", "OUTBOARD_MPI_SCATTER_MAX_BYTES", "OUTBOARD_MPI_SCATTER_MAX_BYTES",
+                                             "OUTBOARD_MPI_ALLTOALL_MAX_BYTES", "OUTBOARD_MPI_REDUCE_SCATTER_MAX_BYTES",
                                              "OUTBOARD_MPI_REDUCE_SCATTER_MAX_BYTES", "OUTBOARD_MPI_SCAN_MAX_BYTES", "OUTBOARD_MPI_SCAN_MAX_BYTES"};
 /* NULL: the collective has no threshold of its own between nodes. */
 static const char *const between_env[C_COUNT] = {NULL, "OUTBOARD_MPI_BCAST_MAX_BYTES_BETWEEN_NODES", "OUTBOARD_MPI_REDUCE_MAX_BYTES_BETWEEN_NODES",

@@ -115,6 +115,32 @@ static void allgatherv(MPI_Comm comm, const char *name, int count) {
     memcpy(a + displs[me], send, sizeof(int) * counts[me]);
     MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, a, counts, displs, MPI_INT, comm);
     same(a, b, sizeof(int) * at, "MPI_Allgatherv in place", name, count);
+    /* Gatherv and scatterv at every root: the non-roots know only their
+     * own count. */
+    for (int root = 0; root < n; root++) {
+        memset(a, 0x5A, sizeof(int) * at);
+        memset(b, 0x5A, sizeof(int) * at);
+        MPI_Gatherv(send, counts[me], MPI_INT, a, counts, displs, MPI_INT, root, comm);
+        PMPI_Gatherv(send, counts[me], MPI_INT, b, counts, displs, MPI_INT, root, comm);
+        if (me == root) same(a, b, sizeof(int) * at, "MPI_Gatherv", name, count);
+        if (me == root) {
+            memset(a, 0x5A, sizeof(int) * at);
+            memcpy(a + displs[me], send, sizeof(int) * counts[me]);
+            MPI_Gatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, a, counts, displs, MPI_INT, root, comm);
+            for (int q = 0; q < n; q++) same(a + displs[q], b + displs[q], sizeof(int) * counts[q], "MPI_Gatherv in place", name, count);
+        } else {
+            MPI_Gatherv(send, counts[me], MPI_INT, NULL, NULL, NULL, MPI_DATATYPE_NULL, root, comm);
+        }
+        fill(b, at, root, count + 5);
+        int *ra = malloc(sizeof(int) * (counts[me] + 1)), *rb = malloc(sizeof(int) * (counts[me] + 1));
+        memset(ra, 0x5A, sizeof(int) * counts[me]);
+        memset(rb, 0x5A, sizeof(int) * counts[me]);
+        MPI_Scatterv(b, counts, displs, MPI_INT, ra, counts[me], MPI_INT, root, comm);
+        PMPI_Scatterv(b, counts, displs, MPI_INT, rb, counts[me], MPI_INT, root, comm);
+        same(ra, rb, sizeof(int) * counts[me], "MPI_Scatterv", name, count);
+        free(ra);
+        free(rb);
+    }
     free(counts);
     free(displs);
     free(send);

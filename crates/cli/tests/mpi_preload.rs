@@ -216,7 +216,8 @@ fn data_movement_collectives_and_scans_equal_pmpi_under_both_mpis() {
                 assert!(so.contains(&format!("rank {r}: ")) && so.contains("movement comparisons with PMPI equal"), "rank {r} did not finish: {ctx}");
             }
             let calls = [
-                "MPI_Allgather", "MPI_Iallgather", "MPI_Allgatherv", "MPI_Gather", "MPI_Igather", "MPI_Scatter", "MPI_Iscatter", "MPI_Alltoall",
+                "MPI_Allgather", "MPI_Iallgather", "MPI_Allgatherv", "MPI_Gather", "MPI_Igather", "MPI_Gatherv", "MPI_Scatter", "MPI_Iscatter",
+                "MPI_Scatterv", "MPI_Alltoall",
                 "MPI_Ialltoall", "MPI_Reduce_scatter_block", "MPI_Ireduce_scatter_block", "MPI_Reduce_scatter", "MPI_Scan", "MPI_Iscan",
                 "MPI_Exscan", "MPI_Iexscan",
             ];
