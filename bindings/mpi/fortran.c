@@ -14,7 +14,9 @@
  * as well, so Outboard would not even start.
  *
  * What: the Fortran symbols of MPI_Init, MPI_Init_thread, MPI_Finalize,
- * MPI_Barrier, MPI_Bcast, MPI_Reduce, MPI_Allreduce, their I-forms, the
+ * MPI_Barrier, MPI_Bcast, MPI_Reduce, MPI_Allreduce, their I-forms,
+ * MPI_Allgather, MPI_Gather, MPI_Scatter, MPI_Alltoall,
+ * MPI_Reduce_scatter_block, MPI_Scan, MPI_Exscan, the
  * communicator constructors below and MPI_Comm_set_info, and
  * every wait and test function (so that the requests of the I-forms
  * complete), in each name mangling a Fortran compiler may use: mpi_bcast,
@@ -81,7 +83,8 @@ enum entry {
     E_BARRIER, E_BCAST, E_REDUCE, E_ALLREDUCE, E_IBARRIER, E_IBCAST, E_IREDUCE, E_IALLREDUCE,
     E_WAIT, E_WAITALL, E_WAITANY, E_WAITSOME, E_TEST, E_TESTALL, E_TESTANY, E_TESTSOME,
     E_REQUEST_FREE, E_REQUEST_GET_STATUS, E_INIT, E_INIT_THREAD, E_FINALIZE,
-    E_COMM_DUP, E_COMM_DUP_WITH_INFO, E_COMM_SPLIT, E_COMM_SPLIT_TYPE, E_COMM_CREATE, E_COMM_CREATE_GROUP, E_COMM_SET_INFO, E_COUNT
+    E_COMM_DUP, E_COMM_DUP_WITH_INFO, E_COMM_SPLIT, E_COMM_SPLIT_TYPE, E_COMM_CREATE, E_COMM_CREATE_GROUP, E_COMM_SET_INFO,
+    E_ALLGATHER, E_GATHER, E_SCATTER, E_ALLTOALL, E_REDUCE_SCATTER_BLOCK, E_SCAN, E_EXSCAN, E_COUNT
 };
 
 /* Fortran name (as the MPI standard writes it) and the C function called. */
@@ -96,7 +99,10 @@ static const char *const entry_name[E_COUNT][2] = {
     {"MPI_INIT_THREAD", "MPI_Init_thread"}, {"MPI_FINALIZE", "MPI_Finalize"}, {"MPI_COMM_DUP", "MPI_Comm_dup"},
     {"MPI_COMM_DUP_WITH_INFO", "MPI_Comm_dup_with_info"}, {"MPI_COMM_SPLIT", "MPI_Comm_split"},
     {"MPI_COMM_SPLIT_TYPE", "MPI_Comm_split_type"}, {"MPI_COMM_CREATE", "MPI_Comm_create"},
-    {"MPI_COMM_CREATE_GROUP", "MPI_Comm_create_group"}, {"MPI_COMM_SET_INFO", "MPI_Comm_set_info"}};
+    {"MPI_COMM_CREATE_GROUP", "MPI_Comm_create_group"}, {"MPI_COMM_SET_INFO", "MPI_Comm_set_info"},
+    {"MPI_ALLGATHER", "MPI_Allgather"}, {"MPI_GATHER", "MPI_Gather"}, {"MPI_SCATTER", "MPI_Scatter"},
+    {"MPI_ALLTOALL", "MPI_Alltoall"}, {"MPI_REDUCE_SCATTER_BLOCK", "MPI_Reduce_scatter_block"}, {"MPI_SCAN", "MPI_Scan"},
+    {"MPI_EXSCAN", "MPI_Exscan"}};
 
 /* Addresses that stand for one Fortran constant, one per symbol mangling
  * (NULL where that mangling does not exist). */
@@ -435,6 +441,77 @@ static void f_allreduce(void *sbuf, void *rbuf, MPI_Fint *count, MPI_Fint *type,
     set(ierr, MPI_Allreduce(buffer(sbuf), buffer(rbuf), *count, datatype(*type), MPI_Op_f2c(*op), MPI_Comm_f2c(*comm)));
 }
 
+/* The data-movement calls and scans (blocking). */
+typedef void (*allgather_fn)(void *, MPI_Fint *, MPI_Fint *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+typedef void (*rooted_fn)(void *, MPI_Fint *, MPI_Fint *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+
+static void f_allgather(void *sbuf, MPI_Fint *scount, MPI_Fint *stype, void *rbuf, MPI_Fint *rcount, MPI_Fint *rtype, MPI_Fint *comm,
+                        MPI_Fint *ierr) {
+    if (!ready()) {
+        FORWARD(E_ALLGATHER, 0, allgather_fn, ierr, sbuf, scount, stype, rbuf, rcount, rtype, comm);
+        return;
+    }
+    said(E_ALLGATHER, 0);
+    set(ierr, MPI_Allgather(buffer(sbuf), *scount, datatype(*stype), buffer(rbuf), *rcount, datatype(*rtype), MPI_Comm_f2c(*comm)));
+}
+
+static void f_alltoall(void *sbuf, MPI_Fint *scount, MPI_Fint *stype, void *rbuf, MPI_Fint *rcount, MPI_Fint *rtype, MPI_Fint *comm,
+                       MPI_Fint *ierr) {
+    if (!ready()) {
+        FORWARD(E_ALLTOALL, 0, allgather_fn, ierr, sbuf, scount, stype, rbuf, rcount, rtype, comm);
+        return;
+    }
+    said(E_ALLTOALL, 0);
+    set(ierr, MPI_Alltoall(buffer(sbuf), *scount, datatype(*stype), buffer(rbuf), *rcount, datatype(*rtype), MPI_Comm_f2c(*comm)));
+}
+
+static void f_gather(void *sbuf, MPI_Fint *scount, MPI_Fint *stype, void *rbuf, MPI_Fint *rcount, MPI_Fint *rtype, MPI_Fint *root,
+                     MPI_Fint *comm, MPI_Fint *ierr) {
+    if (!ready()) {
+        FORWARD(E_GATHER, 0, rooted_fn, ierr, sbuf, scount, stype, rbuf, rcount, rtype, root, comm);
+        return;
+    }
+    said(E_GATHER, 0);
+    set(ierr, MPI_Gather(buffer(sbuf), *scount, datatype(*stype), buffer(rbuf), *rcount, datatype(*rtype), *root, MPI_Comm_f2c(*comm)));
+}
+
+static void f_scatter(void *sbuf, MPI_Fint *scount, MPI_Fint *stype, void *rbuf, MPI_Fint *rcount, MPI_Fint *rtype, MPI_Fint *root,
+                      MPI_Fint *comm, MPI_Fint *ierr) {
+    if (!ready()) {
+        FORWARD(E_SCATTER, 0, rooted_fn, ierr, sbuf, scount, stype, rbuf, rcount, rtype, root, comm);
+        return;
+    }
+    said(E_SCATTER, 0);
+    set(ierr, MPI_Scatter(buffer(sbuf), *scount, datatype(*stype), buffer(rbuf), *rcount, datatype(*rtype), *root, MPI_Comm_f2c(*comm)));
+}
+
+static void f_reduce_scatter_block(void *sbuf, void *rbuf, MPI_Fint *count, MPI_Fint *type, MPI_Fint *op, MPI_Fint *comm, MPI_Fint *ierr) {
+    if (!ready()) {
+        FORWARD(E_REDUCE_SCATTER_BLOCK, 0, allreduce_fn, ierr, sbuf, rbuf, count, type, op, comm);
+        return;
+    }
+    said(E_REDUCE_SCATTER_BLOCK, 0);
+    set(ierr, MPI_Reduce_scatter_block(buffer(sbuf), buffer(rbuf), *count, datatype(*type), MPI_Op_f2c(*op), MPI_Comm_f2c(*comm)));
+}
+
+static void f_scan(void *sbuf, void *rbuf, MPI_Fint *count, MPI_Fint *type, MPI_Fint *op, MPI_Fint *comm, MPI_Fint *ierr) {
+    if (!ready()) {
+        FORWARD(E_SCAN, 0, allreduce_fn, ierr, sbuf, rbuf, count, type, op, comm);
+        return;
+    }
+    said(E_SCAN, 0);
+    set(ierr, MPI_Scan(buffer(sbuf), buffer(rbuf), *count, datatype(*type), MPI_Op_f2c(*op), MPI_Comm_f2c(*comm)));
+}
+
+static void f_exscan(void *sbuf, void *rbuf, MPI_Fint *count, MPI_Fint *type, MPI_Fint *op, MPI_Fint *comm, MPI_Fint *ierr) {
+    if (!ready()) {
+        FORWARD(E_EXSCAN, 0, allreduce_fn, ierr, sbuf, rbuf, count, type, op, comm);
+        return;
+    }
+    said(E_EXSCAN, 0);
+    set(ierr, MPI_Exscan(buffer(sbuf), buffer(rbuf), *count, datatype(*type), MPI_Op_f2c(*op), MPI_Comm_f2c(*comm)));
+}
+
 static void f_ibcast(void *buf, MPI_Fint *count, MPI_Fint *type, MPI_Fint *root, MPI_Fint *comm, MPI_Fint *req, MPI_Fint *ierr) {
     if (!ready()) {
         FORWARD(E_IBCAST, 0, ibcast_fn, ierr, buf, count, type, root, comm, req);
@@ -744,6 +821,13 @@ FORTRAN_NAMES(f_ibarrier, mpi_ibarrier, MPI_IBARRIER);
 FORTRAN_NAMES(f_ibcast, mpi_ibcast, MPI_IBCAST);
 FORTRAN_NAMES(f_ireduce, mpi_ireduce, MPI_IREDUCE);
 FORTRAN_NAMES(f_iallreduce, mpi_iallreduce, MPI_IALLREDUCE);
+FORTRAN_NAMES(f_allgather, mpi_allgather, MPI_ALLGATHER);
+FORTRAN_NAMES(f_gather, mpi_gather, MPI_GATHER);
+FORTRAN_NAMES(f_scatter, mpi_scatter, MPI_SCATTER);
+FORTRAN_NAMES(f_alltoall, mpi_alltoall, MPI_ALLTOALL);
+FORTRAN_NAMES(f_reduce_scatter_block, mpi_reduce_scatter_block, MPI_REDUCE_SCATTER_BLOCK);
+FORTRAN_NAMES(f_scan, mpi_scan, MPI_SCAN);
+FORTRAN_NAMES(f_exscan, mpi_exscan, MPI_EXSCAN);
 FORTRAN_NAMES(f_wait, mpi_wait, MPI_WAIT);
 FORTRAN_NAMES(f_waitall, mpi_waitall, MPI_WAITALL);
 FORTRAN_NAMES(f_waitany, mpi_waitany, MPI_WAITANY);
@@ -777,6 +861,13 @@ ONE_NAME(f_ibarrier, mpi_ibarrier_f08_);
 ONE_NAME(f_ibcast, mpi_ibcast_f08_);
 ONE_NAME(f_ireduce, mpi_ireduce_f08_);
 ONE_NAME(f_iallreduce, mpi_iallreduce_f08_);
+ONE_NAME(f_allgather, mpi_allgather_f08_);
+ONE_NAME(f_gather, mpi_gather_f08_);
+ONE_NAME(f_scatter, mpi_scatter_f08_);
+ONE_NAME(f_alltoall, mpi_alltoall_f08_);
+ONE_NAME(f_reduce_scatter_block, mpi_reduce_scatter_block_f08_);
+ONE_NAME(f_scan, mpi_scan_f08_);
+ONE_NAME(f_exscan, mpi_exscan_f08_);
 ONE_NAME(f_wait, mpi_wait_f08_);
 ONE_NAME(f_waitall, mpi_waitall_f08_);
 ONE_NAME(f_waitany, mpi_waitany_f08_);

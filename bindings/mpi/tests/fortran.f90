@@ -193,5 +193,48 @@ contains
         end if
         call check_ints(cname, 'MPI_Iallreduce sum INTEGER + MPI_Waitany', ib, iw, rc, .true.)
         call check_doubles(cname, 'MPI_Iallreduce max DOUBLE PRECISION + MPI_Waitany', db, dw, rc, .true.)
+        call movement(comm, cname)
+    end subroutine
+
+    ! The data-movement calls and scans: rank r's element i is 100 r + i.
+    subroutine movement(comm, cname)
+        integer, intent(in) :: comm
+        character(*), intent(in) :: cname
+        integer, parameter :: n = 6
+        integer :: rank, size, last, i, q, rc
+        integer :: mine(n), block(n), one(1)
+        integer, allocatable :: all(:), want(:), pairs(:), got(:)
+
+        call MPI_Comm_rank(comm, rank, rc)
+        call MPI_Comm_size(comm, size, rc)
+        last = size - 1
+        allocate (all(n * size), want(n * size), pairs(size), got(size))
+        mine = [(100 * rank + i, i = 1, n)]
+        want = [((100 * q + i, i = 1, n), q = 0, last)]
+        all = -1
+        call MPI_Allgather(mine, n, MPI_INTEGER, all, n, MPI_INTEGER, comm, rc)
+        call check_ints(cname, 'MPI_Allgather INTEGER', all, want, rc, .true.)
+        all = -1
+        call MPI_Gather(mine, n, MPI_INTEGER, all, n, MPI_INTEGER, last, comm, rc)
+        call check_ints(cname, 'MPI_Gather INTEGER', all, want, rc, rank == last)
+        if (rank == 0) all = want
+        block = -1
+        call MPI_Scatter(all, n, MPI_INTEGER, block, n, MPI_INTEGER, 0, comm, rc)
+        call check_ints(cname, 'MPI_Scatter INTEGER', block, mine, rc, .true.)
+        pairs = [(10 * rank + q, q = 0, last)]
+        got = -1
+        call MPI_Alltoall(pairs, 1, MPI_INTEGER, got, 1, MPI_INTEGER, comm, rc)
+        call check_ints(cname, 'MPI_Alltoall INTEGER', got, [(10 * q + rank, q = 0, last)], rc, .true.)
+        all = rank + 1
+        block = -1
+        call MPI_Reduce_scatter_block(all, block, n, MPI_INTEGER, MPI_SUM, comm, rc)
+        call check_ints(cname, 'MPI_Reduce_scatter_block sum INTEGER', block, [(size * (size + 1) / 2, i = 1, n)], rc, .true.)
+        one = -1
+        call MPI_Scan([rank + 1], one, 1, MPI_INTEGER, MPI_SUM, comm, rc)
+        call check_ints(cname, 'MPI_Scan sum INTEGER', one, [(rank + 1) * (rank + 2) / 2], rc, .true.)
+        one = -1
+        call MPI_Exscan([rank + 1], one, 1, MPI_INTEGER, MPI_SUM, comm, rc)
+        call check_ints(cname, 'MPI_Exscan sum INTEGER', one, [rank * (rank + 1) / 2], rc, rank > 0)
+        deallocate (all, want, pairs, got)
     end subroutine
 end program

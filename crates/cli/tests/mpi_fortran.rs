@@ -20,6 +20,21 @@ fn source(name: &str) -> PathBuf {
 }
 
 /// The collectives' C names, as the C layer's verbose lines give them.
+/// Checks `fortran.f90` makes per rank: 27 per communicator, on two.
+const FORTRAN_CHECKS: u32 = 54;
+
+/// The data-movement calls and scans `fortran.f90` makes: Fortran entry
+/// point, the C function it calls, both taken over on both communicators.
+const MOVEMENT: [(&str, &str); 7] = [
+    ("MPI_ALLGATHER", "MPI_Allgather"),
+    ("MPI_GATHER", "MPI_Gather"),
+    ("MPI_SCATTER", "MPI_Scatter"),
+    ("MPI_ALLTOALL", "MPI_Alltoall"),
+    ("MPI_REDUCE_SCATTER_BLOCK", "MPI_Reduce_scatter_block"),
+    ("MPI_SCAN", "MPI_Scan"),
+    ("MPI_EXSCAN", "MPI_Exscan"),
+];
+
 const COLLECTIVES: [&str; 8] = [
     "MPI_Barrier",
     "MPI_Bcast",
@@ -127,7 +142,7 @@ fn assert_lines(se: &str, lines: impl IntoIterator<Item = String>, ctx: &str) {
 /// the eight collectives are taken over on both communicators, the
 /// reductions on INTEGER and DOUBLE PRECISION included.
 fn check_use_mpi(f: &Fortran, n: u32) {
-    let (so, se) = f.run("fortran", n, true, 40);
+    let (so, se) = f.run("fortran", n, true, FORTRAN_CHECKS);
     let ctx = format!("fortran.f90 under {} with {n} ranks", f.mpi);
     assert_lines(&se, [format!("Outboard up on {n} ranks")], &ctx);
     let entries = [
@@ -149,7 +164,7 @@ fn check_use_mpi(f: &Fortran, n: u32) {
     ];
     assert_lines(
         &se,
-        entries.map(|(f, c)| format!("rank 0: Fortran {f}: calls {c}")),
+        entries.iter().chain(&MOVEMENT).map(|(f, c)| format!("rank 0: Fortran {f}: calls {c}")),
         &ctx,
     );
     // The split's MPI_Info key was taken: its broadcasts ran on the tree.
@@ -158,7 +173,7 @@ fn check_use_mpi(f: &Fortran, n: u32) {
     for comm in ["MPI_COMM_WORLD", "fsplit"] {
         assert_lines(
             &se,
-            COLLECTIVES.map(|c| format!("rank 0: {c} on {comm}: taken over (offloaded)")),
+            COLLECTIVES.iter().chain(MOVEMENT.iter().map(|(_, c)| c)).map(|c| format!("rank 0: {c} on {comm}: taken over (offloaded)")),
             &ctx,
         );
     }
@@ -230,7 +245,7 @@ fn under(test: &str, mpi: &'static str) {
     };
     // The programs alone: right, and nothing of the library.
     for prog in ["fortran", "fortran_f08"] {
-        let (_, se) = f.run(prog, 2, false, if prog == "fortran" { 40 } else { 16 });
+        let (_, se) = f.run(prog, 2, false, if prog == "fortran" { FORTRAN_CHECKS } else { 16 });
         assert!(
             !se.contains("outboard_mpi"),
             "{prog} without the library:\n{se}"
