@@ -118,7 +118,7 @@ pub(crate) unsafe fn start(group: *const outboard_group, out: *mut *mut outboard
 /// takes that path ([`outboard_group::node_path`]): `begin` starts it
 /// there; what it gives this rank goes to `out`. `None` sends the call to
 /// the engine.
-fn start_on_node(
+pub(crate) fn start_on_node(
     g: &outboard_group,
     out: *mut u8,
     len: usize,

@@ -17,7 +17,7 @@ use std::ops::Range;
 use outboard_host::{Layout, Mode, Reduction, PLACE};
 use outboard_runtime::node_coll::{Buffers, NodeColl, NodeCollError};
 
-use crate::coll::{mode_for, on_host, on_node, operator, start};
+use crate::coll::{mode_for, on_host, on_node, operator, start, start_on_node};
 use crate::error::{bytes, Error};
 use crate::group::outboard_group;
 use crate::request::{finish, outboard_request, Kind};
@@ -220,6 +220,14 @@ pub unsafe extern "C" fn outboard_allgather_start(group: *const outboard_group, 
     crate::error::guard(|| unsafe {
         start(group, req, |g| {
             let l = Layout::even(g.size, len);
+            // In shared memory: the placed blocks' allreduce, whose result
+            // is the receive buffer itself (no gaps).
+            if !(recvbuf.is_null() && l.extent() > 0) {
+                let placed = l.placed(g.rank, own_block(sendbuf, recvbuf, l.block(g.rank))?)?;
+                if let Some(k) = start_on_node(g, recvbuf.cast(), l.extent(), |nc| nc.allreduce_start(&placed, PLACE))? {
+                    return Ok(k);
+                }
+            }
             allgather_kind(g, sendbuf, recvbuf, &l)
         })
     })
@@ -263,7 +271,22 @@ unsafe fn allgather_kind(g: &outboard_group, sendbuf: *const c_void, recvbuf: *m
 /// `sendbuf` null at the root: in place.
 #[no_mangle]
 pub unsafe extern "C" fn outboard_gather_start(group: *const outboard_group, sendbuf: *const c_void, len: usize, recvbuf: *mut c_void, root: u32, req: *mut *mut outboard_request) -> c_int {
-    crate::error::guard(|| unsafe { start(group, req, |g| gather_kind(g, sendbuf, recvbuf, &Layout::even(g.size, len), root)) })
+    crate::error::guard(|| unsafe {
+        start(group, req, |g| {
+            let l = Layout::even(g.size, len);
+            let at_root = g.rank == root;
+            // In shared memory: the placed blocks' reduce to the root.
+            let sound = root < g.size && !(at_root && recvbuf.is_null() && l.extent() > 0) && !(!at_root && sendbuf.is_null() && len > 0);
+            if sound {
+                let placed = l.placed(g.rank, own_block(sendbuf, recvbuf, l.block(g.rank))?)?;
+                let out = if at_root { recvbuf.cast() } else { std::ptr::null_mut() };
+                if let Some(k) = start_on_node(g, out, l.extent(), |nc| nc.reduce_start(&placed, PLACE, root))? {
+                    return Ok(k);
+                }
+            }
+            gather_kind(g, sendbuf, recvbuf, &l, root)
+        })
+    })
 }
 
 /// Starts a gatherv to `root`: rank `r` contributes `counts[r]` bytes,

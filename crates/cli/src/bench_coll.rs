@@ -1228,7 +1228,7 @@ pub fn run(kind: Kind, mut a: CollArgs) -> anyhow::Result<()> {
     if kind == Kind::Bcast {
         println!("# data: bytes from rank 0, binomial tree in every mode; NIC-assisted = one multi-send per host and piece, packet-sized pieces; every result checked; an untimed barrier after every broadcast (OSU osu_bcast style; MPI_Barrier for Open MPI)");
     } else if kind.movement().is_some() {
-        println!("# size: each rank's block (allgather: what it contributes; alltoall: what it sends each rank; reduce-scatter: what it gets, of i64 SUM), so the result holds ranks x size; Outboard's offloaded and host-based forms carry the whole result in every message (bitwise or of placed blocks; long reduce-scatter: one tree reduce per block), chosen by length");
+        println!("# size: each rank's block (allgather: what it contributes; alltoall: what it sends each rank; reduce-scatter: what it gets, of i64 SUM), so the result holds ranks x size; Outboard's offloaded and host-based forms carry the whole result in every message up to 8 KiB of it (bitwise or of placed blocks), one collective per block beyond (a broadcast per block, the pairwise exchange, a tree reduce per block)");
     } else if cases(kind, &a).iter().any(|c| matches!(c.op, Op::Allreduce(_) | Op::Reduce(_))) {
         println!("# data: i64 elements, SUM; reduce to rank 0");
     }

@@ -460,13 +460,16 @@ pub static MPI_REDUCE_SCATTER_MAX_BYTES: Var<Size> = Var {
     default: Fallback::Follows(&MPI_MAX_BYTES),
 };
 
-/// The size threshold of `OUTBOARD_MPI_SCAN`'s calls. A scan's messages carry one rank's data.
+/// The size threshold of `OUTBOARD_MPI_SCAN`'s calls. A scan's messages
+/// carry one rank's data, but in shared memory a scan is the allgather of
+/// every rank's: 64 KiB scans of 4 ranks took 202 us there against Open
+/// MPI's 31 (docs/performance.md).
 pub static MPI_SCAN_MAX_BYTES: Var<Size> = Var {
     name: "OUTBOARD_MPI_SCAN_MAX_BYTES",
     doc: "MPI_Scan, MPI_Exscan, MPI_Iscan and MPI_Iexscan on more bytes than this pass through to the MPI.",
     group: Group::Mpi,
     kind: MPI_BYTES,
-    default: Fallback::Follows(&MPI_MAX_BYTES),
+    default: Fallback::Value(16 << 10),
 };
 
 /// Broadcasts between machines on more bytes pass through: above this,
