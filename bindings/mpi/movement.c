@@ -547,56 +547,45 @@ int MPI_Reduce_scatter(const void *sendbuf, void *recvbuf, const int rcounts[], 
 
 /* ---- Scans ---- */
 
-int MPI_Scan(const void *sendbuf, void *recvbuf, int count, MPI_Datatype dt, MPI_Op op, MPI_Comm comm) {
-    if (!ob.up) return PMPI_Scan(sendbuf, recvbuf, count, dt, op, comm);
-    int obop = 0;
+/* MPI_Scan or MPI_Exscan (`exclusive`), blocking (`req` NULL) or not. */
+static int scan(int exclusive, const void *sendbuf, void *recvbuf, int count, MPI_Datatype dt, MPI_Op op, MPI_Comm comm, MPI_Request *req) {
+    enum coll k = exclusive ? C_EXSCAN : C_SCAN;
+    int nb = req != NULL, obop = 0;
     struct layout l;
     long long bytes = 0;
-    enum why w = reducible(comm, count, dt, op, 1, C_SCAN, &l, &bytes, &obop);
-    outboard_group *g = ob_take(comm, C_SCAN, L_BLOCKING, w, bytes, NULL);
-    if (!g) return PMPI_Scan(sendbuf, recvbuf, count, dt, op, comm);
+    struct comm *c = NULL;
+    outboard_group *g = NULL;
+    if (ob.up) {
+        enum why w = reducible(comm, count, dt, op, 1, k, &l, &bytes, &obop);
+        g = ob_take(comm, k, nb ? L_NONBLOCKING : L_BLOCKING, w, bytes, &c);
+    }
+    if (!g) {
+        if (exclusive) return nb ? PMPI_Iexscan(sendbuf, recvbuf, count, dt, op, comm, req) : PMPI_Exscan(sendbuf, recvbuf, count, dt, op, comm);
+        return nb ? PMPI_Iscan(sendbuf, recvbuf, count, dt, op, comm, req) : PMPI_Scan(sendbuf, recvbuf, count, dt, op, comm);
+    }
     const void *src = sendbuf == MPI_IN_PLACE ? NULL : sendbuf;
-    return ob_done(comm, C_SCAN, outboard_scan(g, src, recvbuf, (size_t)count, l.base, obop));
+    if (!nb) {
+        int rc = exclusive ? outboard_exscan(g, src, recvbuf, (size_t)count, l.base, obop) : outboard_scan(g, src, recvbuf, (size_t)count, l.base, obop);
+        return ob_done(comm, k, rc);
+    }
+    outboard_request *r = NULL;
+    int rc = exclusive ? outboard_exscan_start(g, src, recvbuf, (size_t)count, l.base, obop, &r)
+                       : outboard_scan_start(g, src, recvbuf, (size_t)count, l.base, obop, &r);
+    return ob_wrap(comm, c, k, rc, r, NULL, req);
+}
+
+int MPI_Scan(const void *sendbuf, void *recvbuf, int count, MPI_Datatype dt, MPI_Op op, MPI_Comm comm) {
+    return scan(0, sendbuf, recvbuf, count, dt, op, comm, NULL);
 }
 
 int MPI_Iscan(const void *sendbuf, void *recvbuf, int count, MPI_Datatype dt, MPI_Op op, MPI_Comm comm, MPI_Request *req) {
-    if (!ob.up) return PMPI_Iscan(sendbuf, recvbuf, count, dt, op, comm, req);
-    int obop = 0;
-    struct layout l;
-    long long bytes = 0;
-    struct comm *c = NULL;
-    enum why w = reducible(comm, count, dt, op, 1, C_SCAN, &l, &bytes, &obop);
-    outboard_group *g = ob_take(comm, C_SCAN, L_NONBLOCKING, w, bytes, &c);
-    if (!g) return PMPI_Iscan(sendbuf, recvbuf, count, dt, op, comm, req);
-    const void *src = sendbuf == MPI_IN_PLACE ? NULL : sendbuf;
-    outboard_request *r = NULL;
-    int rc = outboard_scan_start(g, src, recvbuf, (size_t)count, l.base, obop, &r);
-    return ob_wrap(comm, c, C_SCAN, rc, r, NULL, req);
+    return scan(0, sendbuf, recvbuf, count, dt, op, comm, req);
 }
 
 int MPI_Exscan(const void *sendbuf, void *recvbuf, int count, MPI_Datatype dt, MPI_Op op, MPI_Comm comm) {
-    if (!ob.up) return PMPI_Exscan(sendbuf, recvbuf, count, dt, op, comm);
-    int obop = 0;
-    struct layout l;
-    long long bytes = 0;
-    enum why w = reducible(comm, count, dt, op, 1, C_EXSCAN, &l, &bytes, &obop);
-    outboard_group *g = ob_take(comm, C_EXSCAN, L_BLOCKING, w, bytes, NULL);
-    if (!g) return PMPI_Exscan(sendbuf, recvbuf, count, dt, op, comm);
-    const void *src = sendbuf == MPI_IN_PLACE ? NULL : sendbuf;
-    return ob_done(comm, C_EXSCAN, outboard_exscan(g, src, recvbuf, (size_t)count, l.base, obop));
+    return scan(1, sendbuf, recvbuf, count, dt, op, comm, NULL);
 }
 
 int MPI_Iexscan(const void *sendbuf, void *recvbuf, int count, MPI_Datatype dt, MPI_Op op, MPI_Comm comm, MPI_Request *req) {
-    if (!ob.up) return PMPI_Iexscan(sendbuf, recvbuf, count, dt, op, comm, req);
-    int obop = 0;
-    struct layout l;
-    long long bytes = 0;
-    struct comm *c = NULL;
-    enum why w = reducible(comm, count, dt, op, 1, C_EXSCAN, &l, &bytes, &obop);
-    outboard_group *g = ob_take(comm, C_EXSCAN, L_NONBLOCKING, w, bytes, &c);
-    if (!g) return PMPI_Iexscan(sendbuf, recvbuf, count, dt, op, comm, req);
-    const void *src = sendbuf == MPI_IN_PLACE ? NULL : sendbuf;
-    outboard_request *r = NULL;
-    int rc = outboard_exscan_start(g, src, recvbuf, (size_t)count, l.base, obop, &r);
-    return ob_wrap(comm, c, C_EXSCAN, rc, r, NULL, req);
+    return scan(1, sendbuf, recvbuf, count, dt, op, comm, req);
 }

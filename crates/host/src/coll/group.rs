@@ -183,6 +183,15 @@ pub fn describe_barrier(a: BarrierAlgorithm) -> String {
 /// A collective's choices in words, as [`Group::taken`] counts them:
 /// collective, where it ran, algorithm or tree, and for an offloaded
 /// barrier how its notifications travelled.
+/// A data-movement call's mode in words (it runs offloaded or
+/// host-based).
+fn mode_words(mode: BcastMode) -> &'static str {
+    match mode {
+        BcastMode::HostBased => "host-based",
+        _ => "offloaded",
+    }
+}
+
 pub(crate) fn describe_choice(mode: BcastMode, key: ScheduleKey, nic_protocol: bool) -> String {
     let mode = match mode {
         BcastMode::Offloaded => "offloaded".to_string(),
@@ -252,6 +261,32 @@ pub struct Group {
     /// mode, schedule and barrier protocol, named only when asked (a
     /// collective's start counts without formatting anything).
     taken: HashMap<(BcastMode, ScheduleKey, bool), u64>,
+    /// How many data-movement calls ran in each form (their collectives
+    /// are counted in `taken` as well; a scan is its one collective): by
+    /// mode and form.
+    calls: HashMap<(BcastMode, MovementForm), u64>,
+}
+
+/// The form a data-movement call ran in, for [`Group::taken`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum MovementForm {
+    /// An allgather, gather, scatter or alltoall carrying the whole
+    /// result in every message (placed blocks combined by bitwise or).
+    Whole(&'static str),
+    /// One collective per block.
+    PerBlock(&'static str),
+    /// A reduce-scatter as an allreduce, each member keeping its block.
+    ReduceScatterWhole,
+}
+
+impl MovementForm {
+    fn describe(self, mode: &str) -> String {
+        match self {
+            MovementForm::Whole(call) => format!("{call} {mode} whole result per message"),
+            MovementForm::PerBlock(call) => format!("{call} {mode} a collective per block"),
+            MovementForm::ReduceScatterWhole => format!("reduce-scatter {mode} as an allreduce"),
+        }
+    }
 }
 
 /// How many distinct nodes `members` use.
@@ -312,6 +347,7 @@ impl Group {
             nic_epoch: 0,
             barrier_protocol: BarrierProtocol::default(),
             taken: HashMap::new(),
+            calls: HashMap::new(),
         })
     }
 
@@ -386,7 +422,15 @@ impl Group {
         for (&(mode, key, nic), &n) in &self.taken {
             *named.entry(describe_choice(mode, key, nic)).or_insert(0) += n;
         }
+        for (&(mode, form), &n) in &self.calls {
+            *named.entry(form.describe(mode_words(mode))).or_insert(0) += n;
+        }
         named
+    }
+
+    /// Counts one data-movement call started in `form`.
+    pub(crate) fn note_call(&mut self, mode: BcastMode, form: MovementForm) {
+        *self.calls.entry((mode, form)).or_insert(0) += 1;
     }
 
     /// Counts one collective started as `key` in `mode`.

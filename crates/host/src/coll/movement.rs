@@ -45,6 +45,7 @@ use std::ops::Range;
 use outboard_engine::{CollError, Datatype, ReduceOp, Reduction};
 
 use super::blocks::{BlockRun, BlocksRun};
+use super::group::MovementForm::{self, PerBlock, ReduceScatterWhole, Whole};
 use super::group::ScheduleKey;
 use super::run::Spec;
 use super::{AllreduceAlgorithm, BcastMode, CollRequest, CollectiveError, Group, Mode, ReduceAlgorithm, TreeShape};
@@ -194,6 +195,20 @@ fn packed_moves(layout: &Layout, members: impl IntoIterator<Item = u32>) -> Vec<
         .collect()
 }
 
+/// Starts a data-movement call with `start` and, once it is under
+/// way, counts it in `g`'s record of what ran ([`Group::taken`]) as `form`.
+fn noted<P: PortIo>(
+    g: &mut Group,
+    mode: Mode,
+    form: MovementForm,
+    start: impl FnOnce(&mut Port<P>, &mut Group) -> Result<CollRequest, HostError>,
+    port: &mut Port<P>,
+) -> Result<CollRequest, HostError> {
+    let r = start(port, g)?;
+    g.note_call(mode.into(), form);
+    Ok(r)
+}
+
 impl<P: PortIo> Port<P> {
     /// Starts an allgather: every member gets every member's `data`, each
     /// at its block of `layout` (an allgatherv when the blocks differ), in
@@ -202,11 +217,11 @@ impl<P: PortIo> Port<P> {
     pub fn start_allgather(&mut self, g: &mut Group, mode: Mode, algo: AllreduceAlgorithm, layout: &Layout, data: &[u8]) -> Result<CollRequest, HostError> {
         layout.check(g)?;
         if self.long(g, layout.extent()) {
-            return self.allgather_by_broadcasts(g, mode, layout, data);
+            return noted(g, mode, PerBlock("allgather"), |p, g| p.allgather_by_broadcasts(g, mode, layout, data), self);
         }
         let buf = layout.placed(g.rank(), data)?;
         let spec = Spec { key: ScheduleKey::Allreduce(algo), reduction: Some(PLACE), data: &buf, want_result: true };
-        self.start_coll_viewed(g, mode.into(), spec, View::Ranges(vec![0..layout.extent()]))
+        noted(g, mode, Whole("allgather"), |p, g| p.start_coll_viewed(g, mode.into(), spec, View::Ranges(vec![0..layout.extent()])), self)
     }
 
     /// Starts a gather to `root`: the root gets every member's `data` at
@@ -216,7 +231,7 @@ impl<P: PortIo> Port<P> {
         Self::check_root(g, root)?;
         layout.check(g)?;
         if self.long(g, layout.extent()) {
-            return self.gather_by_transfers(g, mode, root, layout, data);
+            return noted(g, mode, PerBlock("gather"), |p, g| p.gather_by_transfers(g, mode, root, layout, data), self);
         }
         let buf = layout.placed(g.rank(), data)?;
         let key = match algo.into() {
@@ -224,7 +239,7 @@ impl<P: PortIo> Port<P> {
             ReduceAlgorithm::BlockTrees(t) => ScheduleKey::ReduceBlocks(t, root),
         };
         let spec = Spec { key, reduction: Some(PLACE), data: &buf, want_result: g.rank() == root };
-        self.start_coll_viewed(g, mode.into(), spec, View::Ranges(vec![0..layout.extent()]))
+        noted(g, mode, Whole("gather"), |p, g| p.start_coll_viewed(g, mode.into(), spec, View::Ranges(vec![0..layout.extent()])), self)
     }
 
     /// Starts a scatter from `root`: each member gets its block of
@@ -238,7 +253,7 @@ impl<P: PortIo> Port<P> {
             return Err(CollectiveError::from(CollError::LengthMismatch { expected: extent as u32, got: data.len() as u32 }).into());
         }
         if self.long(g, extent) {
-            return self.scatter_by_transfers(g, mode, root, layout, data);
+            return noted(g, mode, PerBlock("scatter"), |p, g| p.scatter_by_transfers(g, mode, root, layout, data), self);
         }
         let zeros;
         let data = if g.rank() == root {
@@ -251,7 +266,8 @@ impl<P: PortIo> Port<P> {
             &zeros[..]
         };
         let spec = Spec { key: ScheduleKey::Bcast(tree, root), reduction: None, data, want_result: true };
-        self.start_coll_viewed(g, mode.into(), spec, View::Ranges(vec![layout.block(g.rank())]))
+        let mine = layout.block(g.rank());
+        noted(g, mode, Whole("scatter"), |p, g| p.start_coll_viewed(g, mode.into(), spec, View::Ranges(vec![mine])), self)
     }
 
     /// Starts an alltoall: `data` is this member's `n` blocks of `block`
@@ -265,14 +281,14 @@ impl<P: PortIo> Port<P> {
             if data.len() != row {
                 return Err(CollectiveError::from(CollError::LengthMismatch { expected: row as u32, got: data.len() as u32 }).into());
             }
-            return self.alltoall_by_shifts(g, mode, block, data);
+            return noted(g, mode, PerBlock("alltoall"), |p, g| p.alltoall_by_shifts(g, mode, block, data), self);
         }
         let matrix = Layout::even(g.size(), row);
         let buf = matrix.placed(g.rank(), data)?;
         let me = g.rank() as usize;
         let column = (0..n).map(|i| i * row + me * block..i * row + (me + 1) * block).collect();
         let spec = Spec { key: ScheduleKey::Allreduce(algo), reduction: Some(PLACE), data: &buf, want_result: true };
-        self.start_coll_viewed(g, mode.into(), spec, View::Ranges(column))
+        noted(g, mode, Whole("alltoall"), |p, g| p.start_coll_viewed(g, mode.into(), spec, View::Ranges(column)), self)
     }
 
     /// Starts a reduce-scatter: every member passes the layout's extent
@@ -295,7 +311,7 @@ impl<P: PortIo> Port<P> {
         let mine = layout.block(g.rank());
         if g.size() == 1 || extent <= self.io_ref().allreduce_doubling_max() as usize {
             let spec = Spec { key: ScheduleKey::Allreduce(AllreduceAlgorithm::Auto(tree)), reduction: Some(red), data, want_result: true };
-            return self.start_coll_viewed(g, mode.into(), spec, View::Ranges(vec![mine]));
+            return noted(g, mode, ReduceScatterWhole, |p, g| p.start_coll_viewed(g, mode.into(), spec, View::Ranges(vec![mine])), self);
         }
         self.register_group(g)?;
         let mode: BcastMode = mode.into();
@@ -313,6 +329,7 @@ impl<P: PortIo> Port<P> {
             g.note_taken(mode, part.key);
         }
         let run = BlocksRun::keeping::<P>(runs, g.rank() as usize);
+        g.note_call(mode, PerBlock("reduce-scatter"));
         Ok(self.enqueue(g, mode, Box::new(run), true, View::Whole))
     }
 

@@ -245,3 +245,23 @@ fn bad_layouts_and_lengths_are_refused_at_the_call() {
     let e = p.start_scatter(g, Mode::Offloaded, TreeShape::Binomial, 3, &three, &[0; 24]).unwrap_err();
     assert!(e.to_string().contains("root 3 outside a group of 3"), "{e}");
 }
+
+/// The group's record of what ran names each data-movement call in the
+/// form it took, beside the collectives it ran on.
+#[test]
+fn the_record_names_each_call_and_its_form() {
+    let n = 3;
+    let mut c = Cluster::new(n, LinkConfig::default(), 3);
+    let mut groups = c.world();
+    let red = Reduction { op: ReduceOp::Sum, dtype: Datatype::I64 };
+    let short = Case::new(n, Call::Allgather, red, &[1], &[0], 1);
+    let long = Case::new(n, Call::Allgather, red, &[2000], &[0], 1);
+    short.check(&mut c, &mut groups, Mode::Offloaded, &[0; 3]).unwrap();
+    long.check(&mut c, &mut groups, Mode::HostBased, &[0; 3]).unwrap();
+    Case::new(n, Call::Exscan, red, &[1], &[0], 1).check(&mut c, &mut groups, Mode::Offloaded, &[0; 3]).unwrap();
+    let taken = groups[0].taken();
+    assert_eq!(taken.get("allgather offloaded whole result per message"), Some(&1), "{taken:?}");
+    assert_eq!(taken.get("allgather host-based a collective per block"), Some(&1), "{taken:?}");
+    assert_eq!(taken.get("exclusive scan offloaded chain"), Some(&1), "{taken:?}");
+    assert_eq!(taken.get("broadcast host-based binomial tree"), Some(&3), "a broadcast per block: {taken:?}");
+}
