@@ -70,6 +70,15 @@ unsafe fn place(from: &[u8], out: *mut u8, blocks: impl IntoIterator<Item = Rang
     }
 }
 
+/// Copies `from` to `out`.
+///
+/// # Safety
+/// `from.len()` bytes must be writable at `out`.
+unsafe fn copy_to(from: &[u8], out: *mut u8) {
+    // SAFETY: the caller promises the bytes writable at `out`.
+    unsafe { std::ptr::copy_nonoverlapping(from.as_ptr(), out, from.len()) };
+}
+
 /// A collective in the group's shared memory that ends by writing into
 /// the program's buffers.
 type NodeRun = Box<dyn FnOnce(&mut NodeColl) -> Result<(), NodeCollError>>;
@@ -91,7 +100,7 @@ unsafe fn node_allgather(g: &outboard_group, sendbuf: *const c_void, recvbuf: *m
                 let mut b = if q == me { mine.clone() } else { vec![0u8; l.block(q).len()] };
                 nc.bcast(&mut b, q)?;
                 // SAFETY: the program gave the layout's extent at `recvbuf`.
-                unsafe { place(&b, out.wrapping_add(l.block(q).start), [0..b.len()]) };
+                unsafe { copy_to(&b, out.wrapping_add(l.block(q).start)) };
             }
             Ok(())
         }));
@@ -136,7 +145,7 @@ unsafe fn node_scatter(g: &outboard_group, sendbuf: *const c_void, recvbuf: *mut
         nc.bcast(&mut buf, root)?;
         if !out.is_null() {
             // SAFETY: the program gave its block's length at `recvbuf`.
-            unsafe { place(&buf[mine.clone()], out, [0..mine.len()]) };
+            unsafe { copy_to(&buf[mine.clone()], out) };
         }
         Ok(())
     }))
@@ -159,7 +168,7 @@ unsafe fn node_alltoall(g: &outboard_group, sendbuf: *const c_void, recvbuf: *mu
         nc.allreduce(Buffers::InPlace(&mut buf), PLACE)?;
         for i in 0..n {
             // SAFETY: the program gave `n * len` bytes at `recvbuf`.
-            unsafe { place(&buf[i * row + me * len..i * row + (me + 1) * len], out.wrapping_add(i * len), [0..len]) };
+            unsafe { copy_to(&buf[i * row + me * len..i * row + (me + 1) * len], out.wrapping_add(i * len)) };
         }
         Ok(())
     }))
@@ -178,7 +187,7 @@ unsafe fn node_reduce_scatter(g: &outboard_group, sendbuf: *const c_void, recvbu
     Some(Box::new(move |nc: &mut NodeColl| {
         nc.allreduce(Buffers::InPlace(&mut buf), red)?;
         // SAFETY: the program gave its block's length at `recvbuf`.
-        unsafe { place(&buf[mine.clone()], out, [0..mine.len()]) };
+        unsafe { copy_to(&buf[mine.clone()], out) };
         Ok(())
     }))
 }
@@ -207,7 +216,7 @@ unsafe fn node_scan(g: &outboard_group, sendbuf: *const c_void, recvbuf: *mut c_
             acc = next;
         }
         // SAFETY: the program gave `len` bytes at `recvbuf`.
-        unsafe { place(&acc, out, [0..len]) };
+        unsafe { copy_to(&acc, out) };
         Ok(())
     }))
 }
@@ -367,7 +376,7 @@ unsafe fn scatter_kind(g: &outboard_group, sendbuf: *const c_void, recvbuf: *mut
         let d = g.defaults();
         Ok(w.port().start_scatter(g, d.mode, d.tree, root, l, data)?)
     })?;
-    Ok(placed(r, recvbuf, vec![0..mine], None))
+    Ok(placed(r, recvbuf, std::iter::once(0..mine).collect(), None))
 }
 
 /// Starts an alltoall of `len` bytes per pair: block `j` of this rank's
@@ -387,7 +396,7 @@ pub unsafe extern "C" fn outboard_alltoall_start(group: *const outboard_group, s
                 let d = g.defaults();
                 Ok(w.port().start_alltoall(g, d.mode, d.allreduce, len, data)?)
             })?;
-            Ok(placed(r, recvbuf, vec![0..total], None))
+            Ok(placed(r, recvbuf, std::iter::once(0..total).collect(), None))
         })
     })
 }
@@ -449,7 +458,7 @@ unsafe fn reduce_scatter_kind(g: &outboard_group, sendbuf: *const c_void, recvbu
         let d = g.defaults();
         Ok(w.port().start_reduce_scatter(g, mode_for(&red, d.mode), d.reduce.shape(), red, l, data)?)
     })?;
-    Ok(placed(r, recvbuf, vec![0..mine], module))
+    Ok(placed(r, recvbuf, std::iter::once(0..mine).collect(), module))
 }
 
 /// Starts an inclusive scan of `count` elements: rank `r`'s `recvbuf` gets
@@ -483,7 +492,7 @@ unsafe fn scan_start(group: *const outboard_group, sendbuf: *const c_void, recvb
                 let p = w.port();
                 Ok(if exclusive { p.start_exscan(g, mode, red, data)? } else { p.start_scan(g, mode, red, data)? })
             })?;
-            Ok(placed(r, recvbuf, vec![0..len], module))
+            Ok(placed(r, recvbuf, std::iter::once(0..len).collect(), module))
         })
     }
 }

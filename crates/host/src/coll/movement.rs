@@ -149,6 +149,11 @@ pub(crate) enum View {
 }
 
 impl View {
+    /// One range of the result.
+    pub(crate) fn range(r: Range<usize>) -> View {
+        View::Ranges(std::iter::once(r).collect())
+    }
+
     pub(crate) fn of(&self, v: Vec<u8>) -> Vec<u8> {
         match self {
             View::Whole => v,
@@ -221,7 +226,7 @@ impl<P: PortIo> Port<P> {
         }
         let buf = layout.placed(g.rank(), data)?;
         let spec = Spec { key: ScheduleKey::Allreduce(algo), reduction: Some(PLACE), data: &buf, want_result: true };
-        noted(g, mode, Whole("allgather"), |p, g| p.start_coll_viewed(g, mode.into(), spec, View::Ranges(vec![0..layout.extent()])), self)
+        noted(g, mode, Whole("allgather"), |p, g| p.start_coll_viewed(g, mode.into(), spec, View::range(0..layout.extent())), self)
     }
 
     /// Starts a gather to `root`: the root gets every member's `data` at
@@ -239,7 +244,7 @@ impl<P: PortIo> Port<P> {
             ReduceAlgorithm::BlockTrees(t) => ScheduleKey::ReduceBlocks(t, root),
         };
         let spec = Spec { key, reduction: Some(PLACE), data: &buf, want_result: g.rank() == root };
-        noted(g, mode, Whole("gather"), |p, g| p.start_coll_viewed(g, mode.into(), spec, View::Ranges(vec![0..layout.extent()])), self)
+        noted(g, mode, Whole("gather"), |p, g| p.start_coll_viewed(g, mode.into(), spec, View::range(0..layout.extent())), self)
     }
 
     /// Starts a scatter from `root`: each member gets its block of
@@ -267,7 +272,7 @@ impl<P: PortIo> Port<P> {
         };
         let spec = Spec { key: ScheduleKey::Bcast(tree, root), reduction: None, data, want_result: true };
         let mine = layout.block(g.rank());
-        noted(g, mode, Whole("scatter"), |p, g| p.start_coll_viewed(g, mode.into(), spec, View::Ranges(vec![mine])), self)
+        noted(g, mode, Whole("scatter"), |p, g| p.start_coll_viewed(g, mode.into(), spec, View::range(mine)), self)
     }
 
     /// Starts an alltoall: `data` is this member's `n` blocks of `block`
@@ -309,9 +314,9 @@ impl<P: PortIo> Port<P> {
             return Err(CollectiveError::BadLayout("a reduce-scatter's blocks must hold whole elements").into());
         }
         let mine = layout.block(g.rank());
-        if g.size() == 1 || extent <= self.io_ref().allreduce_doubling_max() as usize {
+        if g.size() == 1 || extent <= self.io_ref().allreduce_doubling_max() {
             let spec = Spec { key: ScheduleKey::Allreduce(AllreduceAlgorithm::Auto(tree)), reduction: Some(red), data, want_result: true };
-            return noted(g, mode, ReduceScatterWhole, |p, g| p.start_coll_viewed(g, mode.into(), spec, View::Ranges(vec![mine])), self);
+            return noted(g, mode, ReduceScatterWhole, |p, g| p.start_coll_viewed(g, mode.into(), spec, View::range(mine)), self);
         }
         self.register_group(g)?;
         let mode: BcastMode = mode.into();
@@ -353,7 +358,7 @@ impl<P: PortIo> Port<P> {
     /// every message costs more than a collective per block. The same at
     /// every member (they pass the same layout and share the transport).
     fn long(&self, g: &Group, extent: usize) -> bool {
-        g.size() > 1 && extent > self.io_ref().allreduce_doubling_max() as usize
+        g.size() > 1 && extent > self.io_ref().allreduce_doubling_max()
     }
 
     /// Starts one collective per part of `parts` (its schedule and this
@@ -502,7 +507,7 @@ mod tests {
     fn views_join_their_ranges() {
         let v: Vec<u8> = (0..10).collect();
         assert_eq!(View::Whole.of(v.clone()), v);
-        assert_eq!(View::Ranges(vec![0..3]).of(v.clone()), vec![0, 1, 2]);
+        assert_eq!(View::range(0..3).of(v.clone()), vec![0, 1, 2]);
         assert_eq!(View::Ranges(vec![1..2, 8..10]).of(v), vec![1, 8, 9]);
     }
 }
