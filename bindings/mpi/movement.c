@@ -4,7 +4,7 @@
  * but the v-forms (which pass through). The decision to take a call over is made as in colls.c, from
  * what every rank agrees on: the communicator, the collective, the bytes
  * of the type signatures (the whole assembled buffer is what the size
- * threshold applies to: Outboard moves it in every message), and a
+ * threshold applies to), and a
  * reduction's predefined type and operation. Data not laid out as one run
  * of bytes at a rank moves through a packed copy there.
  *
@@ -53,6 +53,9 @@ struct io {
     void *dst;
     void *stmp;     /* packed send copy, freed once the call has started */
     void *rtmp;     /* packed result, unpacked into the receive buffer */
+    int truncated;  /* the receive buffer is shorter than what comes: the
+                     * call runs into rtmp (the others are not left
+                     * waiting), then fails with MPI_ERR_TRUNCATE */
 };
 
 /* The send side: `count` elements of `dt` at `buf` as `bytes` packed
@@ -105,7 +108,9 @@ static int abandon(struct io *io, int rc) {
  * `buf` (`count` elements of `dt`, `bytes` packed), the copies freed. */
 static int finished(MPI_Comm comm, enum coll k, int rc, struct io *io, void *buf, int count, MPI_Datatype dt, long long bytes) {
     int err = ob_done(comm, k, rc);
-    if (err == MPI_SUCCESS && io->rtmp) err = ob_unpack(io->rtmp, bytes, buf, count, dt, comm);
+    if (err == MPI_SUCCESS && io->truncated)
+        err = ob_fail_msg(comm, MPI_ERR_TRUNCATE, ob_coll_name[k], "the root's receive type signature is shorter than the blocks sent");
+    else if (err == MPI_SUCCESS && io->rtmp) err = ob_unpack(io->rtmp, bytes, buf, count, dt, comm);
     free(io->stmp);
     free(io->rtmp);
     return err;
@@ -115,7 +120,7 @@ static int finished(MPI_Comm comm, enum coll k, int rc, struct io *io, void *buf
 static int started(MPI_Comm comm, struct comm *c, enum coll k, int rc, outboard_request *r, struct io *io, void *buf, int count, MPI_Datatype dt,
                    long long bytes, MPI_Request *req) {
     free(io->stmp);
-    struct staging *s = io->rtmp ? ob_staging(io->rtmp, buf, count, dt, bytes, comm, 1) : NULL;
+    struct staging *s = io->rtmp ? ob_staging(io->rtmp, buf, count, dt, bytes, comm, io->truncated ? -1 : 1) : NULL;
     return ob_wrap(comm, c, k, rc, r, s, req);
 }
 
@@ -167,6 +172,13 @@ int MPI_Iallgather(const void *sendbuf, int scount, MPI_Datatype stype, void *re
 int MPI_Allgatherv(const void *sendbuf, int scount, MPI_Datatype stype, void *recvbuf, const int rcounts[], const int displs[], MPI_Datatype rtype,
                    MPI_Comm comm) {
     if (!ob.up) return PMPI_Allgatherv(sendbuf, scount, stype, recvbuf, rcounts, displs, rtype, comm);
+    int inter = 0;
+    if (comm != MPI_COMM_NULL) PMPI_Comm_test_inter(comm, &inter);
+    if (inter) {
+        /* Its counts are the remote group's: not read here. */
+        ob_take(comm, C_ALLGATHERV, L_BLOCKING, W_INTER, 0, NULL);
+        return PMPI_Allgatherv(sendbuf, scount, stype, recvbuf, rcounts, displs, rtype, comm);
+    }
     int n = comm_size(comm);
     long long total = 0;
     int bad = 0;
@@ -227,6 +239,11 @@ static int gather_io(const void *sendbuf, int scount, MPI_Datatype stype, void *
     if (me == root) {
         struct layout rl;
         if (ob_layout(rtype, &rl) != 0) return ob_fail_msg(comm, MPI_ERR_TYPE, nb ? ob_icoll_name[k] : ob_coll_name[k], "the receive type cannot be described");
+        if ((long long)rcount * rl.size < per && sendbuf != MPI_IN_PLACE) {
+            /* Room for what comes, not the program's buffer. */
+            io->truncated = 1;
+            rl.contiguous = 0;
+        }
         int rc = recv_side(recvbuf, &rl, per * n, io);
         if (rc != MPI_SUCCESS) return rc;
         if (sendbuf == MPI_IN_PLACE) return pack_own(recvbuf, rcount, rtype, me, per, comm, io);
@@ -366,11 +383,15 @@ int MPI_Gatherv(const void *sendbuf, int scount, MPI_Datatype stype, void *recvb
         return MPI_ERR_NO_MEM;
     }
     int rc = ob_done(comm, C_GATHERV, outboard_allgather(g, &mine, sizeof mine, lens));
-    if (rc == MPI_SUCCESS && !within(comm, C_GATHERV, lens, n, counts)) {
+    if (rc != MPI_SUCCESS || !within(comm, C_GATHERV, lens, n, counts)) {
         free(lens);
         free(counts);
-        return PMPI_Gatherv(sendbuf, scount, stype, recvbuf, rcounts, displs, rtype, root, comm);
+        return rc != MPI_SUCCESS ? rc : PMPI_Gatherv(sendbuf, scount, stype, recvbuf, rcounts, displs, rtype, root, comm);
     }
+    /* A block longer than the root's receive signature for it: the call
+     * still runs (into the packed copy), then fails at the root. */
+    int truncated = 0;
+    for (int q = 0; at_root && q < n; q++) truncated |= lens[q] > (long long)rcounts[q] * rl.size;
     long long total = 0;
     for (int q = 0; q < n; q++) total += lens[q];
     char *packed = at_root ? malloc(total ? (size_t)total : 1) : NULL;
@@ -387,6 +408,8 @@ int MPI_Gatherv(const void *sendbuf, int scount, MPI_Datatype stype, void *recvb
         rc = send_side(sendbuf, scount, stype, mine, comm, ob_coll_name[C_GATHERV], &io);
     }
     if (rc == MPI_SUCCESS) rc = ob_done(comm, C_GATHERV, outboard_gatherv(g, by_recv ? NULL : io.src, packed, counts, NULL, (uint32_t)root));
+    if (rc == MPI_SUCCESS && truncated)
+        rc = ob_fail_msg(comm, MPI_ERR_TRUNCATE, ob_coll_name[C_GATHERV], "a rank's block is longer than the root's receive type signature for it");
     for (int q = 0, at = 0; rc == MPI_SUCCESS && at_root && q < n; at += (int)counts[q], q++) {
         char *to = (char *)recvbuf + (MPI_Aint)displs[q] * extent;
         if (rl.contiguous) memcpy(to, packed + at, counts[q]);

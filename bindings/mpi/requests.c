@@ -25,7 +25,7 @@ struct staging {
     MPI_Datatype dt;        /* a duplicate: the program may free its own */
     long long bytes;
     MPI_Comm comm;
-    int unpack;
+    int unpack;             /* 1: unpack; -1: fail with MPI_ERR_TRUNCATE (the copy held more than buf) */
 };
 
 struct obreq {
@@ -55,7 +55,8 @@ struct staging *ob_staging(void *copy, void *buf, int count, MPI_Datatype dt, lo
  * copy; the MPI error code of the unpacking, or `error`. */
 static int unstage(struct staging *s, int error) {
     if (!s) return error;
-    if (error == MPI_SUCCESS && s->unpack) error = ob_unpack(s->copy, s->bytes, s->buf, s->count, s->dt, s->comm);
+    if (error == MPI_SUCCESS && s->unpack < 0) error = MPI_ERR_TRUNCATE;
+    else if (error == MPI_SUCCESS && s->unpack) error = ob_unpack(s->copy, s->bytes, s->buf, s->count, s->dt, s->comm);
     PMPI_Type_free(&s->dt);
     free(s->copy);
     free(s);

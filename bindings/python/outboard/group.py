@@ -30,6 +30,11 @@ def _operator(op: Any) -> Tuple[int, Optional[str]]:
     return int(Op.of(op)), None
 
 
+#: What a scatter's root broadcasts for the length when it refuses its
+#: blocks.
+_REFUSED = 2**64 - 1
+
+
 def _blocks(out: bytearray, n: int, members: int) -> List[bytes]:
     """``members`` blocks of ``n`` bytes, in order."""
     return [bytes(out[i * n:(i + 1) * n]) for i in range(members)]
@@ -305,16 +310,23 @@ class Group(Handle):
         and learn the length from the root first."""
         r = uint(root, 32, "root")
         at_root = r == self.rank
+        refused = ""
+        views: List[bytes] = []
         if at_root:
             if blocks is None or len(blocks) != self.size:
-                raise errors.ArgumentError("invalid argument", f"the root passes {self.size} blocks, one per member")
-            views = [bytes(_buffers.view(b, "blocks")) for b in blocks]
-            if len({len(v) for v in views}) > 1:
-                raise errors.ArgumentError("invalid argument", "the blocks differ in length")
-            n = len(views[0]) if views else 0
-        head = bytearray(struct.pack("<Q", n if at_root else 0))
+                refused = f"the root passes {self.size} blocks, one per member"
+            else:
+                views = [bytes(_buffers.view(b, "blocks")) for b in blocks]
+                if len({len(v) for v in views}) > 1:
+                    refused = "the blocks differ in length"
+        # The length goes first; a refusal goes instead, so that every
+        # member raises rather than waits for blocks that will not come.
+        n = len(views[0]) if views else 0
+        head = bytearray(struct.pack("<Q", _REFUSED if refused else n))
         self.bcast(head, r)
         n = struct.unpack("<Q", head)[0]
+        if n == _REFUSED:
+            raise errors.ArgumentError("invalid argument", refused or f"the root's (rank {r}'s) blocks were refused")
         whole = bytearray(b"".join(views)) if at_root else bytearray(0)
         src = _buffers.readable(whole, "blocks")[0] if at_root and n else None
         out = bytearray(n)

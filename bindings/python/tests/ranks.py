@@ -538,6 +538,9 @@ def movement(w):
             check(ex == (None if rank == 0 else [rank]), f"exscan ({mode}): {ex}")
             raises(outboard.ArgumentError, g.reduce_scatter, [1] * (n + 1), contains="equal blocks")
             raises(outboard.ArgumentError, g.alltoall, [b"x"] * (n + 1), contains="one per member")
+            # A root that refuses its blocks: every member raises.
+            bad = [b"a", b"bb"] + [b"c"] * (n - 2) if rank == 0 else None
+            raises(outboard.ArgumentError, g.scatter, bad, 0, contains="blocks")
             g.barrier()
     print("movement ok", flush=True)
 

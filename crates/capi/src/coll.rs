@@ -273,7 +273,9 @@ where
     // SAFETY: the caller passes a handle from `outboard_group_*` or null.
     let g = unsafe { group.as_ref() }?;
     let node = g.node_path()?;
-    let run = prepare(g)?;
+    // A panic while preparing (it must not unwind out of the C call) sends
+    // the call to the engine's path, which reports what is wrong.
+    let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| prepare(g))).ok().flatten()?;
     Some(guard(|| g.run_on_node(node, run)))
 }
 

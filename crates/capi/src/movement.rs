@@ -22,6 +22,12 @@ use crate::error::{bytes, Error};
 use crate::group::outboard_group;
 use crate::request::{finish, outboard_request, Kind};
 
+/// The group's members' blocks of `len` bytes one after the other, or an
+/// error naming `len` when they would span beyond the address space.
+fn even(g: &outboard_group, len: usize) -> Result<Layout, Error> {
+    Layout::try_even(g.size, len).map_err(|_| Error::arg(format!("len {len} times the group's {} members is beyond the address space", g.size)))
+}
+
 /// `n` byte counts or displacements at `p` (one per rank of the group).
 unsafe fn per_rank<'a>(p: *const usize, n: u32, what: &str) -> Result<&'a [usize], Error> {
     if p.is_null() {
@@ -46,6 +52,9 @@ unsafe fn layout(counts: *const usize, displs: *const usize, n: u32) -> Result<L
 /// This rank's contribution: `sendbuf`, or (null: in place) its block of
 /// `recvbuf`.
 unsafe fn own_block<'a>(sendbuf: *const c_void, recvbuf: *mut c_void, block: Range<usize>) -> Result<&'a [u8], Error> {
+    if block.is_empty() {
+        return Ok(&[]);
+    }
     if sendbuf.is_null() {
         let all = unsafe { bytes(recvbuf, block.end, "recvbuf (in place)") }?;
         return Ok(&all[block]);
@@ -161,7 +170,7 @@ unsafe fn node_alltoall(g: &outboard_group, sendbuf: *const c_void, recvbuf: *mu
         return None;
     }
     let src = if sendbuf.is_null() { recvbuf.cast_const() } else { sendbuf };
-    let matrix = Layout::even(g.size, row);
+    let matrix = Layout::try_even(g.size, row).ok()?;
     let mut buf = matrix.placed(g.rank, unsafe { bytes(src, row, "sendbuf") }.ok()?).ok()?;
     let (out, me) = (recvbuf.cast::<u8>(), g.rank as usize);
     Some(Box::new(move |nc: &mut NodeColl| {
@@ -200,7 +209,7 @@ unsafe fn node_scan(g: &outboard_group, sendbuf: *const c_void, recvbuf: *mut c_
         return None;
     }
     let src = if sendbuf.is_null() { recvbuf.cast_const() } else { sendbuf };
-    let l = Layout::even(g.size, len);
+    let l = Layout::try_even(g.size, len).ok()?;
     let mut buf = l.placed(g.rank, unsafe { bytes(src, len, "sendbuf") }.ok()?).ok()?;
     red.check_len(len).ok()?;
     let (out, upto) = (recvbuf.cast::<u8>(), if exclusive { g.rank } else { g.rank + 1 });
@@ -228,7 +237,7 @@ unsafe fn node_scan(g: &outboard_group, sendbuf: *const c_void, recvbuf: *mut c_
 pub unsafe extern "C" fn outboard_allgather_start(group: *const outboard_group, sendbuf: *const c_void, len: usize, recvbuf: *mut c_void, req: *mut *mut outboard_request) -> c_int {
     crate::error::guard(|| unsafe {
         start(group, req, |g| {
-            let l = Layout::even(g.size, len);
+            let l = even(g, len)?;
             // In shared memory: the placed blocks' allreduce, whose result
             // is the receive buffer itself (no gaps).
             if !(recvbuf.is_null() && l.extent() > 0) {
@@ -282,7 +291,7 @@ unsafe fn allgather_kind(g: &outboard_group, sendbuf: *const c_void, recvbuf: *m
 pub unsafe extern "C" fn outboard_gather_start(group: *const outboard_group, sendbuf: *const c_void, len: usize, recvbuf: *mut c_void, root: u32, req: *mut *mut outboard_request) -> c_int {
     crate::error::guard(|| unsafe {
         start(group, req, |g| {
-            let l = Layout::even(g.size, len);
+            let l = even(g, len)?;
             let at_root = g.rank == root;
             // In shared memory: the placed blocks' reduce to the root.
             let sound = root < g.size && !(at_root && recvbuf.is_null() && l.extent() > 0) && !(!at_root && sendbuf.is_null() && len > 0);
@@ -341,7 +350,7 @@ unsafe fn gather_kind(g: &outboard_group, sendbuf: *const c_void, recvbuf: *mut 
 /// rank's block lands in its `recvbuf` (null at the root: kept in place).
 #[no_mangle]
 pub unsafe extern "C" fn outboard_scatter_start(group: *const outboard_group, sendbuf: *const c_void, len: usize, recvbuf: *mut c_void, root: u32, req: *mut *mut outboard_request) -> c_int {
-    crate::error::guard(|| unsafe { start(group, req, |g| scatter_kind(g, sendbuf, recvbuf, &Layout::even(g.size, len), root)) })
+    crate::error::guard(|| unsafe { start(group, req, |g| scatter_kind(g, sendbuf, recvbuf, &even(g, len)?, root)) })
 }
 
 /// Starts a scatterv from `root`: rank `r` gets the `counts[r]` bytes at
@@ -418,7 +427,7 @@ pub unsafe extern "C" fn outboard_reduce_scatter_block_start(
     crate::error::guard(|| unsafe {
         let (red, module) = operator(dtype, op)?;
         let len = count.checked_mul(red.dtype.size()).ok_or_else(|| Error::arg("count too large"))?;
-        start(group, req, |g| reduce_scatter_kind(g, sendbuf, recvbuf, &Layout::even(g.size, len), red, module))
+        start(group, req, |g| reduce_scatter_kind(g, sendbuf, recvbuf, &even(g, len)?, red, module))
     })
 }
 
@@ -500,7 +509,7 @@ unsafe fn scan_start(group: *const outboard_group, sendbuf: *const c_void, recvb
 /// Blocking allgather (see [`outboard_allgather_start`]).
 #[no_mangle]
 pub unsafe extern "C" fn outboard_allgather(group: *const outboard_group, sendbuf: *const c_void, len: usize, recvbuf: *mut c_void) -> c_int {
-    if let Some(rc) = unsafe { on_node(group, |g| node_allgather(g, sendbuf, recvbuf, Layout::even(g.size, len))) } {
+    if let Some(rc) = unsafe { on_node(group, |g| node_allgather(g, sendbuf, recvbuf, Layout::try_even(g.size, len).ok()?)) } {
         return rc;
     }
     let mut r = std::ptr::null_mut();
@@ -520,7 +529,7 @@ pub unsafe extern "C" fn outboard_allgatherv(group: *const outboard_group, sendb
 /// Blocking gather (see [`outboard_gather_start`]).
 #[no_mangle]
 pub unsafe extern "C" fn outboard_gather(group: *const outboard_group, sendbuf: *const c_void, len: usize, recvbuf: *mut c_void, root: u32) -> c_int {
-    if let Some(rc) = unsafe { on_node(group, |g| node_gather(g, sendbuf, recvbuf, Layout::even(g.size, len), root)) } {
+    if let Some(rc) = unsafe { on_node(group, |g| node_gather(g, sendbuf, recvbuf, Layout::try_even(g.size, len).ok()?, root)) } {
         return rc;
     }
     let mut r = std::ptr::null_mut();
@@ -540,7 +549,7 @@ pub unsafe extern "C" fn outboard_gatherv(group: *const outboard_group, sendbuf:
 /// Blocking scatter (see [`outboard_scatter_start`]).
 #[no_mangle]
 pub unsafe extern "C" fn outboard_scatter(group: *const outboard_group, sendbuf: *const c_void, len: usize, recvbuf: *mut c_void, root: u32) -> c_int {
-    if let Some(rc) = unsafe { on_node(group, |g| node_scatter(g, sendbuf, recvbuf, Layout::even(g.size, len), root)) } {
+    if let Some(rc) = unsafe { on_node(group, |g| node_scatter(g, sendbuf, recvbuf, Layout::try_even(g.size, len).ok()?, root)) } {
         return rc;
     }
     let mut r = std::ptr::null_mut();
@@ -573,7 +582,7 @@ pub unsafe extern "C" fn outboard_alltoall(group: *const outboard_group, sendbuf
 pub unsafe extern "C" fn outboard_reduce_scatter_block(group: *const outboard_group, sendbuf: *const c_void, recvbuf: *mut c_void, count: usize, dtype: c_int, op: c_int) -> c_int {
     let node = |g: &outboard_group| {
         let red = on_host(dtype, op)?;
-        node_reduce_scatter(g, sendbuf, recvbuf, Layout::even(g.size, count.checked_mul(red.dtype.size())?), red)
+        node_reduce_scatter(g, sendbuf, recvbuf, Layout::try_even(g.size, count.checked_mul(red.dtype.size())?).ok()?, red)
     };
     if let Some(rc) = unsafe { on_node(group, node) } {
         return rc;

@@ -329,19 +329,19 @@ pub static MPI_ALLGATHER: Var<Choice> = Var {
     default: Fallback::Follows(&MPI),
 };
 
-/// `OUTBOARD_MPI` for MPI_Gather and MPI_Igather alone.
+/// `OUTBOARD_MPI` for MPI_Gather, MPI_Gatherv and MPI_Igather alone.
 pub static MPI_GATHER: Var<Choice> = Var {
     name: "OUTBOARD_MPI_GATHER",
-    doc: "OUTBOARD_MPI for MPI_Gather and MPI_Igather alone.",
+    doc: "OUTBOARD_MPI for MPI_Gather, MPI_Gatherv and MPI_Igather alone.",
     group: Group::Mpi,
     kind: MPI_HOW,
     default: Fallback::Follows(&MPI),
 };
 
-/// `OUTBOARD_MPI` for MPI_Scatter and MPI_Iscatter alone.
+/// `OUTBOARD_MPI` for MPI_Scatter, MPI_Scatterv and MPI_Iscatter alone.
 pub static MPI_SCATTER: Var<Choice> = Var {
     name: "OUTBOARD_MPI_SCATTER",
-    doc: "OUTBOARD_MPI for MPI_Scatter and MPI_Iscatter alone.",
+    doc: "OUTBOARD_MPI for MPI_Scatter, MPI_Scatterv and MPI_Iscatter alone.",
     group: Group::Mpi,
     kind: MPI_HOW,
     default: Fallback::Follows(&MPI),
@@ -415,7 +415,8 @@ pub static MPI_ALLREDUCE_MAX_BYTES: Var<Size> = Var {
     default: Fallback::Follows(&MPI_MAX_BYTES),
 };
 
-/// The size threshold of `OUTBOARD_MPI_ALLGATHER`'s calls. Every message of an offloaded allgather carries all ranks' blocks (docs/mpi.md).
+/// The size threshold of `OUTBOARD_MPI_ALLGATHER`'s calls: the whole
+/// assembled buffer (docs/mpi.md).
 pub static MPI_ALLGATHER_MAX_BYTES: Var<Size> = Var {
     name: "OUTBOARD_MPI_ALLGATHER_MAX_BYTES",
     doc: "MPI_Allgather, MPI_Allgatherv and MPI_Iallgather on more bytes than this (all ranks' blocks together) pass through to the MPI.",
@@ -424,25 +425,28 @@ pub static MPI_ALLGATHER_MAX_BYTES: Var<Size> = Var {
     default: Fallback::Value(64 << 10),
 };
 
-/// The size threshold of `OUTBOARD_MPI_GATHER`'s calls. Every message of an offloaded gather carries all ranks' blocks.
+/// The size threshold of `OUTBOARD_MPI_GATHER`'s calls: the whole
+/// assembled buffer.
 pub static MPI_GATHER_MAX_BYTES: Var<Size> = Var {
     name: "OUTBOARD_MPI_GATHER_MAX_BYTES",
-    doc: "MPI_Gather and MPI_Igather on more bytes than this (all ranks' blocks together) pass through to the MPI.",
+    doc: "MPI_Gather, MPI_Gatherv and MPI_Igather on more bytes than this (all ranks' blocks together) pass through to the MPI.",
     group: Group::Mpi,
     kind: MPI_BYTES,
     default: Fallback::Value(64 << 10),
 };
 
-/// The size threshold of `OUTBOARD_MPI_SCATTER`'s calls. Every member of an offloaded scatter receives all ranks' blocks.
+/// The size threshold of `OUTBOARD_MPI_SCATTER`'s calls: the whole
+/// assembled buffer.
 pub static MPI_SCATTER_MAX_BYTES: Var<Size> = Var {
     name: "OUTBOARD_MPI_SCATTER_MAX_BYTES",
-    doc: "MPI_Scatter and MPI_Iscatter on more bytes than this (all ranks' blocks together) pass through to the MPI.",
+    doc: "MPI_Scatter, MPI_Scatterv and MPI_Iscatter on more bytes than this (all ranks' blocks together) pass through to the MPI.",
     group: Group::Mpi,
     kind: MPI_BYTES,
     default: Fallback::Value(64 << 10),
 };
 
-/// The size threshold of `OUTBOARD_MPI_ALLTOALL`'s calls. Every message of an offloaded alltoall carries all n x n blocks.
+/// The size threshold of `OUTBOARD_MPI_ALLTOALL`'s calls: all n x n
+/// blocks.
 pub static MPI_ALLTOALL_MAX_BYTES: Var<Size> = Var {
     name: "OUTBOARD_MPI_ALLTOALL_MAX_BYTES",
     doc: "MPI_Alltoall and MPI_Ialltoall on more bytes than this (the n x n blocks of all ranks together) pass through to the MPI.",

@@ -5,20 +5,26 @@
 //!
 //! # How each one runs
 //!
-//! A member's block travels in a buffer the size of the whole result (the
-//! [`Layout`]'s extent), zero everywhere but where the member's own block
-//! lies:
+//! Up to the allreduce's recursive-doubling length of assembled data
+//! (`PortIo::allreduce_doubling_max`), a member's block travels in a
+//! buffer the size of the whole result (the [`Layout`]'s extent), zero
+//! everywhere but where the member's own block lies:
 //!
 //! - **allgather** is an allreduce of those buffers with bitwise or on
 //!   64-bit words: blocks do not overlap, so or-ing places each one, bit
-//!   for bit, whatever the order of combination. By length it runs as the
-//!   allreduce does: recursive doubling (the allgather's own short-data
-//!   algorithm: log2 n steps) for short data, block trees for long.
+//!   for bit, whatever the order of combination (recursive doubling, the
+//!   allgather's own short-data algorithm: log2 n steps).
 //! - **gather** is the reduce of the same buffers to the root.
 //! - **scatter** is a broadcast of the root's whole buffer; each member
 //!   keeps its block.
 //! - **alltoall** is an allgather of every member's row of the n x n
 //!   matrix of blocks; each member keeps its column.
+//!
+//! Beyond that length each runs as one collective per block, all under
+//! way at once, so that each member moves each block once: a broadcast of
+//! each block from its member (allgather), a step of the pairwise
+//! exchange per shift (alltoall), a move of each block between its member
+//! and the root (gather, scatter).
 //! - **reduce-scatter**: short data is an allreduce of which each member
 //!   keeps its block; long data is one tree reduce per block, rooted at
 //!   the block's owner, all started at once, so every member sends each
@@ -32,13 +38,11 @@
 //!
 //! # What it costs
 //!
-//! Every message carries the whole buffer, not only the blocks its sender
-//! has gathered so far: recursive doubling moves `log2 n` times the result
-//! per member where the bandwidth-optimal allgather moves `(n - 1) / n`
-//! times it. Short data is latency-bound and loses nothing; long data
-//! moves several times the bytes (an alltoall `n` times the data it
-//! delivers), which is why the MPI library takes these over only up to a
-//! length of its own.
+//! Short calls carry the whole buffer in every message, which costs
+//! nothing while it fits a packet or two; long ones take `n` epochs of the
+//! group's order per call, and every member passes a buffer per block
+//! (members must cut alike). The engine has no step that forwards part of
+//! its value, so there is no ring or recursive-halving form.
 
 use std::ops::Range;
 
@@ -65,17 +69,34 @@ pub struct Layout {
 
 impl Layout {
     /// `members` blocks of `len` bytes each, one after the other.
+    ///
+    /// # Panics
+    /// If they span more than the address space ([`Layout::try_even`]
+    /// says so instead).
     pub fn even(members: u32, len: usize) -> Layout {
-        Layout { blocks: (0..members as usize).map(|r| r * len..(r + 1) * len).collect() }
+        Layout::try_even(members, len).expect("blocks within the address space")
+    }
+
+    /// [`Layout::even`], or an error when the blocks would span more than
+    /// the address space.
+    pub fn try_even(members: u32, len: usize) -> Result<Layout, CollectiveError> {
+        len.checked_mul(members as usize).ok_or(CollectiveError::BadLayout("the blocks end beyond the address space"))?;
+        Ok(Layout { blocks: (0..members as usize).map(|r| r * len..(r + 1) * len).collect() })
     }
 
     /// Blocks of `counts[r]` bytes at offset `displs[r]`, one per member.
+    /// An empty block's displacement is ignored (it lies at 0): it takes
+    /// no room, so it neither overlaps nor stretches the extent.
     pub fn new(counts: &[usize], displs: &[usize]) -> Result<Layout, CollectiveError> {
         if counts.len() != displs.len() {
             return Err(CollectiveError::BadLayout("as many counts as displacements are needed"));
         }
         let mut blocks = Vec::with_capacity(counts.len());
         for (&c, &d) in counts.iter().zip(displs) {
+            if c == 0 {
+                blocks.push(0..0);
+                continue;
+            }
             let end = d.checked_add(c).ok_or(CollectiveError::BadLayout("a block ends beyond the address space"))?;
             blocks.push(d..end);
         }
@@ -365,12 +386,14 @@ impl<P: PortIo> Port<P> {
     /// member's data), all under way at once as consecutive collectives of
     /// the group; the run hands back their results joined in order (only
     /// part `keep`'s, if given), seen through `view`.
-    fn start_parts(&mut self, g: &mut Group, mode: Mode, parts: &[(ScheduleKey, &[u8])], keep: Option<usize>, want_result: bool, view: View) -> Result<CollRequest, HostError> {
+    /// Each part says whether this member wants its result: the engine
+    /// writes only those back.
+    fn start_parts(&mut self, g: &mut Group, mode: Mode, parts: &[(ScheduleKey, &[u8], bool)], keep: Option<usize>, want_result: bool, view: View) -> Result<CollRequest, HostError> {
         self.register_group(g)?;
         let mode: BcastMode = mode.into();
         let mut runs: Vec<BlockRun> = Vec::with_capacity(parts.len());
-        for &(key, data) in parts {
-            let part = Spec { key: self.key_for_len(g.size(), mode, key, data.len()), reduction: None, data, want_result: true };
+        for &(key, data, wanted) in parts {
+            let part = Spec { key: self.key_for_len(g.size(), mode, key, data.len()), reduction: None, data, want_result: wanted };
             runs.push(self.block_run(g, mode, &part)?);
             g.note_taken(mode, part.key);
         }
@@ -390,8 +413,8 @@ impl<P: PortIo> Port<P> {
             return Err(CollectiveError::from(CollError::LengthMismatch { expected: layout.block(me).len() as u32, got: data.len() as u32 }).into());
         }
         let zeros: Vec<Vec<u8>> = (0..g.size()).map(|b| if b == me { Vec::new() } else { vec![0u8; layout.block(b).len()] }).collect();
-        let parts: Vec<(ScheduleKey, &[u8])> =
-            (0..g.size()).map(|b| (ScheduleKey::Bcast(TreeShape::Binomial, b), if b == me { data } else { &zeros[b as usize][..] })).collect();
+        let parts: Vec<(ScheduleKey, &[u8], bool)> =
+            (0..g.size()).map(|b| (ScheduleKey::Bcast(TreeShape::Binomial, b), if b == me { data } else { &zeros[b as usize][..] }, true)).collect();
         let view = View::Assemble { extent: layout.extent(), moves: packed_moves(layout, 0..g.size()), own: None };
         self.start_parts(g, mode, &parts, None, true, view)
     }
@@ -405,8 +428,8 @@ impl<P: PortIo> Port<P> {
         }
         let others: Vec<u32> = (0..g.size()).filter(|&b| b != root).collect();
         let zeros: Vec<Vec<u8>> = others.iter().map(|&b| if b == me { Vec::new() } else { vec![0u8; layout.block(b).len()] }).collect();
-        let parts: Vec<(ScheduleKey, &[u8])> =
-            others.iter().zip(&zeros).map(|(&b, z)| (ScheduleKey::Transfer(b, root), if b == me { data } else { &z[..] })).collect();
+        let parts: Vec<(ScheduleKey, &[u8], bool)> =
+            others.iter().zip(&zeros).map(|(&b, z)| (ScheduleKey::Transfer(b, root), if b == me { data } else { &z[..] }, me == root)).collect();
         let view = View::Assemble { extent: layout.extent(), moves: packed_moves(layout, others.iter().copied()), own: Some((data.to_vec(), layout.block(root).start)) };
         self.start_parts(g, mode, &parts, None, me == root, view)
     }
@@ -417,10 +440,10 @@ impl<P: PortIo> Port<P> {
         let me = g.rank();
         let others: Vec<u32> = (0..g.size()).filter(|&b| b != root).collect();
         let zeros: Vec<Vec<u8>> = others.iter().map(|&b| if me == root { Vec::new() } else { vec![0u8; layout.block(b).len()] }).collect();
-        let parts: Vec<(ScheduleKey, &[u8])> = others
+        let parts: Vec<(ScheduleKey, &[u8], bool)> = others
             .iter()
             .zip(&zeros)
-            .map(|(&b, z)| (ScheduleKey::Transfer(root, b), if me == root { &data[layout.block(b)] } else { &z[..] }))
+            .map(|(&b, z)| (ScheduleKey::Transfer(root, b), if me == root { &data[layout.block(b)] } else { &z[..] }, b == me))
             .collect();
         if me == root {
             let own = data[layout.block(root)].to_vec();
@@ -439,7 +462,7 @@ impl<P: PortIo> Port<P> {
     fn alltoall_by_shifts(&mut self, g: &mut Group, mode: Mode, block: usize, data: &[u8]) -> Result<CollRequest, HostError> {
         let (n, me) = (g.size(), g.rank());
         let at = |b: u32| b as usize * block..(b as usize + 1) * block;
-        let parts: Vec<(ScheduleKey, &[u8])> = (1..n).map(|s| (ScheduleKey::Shift(s), &data[at((me + s) % n)])).collect();
+        let parts: Vec<(ScheduleKey, &[u8], bool)> = (1..n).map(|s| (ScheduleKey::Shift(s), &data[at((me + s) % n)], true)).collect();
         let moves = (1..n).map(|s| ((s as usize - 1) * block..s as usize * block, at((me + n - s) % n).start)).collect();
         let view = View::Assemble { extent: n as usize * block, moves, own: Some((data[at(me)].to_vec(), at(me).start)) };
         self.start_parts(g, mode, &parts, None, true, view)
@@ -494,9 +517,12 @@ mod tests {
 
     #[test]
     fn layouts_refuse_overlap_and_measure_their_extent() {
+        // An empty block's displacement takes no room.
         let l = Layout::new(&[4, 0, 8], &[8, 100, 0]).unwrap();
-        assert_eq!(l.extent(), 100);
+        assert_eq!(l.extent(), 12);
         assert_eq!(l.block(0), 8..12);
+        assert_eq!(l.block(1), 0..0);
+        assert!(Layout::try_even(4, usize::MAX / 2).is_err(), "beyond the address space");
         assert!(Layout::new(&[4, 8], &[0, 2]).is_err(), "overlap");
         assert!(Layout::new(&[4], &[0, 2]).is_err(), "counts and displacements differ in number");
         assert_eq!(Layout::packed(&[3, 0, 5]).unwrap().block(2), 3..8);
