@@ -199,8 +199,9 @@ fn under_open_mpi_every_taken_over_collective_equals_pmpi() {
 
 /// The data-movement collectives and the scans
 /// (`bindings/mpi/tests/compare_movement.c`) equal PMPI's results under
-/// Open MPI and MPICH with 2, 3 and 4 ranks, offloaded and host-based, and
-/// the verbose lines show every one of them taken over.
+/// Open MPI and MPICH with 2, 3 and 4 ranks, offloaded (in shared memory
+/// and through the engines) and host-based, and the verbose lines show
+/// every one of them taken over.
 #[test]
 fn data_movement_collectives_and_scans_equal_pmpi_under_both_mpis() {
     for (name, cc) in [("openmpi", "mpicc.openmpi"), ("mpich", "mpicc.mpich")] {
@@ -208,7 +209,9 @@ fn data_movement_collectives_and_scans_equal_pmpi_under_both_mpis() {
         let prog = mpi.dir.join("compare_movement");
         let src = repo().join("bindings/mpi/tests/compare_movement.c").display().to_string();
         mpi.cc_run(&["-O1".into(), "-Wall".into(), "-Wextra".into(), "-Werror".into(), src, "-o".into(), prog.display().to_string()]).unwrap();
-        for (n, mode, env) in [(2, "offloaded", &[][..]), (3, "offloaded", &[][..]), (4, "host-based", &[("OUTBOARD_MPI", "host")][..])] {
+        // Shared memory within the machine, then the engines' own paths.
+        let engines = [("OUTBOARD_SHM_COLL", "off")];
+        for (n, mode, env) in [(2, "offloaded", &[][..]), (3, "offloaded", &[][..]), (3, "offloaded", &engines[..]), (4, "host-based", &[("OUTBOARD_MPI", "host")][..])] {
             let (o, so, se) = mpi.run_prog(&prog, n, env, &[]);
             let ctx = format!("{name} with {n} ranks ({mode}):\nstdout:\n{so}\nstderr:\n{se}");
             assert!(o.status.success(), "{ctx}");
