@@ -40,7 +40,7 @@ def _blocks(out: bytearray, n: int, members: int) -> List[bytes]:
     return [bytes(out[i * n:(i + 1) * n]) for i in range(members)]
 
 
-def _wait_started(start: Callable[[Any], int], module: Optional[str] = None) -> None:
+def _wait_started(start: Callable[[Any], Any], module: Optional[str] = None) -> None:
     """Starts a split-phase call (``start`` given the request's address)
     and waits for it: one code path for the blocking and split-phase forms
     of the C ABI."""
@@ -283,7 +283,8 @@ class Group(Handle):
     def allgather(self, data: Any) -> List[bytes]:
         """Every member's ``data`` (bytes-like, the same length at every
         member), in rank order, at every member."""
-        return self.iallgather(data).wait()
+        blocks: List[bytes] = self.iallgather(data).wait()
+        return blocks
 
     def iallgather(self, data: Any) -> Request:
         """Starts an allgather (``data`` is copied at once)."""

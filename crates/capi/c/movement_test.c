@@ -107,7 +107,7 @@ static void reductions(outboard_group *g, size_t count) {
     OK(outboard_scan(g, send, got, count, OUTBOARD_INT64, OUTBOARD_SUM));
     for (size_t i = 0; i < count; i++) CHECK(got[i] == (int64_t)(rank + 1) * (rank + 2) / 2 * (int64_t)(i + 1));
     for (size_t i = 0; i < count; i++) got[i] = -7;
-    OK(outboard_exscan(g, send, got, count, OUTBOARD_INT64, OUTBOARD_SUM));
+    OK(outboard_exscan(g, send, rank == 0 ? NULL : got, count, OUTBOARD_INT64, OUTBOARD_SUM)); /* rank 0: no buffer needed */
     for (size_t i = 0; i < count; i++) CHECK(got[i] == (rank == 0 ? -7 : (int64_t)rank * (rank + 1) / 2 * (int64_t)(i + 1)));
     /* in place */
     for (size_t i = 0; i < count; i++) got[i] = (int64_t)(rank + 1);

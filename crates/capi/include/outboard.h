@@ -853,7 +853,8 @@ int outboard_scan_start(const outboard_group *group,
                         outboard_request **req);
 
 // Starts an exclusive scan: rank `r`'s `recvbuf` gets the combination of
-// ranks 0 to `r - 1`'s `sendbuf`; rank 0's `recvbuf` is left untouched.
+// ranks 0 to `r - 1`'s `sendbuf`; rank 0's `recvbuf` is left untouched
+// (it may be null).
 int outboard_exscan_start(const outboard_group *group,
                           const void *sendbuf,
                           void *recvbuf,

@@ -73,7 +73,7 @@ fn placed(req: outboard_host::CollRequest, out: *mut c_void, blocks: Vec<Range<u
 /// # Safety
 /// Every block must lie within the bytes the program gave at `out`.
 unsafe fn place(from: &[u8], out: *mut u8, blocks: impl IntoIterator<Item = Range<usize>>) {
-    for b in blocks {
+    for b in blocks.into_iter().filter(|b| !b.is_empty()) {
         // SAFETY: the caller promises the block's bytes writable at `out`.
         unsafe { std::ptr::copy_nonoverlapping(from[b.clone()].as_ptr(), out.add(b.start), b.len()) };
     }
@@ -84,6 +84,11 @@ unsafe fn place(from: &[u8], out: *mut u8, blocks: impl IntoIterator<Item = Rang
 /// # Safety
 /// `from.len()` bytes must be writable at `out`.
 unsafe fn copy_to(from: &[u8], out: *mut u8) {
+    // Nothing to copy: `out` may be null (a rank given no buffer for no
+    // bytes).
+    if from.is_empty() {
+        return;
+    }
     // SAFETY: the caller promises the bytes writable at `out`.
     unsafe { std::ptr::copy_nonoverlapping(from.as_ptr(), out, from.len()) };
 }
@@ -205,7 +210,7 @@ unsafe fn node_reduce_scatter(g: &outboard_group, sendbuf: *const c_void, recvbu
 /// memory: the contributions allgathered, this rank's prefix folded from
 /// them left to right, as the engine's chain folds.
 unsafe fn node_scan(g: &outboard_group, sendbuf: *const c_void, recvbuf: *mut c_void, len: usize, red: Reduction, exclusive: bool) -> Option<NodeRun> {
-    if recvbuf.is_null() && len > 0 {
+    if recvbuf.is_null() && len > 0 && !(exclusive && g.rank == 0) {
         return None;
     }
     let src = if sendbuf.is_null() { recvbuf.cast_const() } else { sendbuf };
@@ -479,7 +484,8 @@ pub unsafe extern "C" fn outboard_scan_start(group: *const outboard_group, sendb
 }
 
 /// Starts an exclusive scan: rank `r`'s `recvbuf` gets the combination of
-/// ranks 0 to `r - 1`'s `sendbuf`; rank 0's `recvbuf` is left untouched.
+/// ranks 0 to `r - 1`'s `sendbuf`; rank 0's `recvbuf` is left untouched
+/// (it may be null).
 #[no_mangle]
 pub unsafe extern "C" fn outboard_exscan_start(group: *const outboard_group, sendbuf: *const c_void, recvbuf: *mut c_void, count: usize, dtype: c_int, op: c_int, req: *mut *mut outboard_request) -> c_int {
     crate::error::guard(|| unsafe { scan_start(group, sendbuf, recvbuf, count, dtype, op, req, true) })
@@ -489,11 +495,12 @@ pub unsafe extern "C" fn outboard_exscan_start(group: *const outboard_group, sen
 unsafe fn scan_start(group: *const outboard_group, sendbuf: *const c_void, recvbuf: *mut c_void, count: usize, dtype: c_int, op: c_int, req: *mut *mut outboard_request, exclusive: bool) -> Result<(), Error> {
     let (red, module) = operator(dtype, op)?;
     let len = count.checked_mul(red.dtype.size()).ok_or_else(|| Error::arg("count too large"))?;
-    if len > 0 && recvbuf.is_null() {
-        return Err(Error::arg("recvbuf is null"));
-    }
     unsafe {
         start(group, req, |g| {
+            // An exclusive scan leaves rank 0's buffer alone: it may be null.
+            if len > 0 && recvbuf.is_null() && !(exclusive && g.rank == 0) {
+                return Err(Error::arg("recvbuf is null"));
+            }
             let src = if sendbuf.is_null() { recvbuf.cast_const() } else { sendbuf };
             let data = bytes(src, len, "sendbuf")?;
             let r = g.with(|g, w| {

@@ -145,7 +145,10 @@ fn poll(r: &mut outboard_request) -> Result<Option<Finished>, Error> {
                 None => return Ok(None),
                 Some(Ok(v)) => {
                     if !out.is_null() {
-                        for b in blocks.iter().filter(|b| b.end <= v.len()) {
+                        // A result shorter than the blocks is an exclusive
+                        // scan's at rank 0 (nothing to place); empty blocks
+                        // copy nothing.
+                        for b in blocks.iter().filter(|b| !b.is_empty() && b.end <= v.len()) {
                             // SAFETY: the program promised the blocks'
                             // bytes at `out` writable until completion.
                             unsafe { std::ptr::copy_nonoverlapping(v[b.clone()].as_ptr(), out.add(b.start), b.len()) };

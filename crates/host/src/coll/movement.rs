@@ -283,9 +283,6 @@ impl<P: PortIo> Port<P> {
         }
         let zeros;
         let data = if g.rank() == root {
-            if data.len() != extent {
-                return Err(CollectiveError::from(CollError::LengthMismatch { expected: extent as u32, got: data.len() as u32 }).into());
-            }
             data
         } else {
             zeros = vec![0u8; extent];
