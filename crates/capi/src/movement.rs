@@ -513,74 +513,57 @@ unsafe fn scan_start(group: *const outboard_group, sendbuf: *const c_void, recvb
     }
 }
 
-/// Blocking allgather (see [`outboard_allgather_start`]).
-#[no_mangle]
-pub unsafe extern "C" fn outboard_allgather(group: *const outboard_group, sendbuf: *const c_void, len: usize, recvbuf: *mut c_void) -> c_int {
-    if let Some(rc) = unsafe { on_node(group, |g| node_allgather(g, sendbuf, recvbuf, Layout::try_even(g.size, len).ok()?)) } {
+/// A blocking call: in the group's shared memory when `node` finds it
+/// can run there, else started with `start` (given where the request
+/// goes) and waited for.
+unsafe fn blocking(group: *const outboard_group, node: impl FnOnce(&outboard_group) -> Option<NodeRun>, start: impl FnOnce(*mut *mut outboard_request) -> c_int) -> c_int {
+    if let Some(rc) = unsafe { on_node(group, node) } {
         return rc;
     }
     let mut r = std::ptr::null_mut();
-    unsafe { finish(outboard_allgather_start(group, sendbuf, len, recvbuf, &mut r), r) }
+    unsafe { finish(start(&mut r), r) }
+}
+
+/// Blocking allgather (see [`outboard_allgather_start`]).
+#[no_mangle]
+pub unsafe extern "C" fn outboard_allgather(group: *const outboard_group, sendbuf: *const c_void, len: usize, recvbuf: *mut c_void) -> c_int {
+    unsafe { blocking(group, |g| node_allgather(g, sendbuf, recvbuf, Layout::try_even(g.size, len).ok()?), |r| outboard_allgather_start(group, sendbuf, len, recvbuf, r)) }
 }
 
 /// Blocking allgatherv (see [`outboard_allgatherv_start`]).
 #[no_mangle]
 pub unsafe extern "C" fn outboard_allgatherv(group: *const outboard_group, sendbuf: *const c_void, recvbuf: *mut c_void, counts: *const usize, displs: *const usize) -> c_int {
-    if let Some(rc) = unsafe { on_node(group, |g| node_allgather(g, sendbuf, recvbuf, layout(counts, displs, g.size).ok()?)) } {
-        return rc;
-    }
-    let mut r = std::ptr::null_mut();
-    unsafe { finish(outboard_allgatherv_start(group, sendbuf, recvbuf, counts, displs, &mut r), r) }
+    unsafe { blocking(group, |g| node_allgather(g, sendbuf, recvbuf, layout(counts, displs, g.size).ok()?), |r| outboard_allgatherv_start(group, sendbuf, recvbuf, counts, displs, r)) }
 }
 
 /// Blocking gather (see [`outboard_gather_start`]).
 #[no_mangle]
 pub unsafe extern "C" fn outboard_gather(group: *const outboard_group, sendbuf: *const c_void, len: usize, recvbuf: *mut c_void, root: u32) -> c_int {
-    if let Some(rc) = unsafe { on_node(group, |g| node_gather(g, sendbuf, recvbuf, Layout::try_even(g.size, len).ok()?, root)) } {
-        return rc;
-    }
-    let mut r = std::ptr::null_mut();
-    unsafe { finish(outboard_gather_start(group, sendbuf, len, recvbuf, root, &mut r), r) }
+    unsafe { blocking(group, |g| node_gather(g, sendbuf, recvbuf, Layout::try_even(g.size, len).ok()?, root), |r| outboard_gather_start(group, sendbuf, len, recvbuf, root, r)) }
 }
 
 /// Blocking gatherv (see [`outboard_gatherv_start`]).
 #[no_mangle]
 pub unsafe extern "C" fn outboard_gatherv(group: *const outboard_group, sendbuf: *const c_void, recvbuf: *mut c_void, counts: *const usize, displs: *const usize, root: u32) -> c_int {
-    if let Some(rc) = unsafe { on_node(group, |g| node_gather(g, sendbuf, recvbuf, layout(counts, displs, g.size).ok()?, root)) } {
-        return rc;
-    }
-    let mut r = std::ptr::null_mut();
-    unsafe { finish(outboard_gatherv_start(group, sendbuf, recvbuf, counts, displs, root, &mut r), r) }
+    unsafe { blocking(group, |g| node_gather(g, sendbuf, recvbuf, layout(counts, displs, g.size).ok()?, root), |r| outboard_gatherv_start(group, sendbuf, recvbuf, counts, displs, root, r)) }
 }
 
 /// Blocking scatter (see [`outboard_scatter_start`]).
 #[no_mangle]
 pub unsafe extern "C" fn outboard_scatter(group: *const outboard_group, sendbuf: *const c_void, len: usize, recvbuf: *mut c_void, root: u32) -> c_int {
-    if let Some(rc) = unsafe { on_node(group, |g| node_scatter(g, sendbuf, recvbuf, Layout::try_even(g.size, len).ok()?, root)) } {
-        return rc;
-    }
-    let mut r = std::ptr::null_mut();
-    unsafe { finish(outboard_scatter_start(group, sendbuf, len, recvbuf, root, &mut r), r) }
+    unsafe { blocking(group, |g| node_scatter(g, sendbuf, recvbuf, Layout::try_even(g.size, len).ok()?, root), |r| outboard_scatter_start(group, sendbuf, len, recvbuf, root, r)) }
 }
 
 /// Blocking scatterv (see [`outboard_scatterv_start`]).
 #[no_mangle]
 pub unsafe extern "C" fn outboard_scatterv(group: *const outboard_group, sendbuf: *const c_void, counts: *const usize, displs: *const usize, recvbuf: *mut c_void, root: u32) -> c_int {
-    if let Some(rc) = unsafe { on_node(group, |g| node_scatter(g, sendbuf, recvbuf, layout(counts, displs, g.size).ok()?, root)) } {
-        return rc;
-    }
-    let mut r = std::ptr::null_mut();
-    unsafe { finish(outboard_scatterv_start(group, sendbuf, counts, displs, recvbuf, root, &mut r), r) }
+    unsafe { blocking(group, |g| node_scatter(g, sendbuf, recvbuf, layout(counts, displs, g.size).ok()?, root), |r| outboard_scatterv_start(group, sendbuf, counts, displs, recvbuf, root, r)) }
 }
 
 /// Blocking alltoall (see [`outboard_alltoall_start`]).
 #[no_mangle]
 pub unsafe extern "C" fn outboard_alltoall(group: *const outboard_group, sendbuf: *const c_void, len: usize, recvbuf: *mut c_void) -> c_int {
-    if let Some(rc) = unsafe { on_node(group, |g| node_alltoall(g, sendbuf, recvbuf, len)) } {
-        return rc;
-    }
-    let mut r = std::ptr::null_mut();
-    unsafe { finish(outboard_alltoall_start(group, sendbuf, len, recvbuf, &mut r), r) }
+    unsafe { blocking(group, |g| node_alltoall(g, sendbuf, recvbuf, len), |r| outboard_alltoall_start(group, sendbuf, len, recvbuf, r)) }
 }
 
 /// Blocking reduce-scatter-block (see
@@ -591,11 +574,7 @@ pub unsafe extern "C" fn outboard_reduce_scatter_block(group: *const outboard_gr
         let red = on_host(dtype, op)?;
         node_reduce_scatter(g, sendbuf, recvbuf, Layout::try_even(g.size, count.checked_mul(red.dtype.size())?).ok()?, red)
     };
-    if let Some(rc) = unsafe { on_node(group, node) } {
-        return rc;
-    }
-    let mut r = std::ptr::null_mut();
-    unsafe { finish(outboard_reduce_scatter_block_start(group, sendbuf, recvbuf, count, dtype, op, &mut r), r) }
+    unsafe { blocking(group, node, |r| outboard_reduce_scatter_block_start(group, sendbuf, recvbuf, count, dtype, op, r)) }
 }
 
 /// Blocking reduce-scatter (see [`outboard_reduce_scatter_start`]).
@@ -607,11 +586,7 @@ pub unsafe extern "C" fn outboard_reduce_scatter(group: *const outboard_group, s
         let bytes: Option<Vec<usize>> = counts.iter().map(|c| c.checked_mul(red.dtype.size())).collect();
         node_reduce_scatter(g, sendbuf, recvbuf, Layout::packed(&bytes?).ok()?, red)
     };
-    if let Some(rc) = unsafe { on_node(group, node) } {
-        return rc;
-    }
-    let mut r = std::ptr::null_mut();
-    unsafe { finish(outboard_reduce_scatter_start(group, sendbuf, recvbuf, counts, dtype, op, &mut r), r) }
+    unsafe { blocking(group, node, |r| outboard_reduce_scatter_start(group, sendbuf, recvbuf, counts, dtype, op, r)) }
 }
 
 /// Blocking inclusive scan (see [`outboard_scan_start`]).
@@ -621,11 +596,7 @@ pub unsafe extern "C" fn outboard_scan(group: *const outboard_group, sendbuf: *c
         let red = on_host(dtype, op)?;
         node_scan(g, sendbuf, recvbuf, count.checked_mul(red.dtype.size())?, red, false)
     };
-    if let Some(rc) = unsafe { on_node(group, node) } {
-        return rc;
-    }
-    let mut r = std::ptr::null_mut();
-    unsafe { finish(outboard_scan_start(group, sendbuf, recvbuf, count, dtype, op, &mut r), r) }
+    unsafe { blocking(group, node, |r| outboard_scan_start(group, sendbuf, recvbuf, count, dtype, op, r)) }
 }
 
 /// Blocking exclusive scan (see [`outboard_exscan_start`]).
@@ -635,9 +606,5 @@ pub unsafe extern "C" fn outboard_exscan(group: *const outboard_group, sendbuf: 
         let red = on_host(dtype, op)?;
         node_scan(g, sendbuf, recvbuf, count.checked_mul(red.dtype.size())?, red, true)
     };
-    if let Some(rc) = unsafe { on_node(group, node) } {
-        return rc;
-    }
-    let mut r = std::ptr::null_mut();
-    unsafe { finish(outboard_exscan_start(group, sendbuf, recvbuf, count, dtype, op, &mut r), r) }
+    unsafe { blocking(group, node, |r| outboard_exscan_start(group, sendbuf, recvbuf, count, dtype, op, r)) }
 }

@@ -111,6 +111,20 @@ pub fn time_us(profile: &Profile, n: u32, mode: Mode, op: Op, size: u32, iters: 
     Ok(each.into_iter().fold(0.0, f64::max))
 }
 
+/// The rows of one point against its bound: each mode's time and that
+/// time over the bound, then the bound itself.
+pub(super) fn push_bound_rows(rows: &mut Vec<Row>, series: &str, n: u32, size: u32, times: &[(Mode, f64)], bound: f64) {
+    for &(mode, t) in times {
+        let (metric, of) = match mode {
+            Mode::Offloaded => ("nic time", "nic of bound"),
+            Mode::HostBased => ("host time", "host of bound"),
+        };
+        rows.push(Row::new(series.to_string(), n, size, metric, t, "us"));
+        rows.push(Row::new(series.to_string(), n, size, of, t / bound, "x"));
+    }
+    rows.push(Row::new(series.to_string(), n, size, "bound", bound, "us"));
+}
+
 /// Host-based runs stop here: above it a point takes minutes of
 /// simulation, and the offloaded form is what the bound is about.
 const HOST_BASED_UP_TO: u32 = 64;
@@ -152,16 +166,8 @@ pub(super) fn run(p: &Params, progress: &mut dyn FnMut(usize, usize)) -> Result<
                 let series = format!("{} {}", profile.name, op.label());
                 for &size in &sizes {
                     let bound = op.bound_bytes(n, size) * profile.wire.link_us_per_byte + latency[usize::from(op.kind())];
-                    for &mode in modes_at(n) {
-                        let t = time_us(profile, n, mode, op, size, p.iters, p.seed)?;
-                        let (metric, of) = match mode {
-                            Mode::Offloaded => ("nic time", "nic of bound"),
-                            Mode::HostBased => ("host time", "host of bound"),
-                        };
-                        rows.push(Row::new(series.clone(), n, size, metric, t, "us"));
-                        rows.push(Row::new(series.clone(), n, size, of, t / bound, "x"));
-                    }
-                    rows.push(Row::new(series.clone(), n, size, "bound", bound, "us"));
+                    let times = modes_at(n).iter().map(|&mode| Ok((mode, time_us(profile, n, mode, op, size, p.iters, p.seed)?))).collect::<Result<Vec<_>, ExperimentError>>()?;
+                    push_bound_rows(&mut rows, &series, n, size, &times, bound);
                     done += 1;
                     progress(done, total);
                 }

@@ -22,8 +22,9 @@ use std::rc::Rc;
 
 use outboard_host::{AllreduceAlgorithm, Layout, Mode, ReduceAlgorithm, TreeShape};
 
+use super::bandwidth::push_bound_rows;
 use super::coll::{sum_of, us_per_collective_each, MODES};
-use super::{ExperimentError, Outcome, Params, Row, XAxis};
+use super::{ExperimentError, Outcome, Params, XAxis};
 use crate::profile::Profile;
 use crate::time::Dur;
 
@@ -135,16 +136,9 @@ pub(super) fn run(p: &Params, progress: &mut dyn FnMut(usize, usize)) -> Result<
                 let series = format!("{} {}", profile.name, op.label());
                 for &size in &sizes {
                     let bound = op.bound_bytes(n, size) * profile.wire.link_us_per_byte + latency;
-                    for &mode in modes {
-                        let t = if size == 8 && mode == Mode::Offloaded { latency } else { time_us(profile, n, mode, op, size, p.iters, p.seed)? };
-                        let (metric, of) = match mode {
-                            Mode::Offloaded => ("nic time", "nic of bound"),
-                            Mode::HostBased => ("host time", "host of bound"),
-                        };
-                        rows.push(Row::new(series.clone(), n, size, metric, t, "us"));
-                        rows.push(Row::new(series.clone(), n, size, of, t / bound, "x"));
-                    }
-                    rows.push(Row::new(series.clone(), n, size, "bound", bound, "us"));
+                    let time = |mode| if size == 8 && mode == Mode::Offloaded { Ok(latency) } else { time_us(profile, n, mode, op, size, p.iters, p.seed) };
+                    let times = modes.iter().map(|&mode| Ok((mode, time(mode)?))).collect::<Result<Vec<_>, ExperimentError>>()?;
+                    push_bound_rows(&mut rows, &series, n, size, &times, bound);
                     done += 1;
                     progress(done, total);
                 }
@@ -157,7 +151,7 @@ pub(super) fn run(p: &Params, progress: &mut dyn FnMut(usize, usize)) -> Result<
         rows,
         notes: vec![
             "size = each member's block; bound = bytes the busiest member must move ((n-1) blocks; a scan one) at the profile's link rate + the collective's own offloaded time for 8-byte blocks; i64 SUM, rank 0 the root".into(),
-            "no paper figure: these rows are predictions (P) of the profiles; every message carries the whole assembled buffer, so long blocks sit far above the bound".into(),
+            "no paper figure: these rows are predictions (P) of the profiles; up to 8 KiB of assembled data every message carries all of it, beyond that a collective runs per block".into(),
             format!("host-based rows only up to {HOST_BASED_UP_TO} nodes"),
         ],
     })
