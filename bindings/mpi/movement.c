@@ -126,44 +126,40 @@ static int started(MPI_Comm comm, struct comm *c, enum coll k, int rc, outboard_
 
 /* ---- Allgather ---- */
 
-/* MPI_Allgather's buffers; MPI_SUCCESS or the error. */
-static int allgather_io(const void *sendbuf, int scount, MPI_Datatype stype, void *recvbuf, int rcount, MPI_Datatype rtype, const struct layout *rl,
-                        long long per, int n, outboard_group *g, MPI_Comm comm, enum coll k, int nb, struct io *io) {
-    int rc = recv_side(recvbuf, rl, per * n, io);
-    if (rc != MPI_SUCCESS) return rc;
-    if (sendbuf == MPI_IN_PLACE) return pack_own(recvbuf, rcount, rtype, ob_my_rank(g), per, comm, io);
-    return send_side(sendbuf, scount, stype, per, comm, nb ? ob_icoll_name[k] : ob_coll_name[k], io);
-}
-
-int MPI_Allgather(const void *sendbuf, int scount, MPI_Datatype stype, void *recvbuf, int rcount, MPI_Datatype rtype, MPI_Comm comm) {
-    if (!ob.up) return PMPI_Allgather(sendbuf, scount, stype, recvbuf, rcount, rtype, comm);
-    int n = comm_size(comm);
-    struct layout rl;
-    long long per = 0;
-    enum why w = sized(rcount, rtype, n, C_ALLGATHER, &rl, &per);
-    outboard_group *g = ob_take(comm, C_ALLGATHER, L_BLOCKING, w, per * n, NULL);
-    if (!g) return PMPI_Allgather(sendbuf, scount, stype, recvbuf, rcount, rtype, comm);
-    struct io io = {0};
-    int rc = allgather_io(sendbuf, scount, stype, recvbuf, rcount, rtype, &rl, per, n, g, comm, C_ALLGATHER, 0, &io);
-    if (rc != MPI_SUCCESS) return abandon(&io, rc);
-    return finished(comm, C_ALLGATHER, outboard_allgather(g, io.src, (size_t)per, io.dst), &io, recvbuf, rcount * n, rtype, per * n);
-}
-
-int MPI_Iallgather(const void *sendbuf, int scount, MPI_Datatype stype, void *recvbuf, int rcount, MPI_Datatype rtype, MPI_Comm comm, MPI_Request *req) {
-    if (!ob.up) return PMPI_Iallgather(sendbuf, scount, stype, recvbuf, rcount, rtype, comm, req);
-    int n = comm_size(comm);
+/* MPI_Allgather, blocking (`req` NULL) or not. */
+static int allgather(const void *sendbuf, int scount, MPI_Datatype stype, void *recvbuf, int rcount, MPI_Datatype rtype, MPI_Comm comm,
+                     MPI_Request *req) {
+    /* Nothing asked of MPI when everything passes through. */
+    int n = ob.up ? comm_size(comm) : 0, nb = req != NULL;
     struct layout rl;
     long long per = 0;
     struct comm *c = NULL;
-    enum why w = sized(rcount, rtype, n, C_ALLGATHER, &rl, &per);
-    outboard_group *g = ob_take(comm, C_ALLGATHER, L_NONBLOCKING, w, per * n, &c);
-    if (!g) return PMPI_Iallgather(sendbuf, scount, stype, recvbuf, rcount, rtype, comm, req);
+    outboard_group *g = NULL;
+    if (ob.up) {
+        enum why w = sized(rcount, rtype, n, C_ALLGATHER, &rl, &per);
+        g = ob_take(comm, C_ALLGATHER, nb ? L_NONBLOCKING : L_BLOCKING, w, per * n, &c);
+    }
+    if (!g)
+        return nb ? PMPI_Iallgather(sendbuf, scount, stype, recvbuf, rcount, rtype, comm, req)
+                  : PMPI_Allgather(sendbuf, scount, stype, recvbuf, rcount, rtype, comm);
     struct io io = {0};
-    int rc = allgather_io(sendbuf, scount, stype, recvbuf, rcount, rtype, &rl, per, n, g, comm, C_ALLGATHER, 1, &io);
+    int rc = recv_side(recvbuf, &rl, per * n, &io);
+    if (rc == MPI_SUCCESS)
+        rc = sendbuf == MPI_IN_PLACE ? pack_own(recvbuf, rcount, rtype, ob_my_rank(g), per, comm, &io)
+                                     : send_side(sendbuf, scount, stype, per, comm, nb ? ob_icoll_name[C_ALLGATHER] : ob_coll_name[C_ALLGATHER], &io);
     if (rc != MPI_SUCCESS) return abandon(&io, rc);
+    if (!nb) return finished(comm, C_ALLGATHER, outboard_allgather(g, io.src, (size_t)per, io.dst), &io, recvbuf, rcount * n, rtype, per * n);
     outboard_request *r = NULL;
-    int orc = outboard_allgather_start(g, io.src, (size_t)per, io.dst, &r);
-    return started(comm, c, C_ALLGATHER, orc, r, &io, recvbuf, rcount * n, rtype, per * n, req);
+    rc = outboard_allgather_start(g, io.src, (size_t)per, io.dst, &r);
+    return started(comm, c, C_ALLGATHER, rc, r, &io, recvbuf, rcount * n, rtype, per * n, req);
+}
+
+int MPI_Allgather(const void *sendbuf, int scount, MPI_Datatype stype, void *recvbuf, int rcount, MPI_Datatype rtype, MPI_Comm comm) {
+    return allgather(sendbuf, scount, stype, recvbuf, rcount, rtype, comm, NULL);
+}
+
+int MPI_Iallgather(const void *sendbuf, int scount, MPI_Datatype stype, void *recvbuf, int rcount, MPI_Datatype rtype, MPI_Comm comm, MPI_Request *req) {
+    return allgather(sendbuf, scount, stype, recvbuf, rcount, rtype, comm, req);
 }
 
 /* The v-form runs on packed blocks one after the other (the same layout
@@ -257,45 +253,42 @@ static int is_root(MPI_Comm comm, int root) {
     return me == root;
 }
 
-int MPI_Gather(const void *sendbuf, int scount, MPI_Datatype stype, void *recvbuf, int rcount, MPI_Datatype rtype, int root, MPI_Comm comm) {
-    if (!ob.up) return PMPI_Gather(sendbuf, scount, stype, recvbuf, rcount, rtype, root, comm);
-    int n = comm_size(comm), me_root = is_root(comm, root);
+/* MPI_Gather, blocking (`req` NULL) or not. */
+static int gather(const void *sendbuf, int scount, MPI_Datatype stype, void *recvbuf, int rcount, MPI_Datatype rtype, int root, MPI_Comm comm,
+                  MPI_Request *req) {
+    int n = ob.up ? comm_size(comm) : 0, me_root = ob.up && is_root(comm, root), nb = req != NULL;
     struct layout l;
     long long per = 0;
-    /* A rank's block in bytes from the side it describes it with: every
-     * rank's agree in a correct program. */
-    int by_recv = me_root && sendbuf == MPI_IN_PLACE;
-    enum why w = sized(by_recv ? rcount : scount, by_recv ? rtype : stype, n, C_GATHER, &l, &per);
-    outboard_group *g = ob_take(comm, C_GATHER, L_BLOCKING, w, per * n, NULL);
-    if (!g) return PMPI_Gather(sendbuf, scount, stype, recvbuf, rcount, rtype, root, comm);
+    struct comm *c = NULL;
+    outboard_group *g = NULL;
+    if (ob.up) {
+        /* A rank's block in bytes from the side it describes it with:
+         * every rank's agree in a correct program. */
+        int by_recv = me_root && sendbuf == MPI_IN_PLACE;
+        enum why w = sized(by_recv ? rcount : scount, by_recv ? rtype : stype, n, C_GATHER, &l, &per);
+        g = ob_take(comm, C_GATHER, nb ? L_NONBLOCKING : L_BLOCKING, w, per * n, &c);
+    }
+    if (!g)
+        return nb ? PMPI_Igather(sendbuf, scount, stype, recvbuf, rcount, rtype, root, comm, req)
+                  : PMPI_Gather(sendbuf, scount, stype, recvbuf, rcount, rtype, root, comm);
     if (ob_bad_root(g, root, comm)) return MPI_ERR_ROOT;
     struct io io = {0};
-    int rc = gather_io(sendbuf, scount, stype, recvbuf, rcount, rtype, per, n, root, g, comm, C_GATHER, 0, &io);
+    int rc = gather_io(sendbuf, scount, stype, recvbuf, rcount, rtype, per, n, root, g, comm, C_GATHER, nb, &io);
     if (rc != MPI_SUCCESS) return abandon(&io, rc);
-    rc = outboard_gather(g, io.src, (size_t)per, me_root ? io.dst : NULL, (uint32_t)root);
-    return finished(comm, C_GATHER, rc, &io, recvbuf, rcount * n, rtype, per * n);
+    void *at_root = me_root ? io.dst : NULL;
+    if (!nb) return finished(comm, C_GATHER, outboard_gather(g, io.src, (size_t)per, at_root, (uint32_t)root), &io, recvbuf, rcount * n, rtype, per * n);
+    outboard_request *r = NULL;
+    rc = outboard_gather_start(g, io.src, (size_t)per, at_root, (uint32_t)root, &r);
+    return started(comm, c, C_GATHER, rc, r, &io, recvbuf, rcount * n, rtype, per * n, req);
+}
+
+int MPI_Gather(const void *sendbuf, int scount, MPI_Datatype stype, void *recvbuf, int rcount, MPI_Datatype rtype, int root, MPI_Comm comm) {
+    return gather(sendbuf, scount, stype, recvbuf, rcount, rtype, root, comm, NULL);
 }
 
 int MPI_Igather(const void *sendbuf, int scount, MPI_Datatype stype, void *recvbuf, int rcount, MPI_Datatype rtype, int root, MPI_Comm comm,
                 MPI_Request *req) {
-    if (!ob.up) return PMPI_Igather(sendbuf, scount, stype, recvbuf, rcount, rtype, root, comm, req);
-    int n = comm_size(comm), me_root = is_root(comm, root);
-    struct layout l;
-    long long per = 0;
-    struct comm *c = NULL;
-    /* A rank's block in bytes from the side it describes it with: every
-     * rank's agree in a correct program. */
-    int by_recv = me_root && sendbuf == MPI_IN_PLACE;
-    enum why w = sized(by_recv ? rcount : scount, by_recv ? rtype : stype, n, C_GATHER, &l, &per);
-    outboard_group *g = ob_take(comm, C_GATHER, L_NONBLOCKING, w, per * n, &c);
-    if (!g) return PMPI_Igather(sendbuf, scount, stype, recvbuf, rcount, rtype, root, comm, req);
-    if (ob_bad_root(g, root, comm)) return MPI_ERR_ROOT;
-    struct io io = {0};
-    int rc = gather_io(sendbuf, scount, stype, recvbuf, rcount, rtype, per, n, root, g, comm, C_GATHER, 1, &io);
-    if (rc != MPI_SUCCESS) return abandon(&io, rc);
-    outboard_request *r = NULL;
-    int orc = outboard_gather_start(g, io.src, (size_t)per, me_root ? io.dst : NULL, (uint32_t)root, &r);
-    return started(comm, c, C_GATHER, orc, r, &io, recvbuf, rcount * n, rtype, per * n, req);
+    return gather(sendbuf, scount, stype, recvbuf, rcount, rtype, root, comm, req);
 }
 
 static int scatter_io(const void *sendbuf, int scount, MPI_Datatype stype, void *recvbuf, int rcount, MPI_Datatype rtype, long long per, int n,
@@ -311,39 +304,39 @@ static int scatter_io(const void *sendbuf, int scount, MPI_Datatype stype, void 
     return recv_side(recvbuf, &rl, per, io);
 }
 
-int MPI_Scatter(const void *sendbuf, int scount, MPI_Datatype stype, void *recvbuf, int rcount, MPI_Datatype rtype, int root, MPI_Comm comm) {
-    if (!ob.up) return PMPI_Scatter(sendbuf, scount, stype, recvbuf, rcount, rtype, root, comm);
-    int n = comm_size(comm), me_root = is_root(comm, root);
+/* MPI_Scatter, blocking (`req` NULL) or not. */
+static int scatter(const void *sendbuf, int scount, MPI_Datatype stype, void *recvbuf, int rcount, MPI_Datatype rtype, int root, MPI_Comm comm,
+                   MPI_Request *req) {
+    int n = ob.up ? comm_size(comm) : 0, me_root = ob.up && is_root(comm, root), nb = req != NULL;
     struct layout l;
     long long per = 0;
-    enum why w = sized(me_root ? scount : rcount, me_root ? stype : rtype, n, C_SCATTER, &l, &per);
-    outboard_group *g = ob_take(comm, C_SCATTER, L_BLOCKING, w, per * n, NULL);
-    if (!g) return PMPI_Scatter(sendbuf, scount, stype, recvbuf, rcount, rtype, root, comm);
+    struct comm *c = NULL;
+    outboard_group *g = NULL;
+    if (ob.up) {
+        enum why w = sized(me_root ? scount : rcount, me_root ? stype : rtype, n, C_SCATTER, &l, &per);
+        g = ob_take(comm, C_SCATTER, nb ? L_NONBLOCKING : L_BLOCKING, w, per * n, &c);
+    }
+    if (!g)
+        return nb ? PMPI_Iscatter(sendbuf, scount, stype, recvbuf, rcount, rtype, root, comm, req)
+                  : PMPI_Scatter(sendbuf, scount, stype, recvbuf, rcount, rtype, root, comm);
     if (ob_bad_root(g, root, comm)) return MPI_ERR_ROOT;
     struct io io = {0};
-    int rc = scatter_io(sendbuf, scount, stype, recvbuf, rcount, rtype, per, n, me_root, comm, C_SCATTER, 0, &io);
+    int rc = scatter_io(sendbuf, scount, stype, recvbuf, rcount, rtype, per, n, me_root, comm, C_SCATTER, nb, &io);
     if (rc != MPI_SUCCESS) return abandon(&io, rc);
-    rc = outboard_scatter(g, me_root ? io.src : NULL, (size_t)per, io.dst, (uint32_t)root);
-    return finished(comm, C_SCATTER, rc, &io, recvbuf, rcount, rtype, per);
+    const void *from = me_root ? io.src : NULL;
+    if (!nb) return finished(comm, C_SCATTER, outboard_scatter(g, from, (size_t)per, io.dst, (uint32_t)root), &io, recvbuf, rcount, rtype, per);
+    outboard_request *r = NULL;
+    rc = outboard_scatter_start(g, from, (size_t)per, io.dst, (uint32_t)root, &r);
+    return started(comm, c, C_SCATTER, rc, r, &io, recvbuf, rcount, rtype, per, req);
+}
+
+int MPI_Scatter(const void *sendbuf, int scount, MPI_Datatype stype, void *recvbuf, int rcount, MPI_Datatype rtype, int root, MPI_Comm comm) {
+    return scatter(sendbuf, scount, stype, recvbuf, rcount, rtype, root, comm, NULL);
 }
 
 int MPI_Iscatter(const void *sendbuf, int scount, MPI_Datatype stype, void *recvbuf, int rcount, MPI_Datatype rtype, int root, MPI_Comm comm,
                  MPI_Request *req) {
-    if (!ob.up) return PMPI_Iscatter(sendbuf, scount, stype, recvbuf, rcount, rtype, root, comm, req);
-    int n = comm_size(comm), me_root = is_root(comm, root);
-    struct layout l;
-    long long per = 0;
-    struct comm *c = NULL;
-    enum why w = sized(me_root ? scount : rcount, me_root ? stype : rtype, n, C_SCATTER, &l, &per);
-    outboard_group *g = ob_take(comm, C_SCATTER, L_NONBLOCKING, w, per * n, &c);
-    if (!g) return PMPI_Iscatter(sendbuf, scount, stype, recvbuf, rcount, rtype, root, comm, req);
-    if (ob_bad_root(g, root, comm)) return MPI_ERR_ROOT;
-    struct io io = {0};
-    int rc = scatter_io(sendbuf, scount, stype, recvbuf, rcount, rtype, per, n, me_root, comm, C_SCATTER, 1, &io);
-    if (rc != MPI_SUCCESS) return abandon(&io, rc);
-    outboard_request *r = NULL;
-    int orc = outboard_scatter_start(g, me_root ? io.src : NULL, (size_t)per, io.dst, (uint32_t)root, &r);
-    return started(comm, c, C_SCATTER, orc, r, &io, recvbuf, rcount, rtype, per, req);
+    return scatter(sendbuf, scount, stype, recvbuf, rcount, rtype, root, comm, req);
 }
 
 /* ---- The rooted v-forms: block lengths shared first ---- */
@@ -486,64 +479,67 @@ static int alltoall_io(const void *sendbuf, int scount, MPI_Datatype stype, void
     return send_side(sendbuf, scount * n, stype, per * n, comm, nb ? ob_icoll_name[k] : ob_coll_name[k], io);
 }
 
-int MPI_Alltoall(const void *sendbuf, int scount, MPI_Datatype stype, void *recvbuf, int rcount, MPI_Datatype rtype, MPI_Comm comm) {
-    if (!ob.up) return PMPI_Alltoall(sendbuf, scount, stype, recvbuf, rcount, rtype, comm);
-    int n = comm_size(comm);
-    struct layout rl;
-    long long per = 0;
-    enum why w = sized(rcount, rtype, (long long)n * n, C_ALLTOALL, &rl, &per);
-    outboard_group *g = ob_take(comm, C_ALLTOALL, L_BLOCKING, w, per * n * n, NULL);
-    if (!g) return PMPI_Alltoall(sendbuf, scount, stype, recvbuf, rcount, rtype, comm);
-    struct io io = {0};
-    int rc = alltoall_io(sendbuf, scount, stype, recvbuf, rcount, rtype, &rl, per, n, comm, C_ALLTOALL, 0, &io);
-    if (rc != MPI_SUCCESS) return abandon(&io, rc);
-    return finished(comm, C_ALLTOALL, outboard_alltoall(g, io.src, (size_t)per, io.dst), &io, recvbuf, rcount * n, rtype, per * n);
-}
-
-int MPI_Ialltoall(const void *sendbuf, int scount, MPI_Datatype stype, void *recvbuf, int rcount, MPI_Datatype rtype, MPI_Comm comm, MPI_Request *req) {
-    if (!ob.up) return PMPI_Ialltoall(sendbuf, scount, stype, recvbuf, rcount, rtype, comm, req);
-    int n = comm_size(comm);
+/* MPI_Alltoall, blocking (`req` NULL) or not. */
+static int alltoall(const void *sendbuf, int scount, MPI_Datatype stype, void *recvbuf, int rcount, MPI_Datatype rtype, MPI_Comm comm,
+                    MPI_Request *req) {
+    /* Nothing asked of MPI when everything passes through. */
+    int n = ob.up ? comm_size(comm) : 0, nb = req != NULL;
     struct layout rl;
     long long per = 0;
     struct comm *c = NULL;
-    enum why w = sized(rcount, rtype, (long long)n * n, C_ALLTOALL, &rl, &per);
-    outboard_group *g = ob_take(comm, C_ALLTOALL, L_NONBLOCKING, w, per * n * n, &c);
-    if (!g) return PMPI_Ialltoall(sendbuf, scount, stype, recvbuf, rcount, rtype, comm, req);
+    outboard_group *g = NULL;
+    if (ob.up) {
+        enum why w = sized(rcount, rtype, (long long)n * n, C_ALLTOALL, &rl, &per);
+        g = ob_take(comm, C_ALLTOALL, nb ? L_NONBLOCKING : L_BLOCKING, w, per * n * n, &c);
+    }
+    if (!g)
+        return nb ? PMPI_Ialltoall(sendbuf, scount, stype, recvbuf, rcount, rtype, comm, req)
+                  : PMPI_Alltoall(sendbuf, scount, stype, recvbuf, rcount, rtype, comm);
     struct io io = {0};
-    int rc = alltoall_io(sendbuf, scount, stype, recvbuf, rcount, rtype, &rl, per, n, comm, C_ALLTOALL, 1, &io);
+    int rc = alltoall_io(sendbuf, scount, stype, recvbuf, rcount, rtype, &rl, per, n, comm, C_ALLTOALL, nb, &io);
     if (rc != MPI_SUCCESS) return abandon(&io, rc);
+    if (!nb) return finished(comm, C_ALLTOALL, outboard_alltoall(g, io.src, (size_t)per, io.dst), &io, recvbuf, rcount * n, rtype, per * n);
     outboard_request *r = NULL;
-    int orc = outboard_alltoall_start(g, io.src, (size_t)per, io.dst, &r);
-    return started(comm, c, C_ALLTOALL, orc, r, &io, recvbuf, rcount * n, rtype, per * n, req);
+    rc = outboard_alltoall_start(g, io.src, (size_t)per, io.dst, &r);
+    return started(comm, c, C_ALLTOALL, rc, r, &io, recvbuf, rcount * n, rtype, per * n, req);
+}
+
+int MPI_Alltoall(const void *sendbuf, int scount, MPI_Datatype stype, void *recvbuf, int rcount, MPI_Datatype rtype, MPI_Comm comm) {
+    return alltoall(sendbuf, scount, stype, recvbuf, rcount, rtype, comm, NULL);
+}
+
+int MPI_Ialltoall(const void *sendbuf, int scount, MPI_Datatype stype, void *recvbuf, int rcount, MPI_Datatype rtype, MPI_Comm comm, MPI_Request *req) {
+    return alltoall(sendbuf, scount, stype, recvbuf, rcount, rtype, comm, req);
 }
 
 /* ---- Reductions: predefined types, so the buffers are contiguous ---- */
 
-int MPI_Reduce_scatter_block(const void *sendbuf, void *recvbuf, int count, MPI_Datatype dt, MPI_Op op, MPI_Comm comm) {
-    if (!ob.up) return PMPI_Reduce_scatter_block(sendbuf, recvbuf, count, dt, op, comm);
-    int n = comm_size(comm), obop = 0;
-    struct layout l;
-    long long per = 0;
-    enum why w = reducible(comm, count, dt, op, n, C_REDUCE_SCATTER_BLOCK, &l, &per, &obop);
-    outboard_group *g = ob_take(comm, C_REDUCE_SCATTER_BLOCK, L_BLOCKING, w, per * n, NULL);
-    if (!g) return PMPI_Reduce_scatter_block(sendbuf, recvbuf, count, dt, op, comm);
-    const void *src = sendbuf == MPI_IN_PLACE ? NULL : sendbuf;
-    return ob_done(comm, C_REDUCE_SCATTER_BLOCK, outboard_reduce_scatter_block(g, src, recvbuf, (size_t)count, l.base, obop));
-}
-
-int MPI_Ireduce_scatter_block(const void *sendbuf, void *recvbuf, int count, MPI_Datatype dt, MPI_Op op, MPI_Comm comm, MPI_Request *req) {
-    if (!ob.up) return PMPI_Ireduce_scatter_block(sendbuf, recvbuf, count, dt, op, comm, req);
-    int n = comm_size(comm), obop = 0;
+/* MPI_Reduce_scatter_block, blocking (`req` NULL) or not. */
+static int reduce_scatter_block(const void *sendbuf, void *recvbuf, int count, MPI_Datatype dt, MPI_Op op, MPI_Comm comm, MPI_Request *req) {
+    int n = ob.up ? comm_size(comm) : 0, obop = 0, nb = req != NULL;
     struct layout l;
     long long per = 0;
     struct comm *c = NULL;
-    enum why w = reducible(comm, count, dt, op, n, C_REDUCE_SCATTER_BLOCK, &l, &per, &obop);
-    outboard_group *g = ob_take(comm, C_REDUCE_SCATTER_BLOCK, L_NONBLOCKING, w, per * n, &c);
-    if (!g) return PMPI_Ireduce_scatter_block(sendbuf, recvbuf, count, dt, op, comm, req);
+    outboard_group *g = NULL;
+    if (ob.up) {
+        enum why w = reducible(comm, count, dt, op, n, C_REDUCE_SCATTER_BLOCK, &l, &per, &obop);
+        g = ob_take(comm, C_REDUCE_SCATTER_BLOCK, nb ? L_NONBLOCKING : L_BLOCKING, w, per * n, &c);
+    }
+    if (!g)
+        return nb ? PMPI_Ireduce_scatter_block(sendbuf, recvbuf, count, dt, op, comm, req) : PMPI_Reduce_scatter_block(sendbuf, recvbuf, count, dt, op, comm);
     const void *src = sendbuf == MPI_IN_PLACE ? NULL : sendbuf;
+    if (!nb) return ob_done(comm, C_REDUCE_SCATTER_BLOCK, outboard_reduce_scatter_block(g, src, recvbuf, (size_t)count, l.base, obop));
     outboard_request *r = NULL;
     int rc = outboard_reduce_scatter_block_start(g, src, recvbuf, (size_t)count, l.base, obop, &r);
     return ob_wrap(comm, c, C_REDUCE_SCATTER_BLOCK, rc, r, NULL, req);
+}
+
+int MPI_Reduce_scatter_block(const void *sendbuf, void *recvbuf, int count, MPI_Datatype dt, MPI_Op op, MPI_Comm comm) {
+    return reduce_scatter_block(sendbuf, recvbuf, count, dt, op, comm, NULL);
+}
+
+int MPI_Ireduce_scatter_block(const void *sendbuf, void *recvbuf, int count, MPI_Datatype dt, MPI_Op op, MPI_Comm comm, MPI_Request *req) {
+    return reduce_scatter_block(sendbuf, recvbuf, count, dt, op, comm, req);
 }
 
 int MPI_Reduce_scatter(const void *sendbuf, void *recvbuf, const int rcounts[], MPI_Datatype dt, MPI_Op op, MPI_Comm comm) {

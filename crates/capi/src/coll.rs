@@ -17,7 +17,7 @@ use crate::error::{bytes, bytes_mut, deref, guard, Error};
 use crate::group::{outboard_group, SpanPath};
 use crate::nicvm::{is_module, module_op};
 use crate::span;
-use crate::request::{finish, hand_out, outboard_request, Kind, NodeOpen};
+use crate::request::{finish, hand_out, outboard_request, Kind, NodeOpen, Place};
 
 /// 32-bit signed integers (`int32_t`).
 pub const OUTBOARD_INT32: c_int = 1;
@@ -141,7 +141,7 @@ pub unsafe extern "C" fn outboard_barrier_start(group: *const outboard_group, re
                 let d = g.defaults();
                 Ok(w.port().start_barrier(g, d.mode, d.barrier)?)
             })?;
-            Ok(Kind::Coll { req: r, out: std::ptr::null_mut(), len: 0, module: None })
+            Ok(Kind::Coll { req: r, out: std::ptr::null_mut(), place: Place::Prefix(0), module: None })
         })
     })
 }
@@ -173,7 +173,7 @@ pub unsafe extern "C" fn outboard_bcast_start(group: *const outboard_group, buf:
                 };
                 Ok(w.port().start_bcast(g, mode, tree, root, mine)?)
             })?;
-            Ok(Kind::Coll { req: r, out: buf.cast(), len, module: None })
+            Ok(Kind::Coll { req: r, out: buf.cast(), place: Place::Prefix(len), module: None })
         })
     })
 }
@@ -199,7 +199,7 @@ pub unsafe extern "C" fn outboard_reduce_start(
         start(group, req, |g| {
             let at_root = g.rank == root;
             if root < g.size && !(at_root && len > 0 && recvbuf.is_null()) && module.is_none() {
-                let src = if sendbuf.is_null() { recvbuf.cast_const() } else { sendbuf };
+                let src = input(sendbuf, recvbuf);
                 let data = bytes(src, len, "sendbuf")?;
                 let out = if at_root { recvbuf.cast() } else { std::ptr::null_mut() };
                 if let Some(k) = start_on_node(g, out, len, |nc| nc.reduce_start(data, red, root))? {
@@ -207,7 +207,7 @@ pub unsafe extern "C" fn outboard_reduce_start(
                 }
             }
             let r = g.with(|g, w| {
-                let src = if sendbuf.is_null() { recvbuf.cast_const() } else { sendbuf };
+                let src = input(sendbuf, recvbuf);
                 let data = bytes(src, len, "sendbuf")?;
                 let d = g.defaults();
                 let at_root = g.rank() == root;
@@ -218,7 +218,7 @@ pub unsafe extern "C" fn outboard_reduce_start(
                 Ok((r, at_root))
             })?;
             let out = if r.1 { recvbuf.cast() } else { std::ptr::null_mut() };
-            Ok(Kind::Coll { req: r.0, out, len, module })
+            Ok(Kind::Coll { req: r.0, out, place: Place::Prefix(len), module })
         })
     })
 }
@@ -243,7 +243,7 @@ pub unsafe extern "C" fn outboard_allreduce_start(
             return Err(Error::arg("recvbuf is null"));
         }
         start(group, req, |g| {
-            let src = if sendbuf.is_null() { recvbuf.cast_const() } else { sendbuf };
+            let src = input(sendbuf, recvbuf);
             let data = bytes(src, len, "sendbuf")?;
             if module.is_none() {
                 if let Some(k) = start_on_node(g, recvbuf.cast(), len, |nc| nc.allreduce_start(data, red))? {
@@ -251,12 +251,12 @@ pub unsafe extern "C" fn outboard_allreduce_start(
                 }
             }
             let r = g.with(|g, w| {
-                let src = if sendbuf.is_null() { recvbuf.cast_const() } else { sendbuf };
+                let src = input(sendbuf, recvbuf);
                 let data = bytes(src, len, "sendbuf")?;
                 let d = g.defaults();
                 Ok(w.port().start_allreduce(g, mode_for(&red, d.mode), d.allreduce, red, data)?)
             })?;
-            Ok(Kind::Coll { req: r, out: recvbuf.cast(), len, module })
+            Ok(Kind::Coll { req: r, out: recvbuf.cast(), place: Place::Prefix(len), module })
         })
     })
 }
@@ -292,6 +292,15 @@ where
     let sp = g.span_path()?;
     let run = prepare(g)?;
     Some(guard(|| run(g, sp)))
+}
+
+/// Where a rank's input is: `sendbuf`, or (null: in place) `recvbuf`.
+pub(crate) fn input(sendbuf: *const c_void, recvbuf: *mut c_void) -> *const c_void {
+    if sendbuf.is_null() {
+        recvbuf.cast_const()
+    } else {
+        sendbuf
+    }
 }
 
 /// A reduction's contribution at this rank, copied when it is to be

@@ -17,10 +17,10 @@ use std::ops::Range;
 use outboard_host::{Layout, Mode, Reduction, PLACE};
 use outboard_runtime::node_coll::{Buffers, NodeColl, NodeCollError};
 
-use crate::coll::{mode_for, on_host, on_node, operator, start, start_on_node};
+use crate::coll::{input, mode_for, on_host, on_node, operator, start, start_on_node};
 use crate::error::{bytes, Error};
 use crate::group::outboard_group;
-use crate::request::{finish, outboard_request, Kind};
+use crate::request::{finish, outboard_request, Kind, Place};
 
 /// The group's members' blocks of `len` bytes one after the other, or an
 /// error naming `len` when they would span beyond the address space.
@@ -65,7 +65,7 @@ unsafe fn own_block<'a>(sendbuf: *const c_void, recvbuf: *mut c_void, block: Ran
 /// A request whose result's `blocks` land at the same offsets of `out`
 /// (gaps between them untouched); `out` null: the rank gets nothing.
 fn placed(req: outboard_host::CollRequest, out: *mut c_void, blocks: Vec<Range<usize>>, module: Option<std::sync::Arc<str>>) -> Kind {
-    Kind::Placed { req, out: out.cast(), blocks, module }
+    Kind::Coll { req, out: out.cast(), place: Place::Blocks(blocks), module }
 }
 
 /// Copies `blocks` of `from` to the same offsets at `out`.
@@ -174,7 +174,7 @@ unsafe fn node_alltoall(g: &outboard_group, sendbuf: *const c_void, recvbuf: *mu
     if recvbuf.is_null() && row > 0 {
         return None;
     }
-    let src = if sendbuf.is_null() { recvbuf.cast_const() } else { sendbuf };
+    let src = input(sendbuf, recvbuf);
     let matrix = Layout::try_even(g.size, row).ok()?;
     let mut buf = matrix.placed(g.rank, unsafe { bytes(src, row, "sendbuf") }.ok()?).ok()?;
     let (out, me) = (recvbuf.cast::<u8>(), g.rank as usize);
@@ -195,7 +195,7 @@ unsafe fn node_reduce_scatter(g: &outboard_group, sendbuf: *const c_void, recvbu
     if recvbuf.is_null() && !mine.is_empty() {
         return None;
     }
-    let src = if sendbuf.is_null() { recvbuf.cast_const() } else { sendbuf };
+    let src = input(sendbuf, recvbuf);
     let mut buf = unsafe { bytes(src, l.extent(), "sendbuf") }.ok()?.to_vec();
     let out = recvbuf.cast::<u8>();
     Some(Box::new(move |nc: &mut NodeColl| {
@@ -213,7 +213,7 @@ unsafe fn node_scan(g: &outboard_group, sendbuf: *const c_void, recvbuf: *mut c_
     if recvbuf.is_null() && len > 0 && !(exclusive && g.rank == 0) {
         return None;
     }
-    let src = if sendbuf.is_null() { recvbuf.cast_const() } else { sendbuf };
+    let src = input(sendbuf, recvbuf);
     let l = Layout::try_even(g.size, len).ok()?;
     let mut buf = l.placed(g.rank, unsafe { bytes(src, len, "sendbuf") }.ok()?).ok()?;
     red.check_len(len).ok()?;
@@ -404,7 +404,7 @@ pub unsafe extern "C" fn outboard_alltoall_start(group: *const outboard_group, s
             if total > 0 && recvbuf.is_null() {
                 return Err(Error::arg("recvbuf is null"));
             }
-            let src = if sendbuf.is_null() { recvbuf.cast_const() } else { sendbuf };
+            let src = input(sendbuf, recvbuf);
             let data = bytes(src, total, "sendbuf")?;
             let r = g.with(|g, w| {
                 let d = g.defaults();
@@ -466,7 +466,7 @@ unsafe fn reduce_scatter_kind(g: &outboard_group, sendbuf: *const c_void, recvbu
     if mine > 0 && recvbuf.is_null() {
         return Err(Error::arg("recvbuf is null"));
     }
-    let src = if sendbuf.is_null() { recvbuf.cast_const() } else { sendbuf };
+    let src = input(sendbuf, recvbuf);
     let data = unsafe { bytes(src, l.extent(), "sendbuf") }?;
     let r = g.with(|g, w| {
         let d = g.defaults();
@@ -501,7 +501,7 @@ unsafe fn scan_start(group: *const outboard_group, sendbuf: *const c_void, recvb
             if len > 0 && recvbuf.is_null() && !(exclusive && g.rank == 0) {
                 return Err(Error::arg("recvbuf is null"));
             }
-            let src = if sendbuf.is_null() { recvbuf.cast_const() } else { sendbuf };
+            let src = input(sendbuf, recvbuf);
             let data = bytes(src, len, "sendbuf")?;
             let r = g.with(|g, w| {
                 let mode: Mode = mode_for(&red, g.defaults().mode);

@@ -21,16 +21,47 @@ pub struct outboard_request {
     kind: Kind,
 }
 
+/// Where a collective's result goes in the program's buffer.
+pub(crate) enum Place {
+    /// Its first bytes, up to this many (all of a shorter result).
+    Prefix(usize),
+    /// These ranges of it, each to the same offsets: the v-forms' blocks,
+    /// with what lies between them untouched. A result shorter than a
+    /// range (an exclusive scan's at rank 0) places nothing there.
+    Blocks(Vec<std::ops::Range<usize>>),
+}
+
+impl Place {
+    /// Copies `result` to `out`, which is null or holds what the program
+    /// promised for this place.
+    ///
+    /// # Safety
+    /// A non-null `out` must be writable for the place's bytes.
+    unsafe fn copy(&self, result: &[u8], out: *mut u8) {
+        if out.is_null() {
+            return;
+        }
+        let prefix = match self {
+            Place::Prefix(len) => Some(0..result.len().min(*len)),
+            Place::Blocks(_) => None,
+        };
+        let blocks = match self {
+            Place::Blocks(b) => &b[..],
+            Place::Prefix(_) => &[],
+        };
+        for r in prefix.iter().chain(blocks).filter(|r| !r.is_empty() && r.end <= result.len()) {
+            // SAFETY: the caller promises the bytes writable at `out`.
+            unsafe { std::ptr::copy_nonoverlapping(result[r.clone()].as_ptr(), out.add(r.start), r.len()) };
+        }
+    }
+}
+
 /// What a request is and where its result goes.
 pub(crate) enum Kind {
-    /// A collective; its result bytes (if `out` is not null) go to `out`.
-    /// `module`: the name of the module that is its operator, which its
-    /// failure names.
-    Coll { req: CollRequest, out: *mut u8, len: usize, module: Option<Arc<str>> },
-    /// A collective whose result holds `blocks` of `out` (if not null),
-    /// each copied to the same offsets there: the v-forms' blocks, with
-    /// what lies between them untouched.
-    Placed { req: CollRequest, out: *mut u8, blocks: Vec<std::ops::Range<usize>>, module: Option<Arc<str>> },
+    /// A collective; its result bytes go to `out` (if not null) as `place`
+    /// says. `module`: the name of the module that is its operator, which
+    /// its failure names.
+    Coll { req: CollRequest, out: *mut u8, place: Place, module: Option<Arc<str>> },
     /// A send from a buffer the library allocated.
     Send { req: Request, buf: HostBuf },
     /// A receive into a buffer the library allocated, copied to `out`.
@@ -128,32 +159,12 @@ fn poll(r: &mut outboard_request) -> Result<Option<Finished>, Error> {
         let mut from = None;
         let port = w.port();
         let res = match &mut r.kind {
-            Kind::Coll { req, out, len, module } => match port.coll_test(req) {
+            Kind::Coll { req, out, place, module } => match port.coll_test(req) {
                 None => return Ok(None),
                 Some(Ok(v)) => {
-                    if !out.is_null() {
-                        let n = v.len().min(*len);
-                        // SAFETY: the program promised `len` writable bytes
-                        // at `out` until completion.
-                        unsafe { std::ptr::copy_nonoverlapping(v.as_ptr(), *out, n) };
-                    }
-                    Ok(())
-                }
-                Some(Err(e)) => Err(Error::from(e).with_operator(module.as_deref())),
-            },
-            Kind::Placed { req, out, blocks, module } => match port.coll_test(req) {
-                None => return Ok(None),
-                Some(Ok(v)) => {
-                    if !out.is_null() {
-                        // A result shorter than the blocks is an exclusive
-                        // scan's at rank 0 (nothing to place); empty blocks
-                        // copy nothing.
-                        for b in blocks.iter().filter(|b| !b.is_empty() && b.end <= v.len()) {
-                            // SAFETY: the program promised the blocks'
-                            // bytes at `out` writable until completion.
-                            unsafe { std::ptr::copy_nonoverlapping(v[b.clone()].as_ptr(), out.add(b.start), b.len()) };
-                        }
-                    }
+                    // SAFETY: the program promised the place's bytes
+                    // writable at `out` until completion.
+                    unsafe { place.copy(&v, *out) };
                     Ok(())
                 }
                 Some(Err(e)) => Err(Error::from(e).with_operator(module.as_deref())),

@@ -39,7 +39,7 @@ use outboard_runtime::RtPort;
 
 use crate::error::{Error, OUTBOARD_ERR_COLL, OUTBOARD_ERR_PEER, OUTBOARD_OK};
 use crate::group::{lock_node, outboard_group, SpanPath};
-use crate::request::{finish, hand_out, Kind};
+use crate::request::{finish, hand_out, Kind, Place};
 
 /// Bytes of a verdict: its code, its message's length, the message (cut).
 const VERDICT: usize = 512;
@@ -57,7 +57,7 @@ fn on_leaders(g: &outboard_group, sp: &SpanPath, out: &mut [u8], start: impl FnO
     let mut r = null_mut();
     let (ptr, len) = if out.is_empty() { (null_mut(), 0) } else { (out.as_mut_ptr(), out.len()) };
     // SAFETY: `r` is a valid place for the handle; `out` outlives the wait.
-    unsafe { hand_out(g.shared.clone(), Kind::Coll { req, out: ptr, len, module: None }, &mut r) }?;
+    unsafe { hand_out(g.shared.clone(), Kind::Coll { req, out: ptr, place: Place::Prefix(len), module: None }, &mut r) }?;
     match unsafe { finish(OUTBOARD_OK, r) } {
         OUTBOARD_OK => Ok(()),
         code => Err(Error::last(code)),

@@ -147,7 +147,7 @@ impl Layout {
     pub fn placed(&self, rank: u32, data: &[u8]) -> Result<Vec<u8>, HostError> {
         let block = self.block(rank);
         if data.len() != block.len() {
-            return Err(CollectiveError::from(CollError::LengthMismatch { expected: block.len() as u32, got: data.len() as u32 }).into());
+            return Err(length_mismatch(block.len(), data.len()));
         }
         let mut buf = vec![0u8; self.extent().next_multiple_of(PLACE.dtype.size())];
         buf[block].copy_from_slice(data);
@@ -204,6 +204,12 @@ impl View {
             }
         }
     }
+}
+
+/// A contribution of `got` bytes where `expected` were due.
+fn length_mismatch(expected: usize, got: usize) -> HostError {
+    let clip = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
+    CollectiveError::from(CollError::LengthMismatch { expected: clip(expected), got: clip(got) }).into()
 }
 
 /// Where the blocks of `members`, joined one after the other in that
@@ -276,7 +282,7 @@ impl<P: PortIo> Port<P> {
         layout.check(g)?;
         let extent = layout.extent();
         if g.rank() == root && data.len() != extent {
-            return Err(CollectiveError::from(CollError::LengthMismatch { expected: extent as u32, got: data.len() as u32 }).into());
+            return Err(length_mismatch(extent, data.len()));
         }
         if self.long(g, extent) {
             return noted(g, mode, PerBlock("scatter"), |p, g| p.scatter_by_transfers(g, mode, root, layout, data), self);
@@ -302,7 +308,7 @@ impl<P: PortIo> Port<P> {
         row.checked_mul(n).ok_or(CollectiveError::BadLayout("an alltoall's blocks span beyond the address space"))?;
         if self.long(g, row * n) {
             if data.len() != row {
-                return Err(CollectiveError::from(CollError::LengthMismatch { expected: row as u32, got: data.len() as u32 }).into());
+                return Err(length_mismatch(row, data.len()));
             }
             return noted(g, mode, PerBlock("alltoall"), |p, g| p.alltoall_by_shifts(g, mode, block, data), self);
         }
@@ -325,35 +331,20 @@ impl<P: PortIo> Port<P> {
         layout.check(g)?;
         let extent = layout.extent();
         if data.len() != extent {
-            return Err(CollectiveError::from(CollError::LengthMismatch { expected: extent as u32, got: data.len() as u32 }).into());
+            return Err(length_mismatch(extent, data.len()));
         }
         let elem = red.dtype.size();
         if (0..g.size()).any(|r| layout.block(r).start % elem != 0 || layout.block(r).len() % elem != 0) {
             return Err(CollectiveError::BadLayout("a reduce-scatter's blocks must hold whole elements").into());
         }
         let mine = layout.block(g.rank());
-        if g.size() == 1 || extent <= self.io_ref().allreduce_doubling_max() {
+        if !self.long(g, extent) {
             let spec = Spec { key: ScheduleKey::Allreduce(AllreduceAlgorithm::Auto(tree)), reduction: Some(red), data, want_result: true };
             return noted(g, mode, ReduceScatterWhole, |p, g| p.start_coll_viewed(g, mode.into(), spec, View::range(mine)), self);
         }
-        self.register_group(g)?;
-        let mode: BcastMode = mode.into();
-        let mut runs: Vec<BlockRun> = Vec::with_capacity(g.size() as usize);
-        for b in 0..g.size() {
-            let part = Spec {
-                key: ScheduleKey::Reduce(tree, b),
-                reduction: Some(red),
-                data: &data[layout.block(b)],
-                want_result: b == g.rank(),
-            };
-            let part = Spec { key: self.key_for_len(g.size(), mode, part.key, part.data.len()), ..part };
-            self.check_reduction(mode, &part)?;
-            runs.push(self.block_run(g, mode, &part)?);
-            g.note_taken(mode, part.key);
-        }
-        let run = BlocksRun::keeping::<P>(runs, g.rank() as usize);
-        g.note_call(mode, PerBlock("reduce-scatter"));
-        Ok(self.enqueue(g, mode, Box::new(run), true, View::Whole))
+        let me = g.rank();
+        let parts: Vec<(ScheduleKey, &[u8], bool)> = (0..g.size()).map(|b| (ScheduleKey::Reduce(tree, b), &data[layout.block(b)], b == me)).collect();
+        noted(g, mode, PerBlock("reduce-scatter"), |p, g| p.start_parts(g, mode, &parts, Some(red), Some(me as usize), true, View::Whole), self)
     }
 
     /// Starts an inclusive scan: member `r` gets the combination of members
@@ -385,12 +376,23 @@ impl<P: PortIo> Port<P> {
     /// part `keep`'s, if given), seen through `view`.
     /// Each part says whether this member wants its result: the engine
     /// writes only those back.
-    fn start_parts(&mut self, g: &mut Group, mode: Mode, parts: &[(ScheduleKey, &[u8], bool)], keep: Option<usize>, want_result: bool, view: View) -> Result<CollRequest, HostError> {
+    #[allow(clippy::too_many_arguments)]
+    fn start_parts(
+        &mut self,
+        g: &mut Group,
+        mode: Mode,
+        parts: &[(ScheduleKey, &[u8], bool)],
+        reduction: Option<Reduction>,
+        keep: Option<usize>,
+        want_result: bool,
+        view: View,
+    ) -> Result<CollRequest, HostError> {
         self.register_group(g)?;
         let mode: BcastMode = mode.into();
         let mut runs: Vec<BlockRun> = Vec::with_capacity(parts.len());
         for &(key, data, wanted) in parts {
-            let part = Spec { key: self.key_for_len(g.size(), mode, key, data.len()), reduction: None, data, want_result: wanted };
+            let part = Spec { key: self.key_for_len(g.size(), mode, key, data.len()), reduction, data, want_result: wanted };
+            self.check_reduction(mode, &part)?;
             runs.push(self.block_run(g, mode, &part)?);
             g.note_taken(mode, part.key);
         }
@@ -407,13 +409,13 @@ impl<P: PortIo> Port<P> {
     fn allgather_by_broadcasts(&mut self, g: &mut Group, mode: Mode, layout: &Layout, data: &[u8]) -> Result<CollRequest, HostError> {
         let me = g.rank();
         if data.len() != layout.block(me).len() {
-            return Err(CollectiveError::from(CollError::LengthMismatch { expected: layout.block(me).len() as u32, got: data.len() as u32 }).into());
+            return Err(length_mismatch(layout.block(me).len(), data.len()));
         }
         let zeros: Vec<Vec<u8>> = (0..g.size()).map(|b| if b == me { Vec::new() } else { vec![0u8; layout.block(b).len()] }).collect();
         let parts: Vec<(ScheduleKey, &[u8], bool)> =
             (0..g.size()).map(|b| (ScheduleKey::Bcast(TreeShape::Binomial, b), if b == me { data } else { &zeros[b as usize][..] }, true)).collect();
         let view = View::Assemble { extent: layout.extent(), moves: packed_moves(layout, 0..g.size()), own: None };
-        self.start_parts(g, mode, &parts, None, true, view)
+        self.start_parts(g, mode, &parts, None, None, true, view)
     }
 
     /// A long gather: each block moved from its member to the root, all
@@ -421,14 +423,14 @@ impl<P: PortIo> Port<P> {
     fn gather_by_transfers(&mut self, g: &mut Group, mode: Mode, root: u32, layout: &Layout, data: &[u8]) -> Result<CollRequest, HostError> {
         let me = g.rank();
         if data.len() != layout.block(me).len() {
-            return Err(CollectiveError::from(CollError::LengthMismatch { expected: layout.block(me).len() as u32, got: data.len() as u32 }).into());
+            return Err(length_mismatch(layout.block(me).len(), data.len()));
         }
         let others: Vec<u32> = (0..g.size()).filter(|&b| b != root).collect();
         let zeros: Vec<Vec<u8>> = others.iter().map(|&b| if b == me { Vec::new() } else { vec![0u8; layout.block(b).len()] }).collect();
         let parts: Vec<(ScheduleKey, &[u8], bool)> =
             others.iter().zip(&zeros).map(|(&b, z)| (ScheduleKey::Transfer(b, root), if b == me { data } else { &z[..] }, me == root)).collect();
         let view = View::Assemble { extent: layout.extent(), moves: packed_moves(layout, others.iter().copied()), own: Some((data.to_vec(), layout.block(root).start)) };
-        self.start_parts(g, mode, &parts, None, me == root, view)
+        self.start_parts(g, mode, &parts, None, None, me == root, view)
     }
 
     /// A long scatter: each block moved from the root to its member, all
@@ -447,10 +449,10 @@ impl<P: PortIo> Port<P> {
             // The root's result is its own block: the parts' results (what
             // it sent) are not looked at.
             let view = View::Assemble { extent: own.len(), moves: Vec::new(), own: Some((own, 0)) };
-            return self.start_parts(g, mode, &parts, None, true, view);
+            return self.start_parts(g, mode, &parts, None, None, true, view);
         }
         let mine = others.iter().position(|&b| b == me).expect("a member other than the root");
-        self.start_parts(g, mode, &parts, Some(mine), true, View::Whole)
+        self.start_parts(g, mode, &parts, None, Some(mine), true, View::Whole)
     }
 
     /// A long alltoall: the pairwise exchange, one collective per shift
@@ -462,7 +464,7 @@ impl<P: PortIo> Port<P> {
         let parts: Vec<(ScheduleKey, &[u8], bool)> = (1..n).map(|s| (ScheduleKey::Shift(s), &data[at((me + s) % n)], true)).collect();
         let moves = (1..n).map(|s| ((s as usize - 1) * block..s as usize * block, at((me + n - s) % n).start)).collect();
         let view = View::Assemble { extent: n as usize * block, moves, own: Some((data[at(me)].to_vec(), at(me).start)) };
-        self.start_parts(g, mode, &parts, None, true, view)
+        self.start_parts(g, mode, &parts, None, None, true, view)
     }
 
     /// Blocking allgather ([`Port::start_allgather`]).
